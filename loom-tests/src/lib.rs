@@ -1,0 +1,1 @@
+//! Loom models of cutout; see README.md.

@@ -1,0 +1,736 @@
+//! [`CircuitBreaker`]: admission, outcome recording and manual control. The only
+//! place that reads the clock.
+//!
+//! # Orderings
+//! The state word is loaded with `Acquire` and changed by `AcqRel` CAS (see
+//! [`crate::state`]). The half-open round and the consecutive-failure streak are
+//! generation-tagged words changed by `AcqRel` CAS and loaded with `Acquire`, except
+//! the success path's streak check, which is `Relaxed` (see [`CircuitBreaker::clear_streak`]).
+//! Lifetime counters and window counts are `Relaxed` (see [`crate::stripe`]).
+
+use crate::clock::{Clock, DefaultClock};
+use crate::config::{Builder, Config, Listener, splitmix64};
+use crate::event::{Reason, Transition, WindowCounts};
+use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
+use crate::policy;
+use crate::snapshot::{Lifetime, Metrics};
+use crate::state::{
+    DATA_MAX, NANOS_PER_TICK, Snapshot, StateWord, Tagged, Update, ticks_from_nanos,
+};
+use crate::stripe::{Counter, StripeRef, Stripes};
+use crate::sync::{AtomicU64, Ordering};
+use crate::window::{Sample, Window};
+use crate::{Error, Rejected, State};
+use crossbeam_utils::CachePadded;
+use std::fmt;
+use std::time::Duration;
+
+/// A lock-free circuit breaker.
+///
+/// Share it by reference or in an `Arc`; every method takes `&self`. See the
+/// [crate docs](crate) for the model and [`Builder`] for the settings.
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, Error, ManualClock, State};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let breaker = CircuitBreaker::builder()
+///     .consecutive_failures(3)
+///     .open_duration(Duration::from_secs(5))
+///     .clock(clock.clone())
+///     .build()?;
+///
+/// for _ in 0..3 {
+///     let _ = breaker.call(|| Err::<(), _>("connection refused"));
+/// }
+/// match breaker.call(|| Ok::<_, &str>("never runs")) {
+///     Err(Error::Rejected(r)) => assert_eq!(r.retry_after(), Some(Duration::from_secs(5))),
+///     other => panic!("expected a rejection, got {other:?}"),
+/// }
+/// clock.advance(Duration::from_secs(5));
+/// assert_eq!(breaker.call(|| Ok::<_, &str>("probe")), Ok("probe"));
+/// assert_eq!(breaker.state(), State::Closed);
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+pub struct CircuitBreaker<C = DefaultClock> {
+    word: CachePadded<StateWord>,
+    /// The half-open round, tagged with its generation: (issued, succeeded).
+    round: CachePadded<AtomicU64>,
+    /// Consecutive failures of the closed phase, tagged with its generation.
+    streak: CachePadded<AtomicU64>,
+    stripes: Stripes,
+    window: Option<Window>,
+    config: Config,
+    transitions: [AtomicU64; Reason::ALL.len()],
+    clock: C,
+    origin: u64,
+    seed: u64,
+    listener: Option<Listener>,
+}
+
+impl CircuitBreaker<DefaultClock> {
+    /// A builder with the default clock; see [`Builder`] for every setting.
+    ///
+    /// # Examples
+    /// ```
+    /// let breaker = cutout::CircuitBreaker::builder().build()?;
+    /// assert!(breaker.call(|| Ok::<_, ()>(())).is_ok());
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn builder() -> Builder<DefaultClock> {
+        Builder::new()
+    }
+}
+
+/// What [`CircuitBreaker::take_probe`] found.
+enum Probe {
+    Taken,
+    Full,
+    /// The state word moved on; look again.
+    Retry(Snapshot),
+}
+
+impl<C: Clock> CircuitBreaker<C> {
+    pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
+        let window = config.window.map(Window::new);
+        let stripes = Stripes::new(window.as_ref().map_or(0, Window::words));
+        let origin = clock.now();
+        let seed = splitmix64(origin ^ next_seed());
+        CircuitBreaker {
+            word: CachePadded::new(StateWord::new()),
+            round: CachePadded::new(AtomicU64::new(Tagged::EMPTY.raw())),
+            streak: CachePadded::new(AtomicU64::new(Tagged::EMPTY.raw())),
+            stripes,
+            window,
+            config,
+            transitions: std::array::from_fn(|_| AtomicU64::new(0)),
+            clock,
+            origin,
+            seed,
+            listener,
+        }
+    }
+
+    /// The current state. A pure read: it never moves the breaker (an Open breaker
+    /// past its cooldown reads Open until a call makes it HalfOpen).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, State};
+    ///
+    /// let breaker = CircuitBreaker::builder().build()?;
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn state(&self) -> State {
+        self.word.load().state()
+    }
+
+    /// Asks to make a call. On success the [`Permit`] carries the generation it was
+    /// admitted under; record the call's outcome on it (or drop it: that counts as
+    /// ignored and gives a half-open slot back).
+    ///
+    /// # Errors
+    /// [`Rejected`] when the breaker is open, forced open, or half-open with every
+    /// probe slot taken.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    ///
+    /// let breaker = CircuitBreaker::builder().build()?;
+    /// let permit = breaker.try_acquire()?;
+    /// // ... make the call, perhaps on another thread ...
+    /// permit.success();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_, C>, Rejected> {
+        self.acquire().map(|ticket| Permit::new(self, ticket))
+    }
+
+    /// Like [`try_acquire`](Self::try_acquire), for a breaker in an `Arc`: the permit
+    /// owns a clone of the `Arc`, so it can move into a `'static` future or thread.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    /// use std::sync::Arc;
+    ///
+    /// let breaker = Arc::new(CircuitBreaker::builder().build()?);
+    /// let permit = breaker.try_acquire_owned()?;
+    /// std::thread::spawn(move || permit.success()).join().unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_owned(self: &std::sync::Arc<Self>) -> Result<OwnedPermit<C>, Rejected> {
+        self.acquire()
+            .map(|ticket| OwnedPermit::new(self.clone(), ticket))
+    }
+
+    /// Runs `f` through the breaker: `Err` is a failure, `Ok` a success.
+    ///
+    /// A panic in `f` propagates unchanged; the permit's drop records it as ignored,
+    /// so it never holds a half-open slot.
+    ///
+    /// # Errors
+    /// [`Error::Rejected`] if the breaker did not run `f`, [`Error::Inner`] with
+    /// `f`'s own error otherwise.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    ///
+    /// let breaker = CircuitBreaker::builder().build()?;
+    /// let body = breaker.call(|| Ok::<_, std::io::Error>("200 OK"))?;
+    /// assert_eq!(body, "200 OK");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn call<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, Error<E>> {
+        self.call_with(Outcome::of, f)
+    }
+
+    /// Runs `f` through the breaker and lets `classify` say what its result means:
+    /// a [`Success`](Outcome::Success), a [`Failure`](Outcome::Failure), or
+    /// [`Ignored`](Outcome::Ignored) (neither, like a 404 or the caller's own
+    /// cancellation).
+    ///
+    /// # Errors
+    /// As [`call`](Self::call).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Outcome};
+    ///
+    /// let breaker = CircuitBreaker::builder().consecutive_failures(1).build()?;
+    /// let not_found = |r: &Result<u16, u16>| match r {
+    ///     Err(404) => Outcome::Ignored,
+    ///     Err(_) => Outcome::Failure,
+    ///     Ok(_) => Outcome::Success,
+    /// };
+    /// let _ = breaker.call_with(not_found, || Err::<u16, _>(404));
+    /// assert_eq!(breaker.state(), cutout::State::Closed); // a 404 is not a failure
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn call_with<T, E>(
+        &self,
+        classify: impl FnOnce(&Result<T, E>) -> Outcome,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, Error<E>> {
+        let permit = self.try_acquire()?;
+        let result = f();
+        permit.record(classify(&result));
+        result.map_err(Error::Inner)
+    }
+
+    /// Opens the breaker until [`reset`](Self::reset): every call is rejected. Calls in
+    /// flight become stale. Does nothing if already forced open.
+    ///
+    /// # Examples
+    /// ```
+    /// let breaker = cutout::CircuitBreaker::builder().build()?;
+    /// breaker.force_open();
+    /// assert!(breaker.try_acquire().is_err());
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn force_open(&self) {
+        self.manual(State::ForcedOpen, Reason::ForcedOpen);
+    }
+
+    /// Switches the breaker off until [`reset`](Self::reset): every call is admitted
+    /// and nothing trips. Calls in flight become stale. Does nothing if already
+    /// disabled.
+    ///
+    /// # Examples
+    /// ```
+    /// let breaker = cutout::CircuitBreaker::builder().consecutive_failures(1).build()?;
+    /// breaker.disable();
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// assert_eq!(breaker.state(), cutout::State::Disabled);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn disable(&self) {
+        self.manual(State::Disabled, Reason::Disabled);
+    }
+
+    /// Closes the breaker afresh, from any state: a new generation (calls in flight
+    /// become stale), an empty window, no consecutive failures, backoff level 0.
+    ///
+    /// # Examples
+    /// ```
+    /// let breaker = cutout::CircuitBreaker::builder().build()?;
+    /// breaker.force_open();
+    /// breaker.reset();
+    /// assert_eq!(breaker.state(), cutout::State::Closed);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn reset(&self) {
+        let now = self.ticks();
+        let update = self
+            .word
+            .transition(self.word.load(), |s| Some(s.next(State::Closed, 0, now)));
+        self.announce(update, Reason::Reset, WindowCounts::default(), 0);
+    }
+
+    fn manual(&self, to: State, reason: Reason) {
+        let now = self.ticks();
+        let update = self.word.transition(self.word.load(), |s| {
+            (s.state() != to).then(|| s.next(to, s.level(), now))
+        });
+        self.announce(update, reason, WindowCounts::default(), 0);
+    }
+
+    /// A snapshot of the breaker's state, window and lifetime counters.
+    ///
+    /// # Examples
+    /// ```
+    /// let breaker = cutout::CircuitBreaker::builder().build()?;
+    /// let _ = breaker.call(|| Err::<(), _>("boom"));
+    /// let m = breaker.metrics();
+    /// assert_eq!((m.window.calls, m.window.failures, m.lifetime.failures), (1, 1, 1));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn metrics(&self) -> Metrics {
+        let s = self.word.load();
+        let nanos = self.now_nanos();
+        let now = ticks_from_nanos(nanos);
+        let generation = s.generation();
+        let window = match &self.window {
+            Some(w) if s.is_closed() => w.counts(&self.stripes, generation, nanos),
+            _ => WindowCounts::default(),
+        };
+        let lifetime = Lifetime {
+            admitted: self.stripes.total(Counter::Admitted),
+            rejected: self.stripes.total(Counter::Rejected),
+            successes: self.stripes.total(Counter::Successes),
+            failures: self.stripes.total(Counter::Failures),
+            slow: self.stripes.total(Counter::Slow),
+            ignored: self.stripes.total(Counter::Ignored),
+            stale: self.stripes.total(Counter::Stale),
+            dropped: self.stripes.total(Counter::Dropped),
+        };
+        Metrics {
+            state: s.state(),
+            generation,
+            level: s.level(),
+            time_in_state: ticks_to_duration(now.saturating_sub(s.ticks())),
+            retry_after: self.retry_after(s, now),
+            window,
+            consecutive_failures: match s.state() {
+                State::Closed => {
+                    Tagged::from_raw(self.streak.load(Ordering::Acquire)).data_for(generation)
+                }
+                _ => 0,
+            },
+            lifetime,
+            // Relaxed: a snapshot of independent counters.
+            transitions: std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Heap bytes this breaker holds (its stripes and backoff table).
+    pub fn heap_bytes(&self) -> usize {
+        self.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns)
+    }
+
+    // ---- admission -------------------------------------------------------------
+
+    #[inline]
+    pub(crate) fn acquire(&self) -> Result<Ticket, Rejected> {
+        let s = self.word.load();
+        if s.is_closed() {
+            return Ok(self.admit(s, Kind::Closed));
+        }
+        self.acquire_slow(s)
+    }
+
+    #[inline]
+    fn admit(&self, s: Snapshot, kind: Kind) -> Ticket {
+        self.stripes.bump(self.stripes.mine(), Counter::Admitted);
+        let started = if self.config.slow_calls.is_some() {
+            self.clock.precise()
+        } else {
+            0
+        };
+        Ticket {
+            generation: s.generation(),
+            kind,
+            started,
+        }
+    }
+
+    fn reject(&self, state: State, retry_after: Option<Duration>) -> Rejected {
+        self.stripes.bump(self.stripes.mine(), Counter::Rejected);
+        Rejected::new(state, retry_after)
+    }
+
+    fn acquire_slow(&self, mut s: Snapshot) -> Result<Ticket, Rejected> {
+        loop {
+            s = match s.state() {
+                State::Closed => return Ok(self.admit(s, Kind::Closed)),
+                State::Disabled => return Ok(self.admit(s, Kind::Disabled)),
+                State::ForcedOpen => return Err(self.reject(State::ForcedOpen, None)),
+                State::Open => {
+                    let now = self.ticks();
+                    let deadline = s.ticks() + self.cooldown(s);
+                    if now < deadline {
+                        return Err(
+                            self.reject(State::Open, Some(ticks_to_duration(deadline - now)))
+                        );
+                    }
+                    let update = self.word.transition(s, |cur| {
+                        (cur == s).then(|| cur.next(State::HalfOpen, cur.level(), now))
+                    });
+                    self.announce(update, Reason::CooldownElapsed, WindowCounts::default(), 0)
+                }
+                State::HalfOpen => {
+                    let now = self.ticks();
+                    let ends = s.ticks() + self.config.half_open_timeout;
+                    if now >= ends {
+                        // A round without a verdict for the whole timeout failed.
+                        self.reopen(s, now, Reason::HalfOpenTimeout)
+                    } else {
+                        match self.take_probe(s) {
+                            Probe::Taken => return Ok(self.admit(s, Kind::Probe)),
+                            Probe::Full => {
+                                return Err(self
+                                    .reject(State::HalfOpen, Some(ticks_to_duration(ends - now))));
+                            }
+                            Probe::Retry(cur) => cur,
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes one of the half-open round's slots for generation `s`.
+    fn take_probe(&self, s: Snapshot) -> Probe {
+        let generation = s.generation();
+        loop {
+            // Acquire: pairs with the AcqRel CAS that wrote the round.
+            let seen = Tagged::from_raw(self.round.load(Ordering::Acquire));
+            if seen.generation() != generation {
+                // The round word holds an earlier round, or a later one if the state
+                // moved on since `s` was read. The word's generation settles which:
+                // the round was loaded first, so if the word still shows `s`, the
+                // round is older and may be started afresh.
+                let cur = self.word.load();
+                if cur.generation() != generation {
+                    return Probe::Retry(cur);
+                }
+            }
+            let (issued, succeeded) = Tagged::halves(seen.data_for(generation));
+            if issued >= self.config.half_open_probes {
+                return Probe::Full;
+            }
+            let next = Tagged::new(generation, Tagged::join(issued + 1, succeeded));
+            // AcqRel: Release publishes the slot to the probe's verdict; Acquire on
+            // failure hands back the newest round.
+            if self
+                .round
+                .compare_exchange(seen.raw(), next.raw(), Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            // The slot is ours if the round is still the current phase; otherwise
+            // the round is over and the slot dies with it.
+            let cur = self.word.load();
+            return if cur.generation() == generation {
+                Probe::Taken
+            } else {
+                Probe::Retry(cur)
+            };
+        }
+    }
+
+    /// Gives a probe slot of `generation`'s round back (an ignored or dropped probe).
+    fn release_probe(&self, generation: u16) {
+        // Acquire: pairs with the AcqRel CAS that wrote the round.
+        let mut seen = Tagged::from_raw(self.round.load(Ordering::Acquire));
+        loop {
+            if seen.generation() != generation {
+                return; // the round is over
+            }
+            let (issued, succeeded) = Tagged::halves(seen.data_for(generation));
+            let next = Tagged::new(
+                generation,
+                Tagged::join(issued.saturating_sub(1), succeeded),
+            );
+            // AcqRel: as in take_probe.
+            match self.round.compare_exchange(
+                seen.raw(),
+                next.raw(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => seen = Tagged::from_raw(actual),
+            }
+        }
+    }
+
+    // ---- outcomes --------------------------------------------------------------
+
+    /// Records the outcome of an admitted call.
+    pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome) {
+        let r = self.stripes.mine();
+        let s = self.word.load();
+        if s.generation() != ticket.generation {
+            // Admitted under an earlier phase: the breaker has moved on, and this
+            // result must not decide the new phase.
+            self.stripes.bump(r, Counter::Stale);
+            return;
+        }
+        let failed = match outcome {
+            Outcome::Ignored => {
+                self.stripes.bump(r, Counter::Ignored);
+                if ticket.kind == Kind::Probe {
+                    self.release_probe(ticket.generation);
+                }
+                return;
+            }
+            Outcome::Success => false,
+            Outcome::Failure => true,
+        };
+        let slow = self.is_slow(ticket);
+        self.stripes.bump(
+            r,
+            if failed {
+                Counter::Failures
+            } else {
+                Counter::Successes
+            },
+        );
+        if slow {
+            self.stripes.bump(r, Counter::Slow);
+        }
+        match ticket.kind {
+            Kind::Closed => self.record_closed(r, s, Sample { failed, slow }),
+            Kind::Probe if failed || slow => {
+                let _ = self.reopen(s, self.ticks(), Reason::ProbeFailed);
+            }
+            Kind::Probe => self.probe_succeeded(s),
+            Kind::Disabled => {}
+        }
+    }
+
+    /// Records a permit dropped without an outcome: ignored, and counted as dropped.
+    pub(crate) fn abandon(&self, ticket: Ticket) {
+        let r = self.stripes.mine();
+        self.stripes.bump(r, Counter::Dropped);
+        if ticket.kind == Kind::Probe && self.word.load().generation() == ticket.generation {
+            self.release_probe(ticket.generation);
+        }
+    }
+
+    #[inline]
+    fn is_slow(&self, ticket: Ticket) -> bool {
+        self.config.slow_calls.is_some_and(|s| {
+            self.clock.precise().saturating_sub(ticket.started) > s.threshold_nanos
+        })
+    }
+
+    #[inline]
+    fn record_closed(&self, r: StripeRef, s: Snapshot, sample: Sample) {
+        let generation = s.generation();
+        let mut streak = 0;
+        if self.config.consecutive_failures.is_some() {
+            if sample.failed {
+                streak = self.bump_streak(generation);
+            } else {
+                self.clear_streak(generation);
+            }
+        }
+        let mut window = WindowCounts::default();
+        let mut reason =
+            policy::streak_trips(&self.config, streak).then_some(Reason::ConsecutiveFailures);
+        if let Some(w) = &self.window {
+            let nanos = self.now_nanos();
+            w.record(&self.stripes, r, generation, nanos, sample);
+            if sample.failed || sample.slow {
+                window = w.counts(&self.stripes, generation, nanos);
+                reason = reason.or_else(|| policy::rate_trip(&self.config, window));
+            }
+        }
+        if let Some(reason) = reason {
+            let now = self.ticks();
+            let update = self.word.transition(s, |cur| {
+                (cur.generation() == generation && cur.is_closed())
+                    .then(|| cur.next(State::Open, 0, now))
+            });
+            let _ = self.announce(update, reason, window, streak);
+        }
+    }
+
+    /// Adds a failure to `generation`'s streak and returns the new length.
+    fn bump_streak(&self, generation: u16) -> u64 {
+        // Acquire: pairs with the AcqRel CAS below on other threads.
+        let mut seen = self.streak.load(Ordering::Acquire);
+        loop {
+            let n = (Tagged::from_raw(seen).data_for(generation) + 1).min(DATA_MAX);
+            // AcqRel: the streak is a read-modify-write shared by every failing call.
+            match self.streak.compare_exchange(
+                seen,
+                Tagged::new(generation, n).raw(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return n,
+                Err(actual) => seen = actual,
+            }
+        }
+    }
+
+    /// Ends `generation`'s streak. Writes nothing when it is already zero, so the
+    /// success path only reads a shared line.
+    #[inline]
+    fn clear_streak(&self, generation: u16) {
+        // Relaxed: a stale non-zero read is corrected by the CAS; a stale zero read
+        // means a racing failure is ordered after this success.
+        let mut seen = self.streak.load(Ordering::Relaxed);
+        while Tagged::from_raw(seen).data_for(generation) != 0 {
+            // AcqRel: as in bump_streak.
+            match self.streak.compare_exchange(
+                seen,
+                Tagged::new(generation, 0).raw(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => seen = actual,
+            }
+        }
+    }
+
+    fn probe_succeeded(&self, s: Snapshot) {
+        let generation = s.generation();
+        // Acquire: pairs with the AcqRel CAS that took the slot.
+        let mut seen = Tagged::from_raw(self.round.load(Ordering::Acquire));
+        let succeeded = loop {
+            if seen.generation() != generation {
+                return; // the round is over; this success is stale
+            }
+            let (issued, succeeded) = Tagged::halves(seen.data_for(generation));
+            let next = Tagged::new(generation, Tagged::join(issued, succeeded + 1));
+            // AcqRel: as in take_probe.
+            match self.round.compare_exchange(
+                seen.raw(),
+                next.raw(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break succeeded + 1,
+                Err(actual) => seen = Tagged::from_raw(actual),
+            }
+        };
+        if succeeded >= self.config.half_open_probes {
+            let now = self.ticks();
+            let update = self.word.transition(s, |cur| {
+                (cur.generation() == generation && cur.state() == State::HalfOpen)
+                    .then(|| cur.next(State::Closed, 0, now))
+            });
+            let _ = self.announce(update, Reason::ProbesSucceeded, WindowCounts::default(), 0);
+        }
+    }
+
+    /// HalfOpen `s` → Open at the next backoff level. Returns the newest word.
+    fn reopen(&self, s: Snapshot, now: u64, reason: Reason) -> Snapshot {
+        let generation = s.generation();
+        let level = s.level().saturating_add(1).min(self.config.max_level());
+        let update = self.word.transition(s, |cur| {
+            (cur.generation() == generation && cur.state() == State::HalfOpen)
+                .then(|| cur.next(State::Open, level, now))
+        });
+        self.announce(update, reason, WindowCounts::default(), 0)
+    }
+
+    /// Counts and delivers a transition this thread made, after its CAS and with
+    /// nothing held. Returns the newest word either way.
+    fn announce(
+        &self,
+        update: Update,
+        reason: Reason,
+        window: WindowCounts,
+        streak: u64,
+    ) -> Snapshot {
+        let (from, to) = match update {
+            Update::Declined(cur) => return cur,
+            Update::Moved { from, to } => (from, to),
+        };
+        // Relaxed: a statistic; the event itself is ordered by the CAS.
+        self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
+        if let Some(listener) = &self.listener {
+            listener(&Transition {
+                from: from.state(),
+                to: to.state(),
+                generation: to.generation(),
+                reason,
+                at: ticks_to_duration(to.ticks()),
+                level: to.level(),
+                window,
+                consecutive_failures: streak,
+            });
+        }
+        to
+    }
+
+    // ---- time ------------------------------------------------------------------
+
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        self.clock.now().saturating_sub(self.origin)
+    }
+
+    #[inline]
+    fn ticks(&self) -> u64 {
+        ticks_from_nanos(self.now_nanos())
+    }
+
+    #[inline]
+    fn cooldown(&self, s: Snapshot) -> u64 {
+        self.config.cooldown(s.level(), s.generation(), self.seed)
+    }
+
+    fn retry_after(&self, s: Snapshot, now: u64) -> Option<Duration> {
+        match s.state() {
+            State::Open => Some(ticks_to_duration(
+                (s.ticks() + self.cooldown(s)).saturating_sub(now),
+            )),
+            State::HalfOpen => Some(ticks_to_duration(
+                (s.ticks() + self.config.half_open_timeout).saturating_sub(now),
+            )),
+            State::ForcedOpen => None,
+            State::Closed | State::Disabled => Some(Duration::ZERO),
+        }
+    }
+}
+
+fn ticks_to_duration(ticks: u64) -> Duration {
+    Duration::from_nanos(ticks.saturating_mul(NANOS_PER_TICK))
+}
+
+/// A random input for every breaker's jitter seed: std's per-instance hash keys.
+fn next_seed() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0u8)
+}
+
+impl<C: Clock> fmt::Debug for CircuitBreaker<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.metrics();
+        f.debug_struct("CircuitBreaker")
+            .field("state", &m.state)
+            .field("generation", &m.generation)
+            .field("level", &m.level)
+            .field("retry_after", &m.retry_after)
+            .field("window", &m.window)
+            .field("consecutive_failures", &m.consecutive_failures)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,281 @@
+//! Time sources. Only [`CircuitBreaker`](crate::CircuitBreaker) reads a clock; the
+//! decision code takes `now` as an argument.
+//!
+//! | clock            | `now()` cost here | resolution | use                                  |
+//! |------------------|-------------------|------------|--------------------------------------|
+//! | [`DefaultClock`] | ~2 ns (one load)  | 1 ms       | production: quanta's `Instant::recent()`, refreshed by quanta's upkeep thread |
+//! | [`StdClock`]     | 25-50 ns          | 1 ns       | where no background thread is wanted  |
+//! | [`ManualClock`]  | one atomic load   | 1 ns       | tests, including your own             |
+//!
+//! Every clock is monotonic: wall-clock steps (NTP, a changed time zone) change
+//! nothing, because none of them reads the wall clock.
+
+use crate::sync::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// A monotonic time source.
+///
+/// The breaker reads [`now`](Clock::now) on the paths that need the time (the open
+/// state's cooldown check, the sliding window's bucket) and
+/// [`precise`](Clock::precise) twice per call when the slow-call policy times calls.
+///
+/// # Examples
+/// A clock that reads `std::time::Instant` (like [`StdClock`]):
+/// ```
+/// use cutout::{CircuitBreaker, Clock};
+/// use std::time::Instant;
+///
+/// struct Mine(Instant);
+/// impl Clock for Mine {
+///     fn now(&self) -> u64 {
+///         self.0.elapsed().as_nanos() as u64
+///     }
+/// }
+///
+/// let breaker = CircuitBreaker::builder().clock(Mine(Instant::now())).build()?;
+/// assert!(breaker.call(|| Ok::<_, ()>(1)).is_ok());
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+pub trait Clock: Send + Sync {
+    /// Nanoseconds since an origin of the clock's choosing. Must never decrease.
+    fn now(&self) -> u64;
+
+    /// A precise reading, for timing calls against the slow-call threshold.
+    /// Defaults to [`now`](Clock::now).
+    fn precise(&self) -> u64 {
+        self.now()
+    }
+
+    /// How far [`now`](Clock::now) may lag the true time. A window bucket shorter
+    /// than this is a configuration error. Defaults to one nanosecond.
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
+    }
+}
+
+/// The default clock: quanta's cached `Instant::recent()` (one atomic load),
+/// refreshed every millisecond by quanta's upkeep thread, which the first
+/// `DefaultClock` starts once per process. [`precise`](Clock::precise) reads the TSC
+/// through `quanta::Instant::now()`.
+///
+/// If the upkeep thread cannot be started (or another library already runs one with
+/// a different interval), `recent()` still returns a current time, just more slowly
+/// or at that library's interval.
+///
+/// # Examples
+/// ```
+/// use cutout::{Clock, DefaultClock};
+///
+/// let clock = DefaultClock::new();
+/// let a = clock.now();
+/// assert!(clock.now() >= a);
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefaultClock {
+    _private: (),
+}
+
+/// How often quanta's upkeep thread refreshes `Instant::recent()`.
+const UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
+
+struct Quanta {
+    origin: quanta::Instant,
+    // Held so the upkeep thread runs for the life of the process.
+    _upkeep: Option<quanta::Handle>,
+}
+
+fn quanta() -> &'static Quanta {
+    static QUANTA: OnceLock<Quanta> = OnceLock::new();
+    QUANTA.get_or_init(|| {
+        let clock = quanta::Clock::new();
+        let upkeep = quanta::Upkeep::new_with_clock(UPKEEP_INTERVAL, clock.clone())
+            .start()
+            .ok();
+        Quanta {
+            origin: clock.now(),
+            _upkeep: upkeep,
+        }
+    })
+}
+
+impl DefaultClock {
+    /// A handle on the process-wide quanta clock; starts the upkeep thread the
+    /// first time.
+    pub fn new() -> DefaultClock {
+        quanta();
+        DefaultClock { _private: () }
+    }
+}
+
+impl Clock for DefaultClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        let q = quanta();
+        quanta::Instant::recent()
+            .saturating_duration_since(q.origin)
+            .as_nanos() as u64
+    }
+
+    fn precise(&self) -> u64 {
+        let q = quanta();
+        quanta::Instant::now()
+            .saturating_duration_since(q.origin)
+            .as_nanos() as u64
+    }
+
+    fn resolution(&self) -> Duration {
+        UPKEEP_INTERVAL
+    }
+}
+
+/// A clock on `std::time::Instant`: no background thread, nanosecond resolution,
+/// 25-50 ns a reading.
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, StdClock};
+///
+/// let breaker = CircuitBreaker::builder().clock(StdClock::new()).build()?;
+/// assert!(breaker.call(|| Ok::<_, ()>(())).is_ok());
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct StdClock {
+    origin: std::time::Instant,
+}
+
+impl StdClock {
+    /// A clock whose origin is now.
+    pub fn new() -> StdClock {
+        StdClock {
+            origin: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for StdClock {
+    fn default() -> StdClock {
+        StdClock::new()
+    }
+}
+
+impl Clock for StdClock {
+    fn now(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+}
+
+/// A clock that moves only when told to: for tests, yours included.
+///
+/// Clones share one time, so a test keeps a clone and advances the breaker's clock.
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, ManualClock, State};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let breaker = CircuitBreaker::builder()
+///     .consecutive_failures(1)
+///     .open_duration(Duration::from_secs(1))
+///     .clock(clock.clone())
+///     .build()?;
+/// let _ = breaker.call(|| Err::<(), _>("boom"));
+/// assert_eq!(breaker.state(), State::Open);
+///
+/// clock.advance(Duration::from_secs(1));
+/// assert!(breaker.call(|| Ok::<_, ()>(())).is_ok()); // the probe closes it
+/// assert_eq!(breaker.state(), State::Closed);
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct ManualClock {
+    nanos: crate::sync::Arc<AtomicU64>,
+}
+
+impl Default for ManualClock {
+    fn default() -> ManualClock {
+        ManualClock::new()
+    }
+}
+
+impl ManualClock {
+    /// A clock at time zero.
+    pub fn new() -> ManualClock {
+        ManualClock {
+            nanos: crate::sync::Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Moves time forward by `by` (saturating at `u64::MAX` nanoseconds).
+    pub fn advance(&self, by: Duration) {
+        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        // AcqRel: readers that see the new time also see what the advancing thread
+        // did before advancing.
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_add(by))
+            });
+    }
+
+    /// The time since this clock was created.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.now())
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        // Acquire: pairs with the AcqRel of `advance`.
+        self.nanos.load(Ordering::Acquire)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    fn now(&self) -> u64 {
+        (**self).now()
+    }
+    fn precise(&self) -> u64 {
+        (**self).precise()
+    }
+    fn resolution(&self) -> Duration {
+        (**self).resolution()
+    }
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_clones_share_one_time() {
+        let clock = ManualClock::new();
+        let other = clock.clone();
+        other.advance(Duration::from_millis(1500));
+        assert_eq!(clock.now(), 1_500_000_000);
+        assert_eq!(clock.elapsed(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn manual_clock_saturates_instead_of_wrapping() {
+        let clock = ManualClock::new();
+        clock.advance(Duration::MAX);
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(clock.now(), u64::MAX);
+    }
+
+    #[test]
+    fn real_clocks_never_go_backwards() {
+        let (d, s) = (DefaultClock::new(), StdClock::new());
+        let (mut last_d, mut last_s, mut last_p) = (d.now(), s.now(), d.precise());
+        for _ in 0..10_000 {
+            let (nd, ns, np) = (d.now(), s.now(), d.precise());
+            assert!(nd >= last_d && ns >= last_s && np >= last_p);
+            (last_d, last_s, last_p) = (nd, ns, np);
+        }
+        assert_eq!(d.resolution(), UPKEEP_INTERVAL);
+    }
+}

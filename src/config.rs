@@ -1,0 +1,658 @@
+//! The builder, its defaults, and validation into the internal [`Config`].
+//!
+//! Every setting is stored as given and checked once, in [`Builder::build`]; a bad
+//! value is a [`ConfigError`] naming the builder method, never a panic and never a
+//! silently clamped value.
+
+use crate::clock::{Clock, DefaultClock};
+use crate::event::Transition;
+use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_duration};
+use crate::{CircuitBreaker, ConfigError};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) type Listener = Arc<dyn Fn(&Transition) + Send + Sync>;
+
+/// Default trip policy when none is configured: this failure rate ...
+const DEFAULT_FAILURE_RATE: f64 = 0.5;
+/// ... over at least this many calls in the window ...
+const DEFAULT_MINIMUM_CALLS: u32 = 20;
+/// ... of this length, split into this many buckets.
+const DEFAULT_WINDOW: (Duration, u32) = (Duration::from_secs(10), 10);
+const DEFAULT_OPEN_DURATION: Duration = Duration::from_secs(1);
+const DEFAULT_MULTIPLIER: f64 = 2.0;
+/// `max_open_duration` defaults to the larger of this and `open_duration`.
+const DEFAULT_MAX_OPEN_DURATION: Duration = Duration::from_secs(60);
+const DEFAULT_HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Configures and builds a [`CircuitBreaker`]; start with
+/// [`CircuitBreaker::builder`].
+///
+/// Trip policies are active only when configured: [`consecutive_failures`],
+/// [`failure_rate`] and [`slow_calls`], in any combination (the breaker trips when
+/// any of them says so). With none configured the breaker uses
+/// `window(10 s, 10 buckets)` and `failure_rate(0.5, 20)`; configuring any policy
+/// replaces that default entirely.
+///
+/// | setting                | default                              |
+/// |------------------------|--------------------------------------|
+/// | [`window`]             | 10 s in 10 buckets (when a rate policy is on) |
+/// | [`minimum_calls`]      | 20                                   |
+/// | [`open_duration`]      | 1 s                                  |
+/// | [`backoff_multiplier`] | 2                                    |
+/// | [`max_open_duration`]  | the larger of 60 s and `open_duration` |
+/// | [`jitter`]             | 0 (none)                             |
+/// | [`half_open_probes`]   | 1                                    |
+/// | [`half_open_timeout`]  | 30 s                                 |
+///
+/// [`consecutive_failures`]: Builder::consecutive_failures
+/// [`failure_rate`]: Builder::failure_rate
+/// [`slow_calls`]: Builder::slow_calls
+/// [`window`]: Builder::window
+/// [`minimum_calls`]: Builder::minimum_calls
+/// [`open_duration`]: Builder::open_duration
+/// [`backoff_multiplier`]: Builder::backoff_multiplier
+/// [`max_open_duration`]: Builder::max_open_duration
+/// [`jitter`]: Builder::jitter
+/// [`half_open_probes`]: Builder::half_open_probes
+/// [`half_open_timeout`]: Builder::half_open_timeout
+///
+/// # Examples
+/// ```
+/// use cutout::CircuitBreaker;
+/// use std::time::Duration;
+///
+/// let breaker = CircuitBreaker::builder()
+///     .consecutive_failures(5)
+///     .window(Duration::from_secs(30), 30)
+///     .failure_rate(0.5, 50)
+///     .slow_calls(Duration::from_millis(500), 0.8)
+///     .open_duration(Duration::from_secs(2))
+///     .backoff_multiplier(2.0)
+///     .max_open_duration(Duration::from_secs(120))
+///     .jitter(0.2)
+///     .half_open_probes(3)
+///     .build()?;
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[must_use = "a builder does nothing until `build()`"]
+pub struct Builder<C = DefaultClock> {
+    clock: C,
+    consecutive_failures: Option<u32>,
+    window: Option<(Duration, u32)>,
+    failure_rate: Option<f64>,
+    slow_calls: Option<(Duration, f64)>,
+    minimum_calls: Option<u32>,
+    open_duration: Duration,
+    backoff_multiplier: f64,
+    max_open_duration: Option<Duration>,
+    jitter: f64,
+    half_open_probes: u32,
+    half_open_timeout: Duration,
+    on_transition: Option<Listener>,
+}
+
+impl Builder<DefaultClock> {
+    pub(crate) fn new() -> Builder<DefaultClock> {
+        Builder {
+            clock: DefaultClock::new(),
+            consecutive_failures: None,
+            window: None,
+            failure_rate: None,
+            slow_calls: None,
+            minimum_calls: None,
+            open_duration: DEFAULT_OPEN_DURATION,
+            backoff_multiplier: DEFAULT_MULTIPLIER,
+            max_open_duration: None,
+            jitter: 0.0,
+            half_open_probes: 1,
+            half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
+            on_transition: None,
+        }
+    }
+}
+
+impl<C: Clock> Builder<C> {
+    /// Trip after `n` failures in a row (a success resets the count; an ignored
+    /// outcome leaves it as it is).
+    pub fn consecutive_failures(mut self, n: u32) -> Self {
+        self.consecutive_failures = Some(n);
+        self
+    }
+
+    /// The sliding window the rate policies count over: `length`, split into
+    /// `buckets` buckets that rotate as time passes. More buckets make the window
+    /// slide more smoothly and cost more to read when a failure is recorded.
+    pub fn window(mut self, length: Duration, buckets: u32) -> Self {
+        self.window = Some((length, buckets));
+        self
+    }
+
+    /// Trip when `failures / calls >= threshold` over the window, once the window
+    /// holds at least `minimum_calls` calls (this sets [`minimum_calls`](Self::minimum_calls)).
+    pub fn failure_rate(mut self, threshold: f64, minimum_calls: u32) -> Self {
+        self.failure_rate = Some(threshold);
+        self.minimum_calls = Some(minimum_calls);
+        self
+    }
+
+    /// A call taking longer than `threshold` (strictly, from admission to its
+    /// recorded outcome) is slow; trip when `slow / calls >= rate` over the window,
+    /// with the same [`minimum_calls`](Self::minimum_calls). A slow probe is a failed
+    /// probe. Timing reads [`Clock::precise`] twice per call.
+    pub fn slow_calls(mut self, threshold: Duration, rate: f64) -> Self {
+        self.slow_calls = Some((threshold, rate));
+        self
+    }
+
+    /// How many calls the window must hold before a rate can trip the breaker
+    /// (default 20). [`failure_rate`](Self::failure_rate) sets it too; the last call
+    /// wins.
+    pub fn minimum_calls(mut self, n: u32) -> Self {
+        self.minimum_calls = Some(n);
+        self
+    }
+
+    /// How long the breaker stays open after tripping, before it admits probes
+    /// (default 1 s). At least 1 ms.
+    pub fn open_duration(mut self, d: Duration) -> Self {
+        self.open_duration = d;
+        self
+    }
+
+    /// Each failed probe round multiplies the next open duration by this (default
+    /// 2; at least 1).
+    pub fn backoff_multiplier(mut self, m: f64) -> Self {
+        self.backoff_multiplier = m;
+        self
+    }
+
+    /// The longest open duration the backoff reaches (default: the larger of 60 s
+    /// and `open_duration`).
+    pub fn max_open_duration(mut self, d: Duration) -> Self {
+        self.max_open_duration = Some(d);
+        self
+    }
+
+    /// Shorten each open duration by a random fraction of up to `fraction` of it
+    /// (0 to 1; default 0), so breakers that opened together do not probe together.
+    pub fn jitter(mut self, fraction: f64) -> Self {
+        self.jitter = fraction;
+        self
+    }
+
+    /// How many probe calls the half-open state admits; that many successes close
+    /// the breaker, any failure reopens it (default 1).
+    pub fn half_open_probes(mut self, n: u32) -> Self {
+        self.half_open_probes = n;
+        self
+    }
+
+    /// How long a half-open round may go without a verdict (default 30 s). After it,
+    /// the next call reopens the breaker at the next backoff level, so a probe that
+    /// never reports (a leaked permit) cannot wedge it.
+    pub fn half_open_timeout(mut self, d: Duration) -> Self {
+        self.half_open_timeout = d;
+        self
+    }
+
+    /// Call `f` once for every transition, on the thread whose compare-and-swap made
+    /// it, after the swap, with nothing held: `f` may use the breaker, even call
+    /// through it. Events from different threads can reach `f` out of order; each
+    /// carries its generation.
+    pub fn on_transition(mut self, f: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
+        self.on_transition = Some(Arc::new(f));
+        self
+    }
+
+    /// Use `clock` instead of the default quanta clock (for example a
+    /// [`ManualClock`](crate::ManualClock) in tests).
+    pub fn clock<C2: Clock>(self, clock: C2) -> Builder<C2> {
+        Builder {
+            clock,
+            consecutive_failures: self.consecutive_failures,
+            window: self.window,
+            failure_rate: self.failure_rate,
+            slow_calls: self.slow_calls,
+            minimum_calls: self.minimum_calls,
+            open_duration: self.open_duration,
+            backoff_multiplier: self.backoff_multiplier,
+            max_open_duration: self.max_open_duration,
+            jitter: self.jitter,
+            half_open_probes: self.half_open_probes,
+            half_open_timeout: self.half_open_timeout,
+            on_transition: self.on_transition,
+        }
+    }
+
+    /// Checks every setting and builds the breaker.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first setting that is out of range: a zero
+    /// threshold, probe count or bucket count; a rate outside `0..=1` or NaN; a
+    /// multiplier below 1; a maximum below the base; a duration below the 1 ms tick
+    /// or beyond the 17 years the state word holds; a window bucket shorter than the
+    /// clock's resolution.
+    pub fn build(self) -> Result<CircuitBreaker<C>, ConfigError> {
+        let config = self.validate()?;
+        Ok(CircuitBreaker::from_parts(
+            config,
+            self.clock,
+            self.on_transition,
+        ))
+    }
+
+    /// Checks every setting without building (useful for a registry that builds
+    /// many breakers from one builder).
+    pub(crate) fn validate(&self) -> Result<Config, ConfigError> {
+        let consecutive_failures = match self.consecutive_failures {
+            Some(0) => {
+                return Err(ConfigError::new(
+                    "consecutive_failures",
+                    "must be at least 1",
+                ));
+            }
+            n => n.map(u64::from),
+        };
+        let no_policy = consecutive_failures.is_none()
+            && self.failure_rate.is_none()
+            && self.slow_calls.is_none();
+        let failure_rate = match (self.failure_rate, no_policy) {
+            (None, true) => Some(DEFAULT_FAILURE_RATE),
+            (rate, _) => rate.map(|r| unit_fraction("failure_rate", r)).transpose()?,
+        };
+        let slow_calls = self
+            .slow_calls
+            .map(|(threshold, rate)| {
+                if threshold.is_zero() {
+                    return Err(ConfigError::new(
+                        "slow_calls",
+                        "the duration threshold must be above zero",
+                    ));
+                }
+                let threshold_nanos = u64::try_from(threshold.as_nanos()).map_err(|_| {
+                    ConfigError::new("slow_calls", "the duration threshold is beyond 584 years")
+                })?;
+                Ok(SlowCalls {
+                    threshold_nanos,
+                    rate: unit_fraction("slow_calls", rate)?,
+                })
+            })
+            .transpose()?;
+        let minimum_calls = match self.minimum_calls.unwrap_or(DEFAULT_MINIMUM_CALLS) {
+            0 => return Err(ConfigError::new("minimum_calls", "must be at least 1")),
+            n => u64::from(n),
+        };
+        let window = if failure_rate.is_some() || slow_calls.is_some() {
+            let (length, buckets) = self.window.unwrap_or(DEFAULT_WINDOW);
+            Some(self.window_config(length, buckets)?)
+        } else {
+            None
+        };
+
+        let open_ticks = duration_ticks("open_duration", self.open_duration)?;
+        let max_open = self
+            .max_open_duration
+            .unwrap_or(DEFAULT_MAX_OPEN_DURATION.max(self.open_duration));
+        let max_ticks = duration_ticks("max_open_duration", max_open)?;
+        if max_ticks < open_ticks {
+            return Err(ConfigError::new(
+                "max_open_duration",
+                "must not be below open_duration",
+            ));
+        }
+        let m = self.backoff_multiplier;
+        if !(m >= 1.0 && m.is_finite()) {
+            return Err(ConfigError::new(
+                "backoff_multiplier",
+                "must be a finite number of at least 1",
+            ));
+        }
+        let jitter = unit_fraction("jitter", self.jitter)?;
+        let half_open_probes = match u64::from(self.half_open_probes) {
+            0 => return Err(ConfigError::new("half_open_probes", "must be at least 1")),
+            n if n > HALF_MAX => {
+                return Err(ConfigError::new(
+                    "half_open_probes",
+                    format!("must be at most {HALF_MAX}"),
+                ));
+            }
+            n => n,
+        };
+        let half_open_timeout = duration_ticks("half_open_timeout", self.half_open_timeout)?;
+
+        Ok(Config {
+            consecutive_failures,
+            window,
+            failure_rate,
+            slow_calls,
+            minimum_calls,
+            cooldowns: cooldowns(open_ticks, max_ticks, m)?,
+            jitter,
+            half_open_probes,
+            half_open_timeout,
+        })
+    }
+
+    fn window_config(&self, length: Duration, buckets: u32) -> Result<WindowConfig, ConfigError> {
+        if buckets == 0 {
+            return Err(ConfigError::new("window", "must have at least 1 bucket"));
+        }
+        let length_nanos = u64::try_from(length.as_nanos())
+            .map_err(|_| ConfigError::new("window", "the length is beyond 584 years"))?;
+        let bucket_nanos = length_nanos / u64::from(buckets);
+        // A bucket must span at least a tick, and at least what the clock resolves.
+        let shortest = self
+            .clock
+            .resolution()
+            .max(Duration::from_nanos(NANOS_PER_TICK));
+        if Duration::from_nanos(bucket_nanos) < shortest {
+            return Err(ConfigError::new(
+                "window",
+                format!(
+                    "{buckets} buckets over {length:?} are {:?} each, shorter than {shortest:?} (the clock's resolution, and at least the 1ms tick)",
+                    Duration::from_nanos(bucket_nanos)
+                ),
+            ));
+        }
+        Ok(WindowConfig {
+            bucket_nanos,
+            buckets,
+        })
+    }
+}
+
+fn unit_fraction(field: &'static str, x: f64) -> Result<f64, ConfigError> {
+    if (0.0..=1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(ConfigError::new(
+            field,
+            format!("the rate {x} is outside 0..=1"),
+        ))
+    }
+}
+
+fn duration_ticks(field: &'static str, d: Duration) -> Result<u64, ConfigError> {
+    match ticks_from_duration(d) {
+        Some(0) => Err(ConfigError::new(
+            field,
+            "must be at least 1ms (the breaker's tick)",
+        )),
+        Some(t) => Ok(t),
+        None => Err(ConfigError::new(
+            field,
+            format!(
+                "must be at most {:?}, what the state word holds",
+                Duration::from_millis(TICKS_MAX)
+            ),
+        )),
+    }
+}
+
+/// The open duration of every backoff level, in ticks: `open * m^level` capped at
+/// `max`. The table ends at the first level that reaches `max` (or at level 0 when
+/// `m == 1`), so the level in the state word stops growing there.
+fn cooldowns(open: u64, max: u64, m: f64) -> Result<Box<[u64]>, ConfigError> {
+    let mut table = vec![open];
+    let mut d = open as f64;
+    while m > 1.0 && *table.last().unwrap_or(&max) < max {
+        if table.len() > usize::from(LEVEL_MAX) {
+            return Err(ConfigError::new(
+                "backoff_multiplier",
+                format!(
+                    "reaches max_open_duration only after more than {LEVEL_MAX} reopenings; raise it or lower max_open_duration"
+                ),
+            ));
+        }
+        d *= m;
+        table.push(if d >= max as f64 { max } else { d as u64 });
+    }
+    Ok(table.into_boxed_slice())
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) consecutive_failures: Option<u64>,
+    pub(crate) window: Option<WindowConfig>,
+    pub(crate) failure_rate: Option<f64>,
+    pub(crate) slow_calls: Option<SlowCalls>,
+    pub(crate) minimum_calls: u64,
+    /// Ticks of open duration per backoff level; never empty.
+    pub(crate) cooldowns: Box<[u64]>,
+    pub(crate) jitter: f64,
+    pub(crate) half_open_probes: u64,
+    pub(crate) half_open_timeout: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WindowConfig {
+    pub(crate) bucket_nanos: u64,
+    pub(crate) buckets: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SlowCalls {
+    pub(crate) threshold_nanos: u64,
+    pub(crate) rate: f64,
+}
+
+impl Config {
+    /// The highest backoff level: the one whose cooldown reaches the maximum.
+    pub(crate) fn max_level(&self) -> u8 {
+        (self.cooldowns.len() - 1) as u8
+    }
+
+    /// The open duration at `level`, in ticks, shortened by this generation's jitter.
+    #[inline]
+    pub(crate) fn cooldown(&self, level: u8, generation: u16, seed: u64) -> u64 {
+        let base = self.cooldowns[usize::from(level).min(self.cooldowns.len() - 1)];
+        if self.jitter == 0.0 {
+            return base;
+        }
+        // A counter-based PRNG: the same (seed, generation) always gives the same
+        // jitter, so every thread computes the same deadline from the same word.
+        let u = (splitmix64(seed ^ u64::from(generation)) >> 11) as f64 / (1u64 << 53) as f64;
+        base - (base as f64 * self.jitter * u) as u64
+    }
+}
+
+pub(crate) fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl<C> fmt::Debug for Builder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("consecutive_failures", &self.consecutive_failures)
+            .field("window", &self.window)
+            .field("failure_rate", &self.failure_rate)
+            .field("slow_calls", &self.slow_calls)
+            .field("minimum_calls", &self.minimum_calls)
+            .field("open_duration", &self.open_duration)
+            .field("backoff_multiplier", &self.backoff_multiplier)
+            .field("max_open_duration", &self.max_open_duration)
+            .field("jitter", &self.jitter)
+            .field("half_open_probes", &self.half_open_probes)
+            .field("half_open_timeout", &self.half_open_timeout)
+            .field("on_transition", &self.on_transition.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    fn builder() -> Builder<ManualClock> {
+        CircuitBreaker::builder().clock(ManualClock::new())
+    }
+
+    fn field_of(b: Builder<ManualClock>) -> &'static str {
+        b.validate().unwrap_err().field()
+    }
+
+    #[test]
+    fn no_policy_means_the_default_window_and_failure_rate() {
+        let c = builder().validate().unwrap();
+        assert_eq!(c.consecutive_failures, None);
+        assert_eq!(c.failure_rate, Some(0.5));
+        assert_eq!(c.minimum_calls, 20);
+        assert_eq!(
+            c.window,
+            Some(WindowConfig {
+                bucket_nanos: 1_000_000_000,
+                buckets: 10
+            })
+        );
+        assert_eq!(
+            &*c.cooldowns,
+            &[1000, 2000, 4000, 8000, 16000, 32000, 60000]
+        );
+        assert_eq!((c.half_open_probes, c.half_open_timeout), (1, 30_000));
+    }
+
+    #[test]
+    fn any_configured_policy_replaces_the_defaults() {
+        let c = builder().consecutive_failures(3).validate().unwrap();
+        assert_eq!(
+            (c.consecutive_failures, c.failure_rate, c.window),
+            (Some(3), None, None)
+        );
+        let c = builder()
+            .slow_calls(Duration::from_millis(100), 0.5)
+            .validate()
+            .unwrap();
+        assert_eq!(c.failure_rate, None);
+        assert!(c.window.is_some(), "a rate policy gets the default window");
+    }
+
+    #[test]
+    fn max_open_duration_defaults_to_at_least_open_duration() {
+        let c = builder()
+            .open_duration(Duration::from_secs(90))
+            .validate()
+            .unwrap();
+        assert_eq!(&*c.cooldowns, &[90_000]);
+    }
+
+    #[test]
+    fn every_bad_value_names_its_field() {
+        let d = Duration::from_secs(1);
+        assert_eq!(
+            field_of(builder().consecutive_failures(0)),
+            "consecutive_failures"
+        );
+        assert_eq!(field_of(builder().window(d, 0)), "window");
+        assert_eq!(field_of(builder().window(Duration::ZERO, 1)), "window");
+        assert_eq!(field_of(builder().failure_rate(1.5, 10)), "failure_rate");
+        assert_eq!(
+            field_of(builder().failure_rate(f64::NAN, 10)),
+            "failure_rate"
+        );
+        assert_eq!(field_of(builder().failure_rate(-0.1, 10)), "failure_rate");
+        assert_eq!(field_of(builder().failure_rate(0.5, 0)), "minimum_calls");
+        assert_eq!(field_of(builder().minimum_calls(0)), "minimum_calls");
+        assert_eq!(
+            field_of(builder().slow_calls(Duration::ZERO, 0.5)),
+            "slow_calls"
+        );
+        assert_eq!(field_of(builder().slow_calls(d, 2.0)), "slow_calls");
+        assert_eq!(
+            field_of(builder().open_duration(Duration::ZERO)),
+            "open_duration"
+        );
+        assert_eq!(
+            field_of(builder().open_duration(Duration::from_micros(999))),
+            "open_duration"
+        );
+        assert_eq!(
+            field_of(builder().open_duration(Duration::MAX)),
+            "open_duration"
+        );
+        assert_eq!(
+            field_of(builder().backoff_multiplier(0.5)),
+            "backoff_multiplier"
+        );
+        assert_eq!(
+            field_of(builder().backoff_multiplier(f64::NAN)),
+            "backoff_multiplier"
+        );
+        assert_eq!(
+            field_of(builder().backoff_multiplier(f64::INFINITY)),
+            "backoff_multiplier"
+        );
+        assert_eq!(
+            field_of(builder().backoff_multiplier(1.0001)),
+            "backoff_multiplier"
+        );
+        assert_eq!(
+            field_of(builder().open_duration(d * 2).max_open_duration(d)),
+            "max_open_duration"
+        );
+        assert_eq!(field_of(builder().jitter(1.01)), "jitter");
+        assert_eq!(field_of(builder().jitter(f64::NAN)), "jitter");
+        assert_eq!(field_of(builder().half_open_probes(0)), "half_open_probes");
+        assert_eq!(
+            field_of(builder().half_open_probes(u32::MAX)),
+            "half_open_probes"
+        );
+        assert_eq!(
+            field_of(builder().half_open_timeout(Duration::ZERO)),
+            "half_open_timeout"
+        );
+    }
+
+    #[test]
+    fn a_bucket_shorter_than_the_clock_resolution_is_refused() {
+        let err = CircuitBreaker::builder()
+            .window(Duration::from_millis(5), 10)
+            .failure_rate(0.5, 10)
+            .validate()
+            .unwrap_err();
+        assert_eq!(err.field(), "window");
+        assert!(err.reason().contains("resolution"), "{err}");
+        // The default clock resolves 1 ms; a manual clock 1 ns, but a bucket is
+        // still at least one tick.
+        assert!(
+            builder()
+                .window(Duration::from_millis(10), 10)
+                .validate()
+                .is_ok()
+        );
+        assert_eq!(
+            field_of(builder().window(Duration::from_millis(5), 10)),
+            "window"
+        );
+    }
+
+    #[test]
+    fn jitter_only_shortens_and_is_the_same_for_the_same_generation() {
+        let c = builder().jitter(0.5).validate().unwrap();
+        for generation in 0..1000u16 {
+            let d = c.cooldown(0, generation, 42);
+            assert!((500..=1000).contains(&d), "{d}");
+            assert_eq!(d, c.cooldown(0, generation, 42));
+        }
+        let spread: std::collections::HashSet<_> =
+            (0..100u16).map(|g| c.cooldown(0, g, 7)).collect();
+        assert!(
+            spread.len() > 50,
+            "jitter should spread deadlines: {}",
+            spread.len()
+        );
+    }
+
+    #[test]
+    fn levels_beyond_the_table_use_the_cap() {
+        let c = builder().validate().unwrap();
+        assert_eq!(c.max_level(), 6);
+        assert_eq!(c.cooldown(40, 0, 0), 60_000);
+    }
+}

@@ -1,0 +1,200 @@
+//! What can go wrong: a call rejected by the breaker, a call that failed, and a bad
+//! configuration.
+
+use crate::State;
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+/// A call the breaker did not let through.
+///
+/// It says why ([`state`](Rejected::state)) and when to try again
+/// ([`retry_after`](Rejected::retry_after)), which is what an HTTP server needs for a
+/// `503` with a `Retry-After` header.
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, State};
+///
+/// let breaker = CircuitBreaker::builder().build()?;
+/// breaker.force_open();
+/// let rejected = breaker.try_acquire().unwrap_err();
+/// assert_eq!(rejected.state(), State::ForcedOpen);
+/// assert_eq!(rejected.retry_after(), None); // open until someone resets it
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    state: State,
+    retry_after: Option<Duration>,
+}
+
+impl Rejected {
+    pub(crate) fn new(state: State, retry_after: Option<Duration>) -> Rejected {
+        Rejected { state, retry_after }
+    }
+
+    /// The state that rejected the call: `Open`, `HalfOpen` (every probe slot is
+    /// taken) or `ForcedOpen`.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// How long until a call can be admitted.
+    ///
+    /// - `Open`: the time left in the cooldown; after it the next call is a probe.
+    /// - `HalfOpen`: the time left until the half-open timeout ends the round, the
+    ///   latest moment at which the probes' verdict is known.
+    /// - `ForcedOpen`: `None`, since only [`reset`](crate::CircuitBreaker::reset) ends it.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "circuit breaker is {}", self.state)?;
+        match self.retry_after {
+            Some(after) => write!(f, "; retry after {after:?}"),
+            None => f.write_str("; closed only by a manual reset"),
+        }
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+/// The error of [`CircuitBreaker::call`](crate::CircuitBreaker::call): the breaker
+/// rejected the call, or the call ran and returned its own error.
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, Error};
+///
+/// let breaker = CircuitBreaker::builder().build()?;
+/// match breaker.call(|| Err::<(), _>("refused")) {
+///     Err(Error::Inner(e)) => assert_eq!(e, "refused"),
+///     Err(Error::Rejected(r)) => panic!("a closed breaker rejected: {r}"),
+///     Ok(()) => unreachable!(),
+/// }
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error<E> {
+    /// The breaker did not run the call.
+    Rejected(Rejected),
+    /// The call ran and returned this error.
+    Inner(E),
+}
+
+impl<E> Error<E> {
+    /// Whether the breaker rejected the call.
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, Error::Rejected(_))
+    }
+
+    /// The call's own error, if it ran.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            Error::Inner(e) => Some(e),
+            Error::Rejected(_) => None,
+        }
+    }
+
+    /// The rejection, if the breaker did not run the call.
+    pub fn rejected(&self) -> Option<&Rejected> {
+        match self {
+            Error::Rejected(r) => Some(r),
+            Error::Inner(_) => None,
+        }
+    }
+}
+
+impl<E> From<Rejected> for Error<E> {
+    fn from(r: Rejected) -> Self {
+        Error::Rejected(r)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Rejected(r) => r.fmt(f),
+            Error::Inner(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Rejected(r) => Some(r),
+            Error::Inner(e) => Some(e),
+        }
+    }
+}
+
+/// A configuration the builder refused, naming the field and why.
+///
+/// # Examples
+/// ```
+/// use cutout::CircuitBreaker;
+///
+/// let err = CircuitBreaker::builder().half_open_probes(0).build().unwrap_err();
+/// assert_eq!(err.field(), "half_open_probes");
+/// assert_eq!(err.to_string(), "invalid `half_open_probes`: must be at least 1");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    field: &'static str,
+    reason: Cow<'static, str>,
+}
+
+impl ConfigError {
+    pub(crate) fn new(field: &'static str, reason: impl Into<Cow<'static, str>>) -> ConfigError {
+        ConfigError {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// The builder method whose value was refused, e.g. `"failure_rate"`.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// Why it was refused.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid `{}`: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejection_message_says_state_and_when() {
+        let r = Rejected::new(State::Open, Some(Duration::from_millis(250)));
+        assert_eq!(r.to_string(), "circuit breaker is open; retry after 250ms");
+        let e: Error<std::io::Error> = r.into();
+        assert!(e.is_rejected());
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(e.rejected(), Some(&r));
+    }
+
+    #[test]
+    fn inner_error_is_returned_unchanged() {
+        let e = Error::Inner("boom");
+        assert!(!e.is_rejected());
+        assert_eq!(e.to_string(), "boom");
+        assert_eq!(e.into_inner(), Some("boom"));
+    }
+}

@@ -1,0 +1,149 @@
+//! Transition events.
+
+use crate::State;
+use std::fmt;
+use std::time::Duration;
+
+/// Why a transition happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// Closed → Open: the consecutive-failure threshold was reached.
+    ConsecutiveFailures,
+    /// Closed → Open: the window's failure rate reached its threshold.
+    FailureRate,
+    /// Closed → Open: the window's slow-call rate reached its threshold.
+    SlowCallRate,
+    /// Open → HalfOpen: a call arrived after the cooldown.
+    CooldownElapsed,
+    /// HalfOpen → Closed: every probe succeeded.
+    ProbesSucceeded,
+    /// HalfOpen → Open: a probe failed (or, with the slow-call policy, was slow).
+    ProbeFailed,
+    /// HalfOpen → Open: the round went `half_open_timeout` without a verdict.
+    HalfOpenTimeout,
+    /// → ForcedOpen: [`force_open`](crate::CircuitBreaker::force_open).
+    ForcedOpen,
+    /// → Disabled: [`disable`](crate::CircuitBreaker::disable).
+    Disabled,
+    /// → Closed: [`reset`](crate::CircuitBreaker::reset).
+    Reset,
+}
+
+impl Reason {
+    /// Every reason, in declaration order.
+    pub const ALL: [Reason; 10] = [
+        Reason::ConsecutiveFailures,
+        Reason::FailureRate,
+        Reason::SlowCallRate,
+        Reason::CooldownElapsed,
+        Reason::ProbesSucceeded,
+        Reason::ProbeFailed,
+        Reason::HalfOpenTimeout,
+        Reason::ForcedOpen,
+        Reason::Disabled,
+        Reason::Reset,
+    ];
+
+    /// A snake_case name for logs and metric labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::ConsecutiveFailures => "consecutive_failures",
+            Reason::FailureRate => "failure_rate",
+            Reason::SlowCallRate => "slow_call_rate",
+            Reason::CooldownElapsed => "cooldown_elapsed",
+            Reason::ProbesSucceeded => "probes_succeeded",
+            Reason::ProbeFailed => "probe_failed",
+            Reason::HalfOpenTimeout => "half_open_timeout",
+            Reason::ForcedOpen => "forced_open",
+            Reason::Disabled => "disabled",
+            Reason::Reset => "reset",
+        }
+    }
+
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Call counts over the sliding window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowCounts {
+    /// Calls with a success or failure outcome.
+    pub calls: u64,
+    /// Of those, failures.
+    pub failures: u64,
+    /// Of those, calls slower than the slow-call threshold.
+    pub slow: u64,
+}
+
+impl WindowCounts {
+    /// `failures / calls`, or 0 with no calls.
+    pub fn failure_rate(&self) -> f64 {
+        ratio(self.failures, self.calls)
+    }
+
+    /// `slow / calls`, or 0 with no calls.
+    pub fn slow_call_rate(&self) -> f64 {
+        ratio(self.slow, self.calls)
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// One transition, as delivered to [`on_transition`](crate::Builder::on_transition).
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, ManualClock, Reason, State};
+/// use std::sync::{Arc, Mutex};
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// let breaker = CircuitBreaker::builder()
+///     .consecutive_failures(2)
+///     .clock(ManualClock::new())
+///     .on_transition(move |t| log.lock().unwrap().push((t.from, t.to, t.reason)))
+///     .build()?;
+/// for _ in 0..2 {
+///     let _ = breaker.call(|| Err::<(), _>("down"));
+/// }
+/// assert_eq!(
+///     *seen.lock().unwrap(),
+///     [(State::Closed, State::Open, Reason::ConsecutiveFailures)]
+/// );
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Transition {
+    /// The state before.
+    pub from: State,
+    /// The state after.
+    pub to: State,
+    /// The generation the transition started (16 bits, wrapping).
+    pub generation: u16,
+    /// Why.
+    pub reason: Reason,
+    /// When, as time since the breaker was built (millisecond ticks).
+    pub at: Duration,
+    /// The backoff level after the transition.
+    pub level: u8,
+    /// For a transition out of Closed: the window's counts that tripped it (zero
+    /// without a window).
+    pub window: WindowCounts,
+    /// For a transition out of Closed: the consecutive-failure count at the time.
+    pub consecutive_failures: u64,
+}

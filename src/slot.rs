@@ -1,0 +1,109 @@
+//! Per-thread stripe slots.
+//!
+//! Every thread that touches a breaker is given a small process-wide index, its
+//! *slot*, the first time it does so; the index goes back to a free list when the
+//! thread exits and is handed to the next new thread. Slot `i` owns stripe `i` of
+//! every breaker (see [`crate::stripe`]): it is the only thread that writes there, so
+//! it may update its counters with a plain load and store instead of a locked
+//! read-modify-write. Threads whose slot is beyond a breaker's owned stripes share
+//! one extra stripe with atomic read-modify-writes.
+//!
+//! # Orderings
+//! The free list is a `Mutex`: a slot handed from an exited thread to a new one is
+//! published by the lock, so the new owner's first plain load sees the old owner's
+//! last store.
+
+use crate::sync::{Mutex, Ordering};
+
+/// The slot of a thread whose thread-local storage is already torn down (a permit
+/// dropped from another thread-local's destructor): it always takes the shared stripe.
+pub(crate) const NO_SLOT: usize = usize::MAX;
+
+struct Registry {
+    free: Mutex<Vec<usize>>,
+    next: crate::sync::AtomicUsize,
+}
+
+impl Registry {
+    fn acquire(&self) -> usize {
+        let reused = self.free.lock().ok().and_then(|mut free| free.pop());
+        // Relaxed: the counter only hands out distinct numbers; nothing is published
+        // through it.
+        reused.unwrap_or_else(|| self.next.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn release(&self, slot: usize) {
+        if let Ok(mut free) = self.free.lock() {
+            free.push(slot);
+        }
+    }
+}
+
+struct Slot(usize);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        with_registry(|r| r.release(self.0));
+    }
+}
+
+#[cfg(not(cutout_loom))]
+fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
+    static REGISTRY: Registry = Registry {
+        free: Mutex::new(Vec::new()),
+        next: crate::sync::AtomicUsize::new(0),
+    };
+    f(&REGISTRY)
+}
+
+#[cfg(cutout_loom)]
+fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
+    loom::lazy_static! {
+        static ref REGISTRY: Registry = Registry {
+            free: Mutex::new(Vec::new()),
+            next: crate::sync::AtomicUsize::new(0),
+        };
+    }
+    f(&REGISTRY)
+}
+
+#[cfg(not(cutout_loom))]
+std::thread_local! {
+    static SLOT: Slot = Slot(with_registry(Registry::acquire));
+}
+
+#[cfg(cutout_loom)]
+loom::thread_local! {
+    static SLOT: Slot = Slot(with_registry(Registry::acquire));
+}
+
+/// This thread's slot, or [`NO_SLOT`] while its thread-locals are being destroyed.
+#[inline]
+pub(crate) fn current() -> usize {
+    SLOT.try_with(|s| s.0).unwrap_or(NO_SLOT)
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_threads_have_distinct_slots() {
+        let here = current();
+        let other = std::thread::spawn(current).join().unwrap();
+        assert_ne!(here, other);
+        assert_ne!(here, NO_SLOT);
+    }
+
+    #[test]
+    fn a_released_slot_is_handed_out_again_before_new_ones() {
+        let registry = Registry {
+            free: Mutex::new(Vec::new()),
+            next: crate::sync::AtomicUsize::new(0),
+        };
+        assert_eq!((registry.acquire(), registry.acquire()), (0, 1));
+        registry.release(0);
+        assert_eq!(registry.acquire(), 0);
+        assert_eq!(registry.acquire(), 2);
+    }
+}

@@ -1,0 +1,66 @@
+//! The metrics snapshot.
+
+use crate::State;
+use crate::event::{Reason, WindowCounts};
+use std::time::Duration;
+
+/// A point-in-time view of a breaker, from
+/// [`CircuitBreaker::metrics`](crate::CircuitBreaker::metrics).
+///
+/// Counters are summed over the breaker's stripes without stopping writers, so a
+/// snapshot taken while calls are in flight may miss the newest of them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// The state.
+    pub state: State,
+    /// The generation (16 bits, wrapping).
+    pub generation: u16,
+    /// The backoff level: the next reopening waits `open_duration * multiplier^level`.
+    pub level: u8,
+    /// Time since the last transition.
+    pub time_in_state: Duration,
+    /// Open: time left in the cooldown. HalfOpen: time left until the half-open
+    /// timeout. Closed and Disabled: zero. ForcedOpen: `None`.
+    pub retry_after: Option<Duration>,
+    /// The sliding window's counts (zero outside Closed, or without a window).
+    pub window: WindowCounts,
+    /// The current run of consecutive failures (zero outside Closed).
+    pub consecutive_failures: u64,
+    /// Counters since the breaker was built.
+    pub lifetime: Lifetime,
+    /// Transitions since the breaker was built, indexed like [`Reason::ALL`]; see
+    /// [`Metrics::transitions`].
+    pub transitions: [u64; Reason::ALL.len()],
+}
+
+impl Metrics {
+    /// How many transitions happened for `reason`.
+    pub fn transitions(&self, reason: Reason) -> u64 {
+        self.transitions[reason.index()]
+    }
+}
+
+/// Counters since the breaker was built.
+///
+/// Once every permit is finished, `admitted = successes + failures + ignored +
+/// stale + dropped`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lifetime {
+    /// Calls let through.
+    pub admitted: u64,
+    /// Calls turned away.
+    pub rejected: u64,
+    /// Successes recorded in their own generation.
+    pub successes: u64,
+    /// Failures recorded in their own generation.
+    pub failures: u64,
+    /// Of the successes and failures, calls slower than the slow-call threshold.
+    pub slow: u64,
+    /// Outcomes classified [`Ignored`](crate::Outcome::Ignored) in their own generation.
+    pub ignored: u64,
+    /// Outcomes discarded because the breaker had moved to a later generation.
+    pub stale: u64,
+    /// Permits dropped without an outcome.
+    pub dropped: u64,
+}

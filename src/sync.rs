@@ -1,0 +1,18 @@
+//! The one place that names an atomic type.
+//!
+//! Under `--cfg cutout_loom` every atomic, the thread-local and the lazily built
+//! statics come from [loom], so the `loom-tests/` crate model-checks the real
+//! library code. Otherwise the atomics are [`portable_atomic`]'s (64-bit atomics on
+//! every target, with a fallback where the hardware has none) and the rest is `std`.
+//!
+//! Nothing outside this module imports an atomic type directly.
+
+#[cfg(cutout_loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(cutout_loom)]
+pub(crate) use loom::sync::{Arc, Mutex};
+
+#[cfg(not(cutout_loom))]
+pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(cutout_loom))]
+pub(crate) use std::sync::{Arc, Mutex};

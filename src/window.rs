@@ -1,0 +1,371 @@
+//! The sliding window: a ring of `K` buckets in every stripe.
+//!
+//! Time is cut into buckets of `bucket_nanos`; bucket number `e` (the *epoch*) lives
+//! in ring slot `e % K`. Each bucket is four words: a tag, calls, failures and slow
+//! calls. The tag packs the breaker generation (16 bits) and the epoch (48 bits), so
+//! a bucket counts only for the closed phase that wrote it: closing or resetting the
+//! breaker starts a fresh window without touching any bucket.
+//!
+//! A writer that finds its slot tagged with an older epoch (or an older generation
+//! in the same epoch) rotates it: zeroes the counts and writes its own tag. A writer
+//! whose tag is older than the slot's (its outcome took long to arrive) leaves the
+//! window alone: the outcome is too old to count.
+//!
+//! A reader at epoch `e` sums, over every stripe, the buckets tagged with the
+//! current generation and an epoch in `e-K+1 ..= e`. After an idle gap longer than
+//! the window every bucket is outside that range, so old counts never leak in.
+//!
+//! # Exactness
+//! Owned stripes have one writer, so their counts are exact. On the shared stripe a
+//! rotation is a CAS of the tag followed by zeroing the counts: an increment by
+//! another thread that lands between the two is lost, and one that read the old tag
+//! but lands after the zeroing is counted in the new bucket. So per rotation of a
+//! shared bucket, at most one outcome per other thread writing the shared stripe at
+//! that instant is lost or misattributed; without a racing rotation the counts are
+//! exact. Counts are `u64`: no overflow in any realistic lifetime.
+//!
+//! # Orderings
+//! A rotation writes the zeroed counts before the tag, and the tag with `Release`;
+//! readers load the tag with `Acquire` before the counts, so a reader that sees a new
+//! tag sees its zeroed counts (or later increments). Count updates are `Relaxed`:
+//! they publish nothing else.
+
+use crate::config::WindowConfig;
+use crate::event::WindowCounts;
+use crate::stripe::{COUNTERS, StripeRef, Stripes};
+use crate::sync::Ordering;
+
+const TAG: usize = 0;
+const CALLS: usize = 1;
+const FAILURES: usize = 2;
+const SLOW: usize = 3;
+const BUCKET_WORDS: usize = 4;
+
+const EPOCH_BITS: u32 = 48;
+const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tag(u64);
+
+impl Tag {
+    fn new(generation: u16, epoch: u64) -> Tag {
+        debug_assert!(epoch <= EPOCH_MASK, "epoch {epoch} does not fit");
+        Tag(u64::from(generation) << EPOCH_BITS | epoch & EPOCH_MASK)
+    }
+    fn generation(self) -> u16 {
+        (self.0 >> EPOCH_BITS) as u16
+    }
+    fn epoch(self) -> u64 {
+        self.0 & EPOCH_MASK
+    }
+    /// Whether a bucket tagged `self` should be replaced by a writer with `mine`.
+    fn older_than(self, mine: Tag) -> bool {
+        self.epoch() < mine.epoch()
+            || self.epoch() == mine.epoch()
+                && generation_after(mine.generation(), self.generation())
+    }
+}
+
+/// Whether generation `a` came after `b`, within half the 16-bit ring.
+pub(crate) fn generation_after(a: u16, b: u16) -> bool {
+    (a.wrapping_sub(b) as i16) > 0
+}
+
+/// One outcome for the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sample {
+    pub(crate) failed: bool,
+    pub(crate) slow: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Window {
+    bucket_nanos: u64,
+    buckets: u64,
+}
+
+impl Window {
+    pub(crate) fn new(config: WindowConfig) -> Window {
+        Window {
+            bucket_nanos: config.bucket_nanos,
+            buckets: u64::from(config.buckets),
+        }
+    }
+
+    /// Words a stripe needs for this window.
+    pub(crate) fn words(&self) -> usize {
+        self.buckets as usize * BUCKET_WORDS
+    }
+
+    fn epoch(&self, nanos: u64) -> u64 {
+        // At least a 1 ms bucket (config), so epochs fit 48 bits for 8,900 years.
+        (nanos / self.bucket_nanos).min(EPOCH_MASK)
+    }
+
+    fn base(&self, epoch: u64) -> usize {
+        COUNTERS + (epoch % self.buckets) as usize * BUCKET_WORDS
+    }
+
+    /// Counts one outcome at `nanos` for `generation` in the caller's stripe.
+    /// Returns `false` if the outcome was too old for its bucket.
+    #[inline]
+    pub(crate) fn record(
+        &self,
+        stripes: &Stripes,
+        r: StripeRef,
+        generation: u16,
+        nanos: u64,
+        s: Sample,
+    ) -> bool {
+        let epoch = self.epoch(nanos);
+        let mine = Tag::new(generation, epoch);
+        let base = self.base(epoch);
+        let tag = stripes.word(r, base + TAG);
+        // Acquire: pairs with the Release of the rotation that wrote the tag.
+        let mut seen = Tag(tag.load(Ordering::Acquire));
+        while seen != mine {
+            if !seen.older_than(mine) {
+                return false;
+            }
+            if Stripes::is_owned(r) {
+                self.zero(stripes, r, base);
+                // Release: the zeroed counts are visible with the tag.
+                tag.store(mine.0, Ordering::Release);
+                break;
+            }
+            // AcqRel: Release publishes the tag; Acquire hands back a newer one.
+            match tag.compare_exchange(seen.0, mine.0, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.zero(stripes, r, base);
+                    break;
+                }
+                Err(actual) => seen = Tag(actual),
+            }
+        }
+        stripes.add(r, base + CALLS, 1);
+        if s.failed {
+            stripes.add(r, base + FAILURES, 1);
+        }
+        if s.slow {
+            stripes.add(r, base + SLOW, 1);
+        }
+        true
+    }
+
+    fn zero(&self, stripes: &Stripes, r: StripeRef, base: usize) {
+        for w in [CALLS, FAILURES, SLOW] {
+            // Relaxed: ordered before the tag's Release store (owned) or only racing
+            // the increments the module docs bound (shared).
+            stripes.word(r, base + w).store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The window's counts for `generation` as seen at `nanos`.
+    pub(crate) fn counts(&self, stripes: &Stripes, generation: u16, nanos: u64) -> WindowCounts {
+        let now = self.epoch(nanos);
+        let mut c = WindowCounts::default();
+        for r in stripes.all() {
+            for slot in 0..self.buckets {
+                let base = COUNTERS + slot as usize * BUCKET_WORDS;
+                // Acquire: see the module's Orderings.
+                let tag = Tag(stripes.word(r, base + TAG).load(Ordering::Acquire));
+                if tag.generation() != generation
+                    || tag.epoch() > now
+                    || tag.epoch() + self.buckets <= now
+                {
+                    continue;
+                }
+                // Relaxed: counts only; the tag's Acquire ordered them.
+                let read = |w: usize| stripes.word(r, base + w).load(Ordering::Relaxed);
+                c.calls += read(CALLS);
+                c.failures += read(FAILURES);
+                c.slow += read(SLOW);
+            }
+        }
+        c
+    }
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn window(buckets: u32, bucket_ms: u64) -> (Window, Stripes) {
+        let w = Window::new(WindowConfig {
+            bucket_nanos: bucket_ms * MS,
+            buckets,
+        });
+        let s = Stripes::new(w.words());
+        (w, s)
+    }
+
+    const FAIL: Sample = Sample {
+        failed: true,
+        slow: false,
+    };
+    const OK: Sample = Sample {
+        failed: false,
+        slow: false,
+    };
+
+    #[test]
+    fn after_an_idle_gap_longer_than_the_window_one_failure_counts_as_one_call() {
+        let (w, s) = window(10, 100);
+        for _ in 0..50 {
+            w.record(&s, s.mine(), 0, 5 * MS, OK);
+        }
+        let later = 5 * MS + 1000 * MS + 1;
+        assert!(w.record(&s, s.mine(), 0, later, FAIL));
+        assert_eq!(
+            w.counts(&s, 0, later),
+            WindowCounts {
+                calls: 1,
+                failures: 1,
+                slow: 0
+            }
+        );
+    }
+
+    #[test]
+    fn the_window_is_exact_at_bucket_edges() {
+        let (w, s) = window(2, 100);
+        w.record(&s, s.mine(), 0, 99 * MS, FAIL); // last instant of epoch 0
+        w.record(&s, s.mine(), 0, 100 * MS, OK); // first instant of epoch 1
+        assert_eq!(w.counts(&s, 0, 199 * MS).calls, 2);
+        assert_eq!(
+            w.counts(&s, 0, 200 * MS),
+            WindowCounts {
+                calls: 1,
+                failures: 0,
+                slow: 0
+            }
+        );
+        assert_eq!(w.counts(&s, 0, 300 * MS).calls, 0);
+    }
+
+    #[test]
+    fn a_one_bucket_window_forgets_at_each_edge() {
+        let (w, s) = window(1, 50);
+        w.record(&s, s.mine(), 0, 10 * MS, FAIL);
+        assert_eq!(w.counts(&s, 0, 49 * MS).failures, 1);
+        assert_eq!(w.counts(&s, 0, 50 * MS).failures, 0);
+    }
+
+    #[test]
+    fn another_generation_does_not_count_and_an_older_one_cannot_rotate() {
+        let (w, s) = window(4, 100);
+        w.record(&s, s.mine(), 1, 0, FAIL);
+        assert_eq!(w.counts(&s, 2, 0).calls, 0);
+        assert!(
+            w.record(&s, s.mine(), 2, 0, OK),
+            "a newer generation rotates"
+        );
+        assert!(
+            !w.record(&s, s.mine(), 1, 0, FAIL),
+            "an older one is too late"
+        );
+        assert_eq!(
+            w.counts(&s, 2, 0),
+            WindowCounts {
+                calls: 1,
+                failures: 0,
+                slow: 0
+            }
+        );
+    }
+
+    #[test]
+    fn concurrent_writers_in_one_bucket_period_are_counted_exactly() {
+        let (w, s) = window(10, 1000);
+        let threads = 8; // more than the owned stripes on a small machine: the shared one is used too
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let (w, s) = (&w, &s);
+                scope.spawn(move || {
+                    for i in 0..5_000u64 {
+                        let sample = Sample {
+                            failed: i % 4 == 0,
+                            slow: t % 2 == 0 && i % 2 == 0,
+                        };
+                        w.record(s, s.mine(), 7, 500 * MS, sample);
+                    }
+                });
+            }
+        });
+        let c = w.counts(&s, 7, 500 * MS);
+        assert_eq!(
+            c,
+            WindowCounts {
+                calls: 40_000,
+                failures: 10_000,
+                slow: 10_000
+            }
+        );
+    }
+
+    #[test]
+    fn racing_rotations_lose_at_most_one_outcome_per_racing_writer() {
+        // Every thread writes one outcome per epoch into the same ring, so each
+        // rotation is raced by the others; the bound from the module docs holds.
+        let (w, s) = window(2, 1);
+        let threads = 8u64;
+        let epochs = 2_000u64;
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let (w, s) = (&w, &s);
+                scope.spawn(move || {
+                    for e in 0..epochs {
+                        w.record(s, s.mine(), 0, e * MS, OK);
+                    }
+                });
+            }
+        });
+        let c = w.counts(&s, 0, (epochs - 1) * MS);
+        // The last two epochs hold up to 2 * threads outcomes; each rotation can
+        // lose up to `threads - 1`, and misattribution can add as many.
+        assert!(c.calls <= 2 * threads + 2 * (threads - 1), "{c:?}");
+        assert!(
+            c.calls >= 1,
+            "the final writer's own outcome is there: {c:?}"
+        );
+    }
+
+    /// The reference: every outcome with its time, pruned by the window rule.
+    fn reference(log: &[(u64, Sample)], now: u64, bucket: u64, buckets: u64) -> WindowCounts {
+        let e = now / bucket;
+        let mut c = WindowCounts::default();
+        for &(t, s) in log {
+            let te = t / bucket;
+            if te <= e && te + buckets > e {
+                c.calls += 1;
+                c.failures += u64::from(s.failed);
+                c.slow += u64::from(s.slow);
+            }
+        }
+        c
+    }
+
+    proptest! {
+        #[test]
+        fn single_threaded_reads_equal_the_reference_at_every_step(
+            buckets in 1u32..=5,
+            bucket_ms in 1u64..=20,
+            steps in proptest::collection::vec((0u64..60, any::<bool>(), any::<bool>()), 1..200),
+        ) {
+            let (w, s) = window(buckets, bucket_ms);
+            let mut now = 0;
+            let mut log = Vec::new();
+            for (dt_ms, failed, slow) in steps {
+                now += dt_ms * MS / 2; // half-millisecond steps: land inside and on edges
+                let sample = Sample { failed, slow };
+                prop_assert!(w.record(&s, s.mine(), 3, now, sample));
+                log.push((now, sample));
+                let want = reference(&log, now, bucket_ms * MS, u64::from(buckets));
+                prop_assert_eq!(w.counts(&s, 3, now), want);
+            }
+        }
+    }
+}
