@@ -466,6 +466,26 @@ pub(crate) fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+impl<C: Clone> Clone for Builder<C> {
+    fn clone(&self) -> Self {
+        Builder {
+            clock: self.clock.clone(),
+            consecutive_failures: self.consecutive_failures,
+            window: self.window,
+            failure_rate: self.failure_rate,
+            slow_calls: self.slow_calls,
+            minimum_calls: self.minimum_calls,
+            open_duration: self.open_duration,
+            backoff_multiplier: self.backoff_multiplier,
+            max_open_duration: self.max_open_duration,
+            jitter: self.jitter,
+            half_open_probes: self.half_open_probes,
+            half_open_timeout: self.half_open_timeout,
+            on_transition: self.on_transition.clone(),
+        }
+    }
+}
+
 impl<C> fmt::Debug for Builder<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
