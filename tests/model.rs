@@ -1,0 +1,458 @@
+//! Model-based test: random operation sequences run against the real breaker and a
+//! plain sequential reference model, compared after every step (admission decision,
+//! probe flag, state, generation, retry_after, window counts, lifetime counters).
+
+use cutout::{CircuitBreaker, ManualClock, Outcome, OwnedPermit, State};
+use proptest::prelude::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+const STREAK: u64 = 3;
+const PROBES: u64 = 2;
+const MIN_CALLS: u64 = 4;
+const RATE: f64 = 0.5;
+const SLOW_NANOS: u64 = 50 * MS;
+const SLOW_RATE: f64 = 0.75;
+const BUCKET_NANOS: u64 = 100 * MS;
+const BUCKETS: u64 = 4;
+const OPEN_MS: u64 = 1000;
+const MAX_OPEN_MS: u64 = 5000;
+const TIMEOUT_MS: u64 = 3000;
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Acquire,
+    Record(usize, Outcome),
+    Drop(usize),
+    Advance(u64),
+    ForceOpen,
+    Disable,
+    Reset,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let outcome = prop_oneof![
+        Just(Outcome::Success),
+        Just(Outcome::Failure),
+        Just(Outcome::Ignored)
+    ];
+    prop_oneof![
+        60 => Just(Op::Acquire),
+        60 => (any::<usize>(), outcome).prop_map(|(i, o)| Op::Record(i, o)),
+        10 => any::<usize>().prop_map(Op::Drop),
+        30 => prop_oneof![0u64..120, Just(999), Just(1000), Just(2000), Just(3000), 0u64..6000]
+            .prop_map(|ms| Op::Advance(ms * MS + if ms % 7 == 0 { MS / 2 } else { 0 })),
+        1 => Just(Op::ForceOpen),
+        1 => Just(Op::Disable),
+        2 => Just(Op::Reset),
+    ]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum MState {
+    Closed,
+    Open {
+        opened: u64,
+        level: u64,
+    },
+    HalfOpen {
+        start: u64,
+        level: u64,
+        issued: u64,
+        succeeded: u64,
+    },
+    Forced {
+        level: u64,
+    },
+    Disabled {
+        level: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Closed,
+    Probe,
+    Disabled,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    generation: u64,
+    kind: Kind,
+    started: u64,
+}
+
+#[derive(Default, Debug, PartialEq, Eq)]
+struct Counts {
+    admitted: u64,
+    rejected: u64,
+    successes: u64,
+    failures: u64,
+    slow: u64,
+    ignored: u64,
+    stale: u64,
+    dropped: u64,
+}
+
+/// The reference: an enum state machine, a streak, and a log of the closed phase's
+/// outcomes.
+struct Model {
+    st: MState,
+    generation: u64,
+    streak: u64,
+    log: Vec<(u64, bool, bool)>,
+    now: u64,
+    counts: Counts,
+}
+
+fn cooldown_ms(level: u64) -> u64 {
+    (OPEN_MS << level).min(MAX_OPEN_MS)
+}
+const MAX_LEVEL: u64 = 3; // 1000, 2000, 4000, 5000
+
+impl Model {
+    fn ticks(&self) -> u64 {
+        self.now / MS
+    }
+
+    fn moved(&mut self, st: MState) {
+        self.st = st;
+        self.generation += 1;
+        if st == MState::Closed {
+            self.streak = 0;
+            self.log.clear();
+        }
+    }
+
+    fn window(&self) -> (u64, u64, u64) {
+        let e = self.now / BUCKET_NANOS;
+        self.log
+            .iter()
+            .filter(|(t, _, _)| t / BUCKET_NANOS + BUCKETS > e)
+            .fold((0, 0, 0), |(c, f, s), &(_, fl, sl)| {
+                (c + 1, f + u64::from(fl), s + u64::from(sl))
+            })
+    }
+
+    /// Ok(probe?) or Err((state, retry_after ms)).
+    fn acquire(&mut self) -> Result<Held, (State, Option<u64>)> {
+        loop {
+            let now = self.ticks();
+            match self.st {
+                MState::Closed | MState::Disabled { .. } => {
+                    self.counts.admitted += 1;
+                    let kind = if self.st == MState::Closed {
+                        Kind::Closed
+                    } else {
+                        Kind::Disabled
+                    };
+                    return Ok(Held {
+                        generation: self.generation,
+                        kind,
+                        started: self.now,
+                    });
+                }
+                MState::Forced { .. } => {
+                    self.counts.rejected += 1;
+                    return Err((State::ForcedOpen, None));
+                }
+                MState::Open { opened, level } => {
+                    let deadline = opened + cooldown_ms(level);
+                    if now < deadline {
+                        self.counts.rejected += 1;
+                        return Err((State::Open, Some(deadline - now)));
+                    }
+                    self.moved(MState::HalfOpen {
+                        start: now,
+                        level,
+                        issued: 0,
+                        succeeded: 0,
+                    });
+                }
+                MState::HalfOpen {
+                    start,
+                    level,
+                    issued,
+                    succeeded,
+                } => {
+                    if now >= start + TIMEOUT_MS {
+                        self.moved(MState::Open {
+                            opened: now,
+                            level: (level + 1).min(MAX_LEVEL),
+                        });
+                        continue;
+                    }
+                    if issued >= PROBES {
+                        self.counts.rejected += 1;
+                        return Err((State::HalfOpen, Some(start + TIMEOUT_MS - now)));
+                    }
+                    self.st = MState::HalfOpen {
+                        start,
+                        level,
+                        issued: issued + 1,
+                        succeeded,
+                    };
+                    self.counts.admitted += 1;
+                    return Ok(Held {
+                        generation: self.generation,
+                        kind: Kind::Probe,
+                        started: self.now,
+                    });
+                }
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        if let MState::HalfOpen {
+            start,
+            level,
+            issued,
+            succeeded,
+        } = self.st
+        {
+            self.st = MState::HalfOpen {
+                start,
+                level,
+                issued: issued - 1,
+                succeeded,
+            };
+        }
+    }
+
+    fn record(&mut self, h: Held, outcome: Outcome) {
+        if h.generation != self.generation {
+            self.counts.stale += 1;
+            return;
+        }
+        let failed = match outcome {
+            Outcome::Ignored => {
+                self.counts.ignored += 1;
+                if h.kind == Kind::Probe {
+                    self.release();
+                }
+                return;
+            }
+            Outcome::Success => false,
+            Outcome::Failure => true,
+        };
+        let slow = self.now - h.started > SLOW_NANOS;
+        if failed {
+            self.counts.failures += 1;
+        } else {
+            self.counts.successes += 1;
+        }
+        self.counts.slow += u64::from(slow);
+        let now = self.ticks();
+        match (h.kind, self.st) {
+            (Kind::Closed, MState::Closed) => {
+                self.streak = if failed { self.streak + 1 } else { 0 };
+                self.log.push((self.now, failed, slow));
+                let (calls, failures, slows) = self.window();
+                let rate_trip = calls >= MIN_CALLS
+                    && (failures as f64 >= RATE * calls as f64
+                        || slows as f64 >= SLOW_RATE * calls as f64);
+                if self.streak >= STREAK || (failed || slow) && rate_trip {
+                    self.moved(MState::Open {
+                        opened: now,
+                        level: 0,
+                    });
+                }
+            }
+            (
+                Kind::Probe,
+                MState::HalfOpen {
+                    start,
+                    level,
+                    issued,
+                    succeeded,
+                },
+            ) => {
+                if failed || slow {
+                    self.moved(MState::Open {
+                        opened: now,
+                        level: (level + 1).min(MAX_LEVEL),
+                    });
+                } else if succeeded + 1 >= PROBES {
+                    self.moved(MState::Closed);
+                } else {
+                    self.st = MState::HalfOpen {
+                        start,
+                        level,
+                        issued,
+                        succeeded: succeeded + 1,
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn abandon(&mut self, h: Held) {
+        self.counts.dropped += 1;
+        if h.kind == Kind::Probe && h.generation == self.generation {
+            self.release();
+        }
+    }
+
+    fn manual(&mut self, op: Op) {
+        let level = match self.st {
+            MState::Open { level, .. }
+            | MState::HalfOpen { level, .. }
+            | MState::Forced { level }
+            | MState::Disabled { level } => level,
+            MState::Closed => 0,
+        };
+        match op {
+            Op::ForceOpen if !matches!(self.st, MState::Forced { .. }) => {
+                self.moved(MState::Forced { level })
+            }
+            Op::Disable if !matches!(self.st, MState::Disabled { .. }) => {
+                self.moved(MState::Disabled { level })
+            }
+            Op::Reset => self.moved(MState::Closed),
+            _ => {}
+        }
+    }
+
+    fn state(&self) -> State {
+        match self.st {
+            MState::Closed => State::Closed,
+            MState::Open { .. } => State::Open,
+            MState::HalfOpen { .. } => State::HalfOpen,
+            MState::Forced { .. } => State::ForcedOpen,
+            MState::Disabled { .. } => State::Disabled,
+        }
+    }
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    let breaker = Arc::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(STREAK as u32)
+            .window(Duration::from_nanos(BUCKET_NANOS * BUCKETS), BUCKETS as u32)
+            .failure_rate(RATE, MIN_CALLS as u32)
+            .slow_calls(Duration::from_nanos(SLOW_NANOS), SLOW_RATE)
+            .open_duration(Duration::from_millis(OPEN_MS))
+            .max_open_duration(Duration::from_millis(MAX_OPEN_MS))
+            .half_open_probes(PROBES as u32)
+            .half_open_timeout(Duration::from_millis(TIMEOUT_MS))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let mut model = Model {
+        st: MState::Closed,
+        generation: 0,
+        streak: 0,
+        log: Vec::new(),
+        now: 0,
+        counts: Counts::default(),
+    };
+    let mut held: Vec<(OwnedPermit<ManualClock>, Held)> = Vec::new();
+    for (step, op) in ops.into_iter().enumerate() {
+        match op {
+            Op::Acquire => {
+                let real = breaker.try_acquire_owned();
+                let want = model.acquire();
+                match (real, want) {
+                    (Ok(p), Ok(h)) => {
+                        prop_assert_eq!(p.is_probe(), h.kind == Kind::Probe, "step {}", step);
+                        prop_assert_eq!(
+                            u64::from(p.generation()),
+                            h.generation % 65_536,
+                            "step {}",
+                            step
+                        );
+                        held.push((p, h));
+                    }
+                    (Err(r), Err((state, after))) => {
+                        prop_assert_eq!(r.state(), state, "step {}", step);
+                        prop_assert_eq!(
+                            r.retry_after(),
+                            after.map(Duration::from_millis),
+                            "step {}",
+                            step
+                        );
+                    }
+                    (real, want) => {
+                        return Err(TestCaseError::fail(format!(
+                            "step {step}: real {:?}, model {want:?}",
+                            real.map(|p| p.is_probe())
+                        )));
+                    }
+                }
+            }
+            Op::Record(i, outcome) if !held.is_empty() => {
+                let (p, h) = held.swap_remove(i % held.len());
+                p.record(outcome);
+                model.record(h, outcome);
+            }
+            Op::Drop(i) if !held.is_empty() => {
+                let (p, h) = held.swap_remove(i % held.len());
+                drop(p);
+                model.abandon(h);
+            }
+            Op::Record(..) | Op::Drop(_) => {}
+            Op::Advance(nanos) => {
+                clock.advance(Duration::from_nanos(nanos));
+                model.now += nanos;
+            }
+            Op::ForceOpen => {
+                breaker.force_open();
+                model.manual(op);
+            }
+            Op::Disable => {
+                breaker.disable();
+                model.manual(op);
+            }
+            Op::Reset => {
+                breaker.reset();
+                model.manual(op);
+            }
+        }
+        let m = breaker.metrics();
+        prop_assert_eq!(m.state, model.state(), "step {}: {:?}", step, op);
+        prop_assert_eq!(
+            u64::from(m.generation),
+            model.generation % 65_536,
+            "step {}",
+            step
+        );
+        if model.state() == State::Closed {
+            let (calls, failures, slow) = model.window();
+            prop_assert_eq!(
+                (m.window.calls, m.window.failures, m.window.slow),
+                (calls, failures, slow),
+                "step {}",
+                step
+            );
+            prop_assert_eq!(m.consecutive_failures, model.streak, "step {}", step);
+        }
+        let l = m.lifetime;
+        let real = Counts {
+            admitted: l.admitted,
+            rejected: l.rejected,
+            successes: l.successes,
+            failures: l.failures,
+            slow: l.slow,
+            ignored: l.ignored,
+            stale: l.stale,
+            dropped: l.dropped,
+        };
+        prop_assert_eq!(&real, &model.counts, "step {}", step);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_breaker_agrees_with_the_reference_model_at_every_step(ops in prop::collection::vec(op(), 1..150)) {
+        run(ops)?;
+    }
+}

@@ -1,0 +1,155 @@
+//! Multi-threaded stress: many threads, random outcomes, a timekeeper thread moving a
+//! ManualClock. Invariants: never more than N probes of one round in flight, every
+//! admitted call accounted for exactly once, every transition delivered exactly
+//! once and in generation order per delivering thread.
+//!
+//! `cargo test --release --test stress -- --include-ignored` runs the large variant.
+
+use cutout::{CircuitBreaker, ManualClock, Outcome, Transition};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const PROBES: u32 = 3;
+
+/// A tiny deterministic PRNG per thread (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+fn stress(threads: usize, calls_per_thread: usize) {
+    let clock = ManualClock::new();
+    let events: Arc<Mutex<Vec<(std::thread::ThreadId, Transition)>>> = Arc::default();
+    let sink = events.clone();
+    let breaker = CircuitBreaker::builder()
+        .consecutive_failures(4)
+        .window(Duration::from_millis(200), 4)
+        .failure_rate(0.4, 10)
+        .slow_calls(Duration::from_millis(5), 0.9)
+        .open_duration(Duration::from_millis(20))
+        .max_open_duration(Duration::from_millis(80))
+        .half_open_probes(PROBES)
+        .half_open_timeout(Duration::from_millis(50))
+        .clock(clock.clone())
+        .on_transition(move |t| sink.lock().unwrap().push((std::thread::current().id(), *t)))
+        .build()
+        .unwrap();
+    let in_flight: Mutex<HashMap<u16, u32>> = Mutex::default();
+    let finish = |permit: cutout::Permit<'_, ManualClock>, roll: u64| {
+        if permit.is_probe() {
+            *in_flight
+                .lock()
+                .unwrap()
+                .get_mut(&permit.generation())
+                .unwrap() -= 1;
+        }
+        match roll {
+            0..60 => permit.success(),
+            60..90 => permit.failure(),
+            90..95 => permit.record(Outcome::Ignored),
+            _ => drop(permit),
+        }
+    };
+
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (breaker, clock, in_flight, finish) = (&breaker, &clock, &in_flight, &finish);
+            s.spawn(move || {
+                let mut rng = Rng(t as u64 * 7919 + 1);
+                // Calls held across later iterations: they finish late, often stale.
+                let mut held = Vec::new();
+                for _ in 0..calls_per_thread {
+                    // Every thread moves time: about 2 s of simulated time per 20,000
+                    // calls, enough for many trip cycles of 20-80 ms cooldowns.
+                    clock.advance(Duration::from_micros(rng.next() % 200));
+                    let Ok(permit) = breaker.try_acquire() else {
+                        continue;
+                    };
+                    if permit.is_probe() {
+                        let mut map = in_flight.lock().unwrap();
+                        let n = map.entry(permit.generation()).or_default();
+                        *n += 1;
+                        assert!(
+                            *n <= PROBES,
+                            "{n} probes in flight in round {}",
+                            permit.generation()
+                        );
+                    }
+                    let roll = rng.next() % 100;
+                    if roll % 10 == 0 && held.len() < 4 {
+                        held.push((permit, roll));
+                        continue;
+                    }
+                    finish(permit, roll);
+                    if rng.next() % 8 == 0 {
+                        if let Some((p, r)) = held.pop() {
+                            finish(p, r);
+                        }
+                    }
+                }
+                for (p, r) in held {
+                    finish(p, r);
+                }
+            });
+        }
+    });
+
+    let m = breaker.metrics();
+    let l = m.lifetime;
+    assert_eq!(
+        l.admitted,
+        l.successes + l.failures + l.ignored + l.stale + l.dropped,
+        "{l:?}"
+    );
+    assert_eq!(
+        l.admitted + l.rejected,
+        (threads * calls_per_thread) as u64,
+        "{l:?}"
+    );
+
+    let events = events.lock().unwrap();
+    let total: u64 = m.transitions.iter().sum();
+    assert_eq!(
+        events.len() as u64,
+        total,
+        "every transition reported exactly once"
+    );
+    assert!(total > 50, "the run should have cycled the breaker: {m:?}");
+    assert!(
+        l.stale > 0 && l.slow > 0 && l.dropped > 0,
+        "every path exercised: {l:?}"
+    );
+    // Generations are 16 bits; this run stays far below the wrap.
+    assert!(total < 30_000);
+    let mut generations: Vec<u16> = events.iter().map(|(_, t)| t.generation).collect();
+    generations.sort_unstable();
+    let expected: Vec<u16> = (1..=total as u16).collect();
+    assert_eq!(generations, expected, "each generation moved exactly once");
+    assert_eq!(m.generation, total as u16);
+    let mut last: HashMap<std::thread::ThreadId, u16> = HashMap::new();
+    for (thread, t) in events.iter() {
+        if let Some(prev) = last.insert(*thread, t.generation) {
+            assert!(
+                t.generation > prev,
+                "a thread's events go in generation order"
+            );
+        }
+    }
+}
+
+#[test]
+fn invariants_hold_under_contention() {
+    stress(8, 20_000);
+}
+
+#[test]
+#[ignore = "large; CI runs it in release mode"]
+fn invariants_hold_under_heavy_contention() {
+    stress(16, 400_000);
+}

@@ -1,0 +1,360 @@
+//! Every transition of the state machine, one test each, on ManualClock.
+
+use cutout::{CircuitBreaker, ManualClock, Reason, State, Transition};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SEC: Duration = Duration::from_secs(1);
+const MS: Duration = Duration::from_millis(1);
+
+type Log = Arc<Mutex<Vec<Transition>>>;
+
+fn logged(b: cutout::Builder) -> (CircuitBreaker<ManualClock>, ManualClock, Log) {
+    let clock = ManualClock::new();
+    let log: Log = Arc::default();
+    let sink = log.clone();
+    let b = b
+        .clock(clock.clone())
+        .on_transition(move |t| sink.lock().unwrap().push(*t))
+        .build()
+        .unwrap();
+    (b, clock, log)
+}
+
+fn reasons(log: &Log) -> Vec<(State, State, Reason)> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .map(|t| (t.from, t.to, t.reason))
+        .collect()
+}
+
+fn ok<C: cutout::Clock>(b: &CircuitBreaker<C>) -> bool {
+    b.call(|| Ok::<_, ()>(())).is_ok()
+}
+
+fn fail<C: cutout::Clock>(b: &CircuitBreaker<C>) {
+    let _ = b.call(|| Err::<(), _>(()));
+}
+
+#[test]
+fn closed_to_open_on_consecutive_failures_and_a_success_resets_the_count() {
+    let (b, _, log) = logged(CircuitBreaker::builder().consecutive_failures(3));
+    fail(&b);
+    fail(&b);
+    assert!(ok(&b));
+    fail(&b);
+    fail(&b);
+    assert_eq!(b.state(), State::Closed, "the success broke the streak");
+    fail(&b);
+    assert_eq!(
+        reasons(&log),
+        [(State::Closed, State::Open, Reason::ConsecutiveFailures)]
+    );
+    assert_eq!(log.lock().unwrap()[0].consecutive_failures, 3);
+}
+
+#[test]
+fn closed_to_open_on_failure_rate_at_exactly_the_threshold() {
+    let (b, _, log) = logged(
+        CircuitBreaker::builder()
+            .window(10 * SEC, 10)
+            .failure_rate(0.25, 8),
+    );
+    for _ in 0..6 {
+        assert!(ok(&b));
+    }
+    fail(&b);
+    assert_eq!(b.state(), State::Closed, "7 calls: below minimum_calls");
+    fail(&b);
+    assert_eq!(b.state(), State::Open, "2 of 8 = 25%");
+    let t = log.lock().unwrap()[0];
+    assert_eq!(
+        (t.reason, t.window.calls, t.window.failures),
+        (Reason::FailureRate, 8, 2)
+    );
+}
+
+#[test]
+fn a_success_never_trips_even_above_the_rate() {
+    // The trip condition is evaluated on failures and slow calls only.
+    let (b, _, _) = logged(CircuitBreaker::builder().failure_rate(0.1, 5));
+    fail(&b);
+    for _ in 0..3 {
+        assert!(ok(&b));
+    }
+    assert_eq!(b.state(), State::Closed);
+    assert!(ok(&b)); // 5 calls, 20% > 10%: but a success does not evaluate
+    assert_eq!(b.state(), State::Closed);
+    fail(&b);
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn closed_to_open_on_slow_call_rate() {
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .window(10 * SEC, 10)
+            .slow_calls(100 * MS, 0.5)
+            .minimum_calls(4),
+    );
+    let slow = |b: &CircuitBreaker<ManualClock>| {
+        b.call(|| {
+            clock.advance(101 * MS);
+            Ok::<_, ()>(())
+        })
+        .unwrap()
+    };
+    let exactly_threshold = |b: &CircuitBreaker<ManualClock>| {
+        b.call(|| {
+            clock.advance(100 * MS); // not strictly slower: not slow
+            Ok::<_, ()>(())
+        })
+        .unwrap()
+    };
+    exactly_threshold(&b);
+    exactly_threshold(&b);
+    slow(&b);
+    assert_eq!(b.state(), State::Closed, "3 calls, below minimum");
+    slow(&b);
+    assert_eq!(
+        reasons(&log),
+        [(State::Closed, State::Open, Reason::SlowCallRate)]
+    );
+    assert_eq!(b.metrics().lifetime.slow, 2);
+}
+
+#[test]
+fn open_to_half_open_lazily_on_the_first_call_after_the_cooldown() {
+    let (b, clock, log) = logged(CircuitBreaker::builder().consecutive_failures(1));
+    fail(&b);
+    clock.advance(SEC);
+    assert_eq!(b.state(), State::Open, "state() never moves the breaker");
+    let p = b.try_acquire().unwrap();
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(
+        reasons(&log)[1],
+        (State::Open, State::HalfOpen, Reason::CooldownElapsed)
+    );
+    drop(p);
+}
+
+#[test]
+fn half_open_to_closed_after_n_successes() {
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .half_open_probes(2),
+    );
+    fail(&b);
+    clock.advance(SEC);
+    assert!(ok(&b));
+    assert_eq!(b.state(), State::HalfOpen);
+    assert!(ok(&b));
+    assert_eq!(
+        reasons(&log)[2],
+        (State::HalfOpen, State::Closed, Reason::ProbesSucceeded)
+    );
+    assert_eq!(b.metrics().level, 0);
+}
+
+#[test]
+fn half_open_to_open_on_a_failed_probe_with_exponential_capped_backoff() {
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .backoff_multiplier(3.0)
+            .max_open_duration(20 * SEC),
+    );
+    fail(&b);
+    let mut expected = vec![SEC, 3 * SEC, 9 * SEC, 20 * SEC, 20 * SEC];
+    let mut cooldown = expected.remove(0);
+    for next in expected {
+        clock.advance(cooldown);
+        b.try_acquire().unwrap().failure();
+        assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(next));
+        cooldown = next;
+    }
+    assert!(reasons(&log).contains(&(State::HalfOpen, State::Open, Reason::ProbeFailed)));
+    // A successful round resets the level.
+    clock.advance(cooldown);
+    assert!(ok(&b));
+    fail(&b);
+    assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(SEC));
+}
+
+#[test]
+fn a_slow_probe_is_a_failed_probe() {
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .slow_calls(50 * MS, 1.0)
+            .minimum_calls(100),
+    );
+    fail(&b);
+    clock.advance(SEC);
+    b.call(|| {
+        clock.advance(51 * MS);
+        Ok::<_, ()>(())
+    })
+    .unwrap();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(
+        reasons(&log).last(),
+        Some(&(State::HalfOpen, State::Open, Reason::ProbeFailed))
+    );
+}
+
+#[test]
+fn half_open_to_open_on_timeout_has_its_own_reason() {
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .half_open_timeout(5 * SEC),
+    );
+    fail(&b);
+    clock.advance(SEC);
+    let held = b.try_acquire().unwrap();
+    clock.advance(5 * SEC - MS);
+    assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(MS));
+    clock.advance(MS);
+    assert_eq!(b.try_acquire().unwrap_err().state(), State::Open);
+    assert_eq!(
+        reasons(&log).last(),
+        Some(&(State::HalfOpen, State::Open, Reason::HalfOpenTimeout))
+    );
+    held.success(); // stale now
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.metrics().lifetime.stale, 1);
+}
+
+#[test]
+fn force_open_rejects_everything_without_a_retry_time_until_reset() {
+    let (b, clock, log) = logged(CircuitBreaker::builder().consecutive_failures(1));
+    b.force_open();
+    b.force_open(); // no second transition
+    clock.advance(3600 * SEC);
+    let r = b.try_acquire().unwrap_err();
+    assert_eq!((r.state(), r.retry_after()), (State::ForcedOpen, None));
+    b.reset();
+    assert!(ok(&b));
+    assert_eq!(
+        reasons(&log),
+        [
+            (State::Closed, State::ForcedOpen, Reason::ForcedOpen),
+            (State::ForcedOpen, State::Closed, Reason::Reset)
+        ]
+    );
+}
+
+#[test]
+fn disabled_admits_everything_and_never_trips() {
+    let (b, _, log) = logged(CircuitBreaker::builder().consecutive_failures(1));
+    b.disable();
+    for _ in 0..100 {
+        fail(&b);
+    }
+    assert_eq!(b.state(), State::Disabled);
+    assert_eq!(
+        b.metrics().lifetime.failures,
+        100,
+        "outcomes are still counted"
+    );
+    b.reset();
+    fail(&b);
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(reasons(&log).len(), 3);
+}
+
+#[test]
+fn every_transition_moves_the_generation_by_one() {
+    let (b, clock, log) = logged(CircuitBreaker::builder().consecutive_failures(1));
+    fail(&b);
+    clock.advance(SEC);
+    assert!(ok(&b));
+    b.force_open();
+    b.disable();
+    b.reset();
+    let gens: Vec<u16> = log.lock().unwrap().iter().map(|t| t.generation).collect();
+    assert_eq!(gens, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(b.metrics().generation, 6);
+}
+
+#[test]
+fn reset_from_closed_starts_a_fresh_window_and_streak() {
+    let (b, _, _) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(3)
+            .failure_rate(0.9, 10),
+    );
+    fail(&b);
+    fail(&b);
+    b.reset();
+    let m = b.metrics();
+    assert_eq!((m.consecutive_failures, m.window.calls), (0, 0));
+    fail(&b);
+    fail(&b);
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn closing_starts_a_fresh_window() {
+    let (b, clock, _) = logged(
+        CircuitBreaker::builder()
+            .window(60 * SEC, 6)
+            .failure_rate(0.5, 4),
+    );
+    for _ in 0..4 {
+        fail(&b);
+    }
+    assert_eq!(b.state(), State::Open);
+    clock.advance(SEC);
+    assert!(ok(&b));
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(
+        b.metrics().window.calls,
+        0,
+        "the failures before the trip are gone"
+    );
+    fail(&b);
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn jitter_shortens_the_cooldown_within_its_fraction() {
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..40 {
+        let (b, _, _) = logged(
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .jitter(0.5)
+                .open_duration(10 * SEC),
+        );
+        fail(&b);
+        let after = b.try_acquire().unwrap_err().retry_after().unwrap();
+        assert!((5 * SEC..=10 * SEC).contains(&after), "{after:?}");
+        seen.insert(after);
+    }
+    assert!(
+        seen.len() > 5,
+        "breakers that opened together should not probe together: {seen:?}"
+    );
+}
+
+#[test]
+fn half_open_rejection_says_when_the_round_ends() {
+    let (b, clock, _) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .half_open_timeout(4 * SEC),
+    );
+    fail(&b);
+    clock.advance(SEC);
+    let _probe = b.try_acquire().unwrap();
+    clock.advance(SEC);
+    let r = b.try_acquire().unwrap_err();
+    assert_eq!(
+        (r.state(), r.retry_after()),
+        (State::HalfOpen, Some(3 * SEC))
+    );
+}
