@@ -82,12 +82,12 @@ fn stress(threads: usize, calls_per_thread: usize) {
                         );
                     }
                     let roll = rng.next() % 100;
-                    if roll % 10 == 0 && held.len() < 4 {
+                    if roll.is_multiple_of(10) && held.len() < 4 {
                         held.push((permit, roll));
                         continue;
                     }
                     finish(permit, roll);
-                    if rng.next() % 8 == 0 {
+                    if rng.next().is_multiple_of(8) {
                         if let Some((p, r)) = held.pop() {
                             finish(p, r);
                         }
