@@ -160,3 +160,8 @@ pub use event::{Reason, Transition, WindowCounts};
 pub use permit::{Outcome, OwnedPermit, Permit};
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
+
+/// README.md's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
