@@ -95,7 +95,7 @@ enum Probe {
 impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let window = config.window.map(Window::new);
-        let stripes = Stripes::new(window.as_ref().map_or(0, Window::words));
+        let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
         let origin = clock.now();
         let seed = splitmix64(origin ^ next_seed());
         CircuitBreaker {
@@ -345,6 +345,20 @@ impl<C: Clock> CircuitBreaker<C> {
         if s.is_closed() {
             return Ok(self.admit(s, Kind::Closed));
         }
+        self.acquire_not_closed(s)
+    }
+
+    /// The other hot path, a rejection inside the cooldown, kept apart from the
+    /// transition loop so it stays small.
+    #[inline(never)]
+    fn acquire_not_closed(&self, s: Snapshot) -> Result<Ticket, Rejected> {
+        if s.is(State::Open) {
+            let now = self.ticks();
+            let deadline = s.ticks() + self.cooldown(s);
+            if now < deadline {
+                return Err(self.reject(State::Open, Some(ticks_to_duration(deadline - now))));
+            }
+        }
         self.acquire_slow(s)
     }
 
@@ -363,11 +377,13 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
+    #[inline]
     fn reject(&self, state: State, retry_after: Option<Duration>) -> Rejected {
         self.stripes.bump(self.stripes.mine(), Counter::Rejected);
         Rejected::new(state, retry_after)
     }
 
+    #[inline(never)]
     fn acquire_slow(&self, mut s: Snapshot) -> Result<Ticket, Rejected> {
         loop {
             s = match s.state() {
@@ -478,9 +494,39 @@ impl<C: Clock> CircuitBreaker<C> {
     // ---- outcomes --------------------------------------------------------------
 
     /// Records the outcome of an admitted call.
+    #[inline]
     pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome) {
-        let r = self.stripes.mine();
         let s = self.word.load();
+        if outcome == Outcome::Success
+            && ticket.kind == Kind::Closed
+            && s.generation() == ticket.generation
+            && self.config.slow_calls.is_none()
+        {
+            // The hot path: a fresh, untimed closed-state success. It writes only
+            // this thread's stripe, and reads the streak (never writing it when it is
+            // already zero).
+            let r = self.stripes.mine();
+            self.stripes.bump(r, Counter::Successes);
+            if self.config.consecutive_failures.is_some() {
+                self.clear_streak(ticket.generation);
+            }
+            if let Some(w) = &self.window {
+                w.record(
+                    &self.stripes,
+                    r,
+                    ticket.generation,
+                    self.now_nanos(),
+                    Sample::SUCCESS,
+                );
+            }
+            return;
+        }
+        self.record_slow(s, ticket, outcome);
+    }
+
+    #[inline(never)]
+    fn record_slow(&self, s: Snapshot, ticket: Ticket, outcome: Outcome) {
+        let r = self.stripes.mine();
         if s.generation() != ticket.generation {
             // Admitted under an earlier phase: the breaker has moved on, and this
             // result must not decide the new phase.
@@ -521,6 +567,7 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// Records a permit dropped without an outcome: ignored, and counted as dropped.
+    #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
         let r = self.stripes.mine();
         self.stripes.bump(r, Counter::Dropped);
@@ -536,7 +583,6 @@ impl<C: Clock> CircuitBreaker<C> {
         })
     }
 
-    #[inline]
     fn record_closed(&self, r: StripeRef, s: Snapshot, sample: Sample) {
         let generation = s.generation();
         let mut streak = 0;

@@ -3,14 +3,14 @@
 //!
 //! | clock            | `now()` cost here | resolution | use                                  |
 //! |------------------|-------------------|------------|--------------------------------------|
-//! | [`DefaultClock`] | ~2 ns (one load)  | 1 ms       | production: quanta's `Instant::recent()`, refreshed by quanta's upkeep thread |
+//! | [`DefaultClock`] | ~1 ns (one load)  | 1 ms       | production: a cached reading refreshed every millisecond from quanta's TSC clock by one background thread per process |
 //! | [`StdClock`]     | 25-50 ns          | 1 ns       | where no background thread is wanted  |
 //! | [`ManualClock`]  | one atomic load   | 1 ns       | tests, including your own             |
 //!
 //! Every clock is monotonic: wall-clock steps (NTP, a changed time zone) change
 //! nothing, because none of them reads the wall clock.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -54,14 +54,13 @@ pub trait Clock: Send + Sync {
     }
 }
 
-/// The default clock: quanta's cached `Instant::recent()` (one atomic load),
-/// refreshed every millisecond by quanta's upkeep thread, which the first
-/// `DefaultClock` starts once per process. [`precise`](Clock::precise) reads the TSC
-/// through `quanta::Instant::now()`.
+/// The default clock: a cached reading (one load), refreshed every millisecond by a
+/// background thread that the first `DefaultClock` starts once per process.
+/// [`precise`](Clock::precise) reads quanta's `Instant::now()` (the TSC where it is
+/// reliable, ~25 ns).
 ///
-/// If the upkeep thread cannot be started (or another library already runs one with
-/// a different interval), `recent()` still returns a current time, just more slowly
-/// or at that library's interval.
+/// If the refresh thread cannot be started, [`now`](Clock::now) falls back to
+/// [`precise`](Clock::precise): slower, never wrong.
 ///
 /// # Examples
 /// ```
@@ -71,61 +70,80 @@ pub trait Clock: Send + Sync {
 /// let a = clock.now();
 /// assert!(clock.now() >= a);
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct DefaultClock {
     _private: (),
 }
 
-/// How often quanta's upkeep thread refreshes `Instant::recent()`.
-const UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
+/// How often the refresh thread updates the cached reading.
+const REFRESH_INTERVAL: Duration = Duration::from_millis(1);
 
-struct Quanta {
-    origin: quanta::Instant,
-    // Held so the upkeep thread runs for the life of the process.
-    _upkeep: Option<quanta::Handle>,
+/// The cached reading: nanoseconds since [`origin`], at least 1 once a
+/// `DefaultClock` exists; 0 if the refresh thread could not start.
+static RECENT: ProcessAtomicU64 = ProcessAtomicU64::new(0);
+
+fn origin() -> quanta::Instant {
+    static ORIGIN: OnceLock<quanta::Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(quanta::Instant::now)
 }
 
-fn quanta() -> &'static Quanta {
-    static QUANTA: OnceLock<Quanta> = OnceLock::new();
-    QUANTA.get_or_init(|| {
-        let clock = quanta::Clock::new();
-        let upkeep = quanta::Upkeep::new_with_clock(UPKEEP_INTERVAL, clock.clone())
-            .start()
-            .ok();
-        Quanta {
-            origin: clock.now(),
-            _upkeep: upkeep,
-        }
-    })
+fn precise_nanos() -> u64 {
+    let nanos = quanta::Instant::now()
+        .saturating_duration_since(origin())
+        .as_nanos();
+    u64::try_from(nanos).unwrap_or(u64::MAX)
 }
 
 impl DefaultClock {
-    /// A handle on the process-wide quanta clock; starts the upkeep thread the
-    /// first time.
+    /// A handle on the process-wide clock; starts the refresh thread the first time.
     pub fn new() -> DefaultClock {
-        quanta();
+        static STARTED: OnceLock<()> = OnceLock::new();
+        STARTED.get_or_init(|| {
+            // Relaxed (here and below): a time reading publishes nothing else;
+            // coherence keeps each thread's successive reads from going backwards.
+            RECENT.store(precise_nanos().max(1), Ordering::Relaxed);
+            let refresh = || {
+                loop {
+                    std::thread::sleep(REFRESH_INTERVAL);
+                    RECENT.store(precise_nanos().max(1), Ordering::Relaxed);
+                }
+            };
+            if std::thread::Builder::new()
+                .name("cutout-clock".into())
+                .spawn(refresh)
+                .is_err()
+            {
+                // Without the thread, `now` falls back to `precise`, which is never
+                // behind the reading stored above: time still does not go backwards.
+                RECENT.store(0, Ordering::Relaxed);
+            }
+        });
         DefaultClock { _private: () }
+    }
+}
+
+impl Default for DefaultClock {
+    fn default() -> DefaultClock {
+        DefaultClock::new()
     }
 }
 
 impl Clock for DefaultClock {
     #[inline]
     fn now(&self) -> u64 {
-        let q = quanta();
-        quanta::Instant::recent()
-            .saturating_duration_since(q.origin)
-            .as_nanos() as u64
+        // Relaxed: see the refresh thread.
+        match RECENT.load(Ordering::Relaxed) {
+            0 => precise_nanos(),
+            n => n,
+        }
     }
 
     fn precise(&self) -> u64 {
-        let q = quanta();
-        quanta::Instant::now()
-            .saturating_duration_since(q.origin)
-            .as_nanos() as u64
+        precise_nanos()
     }
 
     fn resolution(&self) -> Duration {
-        UPKEEP_INTERVAL
+        REFRESH_INTERVAL
     }
 }
 
@@ -276,6 +294,6 @@ mod tests {
             assert!(nd >= last_d && ns >= last_s && np >= last_p);
             (last_d, last_s, last_p) = (nd, ns, np);
         }
-        assert_eq!(d.resolution(), UPKEEP_INTERVAL);
+        assert_eq!(d.resolution(), REFRESH_INTERVAL);
     }
 }

@@ -440,6 +440,10 @@ pub(crate) struct SlowCalls {
 }
 
 impl Config {
+    fn max_cooldown(&self) -> u64 {
+        self.cooldowns.last().copied().unwrap_or(0)
+    }
+
     /// The highest backoff level: the one whose cooldown reaches the maximum.
     pub(crate) fn max_level(&self) -> u8 {
         (self.cooldowns.len() - 1) as u8
@@ -448,7 +452,12 @@ impl Config {
     /// The open duration at `level`, in ticks, shortened by this generation's jitter.
     #[inline]
     pub(crate) fn cooldown(&self, level: u8, generation: u16, seed: u64) -> u64 {
-        let base = self.cooldowns[usize::from(level).min(self.cooldowns.len() - 1)];
+        // `level` never exceeds `max_level()` (see `reopen`); a miss reads the cap.
+        let base = self
+            .cooldowns
+            .get(usize::from(level))
+            .copied()
+            .unwrap_or(self.max_cooldown());
         if self.jitter == 0.0 {
             return base;
         }

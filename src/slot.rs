@@ -39,11 +39,19 @@ impl Registry {
     }
 }
 
-struct Slot(usize);
+/// The slot of a thread that has not asked for one yet.
+const UNASSIGNED: usize = usize::MAX - 1;
 
-impl Drop for Slot {
+/// Gives the thread's slot back when the thread exits.
+struct Guard;
+
+impl Drop for Guard {
     fn drop(&mut self) {
-        with_registry(|r| r.release(self.0));
+        // After this, the exiting thread's remaining destructors take the shared stripe.
+        let slot = SLOT.with(|s| s.replace(NO_SLOT));
+        if slot != NO_SLOT && slot != UNASSIGNED {
+            with_registry(|r| r.release(slot));
+        }
     }
 }
 
@@ -67,20 +75,38 @@ fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
     f(&REGISTRY)
 }
 
+// The slot itself is a `const` thread-local without a destructor: reading it is a
+// single load, with no lazy-initialisation check. The guard, registered once per
+// thread on first use, carries the destructor.
 #[cfg(not(cutout_loom))]
 std::thread_local! {
-    static SLOT: Slot = Slot(with_registry(Registry::acquire));
+    static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(UNASSIGNED) };
+    static GUARD: Guard = const { Guard };
 }
 
 #[cfg(cutout_loom)]
 loom::thread_local! {
-    static SLOT: Slot = Slot(with_registry(Registry::acquire));
+    static SLOT: std::cell::Cell<usize> = std::cell::Cell::new(UNASSIGNED);
+    static GUARD: Guard = Guard;
 }
 
 /// This thread's slot, or [`NO_SLOT`] while its thread-locals are being destroyed.
 #[inline]
 pub(crate) fn current() -> usize {
-    SLOT.try_with(|s| s.0).unwrap_or(NO_SLOT)
+    let slot = SLOT.with(std::cell::Cell::get);
+    if slot == UNASSIGNED { assign() } else { slot }
+}
+
+#[cold]
+fn assign() -> usize {
+    // Touching the guard registers its destructor; if the thread is already
+    // exiting, there is no slot to take.
+    if GUARD.try_with(|_| ()).is_err() {
+        return NO_SLOT;
+    }
+    let slot = with_registry(Registry::acquire);
+    SLOT.with(|s| s.set(slot));
+    slot
 }
 
 #[cfg(all(test, not(cutout_loom)))]

@@ -164,7 +164,13 @@ impl Snapshot {
 
     #[inline]
     pub(crate) fn is_closed(self) -> bool {
-        self.0 & mask(STATE_BITS) == State::Closed.code()
+        self.is(State::Closed)
+    }
+
+    /// Whether the state is `state` (cheaper than decoding with [`Snapshot::state`]).
+    #[inline]
+    pub(crate) fn is(self, state: State) -> bool {
+        self.0 & mask(STATE_BITS) == state.code()
     }
 
     #[inline]

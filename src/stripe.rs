@@ -7,8 +7,8 @@
 //! `owned`, and is updated with atomic read-modify-writes. Readers (metrics, the trip
 //! check) sum every stripe.
 //!
-//! A stripe holds [`COUNTERS`] lifetime counters followed by the window's buckets
-//! (see [`crate::window`]), four words each.
+//! A stripe is a padded line of [`COUNTERS`] lifetime counters, plus padded lines
+//! for the window's buckets (see [`crate::window`]), four words each.
 //!
 //! # Orderings
 //! Counter updates are `Relaxed`: a counter publishes nothing but its own value, and
@@ -18,11 +18,16 @@ use crate::slot;
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
-/// Words in one padded line.
-const LINE_WORDS: usize = 16;
-type Line = CachePadded<[AtomicU64; LINE_WORDS]>;
+/// A window bucket: tag, calls, failures, slow (see [`crate::window`]).
+pub(crate) type Bucket = [AtomicU64; 4];
+/// Buckets in one padded line.
+const LINE_BUCKETS: usize = 4;
+type Line = CachePadded<[Bucket; LINE_BUCKETS]>;
+/// Words of the counter line after the counters, for the owner's private use (the
+/// window's cache of the current bucket).
+pub(crate) const SCRATCH: usize = 8;
 
-/// The lifetime counters, one word each at the start of every stripe.
+/// The lifetime counters, one word each in every stripe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counter {
     Admitted,
@@ -35,19 +40,23 @@ pub(crate) enum Counter {
     Dropped,
 }
 
-/// How many lifetime counters a stripe starts with.
+/// How many lifetime counters a stripe has.
 pub(crate) const COUNTERS: usize = 8;
 
 /// Where this thread writes: a stripe and whether it owns it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StripeRef {
-    first_line: usize,
+    index: usize,
     owned: bool,
 }
 
 pub(crate) struct Stripes {
+    /// One padded line of lifetime counters and scratch words per stripe.
+    counters: Box<[CachePadded<[AtomicU64; COUNTERS + SCRATCH]>]>,
+    /// `lines_per_stripe` padded lines of window buckets per stripe.
     lines: Box<[Line]>,
     lines_per_stripe: usize,
+    /// Stripes `0..owned` are owned; stripe `owned` is shared.
     owned: usize,
 }
 
@@ -68,51 +77,58 @@ fn owned_stripes() -> usize {
     }
 }
 
+fn zeroed<const N: usize>() -> [AtomicU64; N] {
+    std::array::from_fn(|_| AtomicU64::new(0))
+}
+
 impl Stripes {
-    /// Stripes with room for the counters and `extra_words` more words each.
-    pub(crate) fn new(extra_words: usize) -> Stripes {
+    /// Stripes with the counters and room for `buckets` window buckets each.
+    pub(crate) fn new(buckets: usize) -> Stripes {
         let owned = owned_stripes();
-        let lines_per_stripe = (COUNTERS + extra_words).div_ceil(LINE_WORDS);
-        let lines = (0..(owned + 1) * lines_per_stripe)
-            .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
-            .collect();
+        let lines_per_stripe = buckets.div_ceil(LINE_BUCKETS);
         Stripes {
-            lines,
+            counters: (0..=owned).map(|_| CachePadded::new(zeroed())).collect(),
+            lines: (0..(owned + 1) * lines_per_stripe)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| zeroed())))
+                .collect(),
             lines_per_stripe,
             owned,
         }
     }
 
-    /// The stripe the calling thread writes.
+    /// The stripe the calling thread writes: its own, or the shared one.
     #[inline]
     pub(crate) fn mine(&self) -> StripeRef {
-        let slot = slot::current();
-        let owned = slot < self.owned;
-        let stripe = if owned { slot } else { self.owned };
+        let index = slot::current().min(self.owned);
         StripeRef {
-            first_line: stripe * self.lines_per_stripe,
-            owned,
+            index,
+            owned: index < self.owned,
         }
     }
 
-    /// Word `w` of a stripe.
+    /// Bucket `b` of a stripe.
     #[inline]
-    pub(crate) fn word(&self, r: StripeRef, w: usize) -> &AtomicU64 {
-        &self.lines[r.first_line + w / LINE_WORDS][w % LINE_WORDS]
+    pub(crate) fn bucket(&self, r: StripeRef, b: usize) -> &Bucket {
+        &self.lines[r.index * self.lines_per_stripe + b / LINE_BUCKETS][b % LINE_BUCKETS]
+    }
+
+    /// Scratch word `i` of a stripe: for its owner only.
+    #[inline]
+    pub(crate) fn scratch(&self, r: StripeRef, i: usize) -> &AtomicU64 {
+        &self.counters[r.index][COUNTERS + i]
     }
 
     /// Every stripe, for readers.
     pub(crate) fn all(&self) -> impl Iterator<Item = StripeRef> + '_ {
-        (0..=self.owned).map(move |s| StripeRef {
-            first_line: s * self.lines_per_stripe,
-            owned: s < self.owned,
+        (0..=self.owned).map(move |index| StripeRef {
+            index,
+            owned: index < self.owned,
         })
     }
 
-    /// Adds `n` to word `w` of the calling thread's stripe.
+    /// Adds `n` to `word`, which is in the stripe `r`.
     #[inline]
-    pub(crate) fn add(&self, r: StripeRef, w: usize, n: u64) {
-        let word = self.word(r, w);
+    pub(crate) fn add(r: StripeRef, word: &AtomicU64, n: u64) {
         if r.owned {
             // Relaxed: this thread is the stripe's only writer, so a plain load and
             // store cannot lose an update; readers only sum.
@@ -128,14 +144,15 @@ impl Stripes {
 
     #[inline]
     pub(crate) fn bump(&self, r: StripeRef, counter: Counter) {
-        self.add(r, counter as usize, 1);
+        Stripes::add(r, &self.counters[r.index][counter as usize], 1);
     }
 
     /// The sum of one counter over every stripe.
     pub(crate) fn total(&self, counter: Counter) -> u64 {
-        self.all()
+        self.counters
+            .iter()
             // Relaxed: a snapshot; see the module's Orderings.
-            .map(|r| self.word(r, counter as usize).load(Ordering::Relaxed))
+            .map(|c| c[counter as usize].load(Ordering::Relaxed))
             .fold(0, u64::wrapping_add)
     }
 
@@ -145,7 +162,7 @@ impl Stripes {
 
     /// Heap bytes held.
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.lines)
+        std::mem::size_of_val(&*self.counters) + std::mem::size_of_val(&*self.lines)
     }
 }
 
@@ -170,15 +187,14 @@ mod tests {
     }
 
     #[test]
-    fn words_beyond_the_counters_spill_into_further_lines() {
-        let stripes = Stripes::new(40);
+    fn buckets_spill_into_further_lines() {
+        let stripes = Stripes::new(10);
         assert_eq!(stripes.lines_per_stripe, 3);
         let r = stripes.mine();
-        stripes.add(r, 47, 5);
-        assert_eq!(stripes.word(r, 47).load(Ordering::Relaxed), 5);
-        assert_eq!(
-            stripes.heap_bytes(),
-            (stripes.owned + 1) * 3 * std::mem::size_of::<Line>()
-        );
+        Stripes::add(r, &stripes.bucket(r, 9)[1], 5);
+        assert_eq!(stripes.bucket(r, 9)[1].load(Ordering::Relaxed), 5);
+        let lines = (stripes.owned + 1) * 3 * std::mem::size_of::<Line>();
+        let counters = (stripes.owned + 1) * std::mem::size_of::<CachePadded<[AtomicU64; 16]>>();
+        assert_eq!(stripes.heap_bytes(), lines + counters);
     }
 }

@@ -16,3 +16,8 @@ pub(crate) use loom::sync::{Arc, Mutex};
 pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(cutout_loom))]
 pub(crate) use std::sync::{Arc, Mutex};
+
+/// For the few process-wide statics that loom does not model: the default clock's
+/// cached time (loom models drive time with `ManualClock`). A `const` constructor is
+/// needed for a `static`, which loom's atomics do not have.
+pub(crate) use std::sync::atomic::AtomicU64 as ProcessAtomicU64;

@@ -32,14 +32,19 @@
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
-use crate::stripe::{COUNTERS, StripeRef, Stripes};
+use crate::stripe::{Bucket, StripeRef, Stripes};
 use crate::sync::Ordering;
 
 const TAG: usize = 0;
 const CALLS: usize = 1;
 const FAILURES: usize = 2;
 const SLOW: usize = 3;
-const BUCKET_WORDS: usize = 4;
+
+/// Scratch words of an owned stripe: the end (exclusive, in nanoseconds), epoch and
+/// ring slot of the bucket its owner last wrote.
+const CACHE_END: usize = 0;
+const CACHE_EPOCH: usize = 1;
+const CACHE_SLOT: usize = 2;
 
 const EPOCH_BITS: u32 = 48;
 const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
@@ -78,6 +83,13 @@ pub(crate) struct Sample {
     pub(crate) slow: bool,
 }
 
+impl Sample {
+    pub(crate) const SUCCESS: Sample = Sample {
+        failed: false,
+        slow: false,
+    };
+}
+
 #[derive(Debug)]
 pub(crate) struct Window {
     bucket_nanos: u64,
@@ -92,18 +104,49 @@ impl Window {
         }
     }
 
-    /// Words a stripe needs for this window.
-    pub(crate) fn words(&self) -> usize {
-        self.buckets as usize * BUCKET_WORDS
+    /// Buckets a stripe needs for this window.
+    pub(crate) fn buckets(&self) -> usize {
+        self.buckets as usize
     }
 
+    #[inline]
     fn epoch(&self, nanos: u64) -> u64 {
         // At least a 1 ms bucket (config), so epochs fit 48 bits for 8,900 years.
         (nanos / self.bucket_nanos).min(EPOCH_MASK)
     }
 
-    fn base(&self, epoch: u64) -> usize {
-        COUNTERS + (epoch % self.buckets) as usize * BUCKET_WORDS
+    /// The epoch of `nanos` and its ring slot. Two divisions, so an owned stripe
+    /// caches the answer for its current bucket in its scratch words (its owner is
+    /// the only thread that reads or writes them).
+    #[inline]
+    fn locate(&self, stripes: &Stripes, r: StripeRef, nanos: u64) -> (u64, usize) {
+        if !Stripes::is_owned(r) {
+            let epoch = self.epoch(nanos);
+            return (epoch, (epoch % self.buckets) as usize);
+        }
+        // Relaxed throughout: private to the owning thread.
+        let end = stripes.scratch(r, CACHE_END);
+        let cached_end = end.load(Ordering::Relaxed);
+        if nanos < cached_end && nanos >= cached_end - self.bucket_nanos {
+            let epoch = stripes.scratch(r, CACHE_EPOCH).load(Ordering::Relaxed);
+            return (
+                epoch,
+                stripes.scratch(r, CACHE_SLOT).load(Ordering::Relaxed) as usize,
+            );
+        }
+        let epoch = self.epoch(nanos);
+        let slot = epoch % self.buckets;
+        end.store(
+            (epoch + 1).saturating_mul(self.bucket_nanos),
+            Ordering::Relaxed,
+        );
+        stripes
+            .scratch(r, CACHE_EPOCH)
+            .store(epoch, Ordering::Relaxed);
+        stripes
+            .scratch(r, CACHE_SLOT)
+            .store(slot, Ordering::Relaxed);
+        (epoch, slot as usize)
     }
 
     /// Counts one outcome at `nanos` for `generation` in the caller's stripe.
@@ -117,47 +160,39 @@ impl Window {
         nanos: u64,
         s: Sample,
     ) -> bool {
-        let epoch = self.epoch(nanos);
+        let (epoch, slot) = self.locate(stripes, r, nanos);
         let mine = Tag::new(generation, epoch);
-        let base = self.base(epoch);
-        let tag = stripes.word(r, base + TAG);
+        let bucket = stripes.bucket(r, slot);
         // Acquire: pairs with the Release of the rotation that wrote the tag.
-        let mut seen = Tag(tag.load(Ordering::Acquire));
+        let mut seen = Tag(bucket[TAG].load(Ordering::Acquire));
         while seen != mine {
             if !seen.older_than(mine) {
                 return false;
             }
             if Stripes::is_owned(r) {
-                self.zero(stripes, r, base);
+                zero(bucket);
                 // Release: the zeroed counts are visible with the tag.
-                tag.store(mine.0, Ordering::Release);
+                bucket[TAG].store(mine.0, Ordering::Release);
                 break;
             }
             // AcqRel: Release publishes the tag; Acquire hands back a newer one.
-            match tag.compare_exchange(seen.0, mine.0, Ordering::AcqRel, Ordering::Acquire) {
+            match bucket[TAG].compare_exchange(seen.0, mine.0, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => {
-                    self.zero(stripes, r, base);
+                    zero(bucket);
                     break;
                 }
                 Err(actual) => seen = Tag(actual),
             }
         }
-        stripes.add(r, base + CALLS, 1);
+        Stripes::add(r, &bucket[CALLS], 1);
         if s.failed {
-            stripes.add(r, base + FAILURES, 1);
+            Stripes::add(r, &bucket[FAILURES], 1);
         }
         if s.slow {
-            stripes.add(r, base + SLOW, 1);
+            Stripes::add(r, &bucket[SLOW], 1);
         }
         true
-    }
-
-    fn zero(&self, stripes: &Stripes, r: StripeRef, base: usize) {
-        for w in [CALLS, FAILURES, SLOW] {
-            // Relaxed: ordered before the tag's Release store (owned) or only racing
-            // the increments the module docs bound (shared).
-            stripes.word(r, base + w).store(0, Ordering::Relaxed);
-        }
     }
 
     /// The window's counts for `generation` as seen at `nanos`.
@@ -165,10 +200,10 @@ impl Window {
         let now = self.epoch(nanos);
         let mut c = WindowCounts::default();
         for r in stripes.all() {
-            for slot in 0..self.buckets {
-                let base = COUNTERS + slot as usize * BUCKET_WORDS;
+            for slot in 0..self.buckets as usize {
+                let bucket = stripes.bucket(r, slot);
                 // Acquire: see the module's Orderings.
-                let tag = Tag(stripes.word(r, base + TAG).load(Ordering::Acquire));
+                let tag = Tag(bucket[TAG].load(Ordering::Acquire));
                 if tag.generation() != generation
                     || tag.epoch() > now
                     || tag.epoch() + self.buckets <= now
@@ -176,13 +211,21 @@ impl Window {
                     continue;
                 }
                 // Relaxed: counts only; the tag's Acquire ordered them.
-                let read = |w: usize| stripes.word(r, base + w).load(Ordering::Relaxed);
+                let read = |w: usize| bucket[w].load(Ordering::Relaxed);
                 c.calls += read(CALLS);
                 c.failures += read(FAILURES);
                 c.slow += read(SLOW);
             }
         }
         c
+    }
+}
+
+fn zero(bucket: &Bucket) {
+    for count in &bucket[CALLS..] {
+        // Relaxed: ordered before the tag's Release store (owned) or only racing
+        // the increments the module docs bound (shared).
+        count.store(0, Ordering::Relaxed);
     }
 }
 
@@ -198,7 +241,7 @@ mod tests {
             bucket_nanos: bucket_ms * MS,
             buckets,
         });
-        let s = Stripes::new(w.words());
+        let s = Stripes::new(w.buckets());
         (w, s)
     }
 
