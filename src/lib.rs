@@ -143,6 +143,8 @@ mod clock;
 mod config;
 mod error;
 mod event;
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+pub mod export;
 mod permit;
 mod policy;
 mod slot;
