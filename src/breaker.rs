@@ -707,7 +707,7 @@ impl<C: Clock> CircuitBreaker<C> {
             consecutive_failures: streak,
         };
         #[cfg(feature = "metrics")]
-        crate::export::metrics::transition(&self.config.name, &event);
+        crate::export::metrics::transition(self.config.name.clone(), &event);
         #[cfg(feature = "tracing")]
         crate::export::tracing::transition(&self.config.name, &event);
         if let Some(listener) = &self.listener {

@@ -43,6 +43,21 @@
 //! [`state`](CircuitBreaker::state) (a pure read), [`metrics`](CircuitBreaker::metrics),
 //! and [`on_transition`](Builder::on_transition) events.
 //!
+//! # Observability
+//! - [`on_transition`](Builder::on_transition): a callback for every transition, with
+//!   its from, to, generation, [`Reason`], time and the window figures that caused it,
+//!   called exactly once by the thread whose compare-and-swap made it, with nothing
+//!   held.
+//! - [`metrics`](CircuitBreaker::metrics): a [`Metrics`] snapshot of the state, the
+//!   window and striped lifetime counters.
+//! - Feature `metrics`: `CircuitBreaker::publish_metrics` and the
+//!   `export::metrics` module publish the snapshot through the `metrics` crate
+//!   facade, with a `breaker` label from [`Builder::name`].
+//! - Feature `tracing`: one `tracing` event per transition (`WARN` when the breaker
+//!   opens, `INFO` otherwise), documented in `export::tracing`.
+//!
+//! None of them adds work to a closed-state success.
+//!
 //! # Examples
 //! Tests drive time with [`ManualClock`]; no sleeps:
 //! ```

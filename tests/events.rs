@@ -372,7 +372,7 @@ fn contended_stream(threads: u64, ops: u64) {
         for seed in 0..threads {
             let (b, clock) = (&b, &clock);
             s.spawn(move || {
-                let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (seed + 1) * 0x2545_f491);
+                let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ ((seed + 1) * 0x2545_f491));
                 for _ in 0..ops {
                     match rng.below(1000) {
                         0..=399 => drop(b.call(|| Ok::<_, ()>(()))),

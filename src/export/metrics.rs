@@ -1,4 +1,4 @@
-//! Publishing through the [`metrics`](::metrics) facade (feature `metrics`).
+//! Publishing through the [`metrics`] facade (feature `metrics`).
 //!
 //! Counters that change on every call are never pushed on the call path. Instead
 //! [`CircuitBreaker::publish_metrics`] reads the breaker's
@@ -160,10 +160,10 @@ impl<C: Clock> CircuitBreaker<C> {
 }
 
 /// Counts one transition; called by the thread that made it, after its CAS.
-pub(crate) fn transition(name: &Cow<'static, str>, t: &Transition) {
+pub(crate) fn transition(name: Cow<'static, str>, t: &Transition) {
     counter!(
         TRANSITIONS,
-        BREAKER_LABEL => name.clone(),
+        BREAKER_LABEL => name,
         "from" => t.from.as_str(),
         "to" => t.to.as_str(),
         "reason" => t.reason.as_str(),

@@ -1,8 +1,8 @@
 //! Integrations with observability crates, each behind its own cargo feature.
 //!
-//! - [`metrics`](self::metrics) (feature `metrics`): publishes a breaker's snapshot and its
+//! - [`metrics`] (feature `metrics`): publishes a breaker's snapshot and its
 //!   transitions through the [`metrics`](::metrics) facade.
-//! - [`tracing`](self::tracing) (feature `tracing`): one [`tracing`](::tracing) event per
+//! - [`tracing`] (feature `tracing`): one [`tracing`](::tracing) event per
 //!   transition.
 //!
 //! Neither adds anything to the call path: they run when a transition happens

@@ -1,4 +1,4 @@
-//! One [`tracing`](::tracing) event per transition (feature `tracing`).
+//! One [`tracing`] event per transition (feature `tracing`).
 //!
 //! The event is emitted by the thread whose compare-and-swap made the transition,
 //! after it, with nothing held, just before the
@@ -26,19 +26,18 @@
 
 use crate::State;
 use crate::event::Transition;
-use std::borrow::Cow;
 
 /// The target of every event.
 pub const TARGET: &str = "cutout";
 
 /// Emits one event for `t`; called by the thread that made it, after its CAS.
-pub(crate) fn transition(name: &Cow<'static, str>, t: &Transition) {
+pub(crate) fn transition(name: &str, t: &Transition) {
     macro_rules! emit {
         ($level:expr) => {
             ::tracing::event!(
                 target: "cutout",
                 $level,
-                breaker = &**name,
+                breaker = name,
                 from = t.from.as_str(),
                 to = t.to.as_str(),
                 generation = t.generation,
