@@ -149,6 +149,8 @@
 //!   buckets. Threads beyond a breaker's owned stripes (twice the core count, up to
 //!   64) share one stripe with atomic read-modify-writes.
 //! - `policy.rs`: pure trip decisions. `breaker.rs`: the only code that reads the clock.
+//! - `event.rs` / `snapshot.rs`: what observers see; `export/`: the `metrics` and
+//!   `tracing` integrations, each behind its feature.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
