@@ -113,6 +113,24 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
+    /// The name given to [`Builder::name`] (default `"default"`).
+    ///
+    /// # Examples
+    /// ```
+    /// let breaker = cutout::CircuitBreaker::builder().build()?;
+    /// assert_eq!(breaker.name(), "default");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The name as an owned label: a copy of the pointer for a `&'static str` name.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn label(&self) -> std::borrow::Cow<'static, str> {
+        self.config.name.clone()
+    }
+
     /// The current state. A pure read: it never moves the breaker (an Open breaker
     /// past its cooldown reads Open until a call makes it HalfOpen).
     ///
@@ -286,6 +304,11 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// A snapshot of the breaker's state, window and lifetime counters.
     ///
+    /// Takes no lock and writes nothing. It reads the state word, and sums the
+    /// window's buckets and the eight lifetime counters over every stripe (see
+    /// [`Lifetime`] for what striping costs), so it is meant for a scrape or a tick,
+    /// not for every call.
+    ///
     /// # Examples
     /// ```
     /// let breaker = cutout::CircuitBreaker::builder().build()?;
@@ -442,7 +465,15 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             let (issued, succeeded) = Tagged::halves(seen.data_for(generation));
             if issued >= self.config.half_open_probes {
-                return Probe::Full;
+                // Full, unless the round ended since `s` was read (its last probe
+                // closed or reopened the breaker): then the caller must look again,
+                // not be turned away by a phase that is over.
+                let cur = self.word.load();
+                return if cur.generation() == generation {
+                    Probe::Full
+                } else {
+                    Probe::Retry(cur)
+                };
             }
             let next = Tagged::new(generation, Tagged::join(issued + 1, succeeded));
             // AcqRel: Release publishes the slot to the probe's verdict; Acquire on
@@ -711,17 +742,22 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         // Relaxed: a statistic; the event itself is ordered by the CAS.
         self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
+        let event = Transition {
+            from: from.state(),
+            to: to.state(),
+            generation: to.generation(),
+            reason,
+            at: ticks_to_duration(to.ticks()),
+            level: to.level(),
+            window,
+            consecutive_failures: streak,
+        };
+        #[cfg(feature = "metrics")]
+        crate::export::metrics::transition(self.config.name.clone(), &event);
+        #[cfg(feature = "tracing")]
+        crate::export::tracing::transition(&self.config.name, &event);
         if let Some(listener) = &self.listener {
-            listener(&Transition {
-                from: from.state(),
-                to: to.state(),
-                generation: to.generation(),
-                reason,
-                at: ticks_to_duration(to.ticks()),
-                level: to.level(),
-                window,
-                consecutive_failures: streak,
-            });
+            listener(&event);
         }
         to
     }
@@ -771,11 +807,15 @@ impl<C: Clock> fmt::Debug for CircuitBreaker<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = self.metrics();
         f.debug_struct("CircuitBreaker")
+            .field("name", &self.config.name)
             .field("state", &m.state)
             .field("generation", &m.generation)
             .field("level", &m.level)
+            .field("time_in_state", &m.time_in_state)
             .field("retry_after", &m.retry_after)
             .field("window", &m.window)
+            .field("failure_rate", &m.window.failure_rate())
+            .field("slow_call_rate", &m.window.slow_call_rate())
             .field("consecutive_failures", &m.consecutive_failures)
             .finish_non_exhaustive()
     }

@@ -8,6 +8,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::event::Transition;
 use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_duration};
 use crate::{CircuitBreaker, ConfigError};
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,8 @@ const DEFAULT_MULTIPLIER: f64 = 2.0;
 /// `max_open_duration` defaults to the larger of this and `open_duration`.
 const DEFAULT_MAX_OPEN_DURATION: Duration = Duration::from_secs(60);
 const DEFAULT_HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The name of a breaker built without [`Builder::name`].
+const DEFAULT_NAME: &str = "default";
 
 /// Configures and builds a [`CircuitBreaker`]; start with
 /// [`CircuitBreaker::builder`].
@@ -45,6 +48,7 @@ const DEFAULT_HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// | [`jitter`]             | 0 (none)                             |
 /// | [`half_open_probes`]   | 1                                    |
 /// | [`half_open_timeout`]  | 30 s                                 |
+/// | [`name`]               | `"default"`                          |
 ///
 /// [`consecutive_failures`]: Builder::consecutive_failures
 /// [`failure_rate`]: Builder::failure_rate
@@ -57,6 +61,7 @@ const DEFAULT_HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// [`jitter`]: Builder::jitter
 /// [`half_open_probes`]: Builder::half_open_probes
 /// [`half_open_timeout`]: Builder::half_open_timeout
+/// [`name`]: Builder::name
 ///
 /// # Examples
 /// ```
@@ -79,6 +84,7 @@ const DEFAULT_HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 #[must_use = "a builder does nothing until `build()`"]
 pub struct Builder<C = DefaultClock> {
     clock: C,
+    name: Cow<'static, str>,
     consecutive_failures: Option<u32>,
     window: Option<(Duration, u32)>,
     failure_rate: Option<f64>,
@@ -97,6 +103,7 @@ impl Builder<DefaultClock> {
     pub(crate) fn new() -> Builder<DefaultClock> {
         Builder {
             clock: DefaultClock::new(),
+            name: Cow::Borrowed(DEFAULT_NAME),
             consecutive_failures: None,
             window: None,
             failure_rate: None,
@@ -114,6 +121,21 @@ impl Builder<DefaultClock> {
 }
 
 impl<C: Clock> Builder<C> {
+    /// The breaker's name (default `"default"`): the `breaker` label of its metrics
+    /// and the `breaker` field of its tracing events. Name each breaker after the
+    /// dependency it guards.
+    ///
+    /// # Examples
+    /// ```
+    /// let breaker = cutout::CircuitBreaker::builder().name("billing-db").build()?;
+    /// assert_eq!(breaker.name(), "billing-db");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.name = name.into();
+        self
+    }
+
     /// Trip after `n` failures in a row (a success resets the count; an ignored
     /// outcome leaves it as it is).
     pub fn consecutive_failures(mut self, n: u32) -> Self {
@@ -198,9 +220,15 @@ impl<C: Clock> Builder<C> {
     }
 
     /// Call `f` once for every transition, on the thread whose compare-and-swap made
-    /// it, after the swap, with nothing held: `f` may use the breaker, even call
-    /// through it. Events from different threads can reach `f` out of order; each
-    /// carries its generation.
+    /// it, after the swap, with nothing held: `f` may use the breaker (`state()`,
+    /// `metrics()`, even `call()`). Events from different threads can reach `f` out of
+    /// order; each carries its generation, and the events one thread delivers are in
+    /// generation order. `f` runs inside the call that made the transition, so a slow
+    /// `f` delays that call only; other threads keep being admitted or rejected
+    /// meanwhile. A panic in `f` reaches that caller; the transition stands. No event
+    /// is delivered for a call that changes no state (a closed-state success).
+    ///
+    /// See [`Transition`] for an example.
     pub fn on_transition(mut self, f: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
         self.on_transition = Some(Arc::new(f));
         self
@@ -211,6 +239,7 @@ impl<C: Clock> Builder<C> {
     pub fn clock<C2: Clock>(self, clock: C2) -> Builder<C2> {
         Builder {
             clock,
+            name: self.name,
             consecutive_failures: self.consecutive_failures,
             window: self.window,
             failure_rate: self.failure_rate,
@@ -323,6 +352,7 @@ impl<C: Clock> Builder<C> {
         let half_open_timeout = duration_ticks("half_open_timeout", self.half_open_timeout)?;
 
         Ok(Config {
+            name: self.name.clone(),
             consecutive_failures,
             window,
             failure_rate,
@@ -415,6 +445,8 @@ fn cooldowns(open: u64, max: u64, m: f64) -> Result<Box<[u64]>, ConfigError> {
 /// A validated configuration.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
+    /// The breaker's name, for metric labels and tracing fields.
+    pub(crate) name: Cow<'static, str>,
     pub(crate) consecutive_failures: Option<u64>,
     pub(crate) window: Option<WindowConfig>,
     pub(crate) failure_rate: Option<f64>,
@@ -479,6 +511,7 @@ impl<C: Clone> Clone for Builder<C> {
     fn clone(&self) -> Self {
         Builder {
             clock: self.clock.clone(),
+            name: self.name.clone(),
             consecutive_failures: self.consecutive_failures,
             window: self.window,
             failure_rate: self.failure_rate,
@@ -498,6 +531,7 @@ impl<C: Clone> Clone for Builder<C> {
 impl<C> fmt::Debug for Builder<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
+            .field("name", &self.name)
             .field("consecutive_failures", &self.consecutive_failures)
             .field("window", &self.window)
             .field("failure_rate", &self.failure_rate)

@@ -43,6 +43,21 @@
 //! [`state`](CircuitBreaker::state) (a pure read), [`metrics`](CircuitBreaker::metrics),
 //! and [`on_transition`](Builder::on_transition) events.
 //!
+//! # Observability
+//! - [`on_transition`](Builder::on_transition): a callback for every transition, with
+//!   its from, to, generation, [`Reason`], time and the window figures that caused it,
+//!   called exactly once by the thread whose compare-and-swap made it, with nothing
+//!   held.
+//! - [`metrics`](CircuitBreaker::metrics): a [`Metrics`] snapshot of the state, the
+//!   window and striped lifetime counters.
+//! - Feature `metrics`: `CircuitBreaker::publish_metrics` and the
+//!   `export::metrics` module publish the snapshot through the `metrics` crate
+//!   facade, with a `breaker` label from [`Builder::name`].
+//! - Feature `tracing`: one `tracing` event per transition (`WARN` when the breaker
+//!   opens, `INFO` otherwise), documented in `export::tracing`.
+//!
+//! None of them adds work to a closed-state success.
+//!
 //! # Examples
 //! Tests drive time with [`ManualClock`]; no sleeps:
 //! ```
@@ -134,6 +149,8 @@
 //!   buckets. Threads beyond a breaker's owned stripes (twice the core count, up to
 //!   64) share one stripe with atomic read-modify-writes.
 //! - `policy.rs`: pure trip decisions. `breaker.rs`: the only code that reads the clock.
+//! - `event.rs` / `snapshot.rs`: what observers see; `export/`: the `metrics` and
+//!   `tracing` integrations, each behind its feature.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
@@ -143,6 +160,8 @@ mod clock;
 mod config;
 mod error;
 mod event;
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+pub mod export;
 mod permit;
 mod policy;
 mod slot;

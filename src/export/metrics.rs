@@ -1,0 +1,172 @@
+//! Publishing through the [`metrics`] facade (feature `metrics`).
+//!
+//! Counters that change on every call are never pushed on the call path. Instead
+//! [`CircuitBreaker::publish_metrics`] reads the breaker's
+//! [`metrics`](CircuitBreaker::metrics) snapshot and sets gauges and absolute
+//! counters from it: call it on every scrape or on a timer. Transitions are rare,
+//! so the transition counter is incremented when each one happens, by the thread
+//! that made it. [`describe`] registers a unit and a description for every name.
+//!
+//! Every metric carries a `breaker` label: the breaker's [`name`](crate::Builder::name).
+//!
+//! | name | kind | other labels | value | updated by |
+//! |------|------|--------------|-------|------------|
+//! | `circuit_breaker_state` | gauge | `state`: `closed`, `open`, `half_open`, `forced_open`, `disabled` | 1 for the current state, 0 for the other four | `publish_metrics` |
+//! | `circuit_breaker_calls_total` | counter | `outcome`: `success`, `failure`, `ignored`, `stale`, `dropped` | [`Lifetime`](crate::Lifetime) outcomes since the breaker was built | `publish_metrics` |
+//! | `circuit_breaker_slow_calls_total` | counter | | successes and failures slower than the slow-call threshold | `publish_metrics` |
+//! | `circuit_breaker_rejected_calls_total` | counter | | calls turned away | `publish_metrics` |
+//! | `circuit_breaker_transitions_total` | counter | `from`, `to` (state names), `reason` ([`Reason::as_str`](crate::Reason::as_str)) | transitions | each transition |
+//! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
+//! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
+//! | `circuit_breaker_window_calls` | gauge | | calls in the sliding window | `publish_metrics` |
+//!
+//! The `*_total` counters other than transitions are set with
+//! [`Counter::absolute`](::metrics::Counter::absolute) from the breaker's own
+//! lifetime counters, so they count from the breaker's creation whenever the
+//! recorder was installed. The transition counter counts from the recorder's
+//! installation. Window figures are zero outside Closed.
+//!
+//! # Examples
+//! ```
+//! let breaker = cutout::CircuitBreaker::builder()
+//!     .name("inventory")
+//!     .consecutive_failures(3)
+//!     .build()?;
+//! cutout::export::metrics::describe();
+//! // ... on every scrape:
+//! breaker.publish_metrics();
+//! # Ok::<(), cutout::ConfigError>(())
+//! ```
+
+use crate::event::Transition;
+use crate::{CircuitBreaker, Clock, State};
+use ::metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
+use std::borrow::Cow;
+
+/// Gauge: 1 for the current state, 0 for the others (label `state`).
+pub const STATE: &str = "circuit_breaker_state";
+/// Counter: outcomes recorded since the breaker was built (label `outcome`).
+pub const CALLS: &str = "circuit_breaker_calls_total";
+/// Counter: calls slower than the slow-call threshold.
+pub const SLOW_CALLS: &str = "circuit_breaker_slow_calls_total";
+/// Counter: calls rejected.
+pub const REJECTED_CALLS: &str = "circuit_breaker_rejected_calls_total";
+/// Counter: transitions (labels `from`, `to`, `reason`).
+pub const TRANSITIONS: &str = "circuit_breaker_transitions_total";
+/// Gauge: the window's failure rate.
+pub const FAILURE_RATE: &str = "circuit_breaker_failure_rate";
+/// Gauge: the window's slow-call rate.
+pub const SLOW_CALL_RATE: &str = "circuit_breaker_slow_call_rate";
+/// Gauge: calls in the window.
+pub const WINDOW_CALLS: &str = "circuit_breaker_window_calls";
+
+/// The label every metric carries: the breaker's name.
+pub const BREAKER_LABEL: &str = "breaker";
+
+const STATES: [State; 5] = [
+    State::Closed,
+    State::Open,
+    State::HalfOpen,
+    State::ForcedOpen,
+    State::Disabled,
+];
+
+/// Registers a unit and a description for every metric in the
+/// [table](self) with the installed recorder. Call it once, after installing the
+/// recorder.
+///
+/// # Examples
+/// ```
+/// cutout::export::metrics::describe();
+/// ```
+pub fn describe() {
+    describe_gauge!(
+        STATE,
+        "1 for the circuit breaker's current state, 0 otherwise"
+    );
+    describe_counter!(
+        CALLS,
+        Unit::Count,
+        "calls through the circuit breaker, by outcome"
+    );
+    describe_counter!(
+        SLOW_CALLS,
+        Unit::Count,
+        "calls slower than the circuit breaker's slow-call threshold"
+    );
+    describe_counter!(
+        REJECTED_CALLS,
+        Unit::Count,
+        "calls the circuit breaker rejected"
+    );
+    describe_counter!(
+        TRANSITIONS,
+        Unit::Count,
+        "circuit breaker state transitions, by from, to and reason"
+    );
+    describe_gauge!(
+        FAILURE_RATE,
+        "failure rate over the circuit breaker's sliding window, 0 to 1"
+    );
+    describe_gauge!(
+        SLOW_CALL_RATE,
+        "slow-call rate over the circuit breaker's sliding window, 0 to 1"
+    );
+    describe_gauge!(
+        WINDOW_CALLS,
+        Unit::Count,
+        "calls in the circuit breaker's sliding window"
+    );
+}
+
+impl<C: Clock> CircuitBreaker<C> {
+    /// Publishes this breaker's [`metrics`](Self::metrics) snapshot to the installed
+    /// `metrics` recorder: the state gauge, the call counters and the window gauges
+    /// of the [table](crate::export::metrics). Call it on every scrape or on a
+    /// timer; it costs one snapshot plus a recorder lookup per metric, and nothing
+    /// on the call path.
+    ///
+    /// # Examples
+    /// ```
+    /// let breaker = cutout::CircuitBreaker::builder().name("search").build()?;
+    /// let _ = breaker.call(|| Ok::<_, ()>(()));
+    /// breaker.publish_metrics(); // circuit_breaker_calls_total{breaker="search",outcome="success"} 1
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn publish_metrics(&self) {
+        let m = self.metrics();
+        let name = self.label();
+        for state in STATES {
+            gauge!(STATE, BREAKER_LABEL => name.clone(), "state" => state.as_str())
+                .set(if state == m.state { 1.0 } else { 0.0 });
+        }
+        let l = m.lifetime;
+        for (outcome, n) in [
+            ("success", l.successes),
+            ("failure", l.failures),
+            ("ignored", l.ignored),
+            ("stale", l.stale),
+            ("dropped", l.dropped),
+        ] {
+            counter!(CALLS, BREAKER_LABEL => name.clone(), "outcome" => outcome).absolute(n);
+        }
+        counter!(SLOW_CALLS, BREAKER_LABEL => name.clone()).absolute(l.slow);
+        counter!(REJECTED_CALLS, BREAKER_LABEL => name.clone()).absolute(l.rejected);
+        gauge!(FAILURE_RATE, BREAKER_LABEL => name.clone()).set(m.window.failure_rate());
+        gauge!(SLOW_CALL_RATE, BREAKER_LABEL => name.clone()).set(m.window.slow_call_rate());
+        // Window counts are far below 2^53, where f64 stops being exact.
+        gauge!(WINDOW_CALLS, BREAKER_LABEL => name.clone()).set(m.window.calls as f64);
+    }
+}
+
+/// Counts one transition; called by the thread that made it, after its CAS.
+pub(crate) fn transition(name: Cow<'static, str>, t: &Transition) {
+    counter!(
+        TRANSITIONS,
+        BREAKER_LABEL => name,
+        "from" => t.from.as_str(),
+        "to" => t.to.as_str(),
+        "reason" => t.reason.as_str(),
+    )
+    .increment(1);
+}

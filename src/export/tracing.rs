@@ -1,0 +1,62 @@
+//! One [`tracing`] event per transition (feature `tracing`).
+//!
+//! The event is emitted by the thread whose compare-and-swap made the transition,
+//! after it, with nothing held, just before the
+//! [`on_transition`](crate::Builder::on_transition) callback. Its target is
+//! `cutout`; its level is `WARN` when the breaker opens (to `open` or
+//! `forced_open`) and `INFO` otherwise. Nothing is emitted on a call that changes
+//! no state.
+//!
+//! | field | type | meaning |
+//! |-------|------|---------|
+//! | `message` | str | `circuit breaker transition` |
+//! | `breaker` | str | the breaker's [`name`](crate::Builder::name) |
+//! | `from`, `to` | str | the states ([`State::as_str`](crate::State::as_str)) |
+//! | `generation` | u64 | the generation the transition started (16 bits, wrapping) |
+//! | `reason` | str | [`Reason::as_str`](crate::Reason::as_str) |
+//! | `at_ms` | u64 | when, in milliseconds since the breaker was built |
+//! | `backoff_level` | u64 | the backoff level after the transition |
+//! | `window_calls`, `window_failures`, `window_slow` | u64 | the window's counts that tripped it (out of Closed; zero otherwise) |
+//! | `failure_rate`, `slow_call_rate` | f64 | the same counts as rates |
+//! | `consecutive_failures` | u64 | the failure streak that tripped it (out of Closed; zero otherwise) |
+//!
+//! # Examples
+//! With `tracing-subscriber`, `RUST_LOG=cutout=info` shows every transition and
+//! `RUST_LOG=cutout=warn` only the openings.
+
+use crate::State;
+use crate::event::Transition;
+
+/// The target of every event.
+pub const TARGET: &str = "cutout";
+
+/// Emits one event for `t`; called by the thread that made it, after its CAS.
+pub(crate) fn transition(name: &str, t: &Transition) {
+    macro_rules! emit {
+        ($level:expr) => {
+            ::tracing::event!(
+                target: "cutout",
+                $level,
+                breaker = name,
+                from = t.from.as_str(),
+                to = t.to.as_str(),
+                generation = t.generation,
+                reason = t.reason.as_str(),
+                at_ms = u64::try_from(t.at.as_millis()).unwrap_or(u64::MAX),
+                backoff_level = t.level,
+                window_calls = t.window.calls,
+                window_failures = t.window.failures,
+                window_slow = t.window.slow,
+                failure_rate = t.window.failure_rate(),
+                slow_call_rate = t.window.slow_call_rate(),
+                consecutive_failures = t.consecutive_failures,
+                "circuit breaker transition"
+            )
+        };
+    }
+    if matches!(t.to, State::Open | State::ForcedOpen) {
+        emit!(::tracing::Level::WARN);
+    } else {
+        emit!(::tracing::Level::INFO);
+    }
+}

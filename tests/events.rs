@@ -1,0 +1,467 @@
+//! Transition events: contract lines 7 and 8 of DESIGN.md.
+//!
+//! 7. Each transition happens exactly once and is reported exactly once, with its
+//!    generation; the events one thread delivers are in generation order.
+//! 8. A transition callback may call `state()`, `metrics()` and even `call()` without
+//!    deadlock, and a slow callback does not delay admission on other threads.
+
+use cutout::{
+    Builder, CircuitBreaker, Error, ManualClock, Reason, State, Transition, WindowCounts,
+};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
+use std::time::Duration;
+
+const SEC: Duration = Duration::from_secs(1);
+
+type Log = Arc<Mutex<Vec<Transition>>>;
+
+/// A breaker builder on `clock` whose events land in the returned log.
+fn logged(clock: &ManualClock) -> (Builder<ManualClock>, Log) {
+    let log = Log::default();
+    let sink = log.clone();
+    let builder = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .on_transition(move |t| sink.lock().unwrap().push(*t));
+    (builder, log)
+}
+
+fn fail(b: &CircuitBreaker<ManualClock>) {
+    let _ = b.call(|| Err::<(), _>("down"));
+}
+
+fn succeed(b: &CircuitBreaker<ManualClock>) -> Result<(), Error<&'static str>> {
+    b.call(|| Ok::<_, &str>(()))
+}
+
+/// (from, to, generation, reason, level)
+type Brief = (State, State, u16, Reason, u8);
+
+fn briefs(log: &Log) -> Vec<Brief> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .map(|t| (t.from, t.to, t.generation, t.reason, t.level))
+        .collect()
+}
+
+#[test]
+fn every_transition_is_reported_once_with_its_generation_reason_level_and_time() {
+    use Reason::{CooldownElapsed, HalfOpenTimeout, ProbeFailed, ProbesSucceeded};
+    use State::{Closed, HalfOpen, Open};
+    let clock = ManualClock::new();
+    let (builder, log) = logged(&clock);
+    let b = builder
+        .consecutive_failures(3)
+        .open_duration(SEC)
+        .backoff_multiplier(2.0)
+        .half_open_probes(2)
+        .half_open_timeout(10 * SEC)
+        .build()
+        .unwrap();
+
+    fail(&b);
+    fail(&b);
+    succeed(&b).unwrap(); // ends the streak: no event
+    fail(&b);
+    fail(&b);
+    assert!(log.lock().unwrap().is_empty(), "{:?}", briefs(&log));
+    clock.advance(Duration::from_millis(250));
+    fail(&b); // the third in a row trips
+    let trip = log.lock().unwrap()[0];
+    assert_eq!(trip.consecutive_failures, 3);
+    assert_eq!(trip.window, WindowCounts::default(), "no window configured");
+    assert_eq!(trip.at, Duration::from_millis(250));
+    fail(&b); // rejected while open: no event
+    assert!(matches!(b.try_acquire(), Err(r) if r.state() == Open));
+
+    clock.advance(SEC);
+    let probe = b.try_acquire().unwrap(); // the cooldown is over: HalfOpen
+    probe.failure(); // reopens at level 1
+    clock.advance(2 * SEC);
+    let leaked = b.try_acquire().unwrap();
+    std::mem::forget(leaked); // a probe that never reports
+    clock.advance(10 * SEC);
+    assert!(b.try_acquire().is_err(), "the timed-out round reopens");
+    clock.advance(4 * SEC);
+    let p1 = b.try_acquire().unwrap();
+    let p2 = b.try_acquire().unwrap();
+    p1.success();
+    p2.success(); // both probes succeeded: Closed, level 0
+    b.force_open();
+    b.force_open(); // already forced open: no event
+    b.disable();
+    b.disable();
+    b.reset();
+
+    assert_eq!(
+        briefs(&log),
+        [
+            (Closed, Open, 1, Reason::ConsecutiveFailures, 0),
+            (Open, HalfOpen, 2, CooldownElapsed, 0),
+            (HalfOpen, Open, 3, ProbeFailed, 1),
+            (Open, HalfOpen, 4, CooldownElapsed, 1),
+            (HalfOpen, Open, 5, HalfOpenTimeout, 2),
+            (Open, HalfOpen, 6, CooldownElapsed, 2),
+            (HalfOpen, Closed, 7, ProbesSucceeded, 0),
+            (Closed, State::ForcedOpen, 8, Reason::ForcedOpen, 0),
+            (State::ForcedOpen, State::Disabled, 9, Reason::Disabled, 0),
+            (State::Disabled, Closed, 10, Reason::Reset, 0),
+        ]
+    );
+    let at: Vec<u64> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|t| t.at.as_millis() as u64)
+        .collect();
+    assert_eq!(
+        at,
+        [
+            250, 1250, 1250, 3250, 13250, 17250, 17250, 17250, 17250, 17250
+        ]
+    );
+    let m = b.metrics();
+    assert_eq!(m.generation, 10);
+    for reason in Reason::ALL {
+        let seen = briefs(&log).iter().filter(|e| e.3 == reason).count() as u64;
+        assert_eq!(m.transitions(reason), seen, "{reason}");
+    }
+}
+
+#[test]
+fn a_rate_trip_carries_the_window_figures_that_tripped_it() {
+    let clock = ManualClock::new();
+    let (builder, log) = logged(&clock);
+    let b = builder
+        .window(10 * SEC, 10)
+        .failure_rate(0.5, 4)
+        .build()
+        .unwrap();
+    for ok in [true, false, true] {
+        let _ = b.call(|| if ok { Ok(()) } else { Err("down") });
+    }
+    assert!(log.lock().unwrap().is_empty());
+    fail(&b);
+    let t = log.lock().unwrap()[0];
+    assert_eq!(
+        (t.from, t.to, t.reason),
+        (State::Closed, State::Open, Reason::FailureRate)
+    );
+    assert_eq!(
+        t.window,
+        WindowCounts {
+            calls: 4,
+            failures: 2,
+            slow: 0
+        }
+    );
+    assert_eq!(t.window.failure_rate(), 0.5);
+}
+
+#[test]
+fn a_slow_call_trip_carries_the_slow_count() {
+    let clock = ManualClock::new();
+    let (builder, log) = logged(&clock);
+    let b = builder
+        .slow_calls(Duration::from_millis(100), 0.6)
+        .minimum_calls(3)
+        .build()
+        .unwrap();
+    let slow = |b: &CircuitBreaker<ManualClock>| {
+        let p = b.try_acquire().unwrap();
+        clock.advance(Duration::from_millis(101));
+        p.success();
+    };
+    slow(&b); // 1 call: below the minimum
+    succeed(&b).unwrap(); // a fast success is never evaluated
+    slow(&b); // 2 of 3 slow: 0.67 >= 0.6
+    let events = log.lock().unwrap().clone();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].reason, Reason::SlowCallRate);
+    assert_eq!(
+        events[0].window,
+        WindowCounts {
+            calls: 3,
+            failures: 0,
+            slow: 2
+        }
+    );
+    assert_eq!(b.metrics().lifetime.slow, 2);
+}
+
+#[test]
+fn a_callback_may_read_and_call_through_its_own_breaker() {
+    use State::*;
+    let clock = ManualClock::new();
+    let log = Log::default();
+    let sink = log.clone();
+    let b = Arc::new_cyclic(|me: &std::sync::Weak<CircuitBreaker<ManualClock>>| {
+        let me = me.clone();
+        CircuitBreaker::builder()
+            .clock(clock.clone())
+            .consecutive_failures(2)
+            .open_duration(SEC)
+            .on_transition(move |t| {
+                sink.lock().unwrap().push(*t);
+                let b = me.upgrade().expect("the breaker outlives its calls");
+                // Delivered after the CAS: the breaker already shows the transition.
+                assert_eq!(b.state(), t.to);
+                let m = b.metrics();
+                assert_eq!((m.state, m.generation), (t.to, t.generation));
+                assert!(m.transitions(t.reason) >= 1, "counted before delivery");
+                match t.reason {
+                    Reason::ConsecutiveFailures => match b.call(|| Ok::<_, ()>(())) {
+                        Err(Error::Rejected(r)) => assert_eq!(r.retry_after(), Some(SEC)),
+                        other => panic!("an open breaker admitted a call: {other:?}"),
+                    },
+                    // Take the probe from inside the callback: it closes the breaker,
+                    // and that transition is delivered here, re-entrantly.
+                    Reason::CooldownElapsed => assert_eq!(b.call(|| Ok::<_, ()>(7)), Ok(7)),
+                    _ => {}
+                }
+            })
+            .build()
+            .unwrap()
+    });
+    fail(&b);
+    fail(&b);
+    assert_eq!(b.state(), Open);
+    clock.advance(SEC);
+    // This call moves the breaker to HalfOpen; the callback's probe closes it, so
+    // this call finds it closed and goes through.
+    assert_eq!(succeed(&b), Ok(()));
+    assert_eq!(b.state(), Closed);
+    assert_eq!(
+        briefs(&log),
+        [
+            (Closed, Open, 1, Reason::ConsecutiveFailures, 0),
+            (Open, HalfOpen, 2, Reason::CooldownElapsed, 0),
+            (HalfOpen, Closed, 3, Reason::ProbesSucceeded, 0),
+        ]
+    );
+    let l = b.metrics().lifetime;
+    assert_eq!(
+        (l.admitted, l.rejected, l.successes, l.failures),
+        (4, 1, 2, 2)
+    );
+}
+
+#[test]
+fn a_slow_callback_delays_only_its_own_caller() {
+    let clock = ManualClock::new();
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let log = Log::default();
+    let sink = log.clone();
+    let b = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .consecutive_failures(1)
+        .open_duration(SEC)
+        .on_transition(move |t| {
+            sink.lock().unwrap().push(*t);
+            if t.reason == Reason::ConsecutiveFailures {
+                // The slow part: hold this caller until the main thread says go.
+                entered_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv().unwrap();
+            }
+        })
+        .build()
+        .unwrap();
+    thread::scope(|s| {
+        let tripper = s.spawn(|| fail(&b));
+        entered_rx.recv().unwrap();
+        // The tripping thread is still inside its callback. Everyone else goes on.
+        assert_eq!(b.state(), State::Open);
+        assert!(matches!(b.try_acquire(), Err(r) if r.retry_after() == Some(SEC)));
+        assert_eq!(b.metrics().transitions(Reason::ConsecutiveFailures), 1);
+        clock.advance(SEC);
+        assert_eq!(succeed(&b), Ok(()), "the probe is admitted and closes it");
+        assert_eq!(b.state(), State::Closed);
+        assert!(
+            !tripper.is_finished(),
+            "the slow callback still holds its caller"
+        );
+        go_tx.send(()).unwrap();
+        tripper.join().unwrap();
+    });
+    let reasons: Vec<_> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|t| (t.generation, t.reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (1, Reason::ConsecutiveFailures),
+            (2, Reason::CooldownElapsed),
+            (3, Reason::ProbesSucceeded)
+        ]
+    );
+}
+
+#[test]
+fn no_event_on_closed_successes_or_rejections() {
+    let clock = ManualClock::new();
+    let (builder, log) = logged(&clock);
+    let b = builder.consecutive_failures(2).build().unwrap();
+    for _ in 0..1000 {
+        succeed(&b).unwrap();
+    }
+    b.try_acquire().unwrap().ignore();
+    drop(b.try_acquire().unwrap());
+    assert!(log.lock().unwrap().is_empty());
+    b.force_open();
+    for _ in 0..1000 {
+        assert!(succeed(&b).is_err());
+        let _ = b.state();
+        let _ = b.metrics();
+    }
+    assert_eq!(log.lock().unwrap().len(), 1);
+}
+
+/// Which transitions a reason may make.
+fn valid(t: &Transition) -> bool {
+    use State::*;
+    match t.reason {
+        Reason::ConsecutiveFailures | Reason::FailureRate | Reason::SlowCallRate => {
+            (t.from, t.to) == (Closed, Open)
+        }
+        Reason::CooldownElapsed => (t.from, t.to) == (Open, HalfOpen),
+        Reason::ProbesSucceeded => (t.from, t.to) == (HalfOpen, Closed),
+        Reason::ProbeFailed | Reason::HalfOpenTimeout => (t.from, t.to) == (HalfOpen, Open),
+        Reason::ForcedOpen => t.to == ForcedOpen && t.from != ForcedOpen,
+        Reason::Disabled => t.to == Disabled && t.from != Disabled,
+        Reason::Reset => t.to == Closed,
+        _ => false,
+    }
+}
+
+/// A tiny deterministic generator, one per thread.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn contended_stream(threads: u64, ops: u64) {
+    let clock = ManualClock::new();
+    let log: Arc<Mutex<Vec<(ThreadId, Transition)>>> = Arc::default();
+    let sink = log.clone();
+    let b = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .consecutive_failures(4)
+        .window(10 * SEC, 10)
+        .failure_rate(0.6, 10)
+        .open_duration(Duration::from_millis(100))
+        .max_open_duration(Duration::from_millis(400))
+        .half_open_probes(2)
+        .half_open_timeout(Duration::from_millis(500))
+        .on_transition(move |t| sink.lock().unwrap().push((thread::current().id(), *t)))
+        .build()
+        .unwrap();
+    thread::scope(|s| {
+        for seed in 0..threads {
+            let (b, clock) = (&b, &clock);
+            s.spawn(move || {
+                let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ ((seed + 1) * 0x2545_f491));
+                for _ in 0..ops {
+                    match rng.below(1000) {
+                        0..=399 => drop(b.call(|| Ok::<_, ()>(()))),
+                        400..=799 => drop(b.call(|| Err::<(), _>(()))),
+                        800..=899 => {
+                            if let Ok(p) = b.try_acquire() {
+                                match rng.below(4) {
+                                    0 => p.ignore(),
+                                    1 => drop(p),
+                                    2 => std::mem::forget(p),
+                                    _ => p.success(),
+                                }
+                            }
+                        }
+                        900..=989 => clock.advance(Duration::from_millis(20 + rng.below(150))),
+                        990..=993 => b.reset(),
+                        994..=996 => b.force_open(),
+                        _ => b.disable(),
+                    }
+                }
+            });
+        }
+    });
+
+    let log = log.lock().unwrap().clone();
+    let m = b.metrics();
+    assert!(
+        log.len() < 30_000,
+        "keep clear of the 16-bit generation wrap"
+    );
+    assert_eq!(log.len() as u64, m.transitions.iter().sum::<u64>());
+    assert_eq!(usize::from(m.generation), log.len());
+
+    // Per delivering thread, generations strictly increase.
+    let mut last = std::collections::HashMap::new();
+    for (thread, t) in &log {
+        if let Some(prev) = last.insert(*thread, t.generation) {
+            assert!(
+                t.generation > prev,
+                "{thread:?} delivered {} after {prev}",
+                t.generation
+            );
+        }
+    }
+    // Every generation is reported exactly once, and the stream, in generation
+    // order, is a valid walk of the state machine from Closed to today's state.
+    let mut stream: Vec<Transition> = log.iter().map(|(_, t)| *t).collect();
+    stream.sort_by_key(|t| t.generation);
+    let mut state = State::Closed;
+    for (i, t) in stream.iter().enumerate() {
+        assert_eq!(
+            usize::from(t.generation),
+            i + 1,
+            "each generation exactly once"
+        );
+        assert_eq!(t.from, state, "event {t:?} does not follow {state:?}");
+        assert!(valid(t), "{t:?}");
+        state = t.to;
+    }
+    assert_eq!(state, m.state);
+    for reason in Reason::ALL {
+        let seen = stream.iter().filter(|t| t.reason == reason).count() as u64;
+        assert_eq!(m.transitions(reason), seen, "{reason}");
+    }
+    // The run is not vacuous: the breaker went round its cycle many times.
+    for reason in [
+        Reason::CooldownElapsed,
+        Reason::ProbesSucceeded,
+        Reason::ProbeFailed,
+        Reason::Reset,
+    ] {
+        assert!(
+            m.transitions(reason) > 0,
+            "no {reason} in {:?}",
+            m.transitions
+        );
+    }
+    assert!(m.transitions(Reason::ConsecutiveFailures) + m.transitions(Reason::FailureRate) > 0);
+}
+
+#[test]
+fn events_from_many_threads_form_one_valid_stream() {
+    contended_stream(4, 5_000);
+}
+
+#[test]
+#[ignore = "stress: run with --release --ignored"]
+fn events_from_many_threads_form_one_valid_stream_stress() {
+    for _ in 0..20 {
+        contended_stream(8, 50_000);
+    }
+}

@@ -1,0 +1,146 @@
+//! The `metrics()` snapshot and the breaker's `Debug`.
+
+use cutout::{CircuitBreaker, Lifetime, ManualClock, Reason, State, WindowCounts};
+use std::time::Duration;
+
+const SEC: Duration = Duration::from_secs(1);
+
+#[test]
+fn the_snapshot_reports_state_time_window_and_every_lifetime_counter() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .name("ledger")
+        .clock(clock.clone())
+        .window(10 * SEC, 10)
+        .failure_rate(0.5, 6)
+        .slow_calls(Duration::from_millis(100), 1.0)
+        .open_duration(2 * SEC)
+        .build()
+        .unwrap();
+
+    let _ = b.call(|| Ok::<_, ()>(()));
+    let _ = b.call(|| Err::<(), _>(()));
+    let slow = b.try_acquire().unwrap();
+    clock.advance(Duration::from_millis(150));
+    slow.success();
+    b.try_acquire().unwrap().ignore();
+    drop(b.try_acquire().unwrap()); // dropped unrecorded
+    let stale = b.try_acquire().unwrap(); // finishes after a reset
+
+    let m = b.metrics();
+    assert_eq!((m.state, m.generation, m.level), (State::Closed, 0, 0));
+    assert_eq!(m.time_in_state, Duration::from_millis(150));
+    assert_eq!(m.retry_after, Some(Duration::ZERO));
+    assert_eq!(
+        m.window,
+        WindowCounts {
+            calls: 3,
+            failures: 1,
+            slow: 1
+        }
+    );
+    assert_eq!(m.window.failure_rate(), 1.0 / 3.0);
+    assert_eq!(m.window.slow_call_rate(), 1.0 / 3.0);
+
+    b.reset();
+    stale.failure();
+    for _ in 0..3 {
+        let _ = b.call(|| Err::<(), _>(()));
+    }
+    for _ in 0..3 {
+        let _ = b.call(|| Ok::<_, ()>(()));
+    }
+    // 3 of 6 is not evaluated on a success; the next failure makes 4 of 7 and trips.
+    let _ = b.call(|| Err::<(), _>(()));
+    let m = b.metrics();
+    assert_eq!(m.state, State::Open);
+    assert_eq!(
+        m.window,
+        WindowCounts::default(),
+        "no window outside Closed"
+    );
+    assert!(b.call(|| Ok::<_, ()>(())).is_err());
+    clock.advance(Duration::from_millis(500));
+    let m = b.metrics();
+    assert_eq!(m.time_in_state, Duration::from_millis(500));
+    assert_eq!(m.retry_after, Some(Duration::from_millis(1500)));
+    assert_eq!(
+        m.lifetime,
+        Lifetime {
+            admitted: 13,
+            rejected: 1,
+            successes: 5,
+            failures: 5,
+            slow: 1,
+            ignored: 1,
+            stale: 1,
+            dropped: 1,
+        }
+    );
+    let l = m.lifetime;
+    assert_eq!(
+        l.admitted,
+        l.successes + l.failures + l.ignored + l.stale + l.dropped
+    );
+    assert_eq!(m.transitions(Reason::Reset), 1);
+    assert_eq!(m.transitions(Reason::FailureRate), 1);
+    assert_eq!(m.transitions.iter().sum::<u64>(), 2);
+
+    b.force_open();
+    assert_eq!(b.metrics().retry_after, None);
+}
+
+#[test]
+fn counters_from_many_threads_add_up_exactly() {
+    let b = CircuitBreaker::builder()
+        .clock(ManualClock::new())
+        .consecutive_failures(u32::MAX)
+        .build()
+        .unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let b = &b;
+            s.spawn(move || {
+                for i in 0..5_000 {
+                    let _ = b.call(|| if (i + t) % 3 == 0 { Err(()) } else { Ok(()) });
+                }
+            });
+        }
+    });
+    let l = b.metrics().lifetime;
+    assert_eq!(l.admitted, 20_000);
+    assert_eq!(l.successes + l.failures, 20_000);
+    // Per thread, i + t ≡ 0 (mod 3) for 1,667 or 1,666 values of i in 0..5000.
+    assert_eq!(l.failures, 1_667 + 1_667 + 1_666 + 1_667);
+}
+
+#[test]
+fn debug_prints_the_decoded_state_and_the_window() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .name("payments")
+        .clock(clock.clone())
+        .window(10 * SEC, 10)
+        .failure_rate(0.5, 100)
+        .build()
+        .unwrap();
+    let _ = b.call(|| Err::<(), _>(()));
+    for _ in 0..3 {
+        let _ = b.call(|| Ok::<_, ()>(()));
+    }
+    clock.advance(Duration::from_millis(1500));
+    assert_eq!(
+        format!("{b:?}"),
+        "CircuitBreaker { name: \"payments\", state: Closed, generation: 0, level: 0, \
+         time_in_state: 1.5s, retry_after: Some(0ns), \
+         window: WindowCounts { calls: 4, failures: 1, slow: 0 }, failure_rate: 0.25, \
+         slow_call_rate: 0.0, consecutive_failures: 0, .. }"
+    );
+    b.force_open();
+    let shown = format!("{b:?}");
+    assert!(
+        shown.contains("state: ForcedOpen, generation: 1,"),
+        "{shown}"
+    );
+    assert!(shown.contains("retry_after: None"), "{shown}");
+}

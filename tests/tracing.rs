@@ -1,0 +1,163 @@
+//! The `tracing` feature: one event per transition, seen by a capturing subscriber.
+#![cfg(feature = "tracing")]
+
+use cutout::{CircuitBreaker, ManualClock};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+#[derive(Clone, Debug, PartialEq)]
+enum Value {
+    U64(u64),
+    F64(f64),
+    Str(String),
+}
+
+#[derive(Debug)]
+struct Captured {
+    level: Level,
+    target: String,
+    fields: BTreeMap<String, Value>,
+}
+
+impl Captured {
+    fn get(&self, name: &str) -> &Value {
+        self.fields
+            .get(name)
+            .unwrap_or_else(|| panic!("no field {name} in {self:?}"))
+    }
+    fn str(&self, name: &str) -> &str {
+        match self.get(name) {
+            Value::Str(s) => s,
+            other => panic!("{name} is {other:?}"),
+        }
+    }
+    fn u64(&self, name: &str) -> u64 {
+        match self.get(name) {
+            Value::U64(n) => *n,
+            other => panic!("{name} is {other:?}"),
+        }
+    }
+    fn f64(&self, name: &str) -> f64 {
+        match self.get(name) {
+            Value::F64(x) => *x,
+            other => panic!("{name} is {other:?}"),
+        }
+    }
+}
+
+impl Visit for Captured {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.fields.insert(field.name().into(), Value::U64(value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        let value = u64::try_from(value).expect("no negative field");
+        self.fields.insert(field.name().into(), Value::U64(value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.fields.insert(field.name().into(), Value::F64(value));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.fields
+            .insert(field.name().into(), Value::Str(value.into()));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.fields
+            .insert(field.name().into(), Value::Str(format!("{value:?}")));
+    }
+}
+
+/// A subscriber that keeps every event and ignores spans.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Captured>>>);
+
+impl Subscriber for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut captured = Captured {
+            level: *event.metadata().level(),
+            target: event.metadata().target().into(),
+            fields: BTreeMap::new(),
+        };
+        event.record(&mut captured);
+        self.0.lock().unwrap().push(captured);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[test]
+fn one_event_per_transition_warn_when_opening_info_otherwise() {
+    let capture = Capture::default();
+    let clock = ManualClock::new();
+    tracing::subscriber::with_default(capture.clone(), || {
+        let b = CircuitBreaker::builder()
+            .name("catalog")
+            .clock(clock.clone())
+            .consecutive_failures(2)
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.9, 100)
+            .open_duration(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        for _ in 0..100 {
+            let _ = b.call(|| Ok::<_, ()>(()));
+        }
+        assert!(capture.0.lock().unwrap().is_empty(), "no event on success");
+        clock.advance(Duration::from_millis(40));
+        let _ = b.call(|| Err::<(), _>(()));
+        let _ = b.call(|| Err::<(), _>(()));
+        let _ = b.call(|| Ok::<_, ()>(())); // rejected: no event
+        clock.advance(Duration::from_secs(1));
+        let probe = b.try_acquire().unwrap();
+        probe.failure();
+        b.force_open();
+        b.reset();
+    });
+
+    let events = capture.0.lock().unwrap();
+    let summary: Vec<_> = events
+        .iter()
+        .map(|e| (e.level, e.str("from"), e.str("to"), e.str("reason")))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Level::WARN, "closed", "open", "consecutive_failures"),
+            (Level::INFO, "open", "half_open", "cooldown_elapsed"),
+            (Level::WARN, "half_open", "open", "probe_failed"),
+            (Level::WARN, "open", "forced_open", "forced_open"),
+            (Level::INFO, "forced_open", "closed", "reset"),
+        ]
+    );
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.target, "cutout");
+        assert_eq!(e.str("breaker"), "catalog");
+        assert_eq!(e.u64("generation"), i as u64 + 1);
+        assert_eq!(e.str("message"), "circuit breaker transition");
+    }
+    let trip = &events[0];
+    assert_eq!(trip.u64("at_ms"), 40);
+    assert_eq!(trip.u64("backoff_level"), 0);
+    assert_eq!(trip.u64("consecutive_failures"), 2);
+    assert_eq!(trip.u64("window_calls"), 102);
+    assert_eq!(trip.u64("window_failures"), 2);
+    assert_eq!(trip.u64("window_slow"), 0);
+    assert_eq!(trip.f64("failure_rate"), 2.0 / 102.0);
+    assert_eq!(trip.f64("slow_call_rate"), 0.0);
+    let reopen = &events[2];
+    assert_eq!(reopen.u64("at_ms"), 1040);
+    assert_eq!(reopen.u64("backoff_level"), 1);
+    assert_eq!(reopen.u64("window_calls"), 0);
+}
