@@ -784,9 +784,17 @@ impl<C: Clock> CircuitBreaker<C> {
             State::Open => Some(ticks_to_duration(
                 (s.ticks() + self.cooldown(s)).saturating_sub(now),
             )),
-            State::HalfOpen => Some(ticks_to_duration(
-                (s.ticks() + self.config.half_open_timeout).saturating_sub(now),
-            )),
+            State::HalfOpen => {
+                // Acquire: pairs with the AcqRel CAS that wrote the round.
+                let round = Tagged::from_raw(self.round.load(Ordering::Acquire));
+                let (issued, _) = Tagged::halves(round.data_for(s.generation()));
+                if issued < self.config.half_open_probes {
+                    Some(Duration::ZERO) // a probe slot is free now
+                } else {
+                    let ends = s.ticks() + self.config.half_open_timeout;
+                    Some(ticks_to_duration(ends.saturating_sub(now)))
+                }
+            }
             State::ForcedOpen => None,
             State::Closed | State::Disabled => Some(Duration::ZERO),
         }

@@ -20,8 +20,9 @@ pub struct Metrics {
     pub level: u8,
     /// Time since the last transition.
     pub time_in_state: Duration,
-    /// Open: time left in the cooldown. HalfOpen: time left until the half-open
-    /// timeout. Closed and Disabled: zero. ForcedOpen: `None`.
+    /// Open: time left in the cooldown. HalfOpen: zero while a probe slot is free,
+    /// else the time left until the half-open timeout. Closed and Disabled: zero.
+    /// ForcedOpen: `None`.
     pub retry_after: Option<Duration>,
     /// The sliding window's counts (zero outside Closed, or without a window).
     pub window: WindowCounts,

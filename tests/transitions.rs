@@ -358,3 +358,28 @@ fn half_open_rejection_says_when_the_round_ends() {
         (State::HalfOpen, Some(3 * SEC))
     );
 }
+
+#[test]
+fn metrics_say_a_probe_can_go_now_while_a_slot_is_free() {
+    let (b, clock, _) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .half_open_probes(2),
+    );
+    fail(&b);
+    clock.advance(SEC);
+    let first = b.try_acquire().unwrap();
+    assert_eq!(
+        b.metrics().retry_after,
+        Some(Duration::ZERO),
+        "one of two slots is free"
+    );
+    let _second = b.try_acquire().unwrap();
+    assert_eq!(
+        b.metrics().retry_after,
+        Some(30 * SEC),
+        "full: until the round's timeout"
+    );
+    drop(first);
+    assert_eq!(b.metrics().retry_after, Some(Duration::ZERO));
+}
