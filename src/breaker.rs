@@ -18,7 +18,7 @@ use crate::state::{
     DATA_MAX, NANOS_PER_TICK, Snapshot, StateWord, Tagged, Update, ticks_from_nanos,
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, fence};
 use crate::window::{Sample, Window};
 use crate::{Error, Rejected, State};
 use crossbeam_utils::CachePadded;
@@ -554,6 +554,10 @@ impl<C: Clock> CircuitBreaker<C> {
             let nanos = self.now_nanos();
             w.record(&self.stripes, r, generation, nanos, sample);
             if sample.failed || sample.slow {
+                // SeqCst: two failures recorded at once must not both miss each other's
+                // count (store buffering); with this fence between each one's write
+                // and its read, the later of the two sees both.
+                fence(Ordering::SeqCst);
                 window = w.counts(&self.stripes, generation, nanos);
                 reason = reason.or_else(|| policy::rate_trip(&self.config, window));
             }
