@@ -143,6 +143,9 @@ mod clock;
 mod config;
 mod error;
 mod event;
+#[cfg(cutout_loom)]
+#[doc(hidden)]
+pub mod loom_hooks;
 mod permit;
 mod policy;
 mod slot;

@@ -22,7 +22,10 @@
 //! but lands after the zeroing is counted in the new bucket. So per rotation of a
 //! shared bucket, at most one outcome per other thread writing the shared stripe at
 //! that instant is lost or misattributed; without a racing rotation the counts are
-//! exact. Counts are `u64`: no overflow in any realistic lifetime.
+//! exact. The bound holds per counter: one outcome's call and failure increments
+//! can fall on either side of the zeroing, so a raced bucket may show more failures
+//! than calls (the loom model of this race finds 1 call, 2 failures). Counts are
+//! `u64`: no overflow in any realistic lifetime.
 //!
 //! # Orderings
 //! A rotation writes the zeroed counts before the tag, and the tag with `Release`;
@@ -154,9 +157,16 @@ impl Window {
 
     fn zero(&self, stripes: &Stripes, r: StripeRef, base: usize) {
         for w in [CALLS, FAILURES, SLOW] {
-            // Relaxed: ordered before the tag's Release store (owned) or only racing
-            // the increments the module docs bound (shared).
-            stripes.word(r, base + w).store(0, Ordering::Relaxed);
+            let word = stripes.word(r, base + w);
+            if Stripes::is_owned(r) {
+                // Relaxed: ordered before the tag's Release store.
+                word.store(0, Ordering::Relaxed);
+            } else {
+                // Relaxed: only racing the increments the module docs bound. A swap,
+                // not a store, among the other writers' read-modify-writes: the same
+                // outcomes, and the mix loom models exactly (loom #254).
+                word.swap(0, Ordering::Relaxed);
+            }
         }
     }
 
