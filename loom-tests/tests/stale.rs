@@ -6,7 +6,8 @@
 //! lands before the trip (then it counts normally) or after (then it is stale).
 //!
 //! Proves, in every interleaving: each outcome is counted exactly once, as fresh or
-//! as `lifetime.stale`; the breaker trips exactly once and goes HalfOpen exactly
+//! as `lifetime.stale`, and A's is stale whenever A saw the breaker past Closed
+//! before recording; the breaker trips exactly once and goes HalfOpen exactly
 //! once; a stale success never closes the breaker or counts as a probe success, a
 //! stale failure never reopens it or extends the cooldown (B's probe is admitted
 //! exactly at the end of the cooldown), and neither takes a probe slot: with N = 2
@@ -35,7 +36,13 @@ fn stale(a: Outcome) {
         let pa = breaker.try_acquire_owned().unwrap();
         let pb = breaker.try_acquire_owned().unwrap();
 
-        let ta = thread::spawn(move || pa.record(a));
+        let b = breaker.clone();
+        let ta = thread::spawn(move || {
+            // If A already sees the breaker past Closed, its outcome must be stale.
+            let moved_on = b.state() != State::Closed;
+            pa.record(a);
+            moved_on
+        });
         let b = breaker.clone();
         let tb_clock = clock.clone();
         let tb = thread::spawn(move || {
@@ -45,7 +52,7 @@ fn stale(a: Outcome) {
             assert!(probe.is_probe());
             probe
         });
-        ta.join().unwrap();
+        let a_moved_on = ta.join().unwrap();
         let probe = tb.join().unwrap();
 
         let m = breaker.metrics();
@@ -59,6 +66,13 @@ fn stale(a: Outcome) {
         match a {
             Outcome::Success => assert_eq!((l.successes + l.stale, l.failures), (1, 1)),
             _ => assert_eq!(l.failures + l.stale, 2),
+        }
+        if a_moved_on {
+            assert!(
+                l.stale >= 1,
+                "A's late outcome was not counted stale: {l:?}"
+            );
+            assert_eq!(l.successes, 0, "{l:?}");
         }
         assert_eq!(events.get().len(), 2);
 
