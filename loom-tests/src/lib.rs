@@ -3,8 +3,6 @@
 //! Everything here exists only under `--cfg cutout_loom`; without it the crate is
 //! empty, and so are its tests.
 
-#![cfg_attr(not(cutout_loom), allow(unused))]
-
 #[cfg(cutout_loom)]
 mod support {
     use cutout::{Builder, CircuitBreaker, ManualClock, Transition};

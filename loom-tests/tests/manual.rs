@@ -1,15 +1,18 @@
 //! Model 7: manual control racing the automatic transitions.
 //!
 //! Proves:
-//! - `reset()` racing a trip: the breaker always ends Closed at level 0 with no
-//!   consecutive failures, one Reset transition, and a generation that moved by one
-//!   per transition made (1 or 2). A trip after that has the full cooldown.
+//! - `reset()` racing a trip (and an observer's `try_acquire`): the breaker always
+//!   ends Closed at level 0 with no consecutive failures, one Reset transition, and
+//!   a generation that moved by one per transition made (1 or 2); an observer that
+//!   sees Open sees the full cooldown; every admitted call is counted once. A trip
+//!   after that has the full cooldown.
 //! - `force_open()` racing a probe's success: the breaker always ends ForcedOpen
 //!   (never Closed), the generation counts exactly the transitions made, and the
 //!   success is counted once, as fresh or as stale; only a fresh one may close.
 //! - `force_open()` racing a probe's admission: always ForcedOpen at the end; the
-//!   racing thread is rejected as ForcedOpen (no retry_after) or HalfOpen, or holds
-//!   a probe whose later success is stale and changes nothing.
+//!   racing thread is rejected as ForcedOpen (no retry_after), never as HalfOpen
+//!   (the one slot is free), or holds a probe whose later success is stale and
+//!   changes nothing.
 
 #![cfg(cutout_loom)]
 
@@ -33,8 +36,16 @@ fn reset_races_a_trip() {
         let t1 = thread::spawn(move || p.failure());
         let b = breaker.clone();
         let t2 = thread::spawn(move || b.reset());
+        // An observer: if it sees Open, it sees the whole cooldown (opened-at is in
+        // the same word); if admitted, its ignored outcome changes nothing.
+        let b = breaker.clone();
+        let t3 = thread::spawn(move || match b.try_acquire() {
+            Ok(p) => p.ignore(),
+            Err(r) => assert_eq!((r.state(), r.retry_after()), (State::Open, Some(OPEN))),
+        });
         t1.join().unwrap();
         t2.join().unwrap();
+        t3.join().unwrap();
 
         let m = breaker.metrics();
         let trips = m.transitions(Reason::ConsecutiveFailures);
@@ -46,7 +57,8 @@ fn reset_races_a_trip() {
         assert!(trips <= 1);
         assert_eq!(u64::from(m.generation), 1 + trips);
         assert_eq!(events.get().len() as u64, 1 + trips);
-        assert_eq!(m.lifetime.failures + m.lifetime.stale, 1);
+        let l = m.lifetime;
+        assert_eq!(l.failures + l.ignored + l.stale, l.admitted, "{l:?}");
 
         let _ = breaker.call(|| Err::<(), _>("down"));
         let r = breaker.try_acquire().map(|_| ()).unwrap_err();
