@@ -6,7 +6,9 @@
 //! [`crate::state`]). The half-open round and the consecutive-failure streak are
 //! generation-tagged words changed by `AcqRel` CAS and loaded with `Acquire`, except
 //! the success path's streak check, which is `Relaxed` (see [`CircuitBreaker::clear_streak`]).
-//! Lifetime counters and window counts are `Relaxed` (see [`crate::stripe`]).
+//! Lifetime counters and window counts are `Relaxed` (see [`crate::stripe`]). A
+//! failure or slow call issues a `SeqCst` fence between counting itself in the
+//! window and summing the window, so of two racing failures the later sees both.
 
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Config, Listener, splitmix64};
