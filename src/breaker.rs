@@ -6,7 +6,9 @@
 //! [`crate::state`]). The half-open round and the consecutive-failure streak are
 //! generation-tagged words changed by `AcqRel` CAS and loaded with `Acquire`, except
 //! the success path's streak check, which is `Relaxed` (see [`CircuitBreaker::clear_streak`]).
-//! Lifetime counters and window counts are `Relaxed` (see [`crate::stripe`]).
+//! Lifetime counters and window counts are `Relaxed` (see [`crate::stripe`]). A
+//! failure or slow call issues a `SeqCst` fence between counting itself in the
+//! window and summing the window, so of two racing failures the later sees both.
 
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Config, Listener, splitmix64};
@@ -18,7 +20,7 @@ use crate::state::{
     DATA_MAX, NANOS_PER_TICK, Snapshot, StateWord, Tagged, Update, ticks_from_nanos,
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, fence};
 use crate::window::{Sample, Window};
 use crate::{Error, Rejected, State};
 use crossbeam_utils::CachePadded;
@@ -631,6 +633,10 @@ impl<C: Clock> CircuitBreaker<C> {
             let nanos = self.now_nanos();
             w.record(&self.stripes, r, generation, nanos, sample);
             if sample.failed || sample.slow {
+                // SeqCst: two failures recorded at once must not both miss each other's
+                // count (store buffering); with this fence between each one's write
+                // and its read, the later of the two sees both.
+                fence(Ordering::SeqCst);
                 window = w.counts(&self.stripes, generation, nanos);
                 reason = reason.or_else(|| policy::rate_trip(&self.config, window));
             }

@@ -162,6 +162,9 @@ mod error;
 mod event;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
 pub mod export;
+#[cfg(cutout_loom)]
+#[doc(hidden)]
+pub mod loom_hooks;
 mod permit;
 mod policy;
 mod slot;

@@ -8,12 +8,12 @@
 //! Nothing outside this module imports an atomic type directly.
 
 #[cfg(cutout_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(cutout_loom)]
 pub(crate) use loom::sync::{Arc, Mutex};
 
 #[cfg(not(cutout_loom))]
-pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(cutout_loom))]
 pub(crate) use std::sync::{Arc, Mutex};
 

@@ -1,0 +1,84 @@
+//! Model 8: the consecutive-failure counter when a success's reset races failures.
+//!
+//! Each outcome is recorded on a permit admitted (in Closed) before the threads
+//! start, so only the recording races. A linearization is an interleaving of the
+//! threads' outcomes that keeps each thread's program order.
+//!
+//! Proves:
+//! - Threshold 3, thread 1 records failure, success, failure and thread 2 one
+//!   failure. No linearization has three failures in a row (the success separates
+//!   thread 1's two, and thread 2's joins only one side), so the breaker must never
+//!   trip, in any interleaving; the final count is 1 or 2 (some linearization's
+//!   final run).
+//! - Threshold 2, thread 1 records three failures and thread 2 one success. Every
+//!   linearization has two failures in a row, so the breaker must always trip,
+//!   exactly once, and the trip reports a count of exactly 2 (the threshold, not
+//!   a count inflated by a lost reset).
+
+#![cfg(cutout_loom)]
+
+use cutout::{ManualClock, Outcome, Reason, State};
+use loom::thread;
+use loom_tests::{Events, builder, model};
+use std::sync::Arc;
+
+use Outcome::{Failure as F, Success as S};
+
+fn run(
+    threshold: u32,
+    t1: &'static [Outcome],
+    t2: &'static [Outcome],
+) -> (Arc<cutout::CircuitBreaker<ManualClock>>, Events) {
+    let clock = ManualClock::new();
+    let events = Events::new();
+    let breaker = Arc::new(
+        builder(&clock, &events)
+            .consecutive_failures(threshold)
+            .build()
+            .unwrap(),
+    );
+    let spawn = |outcomes: &'static [Outcome]| {
+        let permits: Vec<_> = outcomes
+            .iter()
+            .map(|_| breaker.try_acquire_owned().unwrap())
+            .collect();
+        thread::spawn(move || {
+            for (p, &o) in permits.into_iter().zip(outcomes) {
+                p.record(o);
+            }
+        })
+    };
+    let (a, b) = (spawn(t1), spawn(t2));
+    a.join().unwrap();
+    b.join().unwrap();
+    (breaker, events)
+}
+
+#[test]
+fn a_success_between_failures_is_never_skipped() {
+    model(|| {
+        let (breaker, events) = run(3, &[F, S, F], &[F]);
+        let m = breaker.metrics();
+        assert_eq!(
+            (m.state, m.generation),
+            (State::Closed, 0),
+            "tripped below 3 in a row"
+        );
+        assert!(events.get().is_empty());
+        assert!((1..=2).contains(&m.consecutive_failures), "{m:?}");
+        assert_eq!((m.lifetime.failures, m.lifetime.successes), (3, 1));
+    });
+}
+
+#[test]
+fn failures_in_a_row_in_every_order_always_trip() {
+    model(|| {
+        let (breaker, events) = run(2, &[F, F, F], &[S]);
+        let m = breaker.metrics();
+        assert_eq!((m.state, m.generation), (State::Open, 1));
+        assert_eq!(m.transitions(Reason::ConsecutiveFailures), 1);
+        let ev = events.get();
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].consecutive_failures, 2);
+    });
+}

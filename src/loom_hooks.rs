@@ -1,0 +1,58 @@
+//! Internal access for the loom models of the sliding window
+//! (`loom-tests/tests/window.rs`). Exists only under `--cfg cutout_loom`; not part of
+//! the API.
+
+use crate::event::WindowCounts;
+use crate::stripe::Stripes;
+use crate::window::{Sample, Window};
+
+/// A bare sliding window and its stripes, driven with explicit times.
+pub struct WindowModel {
+    window: Window,
+    stripes: Stripes,
+}
+
+impl std::fmt::Debug for WindowModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowModel")
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WindowModel {
+    /// `buckets` buckets of `bucket_nanos` each.
+    pub fn new(buckets: u32, bucket_nanos: u64) -> WindowModel {
+        let window = Window::new(crate::config::WindowConfig {
+            bucket_nanos,
+            buckets,
+        });
+        let stripes = Stripes::new(window.buckets());
+        WindowModel { window, stripes }
+    }
+
+    /// Records one outcome at `nanos` for `generation`: in the stripe every
+    /// unowned thread shares when `shared`, else in the calling thread's own stripe
+    /// (or the shared one if it owns none). Returns whether it was counted.
+    pub fn record(&self, shared: bool, generation: u16, nanos: u64, failed: bool) -> bool {
+        let r = if shared {
+            self.stripes
+                .all()
+                .last()
+                .unwrap_or_else(|| self.stripes.mine())
+        } else {
+            self.stripes.mine()
+        };
+        let sample = Sample {
+            failed,
+            slow: false,
+        };
+        self.window
+            .record(&self.stripes, r, generation, nanos, sample)
+    }
+
+    /// The window's counts for `generation` at `nanos`.
+    pub fn counts(&self, generation: u16, nanos: u64) -> WindowCounts {
+        self.window.counts(&self.stripes, generation, nanos)
+    }
+}
