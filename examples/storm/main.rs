@@ -38,12 +38,15 @@ use worker::{Ctx, Timebase, TransitionLog, Worker};
     after_help = "Example: cargo run --release --example storm -- --plot storm.svg"
 )]
 struct Args {
-    /// Worker threads per run (the run without a breaker gets as many again).
+    /// Worker threads per run (the run without a breaker gets as many again). Below
+    /// about 10, too few calls reach the breaker's window for its rate policies
+    /// (20 calls at least): only its consecutive-failure policy trips.
     #[arg(short, long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
 
-    /// Stretch (> 1) or shrink (< 1) the scripted phases and the breaker's windows
-    /// and cooldowns; 1 runs for 20 s.
+    /// Stretch (> 1) or shrink (< 1) the scripted phases and the breaker's
+    /// cooldowns, from 0.1 to 10; 1 runs for 20 s. Below about 0.5 the sick phases
+    /// get shorter than the callers' 2 s patience and the contrast fades.
     #[arg(short, long, default_value_t = 1.0, value_parser = parse_scale)]
     scale: f64,
 
@@ -126,7 +129,12 @@ fn run(args: &Args) -> Result<(), String> {
     );
     println!("{}", report::metrics(&finished.metrics));
     println!("{}", report::transitions(&scenario, &log, style));
-    println!("{}", report::overhead(&finished.overhead, style));
+    let when = if args.simulate {
+        "before the simulated run"
+    } else {
+        "during the healthy phase"
+    };
+    println!("{}", report::overhead(&finished.overhead, when, style));
     println!(
         "{}",
         report::headline(&with, &without, &finished.overhead, style)

@@ -253,14 +253,22 @@ pub fn svg(
     );
 
     // How those calls went.
+    // A rate over a handful of probes says little: such ticks are left out.
+    const FEWEST: u64 = 10;
     let rate = |ticks: &[Tick], f: fn(&Tick) -> Option<f64>| -> Vec<Option<f64>> {
-        ticks.iter().map(|t| f(t).map(|r| r * 100.0)).collect()
+        ticks
+            .iter()
+            .map(|t| {
+                f(t).filter(|_| t.ok + t.failed >= FEWEST)
+                    .map(|r| r * 100.0)
+            })
+            .collect()
     };
     frame(
         &mut s,
         &rates,
         "of those calls: failed, slow (%)",
-        "",
+        &format!("ticks with fewer than {FEWEST} calls left out"),
         &x,
         total,
     );

@@ -398,12 +398,17 @@ pub fn transitions(scenario: &Scenario, log: &[Logged], style: Style) -> String 
 }
 
 /// What the breaker costs per call.
-pub fn overhead(o: &Overhead, style: Style) -> String {
+pub fn overhead(o: &Overhead, when: &str, style: Style) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         "{}",
-        style.bold("Breaker overhead (one thread, tight loop, during the healthy phase; medians of 7 rounds):")
+        style.bold(&format!(
+            "Breaker overhead per call: one thread, a tight loop, on a twin of the demo's breaker (same\n  \
+             settings), {when}; medians of {} rounds of {} calls:",
+            crate::overhead::ROUNDS,
+            count(u64::from(crate::overhead::CALLS))
+        ))
     );
     let _ = writeln!(
         s,
@@ -449,39 +454,37 @@ pub fn metrics(m: &cutout::Metrics) -> String {
 
 /// The few lines a reader should take away, computed from this run.
 pub fn headline(with: &Totals, without: &Totals, o: &Overhead, style: Style) -> String {
-    let times = |a: u64, b: u64| {
-        if a > 0 {
-            format!("{:.0}x fewer", b as f64 / a as f64)
-        } else {
-            "none at all".into()
-        }
-    };
-    let local_lost = |t: &Totals| t.gave_up_local + t.unanswered_local;
-    let local_total = |t: &Totals| t.local + local_lost(t);
+    let local_lost = without.gave_up_local + without.unanswered_local;
     let mut s = String::new();
     let _ = writeln!(s, "{}", style.bold("In short:"));
     let _ = writeln!(
         s,
-        "  - served: {} requests with cutout, {} without. Without a breaker, {} of the {} requests that never\n    \
-         needed the dependency were lost: their callers gave up while the workers hung on the sick dependency.",
+        "  - served: {} requests with cutout, {} without.",
         count(with.served()),
         count(without.served()),
-        count(local_lost(without)),
-        count(local_total(without)),
     );
+    if local_lost > 0 {
+        let _ = writeln!(
+            s,
+            "    Without a breaker, {} of the {} requests that never needed the dependency were lost too:\n    \
+             their callers gave up while the workers hung on the sick dependency.",
+            count(local_lost),
+            count(without.local + local_lost),
+        );
+    }
     let _ = writeln!(
         s,
-        "  - the sick dependency got {} calls through cutout against {} without it ({}); {} requests were\n    \
-         refused at once instead;",
+        "  - the sick dependency got {} calls through cutout against {} without it ({}); {} requests\n    \
+         were refused at once instead.",
         count(with.sick_calls),
         count(without.sick_calls),
-        times(with.sick_calls, without.sick_calls),
+        fewer(with.sick_calls, without.sick_calls),
         count(with.rejected),
     );
     let _ = writeln!(
         s,
-        "  - workers spent {:.1} s blocked on the sick dependency instead of {:.1} s; p99 caller latency was {}\n    \
-         instead of {};",
+        "  - workers spent {:.1} s blocked on the sick dependency instead of {:.1} s; p99 caller latency was\n    \
+         {} instead of {}.",
         with.sick_waiting.as_secs_f64(),
         without.sick_waiting.as_secs_f64(),
         latency(with.latency(99.0)),
@@ -495,6 +498,19 @@ pub fn headline(with: &Totals, without: &Totals, o: &Overhead, style: Style) -> 
         o.rejected
     );
     s
+}
+
+/// How many times fewer `a` is than `b`, in words.
+fn fewer(a: u64, b: u64) -> String {
+    if a >= b {
+        "no fewer".into()
+    } else if a == 0 {
+        "none at all".into()
+    } else {
+        let ratio = b as f64 / a as f64;
+        let digits = if ratio < 10.0 { 1 } else { 0 };
+        format!("{ratio:.digits$}x fewer")
+    }
 }
 
 #[cfg(test)]
@@ -513,6 +529,12 @@ mod tests {
         assert_eq!(latency(Some(Duration::from_millis(1250))), "1.25s");
         assert_eq!(latency(Some(Duration::ZERO)), "<1µs");
         assert_eq!(latency(None), "-");
+        assert_eq!(fewer(100, 911), "9.1x fewer");
+        assert_eq!(fewer(10, 911), "91x fewer");
+        assert_eq!(
+            (fewer(0, 5), fewer(5, 5)),
+            ("none at all".into(), "no fewer".into())
+        );
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl Scenario {
 
     /// The nominal cooldown at backoff `level` (before jitter shortens it).
     pub fn cooldown(&self, level: u8) -> Duration {
-        (self.scaled(250) * 2u32.saturating_pow(u32::from(level))).min(self.scaled(2000))
+        (self.scaled(250) * 2u32.saturating_pow(u32::from(level))).min(self.scaled(1000))
     }
 
     /// The breaker the demo puts in front of the dependency: all three trip policies,
@@ -183,7 +183,7 @@ impl Scenario {
             .slow_calls(SLOW_CALL, 0.5)
             .open_duration(self.scaled(250))
             .backoff_multiplier(2.0)
-            .max_open_duration(self.scaled(2000))
+            .max_open_duration(self.scaled(1000))
             .jitter(0.2)
             .half_open_probes(3)
             .half_open_timeout(CALL_TIMEOUT * 2)
@@ -197,7 +197,7 @@ impl Scenario {
             SLOW_CALL,
             self.breaker_window(),
             self.scaled(250),
-            self.scaled(2000)
+            self.scaled(1000)
         )
     }
 }
