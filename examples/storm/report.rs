@@ -140,7 +140,7 @@ pub fn intro(scenario: &Scenario, seed: u64, style: Style) -> String {
 
 /// The timeline's column headers.
 pub fn header(style: Style) -> String {
-    let top = format!("{:18}│ {:<62}│ {}", "", "with cutout", "without a breaker");
+    let top = format!("{:18}│ {:<58}│ {}", "", "with cutout", "without a breaker");
     let cols = format!(
         "{:>5} {:<12}│ {:<9} {:>3} {:>5} {:>6} {:>6} {:>4} {:>4} {:>6} {:>6} │ {:>5} {:>7} {:>4} {:>6} {:>6}",
         "t",
@@ -553,6 +553,18 @@ mod tests {
         ]
         .concat();
         assert!(!text.contains('\x1b'), "{text}");
+        // The column separators line up in the headers and the ticks.
+        let bars = |line: &str| -> Vec<usize> {
+            line.chars()
+                .enumerate()
+                .filter(|&(_, c)| c == '│')
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let line = tick_line(&scenario, 3, &tick, &Tick::default(), 2, plain);
+        for h in header(plain).lines() {
+            assert_eq!(bars(h), bars(&line), "{h}\n{line}");
+        }
         assert!(
             Style { color: true }
                 .state(Some(State::Open), 9)
