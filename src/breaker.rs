@@ -11,7 +11,7 @@
 //! window and summing the window, so of two racing failures the later sees both.
 
 use crate::clock::{Clock, DefaultClock};
-use crate::config::{Builder, Config, Listener, splitmix64};
+use crate::config::{Builder, Config, Listener, SlowCalls, splitmix64};
 use crate::event::{Reason, Transition, WindowCounts};
 use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
@@ -390,10 +390,9 @@ impl<C: Clock> CircuitBreaker<C> {
     #[inline]
     fn admit(&self, s: Snapshot, kind: Kind) -> Ticket {
         self.stripes.bump(self.stripes.mine(), Counter::Admitted);
-        let started = if self.config.slow_calls.is_some() {
-            self.clock.precise()
-        } else {
-            0
+        let started = match self.config.slow_calls {
+            Some(slow) => self.timer(slow),
+            None => 0,
         };
         Ticket {
             generation: s.generation(),
@@ -611,9 +610,19 @@ impl<C: Clock> CircuitBreaker<C> {
 
     #[inline]
     fn is_slow(&self, ticket: Ticket) -> bool {
-        self.config.slow_calls.is_some_and(|s| {
-            self.clock.precise().saturating_sub(ticket.started) > s.threshold_nanos
-        })
+        self.config
+            .slow_calls
+            .is_some_and(|s| self.timer(s).saturating_sub(ticket.started) > s.threshold_nanos)
+    }
+
+    /// The reading that times calls for the slow-call policy (see `Builder::slow_calls`).
+    #[inline]
+    fn timer(&self, slow: SlowCalls) -> u64 {
+        if slow.precise {
+            self.clock.precise()
+        } else {
+            self.clock.now()
+        }
     }
 
     fn record_closed(&self, r: StripeRef, s: Snapshot, sample: Sample) {
