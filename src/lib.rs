@@ -143,13 +143,19 @@ mod clock;
 mod config;
 mod error;
 mod event;
+mod future;
 mod permit;
 mod policy;
+#[cfg(feature = "registry")]
+mod registry;
+mod retry;
 mod slot;
 mod snapshot;
 mod state;
 mod stripe;
 mod sync;
+#[cfg(feature = "tower")]
+mod tower;
 mod window;
 
 pub use breaker::CircuitBreaker;
@@ -157,6 +163,16 @@ pub use clock::{Clock, DefaultClock, ManualClock, StdClock};
 pub use config::Builder;
 pub use error::{ConfigError, Error, Rejected};
 pub use event::{Reason, Transition, WindowCounts};
+pub use future::CallAsync;
 pub use permit::{Outcome, OwnedPermit, Permit};
+#[cfg(feature = "registry")]
+pub use registry::{Registry, RegistryBuilder};
+pub use retry::{
+    RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
+};
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
+#[cfg(feature = "tower")]
+pub use tower::{
+    CircuitBreakerLayer, CircuitBreakerService, Classify, ErrIsFailure, ResponseFuture,
+};
