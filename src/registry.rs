@@ -142,7 +142,7 @@ where
     /// use std::time::Duration;
     ///
     /// let registry = Registry::builder(CircuitBreaker::builder().consecutive_failures(5))
-    ///     .configure("db", CircuitBreaker::builder().consecutive_failures(1))
+    ///     .configure("db".to_string(), CircuitBreaker::builder().consecutive_failures(1))
     ///     .evict_idle_after(Duration::from_secs(600))
     ///     .build()?;
     /// let _ = registry.call("db", || Err::<(), _>("timeout"));
@@ -307,13 +307,13 @@ where
     /// ```
     /// use cutout::{CircuitBreaker, Registry, State};
     ///
-    /// let registry: Registry<&str> = Registry::new(CircuitBreaker::builder())?;
+    /// let registry: Registry<String> = Registry::new(CircuitBreaker::builder())?;
     /// registry.get("a");
     /// registry.get("b").force_open();
     /// let mut open = Vec::new();
     /// registry.for_each(|key, breaker| {
     ///     if breaker.metrics().state == State::ForcedOpen {
-    ///         open.push(*key);
+    ///         open.push(key.clone());
     ///     }
     /// });
     /// assert_eq!(open, ["b"]);
@@ -336,7 +336,7 @@ where
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
-    /// let registry = Registry::builder(CircuitBreaker::builder().clock(clock.clone()))
+    /// let registry: Registry<String, _> = Registry::builder(CircuitBreaker::builder().clock(clock.clone()))
     ///     .idle_resolution(Duration::from_millis(10))
     ///     .build()?;
     /// registry.get("old-host");
