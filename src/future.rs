@@ -15,7 +15,6 @@ use crate::{CircuitBreaker, Error};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
-use std::mem;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -100,20 +99,11 @@ impl<C: Clock> CircuitBreaker<C> {
     {
         CallAsync {
             breaker: self,
-            stage: Stage::Waiting(classify),
+            permit: None,
+            classify: Some(classify),
             call: Some(call),
         }
     }
-}
-
-/// Where a [`CallAsync`] is.
-enum Stage<'a, K, C: Clock> {
-    /// Not polled yet: no permit.
-    Waiting(K),
-    /// Admitted: the permit travels with the future until the outcome is known.
-    Running(Permit<'a, C>, K),
-    /// Rejected, or completed and recorded.
-    Done,
 }
 
 pin_project! {
@@ -127,7 +117,11 @@ pin_project! {
     #[must_use = "futures do nothing unless polled; the permit is taken at the first poll"]
     pub struct CallAsync<'a, F, K, C: Clock> {
         breaker: &'a CircuitBreaker<C>,
-        stage: Stage<'a, K, C>,
+        // `Some` from admission to the outcome: dropping the future drops it, which
+        // records the call as ignored.
+        permit: Option<Permit<'a, C>>,
+        // `None` once rejected or completed.
+        classify: Option<K>,
         // `None` once rejected or completed, so the inner future is dropped early.
         #[pin]
         call: Option<F>,
@@ -142,30 +136,30 @@ where
 {
     type Output = Result<T, Error<E>>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if let Stage::Waiting(_) = this.stage {
+        if this.permit.is_none() {
+            if this.classify.is_none() {
+                return Poll::Pending; // polled after completion
+            }
             match this.breaker.try_acquire() {
-                Ok(permit) => {
-                    if let Stage::Waiting(classify) = mem::replace(this.stage, Stage::Done) {
-                        *this.stage = Stage::Running(permit, classify);
-                    }
-                }
+                Ok(permit) => *this.permit = Some(permit),
                 Err(rejected) => {
-                    *this.stage = Stage::Done;
+                    *this.classify = None;
                     this.call.set(None);
                     return Poll::Ready(Err(Error::Rejected(rejected)));
                 }
             }
         }
         let Some(call) = this.call.as_mut().as_pin_mut() else {
-            return Poll::Pending; // polled after completion
+            return Poll::Pending; // unreachable: admitted calls are not done yet
         };
-        // A panic here unwinds with the permit still in `stage`; dropping the
-        // future then records the call as ignored.
+        // A panic here unwinds with the permit still held; dropping the future
+        // then records the call as ignored.
         let result = ready!(call.poll(cx));
         this.call.set(None);
-        if let Stage::Running(permit, classify) = mem::replace(this.stage, Stage::Done) {
+        if let (Some(permit), Some(classify)) = (this.permit.take(), this.classify.take()) {
             let outcome = classify(&result);
             permit.record(outcome);
         }
@@ -175,10 +169,10 @@ where
 
 impl<F, K, C: Clock> fmt::Debug for CallAsync<'_, F, K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let stage = match &self.stage {
-            Stage::Waiting(_) => "waiting",
-            Stage::Running(..) => "running",
-            Stage::Done => "done",
+        let stage = match (&self.permit, &self.classify) {
+            (Some(_), _) => "running",
+            (None, Some(_)) => "waiting",
+            (None, None) => "done",
         };
         f.debug_struct("CallAsync")
             .field("stage", &stage)

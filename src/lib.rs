@@ -38,6 +38,36 @@
 //!   slot back.
 //! - [`CircuitBreaker::try_acquire_owned`]: the same, owning an `Arc` of the breaker.
 //!
+//! Async, tower, many dependencies, retries:
+//! - [`CircuitBreaker::call_async`] / [`call_async_with`](CircuitBreaker::call_async_with)
+//!   wrap any future, on any runtime or none. The permit is taken at the first poll
+//!   and travels inside the future: dropping it before it completes (a timeout, a
+//!   cancelled request) counts the call as ignored and gives a half-open slot back.
+//! - With the `tower` feature, [`CircuitBreakerLayer`] puts one shared breaker in
+//!   front of any `Service`; a rejection is [`Error::Rejected`] with the
+//!   `retry_after` an HTTP server needs for `503` + `Retry-After` (see
+//!   `examples/tower_http.rs`), and a [`Classify`] can make a `503` response a failure
+//!   and a `404` a success.
+//! - With the `registry` feature (on by default), a [`Registry`] holds one breaker per
+//!   dependency key, built on first use from a shared [`Builder`], with lock-free
+//!   lookups and optional idle eviction.
+//! - [`retry`], [`retry_with_sleep`] and [`retry_async`] retry with full-jitter
+//!   exponential backoff ([`RetryPolicy`]); every attempt goes through the breaker,
+//!   and an open breaker ends the retries at once, without sleeping.
+//!
+//! ```
+//! use cutout::{CircuitBreaker, Registry, RetryPolicy, retry};
+//! use std::time::Duration;
+//!
+//! let registry: Registry<String> =
+//!     Registry::new(CircuitBreaker::builder().consecutive_failures(5))?;
+//! let policy = RetryPolicy::builder().base(Duration::from_millis(1)).build()?;
+//! let user = retry(&registry.get("users"), &policy, || fetch_user(42))?;
+//! assert_eq!(user, "ada");
+//! # fn fetch_user(_: u32) -> Result<String, std::io::Error> { Ok("ada".into()) }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Manual control: [`force_open`](CircuitBreaker::force_open),
 //! [`disable`](CircuitBreaker::disable), [`reset`](CircuitBreaker::reset). Observation:
 //! [`state`](CircuitBreaker::state) (a pure read), [`metrics`](CircuitBreaker::metrics),
@@ -134,6 +164,9 @@
 //!   buckets. Threads beyond a breaker's owned stripes (twice the core count, up to
 //!   64) share one stripe with atomic read-modify-writes.
 //! - `policy.rs`: pure trip decisions. `breaker.rs`: the only code that reads the clock.
+//! - `future.rs`: `call_async`'s future; `tower.rs`: the layer (feature `tower`);
+//!   `registry.rs`: breakers by key on a `papaya` map (feature `registry`);
+//!   `retry.rs`: backoff and the retry loops.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]

@@ -1,37 +1,7 @@
 //! [`Registry`]: one breaker per dependency, created on first use from a shared
 //! builder (the `registry` feature, on by default).
 //!
-//! # The map
-//! Breakers live in a [`papaya`] hash map: lookups of existing keys are lock-free
-//! and write no shared memory (an epoch guard is entered on the calling thread),
-//! inserts are lock-free too, and the table resizes incrementally and shrinks when
-//! it is mostly empty, so a churning key set does not leave a big table behind.
-//! `dashmap` takes a shard's reader lock on every lookup (a locked write to a shared
-//! line); an `arc-swap`ped `HashMap` copies the whole map on every insert, which is
-//! quadratic for keys that never repeat. A lookup's cost is measured by
-//! `benches/registry.rs`.
-//!
-//! # Idle eviction
-//! Each entry keeps the time it was last used, but a lookup writes it only when it
-//! has moved by at least the *idle resolution* (default 1 s): between those writes
-//! the entry's line is only read, so a key shared by many threads adds no shared
-//! written cache line per call, only one write per resolution period. The cost per
-//! lookup is one read of the registry's clock (one load with the default clock) and
-//! one load of the timestamp. Because the timestamp lags the last use by less than
-//! the resolution, [`Registry::evict_idle`] evicts an entry only once it has been
-//! unused for `older_than` plus the resolution: it never evicts a breaker used within
-//! `older_than`.
-//!
-//! An entry whose breaker is held elsewhere (an `Arc` from [`Registry::get`]) is never
-//! evicted, so a held breaker and the registry never disagree about a key. A call
-//! that looks up a key at the very moment its idle entry is evicted runs on the
-//! evicted breaker; only that call's outcome is lost, and the next lookup creates a
-//! fresh breaker.
-//!
-//! With [`RegistryBuilder::evict_idle_after`], a lookup that creates a new entry also
-//! sweeps the map when the last sweep is at least that long ago. Memory then stays
-//! proportional to the keys used in the last two idle periods, however many keys
-//! have come and gone: keys that never repeat do not accumulate.
+//! The map's choice and the cost of idle tracking are documented on [`Registry`].
 //!
 //! # Orderings
 //! The last-used timestamps and the last-sweep time are `Relaxed`: they are hints
@@ -80,8 +50,40 @@ impl<C: Clock> Entry<C> {
 /// Circuit breakers keyed by dependency, created on first use from one shared
 /// [`Builder`], with optional per-key builders.
 ///
-/// Lookups of existing keys are lock-free and write no shared memory; see the
-/// [module docs](self) for the map, idle eviction and their costs.
+/// Keys are looked up by any borrowed form (`&str` for `String` keys); a
+/// `&'static str` key is looked up as `&"name"`.
+///
+/// # Lookups
+/// Breakers live in a [`papaya`] hash map: lookups of existing keys are lock-free
+/// and write no shared memory (an epoch guard is entered on the calling thread),
+/// inserts are lock-free too, and the table resizes incrementally and shrinks when
+/// it is mostly empty, so a churning key set does not leave a big table behind.
+/// `dashmap` takes a shard's reader lock on every lookup (a locked write to a shared
+/// line); an `arc-swap`ped `HashMap` copies the whole map on every insert, which is
+/// quadratic for keys that never repeat. A lookup's cost is measured by
+/// `benches/registry.rs`.
+///
+/// # Idle eviction
+/// Each entry keeps the time it was last used, but a lookup writes it only when it
+/// has moved by at least the *idle resolution* (default 1 s): between those writes
+/// the entry's line is only read, so a key shared by many threads adds no shared
+/// written cache line per call, only one write per resolution period. The cost per
+/// lookup is one read of the registry's clock (one load with the default clock) and
+/// one load of the timestamp. Because the timestamp lags the last use by less than
+/// the resolution, [`evict_idle`](Registry::evict_idle) evicts an entry only once it has been
+/// unused for `older_than` plus the resolution: it never evicts a breaker used within
+/// `older_than`.
+///
+/// An entry whose breaker is held elsewhere (an `Arc` from [`get`](Registry::get)) is never
+/// evicted, so a held breaker and the registry never disagree about a key. A call
+/// that looks up a key at the very moment its idle entry is evicted runs on the
+/// evicted breaker; only that call's outcome is lost, and the next lookup creates a
+/// fresh breaker.
+///
+/// With [`RegistryBuilder::evict_idle_after`], a lookup that creates a new entry also
+/// sweeps the map when the last sweep is at least that long ago. Memory then stays
+/// proportional to the keys used in the last two idle periods, however many keys
+/// have come and gone: keys that never repeat do not accumulate.
 ///
 /// # Examples
 /// ```

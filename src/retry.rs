@@ -1,19 +1,6 @@
 //! Retries through a breaker, with full-jitter exponential backoff.
 //!
-//! Retry `n` (counting from 0) waits a uniformly random time between zero and
-//! `min(cap, base * 2^n)` ("full jitter"), so clients that failed together do not
-//! retry together. Every attempt goes through the breaker, and the breaker has the
-//! last word: a rejection ends the retries at once, and after a failure that left
-//! the breaker anything but closed, the next attempt is made without sleeping (it
-//! is rejected at once, or admitted as a probe once the cooldown is over), so no
-//! retry ever sleeps against an open breaker. The breaker's cooldown is the
-//! backoff there.
-//!
-//! The sleep is injected: [`retry`] uses `std::thread::sleep`, [`retry_with_sleep`]
-//! any function, and [`retry_async`] any sleep-future factory (such as
-//! `tokio::time::sleep`), so no runtime is forced on the caller. The jitter comes
-//! from a small internal generator (splitmix64), seeded randomly or by
-//! [`RetryPolicyBuilder::seed`] for reproducible tests.
+//! See [`RetryPolicy`] for the backoff and how the breaker ends retries.
 //!
 //! # Orderings
 //! The policy's draw counter is `Relaxed`: it only hands each retry loop a distinct
@@ -78,6 +65,21 @@ impl<E> Retryable<E> for RetryAny {
 /// `max_attempts` attempts in all, retrying the errors `retryable` accepts.
 ///
 /// Share one policy between threads; each retry loop draws its own random stream.
+///
+/// Retry `n` (counting from 0) waits a uniformly random time between zero and
+/// `min(cap, base * 2^n)` ("full jitter"), so clients that failed together do not
+/// retry together. Every attempt goes through the breaker, and the breaker has the
+/// last word: a rejection ends the retries at once, and after a failure that left
+/// the breaker anything but closed, the next attempt is made without sleeping (it
+/// is rejected at once, or admitted as a probe once the cooldown is over), so no
+/// retry ever sleeps against an open breaker. The breaker's cooldown is the
+/// backoff there.
+///
+/// The sleep is injected: [`retry`] uses `std::thread::sleep`, [`retry_with_sleep`]
+/// any function, and [`retry_async`] any sleep-future factory (such as
+/// `tokio::time::sleep`), so no runtime is forced on the caller. The jitter comes
+/// from a small internal generator (splitmix64), seeded randomly or by
+/// [`seed`](RetryPolicyBuilder::seed) for reproducible tests.
 ///
 /// # Examples
 /// ```
@@ -325,7 +327,7 @@ fn random_seed() -> u64 {
 /// let mut calls = 0;
 /// let answer = retry(&breaker, &policy, || {
 ///     calls += 1;
-///     if calls < 2 { Err("flaky") } else { Ok(42) }
+///     if calls < 2 { Err(std::io::ErrorKind::TimedOut.into()) } else { Ok::<_, std::io::Error>(42) }
 /// })?;
 /// assert_eq!((answer, calls), (42, 2));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -415,7 +417,7 @@ where
 /// let answer = block_on(retry_async(&breaker, &policy, no_wait, || {
 ///     calls += 1;
 ///     let n = calls;
-///     async move { if n < 3 { Err("flaky") } else { Ok(n) } }
+///     async move { if n < 3 { Err(std::io::ErrorKind::TimedOut.into()) } else { Ok::<_, std::io::Error>(n) } }
 /// }))?;
 /// assert_eq!(answer, 3);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

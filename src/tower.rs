@@ -1,16 +1,6 @@
 //! A tower [`Layer`] and [`Service`] (the `tower` feature).
 //!
-//! [`CircuitBreakerService`] wraps any `Service<Request>`. Its `poll_ready` only
-//! asks the inner service: it takes no permit and never uses a half-open probe. Its
-//! `call` asks the breaker for a permit; a rejected request never reaches the inner
-//! service and resolves at once to [`Error::Rejected`], which carries
-//! [`retry_after`](crate::Rejected::retry_after) for a `503` with `Retry-After`. An
-//! admitted request's response future carries the permit and records the
-//! classified outcome when it completes; dropped before that, it records the call
-//! as ignored and gives a half-open slot back.
-//!
-//! The error is [`Error<S::Error>`](Error). Stacks that expect a boxed error can
-//! map it: `Error::Rejected(r)` boxes as the [`Rejected`], `Error::Inner(e)` as `e`.
+//! See [`CircuitBreakerLayer`] for how readiness, calls and errors behave.
 
 use crate::clock::{Clock, DefaultClock};
 use crate::permit::{Outcome, OwnedPermit};
@@ -73,6 +63,18 @@ impl<T, E> Classify<T, E> for ErrIsFailure {
 }
 
 /// A tower [`Layer`] that puts one shared breaker in front of a service.
+///
+/// [`CircuitBreakerService`] wraps any `Service<Request>`. Its `poll_ready` only
+/// asks the inner service: it takes no permit and never uses a half-open probe. Its
+/// `call` asks the breaker for a permit; a rejected request never reaches the inner
+/// service and resolves at once to [`Error::Rejected`], which carries
+/// [`retry_after`](crate::Rejected::retry_after) for a `503` with `Retry-After`. An
+/// admitted request's response future carries the permit and records the
+/// classified outcome when it completes; dropped before that, it records the call
+/// as ignored and gives a half-open slot back.
+///
+/// The error is [`Error<S::Error>`](Error). Stacks that expect a boxed error can
+/// map it: `Error::Rejected(r)` boxes as the [`Rejected`], `Error::Inner(e)` as `e`.
 ///
 /// # Examples
 /// ```
