@@ -33,14 +33,6 @@ fn future(c: &mut Criterion) {
         g.bench_function(format!("{name}: call"), |b| {
             b.iter(|| breaker.call(|| Ok::<_, ()>(black_box(1u64))))
         });
-        g.bench_function(format!("{name}: call_async_with(closure, ready)"), |b| {
-            b.iter(|| {
-                poll_ready_once(breaker.call_async_with(
-                    |r: &Result<u64, ()>| cutout::Outcome::of(r),
-                    ready(Ok::<_, ()>(black_box(1u64))),
-                ))
-            })
-        });
         g.bench_function(format!("{name}: call_async(ready)"), |b| {
             b.iter(|| poll_ready_once(breaker.call_async(ready(Ok::<_, ()>(black_box(1u64))))))
         });

@@ -60,8 +60,14 @@ impl<C: Clock> Entry<C> {
 /// it is mostly empty, so a churning key set does not leave a big table behind.
 /// `dashmap` takes a shard's reader lock on every lookup (a locked write to a shared
 /// line); an `arc-swap`ped `HashMap` copies the whole map on every insert, which is
-/// quadratic for keys that never repeat. A lookup's cost is measured by
-/// `benches/registry.rs`.
+/// quadratic for keys that never repeat.
+///
+/// A hit costs about 390 instructions (callgrind; 20-35 ns on the 2-core development
+/// machine, `benches/registry.rs`) on a 12-byte `String` key, most of it std's
+/// SipHash and the probe; about 270 with a multiply-rotate hasher set by
+/// [`RegistryBuilder::hasher`]. [`with`](Registry::with) and [`call`](Registry::call)
+/// borrow the breaker; [`get`](Registry::get) also clones its `Arc`, a write to a
+/// line shared by every thread using the key.
 ///
 /// # Idle eviction
 /// Each entry keeps the time it was last used, but a lookup writes it only when it
