@@ -43,12 +43,12 @@
 //!   wrap any future, on any runtime or none. The permit is taken at the first poll
 //!   and travels inside the future: dropping it before it completes (a timeout, a
 //!   cancelled request) counts the call as ignored and gives a half-open slot back.
-//! - With the `tower` feature, [`CircuitBreakerLayer`] puts one shared breaker in
+//! - With the `tower` feature, `CircuitBreakerLayer` puts one shared breaker in
 //!   front of any `Service`; a rejection is [`Error::Rejected`] with the
 //!   `retry_after` an HTTP server needs for `503` + `Retry-After` (see
-//!   `examples/tower_http.rs`), and a [`Classify`] can make a `503` response a failure
+//!   `examples/tower_http.rs`), and a `Classify` can make a `503` response a failure
 //!   and a `404` a success.
-//! - With the `registry` feature (on by default), a [`Registry`] holds one breaker per
+//! - With the `registry` feature (on by default), a `Registry` holds one breaker per
 //!   dependency key, built on first use from a shared [`Builder`], with lock-free
 //!   lookups and optional idle eviction.
 //! - [`retry`], [`retry_with_sleep`] and [`retry_async`] retry with full-jitter
@@ -56,13 +56,12 @@
 //!   and an open breaker ends the retries at once, without sleeping.
 //!
 //! ```
-//! use cutout::{CircuitBreaker, Registry, RetryPolicy, retry};
+//! use cutout::{CircuitBreaker, RetryPolicy, retry};
 //! use std::time::Duration;
 //!
-//! let registry: Registry<String> =
-//!     Registry::new(CircuitBreaker::builder().consecutive_failures(5))?;
+//! let breaker = CircuitBreaker::builder().consecutive_failures(5).build()?;
 //! let policy = RetryPolicy::builder().base(Duration::from_millis(1)).build()?;
-//! let user = retry(&registry.get("users"), &policy, || fetch_user(42))?;
+//! let user = retry(&breaker, &policy, || fetch_user(42))?;
 //! assert_eq!(user, "ada");
 //! # fn fetch_user(_: u32) -> Result<String, std::io::Error> { Ok("ada".into()) }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
