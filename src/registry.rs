@@ -83,8 +83,8 @@ impl<C: Clock> Entry<C> {
 /// An entry whose breaker is held elsewhere (an `Arc` from [`get`](Registry::get)) is never
 /// evicted, so a held breaker and the registry never disagree about a key. A call
 /// that looks up a key at the very moment its idle entry is evicted runs on the
-/// evicted breaker; only that call's outcome is lost, and the next lookup creates a
-/// fresh breaker.
+/// evicted breaker (and a `get` at that moment returns it); only that call's
+/// outcome is lost, and the next lookup creates a fresh breaker.
 ///
 /// With [`RegistryBuilder::evict_idle_after`], a lookup that creates a new entry also
 /// sweeps the map when the last sweep is at least that long ago. Memory then stays

@@ -73,8 +73,10 @@ impl<T, E> Classify<T, E> for ErrIsFailure {
 /// classified outcome when it completes; dropped before that, it records the call
 /// as ignored and gives a half-open slot back.
 ///
-/// The error is [`Error<S::Error>`](Error). Stacks that expect a boxed error can
-/// map it: `Error::Rejected(r)` boxes as the [`Rejected`], `Error::Inner(e)` as `e`.
+/// The error is [`Error<S::Error>`](Error), a `std::error::Error` whenever the inner
+/// error is one, so it boxes into tower's `BoxError` as it is. When the inner error
+/// is already a `BoxError`, map it by hand: `Error::Rejected(r)` boxes as the
+/// [`Rejected`] (for `downcast_ref`), `Error::Inner(e)` is `e`.
 ///
 /// # Examples
 /// ```

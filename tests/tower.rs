@@ -304,3 +304,16 @@ fn the_response_future_is_pending_after_completion() {
     assert!(poll_once(fut.as_mut()).is_pending());
     assert_eq!(b.metrics().lifetime.successes, 1);
 }
+
+#[test]
+fn the_error_boxes_into_a_box_error() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    b.force_open();
+    let calls = Arc::new(AtomicU32::new(0));
+    let svc = CircuitBreakerService::new(backend(&calls), b);
+    let err: tower::BoxError = block_on(svc.oneshot(200)).unwrap_err().into();
+    let err = err.downcast_ref::<Error<std::io::Error>>().unwrap();
+    assert_eq!(err.rejected().unwrap().state(), State::ForcedOpen);
+    assert!(err.to_string().contains("forced"), "{err}");
+}
