@@ -278,6 +278,17 @@ impl<C: Clock> Builder<C> {
         ))
     }
 
+    /// Checks every setting once and keeps what building a breaker needs, so a
+    /// registry can build many breakers from one builder without checking again.
+    #[cfg_attr(not(feature = "registry"), allow(dead_code))]
+    pub(crate) fn into_parts(self) -> Result<Parts<C>, ConfigError> {
+        Ok(Parts {
+            config: self.validate()?,
+            clock: self.clock,
+            listener: self.on_transition,
+        })
+    }
+
     /// Checks every setting without building (useful for a registry that builds
     /// many breakers from one builder).
     pub(crate) fn validate(&self) -> Result<Config, ConfigError> {
@@ -451,6 +462,15 @@ fn cooldowns(open: u64, max: u64, m: f64) -> Result<Box<[u64]>, ConfigError> {
         table.push(if d >= max as f64 { max } else { d as u64 });
     }
     Ok(table.into_boxed_slice())
+}
+
+/// A validated builder: what [`CircuitBreaker::from_parts`] needs.
+#[cfg_attr(not(feature = "registry"), allow(dead_code))]
+#[derive(Clone)]
+pub(crate) struct Parts<C> {
+    pub(crate) config: Config,
+    pub(crate) clock: C,
+    pub(crate) listener: Option<Listener>,
 }
 
 /// A validated configuration.

@@ -38,6 +38,35 @@
 //!   slot back.
 //! - [`CircuitBreaker::try_acquire_owned`]: the same, owning an `Arc` of the breaker.
 //!
+//! Async, tower, many dependencies, retries:
+//! - [`CircuitBreaker::call_async`] / [`call_async_with`](CircuitBreaker::call_async_with)
+//!   wrap any future, on any runtime or none. The permit is taken at the first poll
+//!   and travels inside the future: dropping it before it completes (a timeout, a
+//!   cancelled request) counts the call as ignored and gives a half-open slot back.
+//! - With the `tower` feature, `CircuitBreakerLayer` puts one shared breaker in
+//!   front of any `Service`; a rejection is [`Error::Rejected`] with the
+//!   `retry_after` an HTTP server needs for `503` + `Retry-After` (see
+//!   `examples/tower_http.rs`), and a `Classify` can make a `503` response a failure
+//!   and a `404` a success.
+//! - With the `registry` feature (on by default), a `Registry` holds one breaker per
+//!   dependency key, built on first use from a shared [`Builder`], with lock-free
+//!   lookups and optional idle eviction.
+//! - [`retry`], [`retry_with_sleep`] and [`retry_async`] retry with full-jitter
+//!   exponential backoff ([`RetryPolicy`]); every attempt goes through the breaker,
+//!   and an open breaker ends the retries at once, without sleeping.
+//!
+//! ```
+//! use cutout::{CircuitBreaker, RetryPolicy, retry};
+//! use std::time::Duration;
+//!
+//! let breaker = CircuitBreaker::builder().consecutive_failures(5).build()?;
+//! let policy = RetryPolicy::builder().base(Duration::from_millis(1)).build()?;
+//! let user = retry(&breaker, &policy, || fetch_user(42))?;
+//! assert_eq!(user, "ada");
+//! # fn fetch_user(_: u32) -> Result<String, std::io::Error> { Ok("ada".into()) }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Manual control: [`force_open`](CircuitBreaker::force_open),
 //! [`disable`](CircuitBreaker::disable), [`reset`](CircuitBreaker::reset). Observation:
 //! [`state`](CircuitBreaker::state) (a pure read), [`metrics`](CircuitBreaker::metrics),
@@ -151,6 +180,9 @@
 //! - `policy.rs`: pure trip decisions. `breaker.rs`: the only code that reads the clock.
 //! - `event.rs` / `snapshot.rs`: what observers see; `export/`: the `metrics` and
 //!   `tracing` integrations, each behind its feature.
+//! - `future.rs`: `call_async`'s future; `tower.rs`: the layer (feature `tower`);
+//!   `registry.rs`: breakers by key on a `papaya` map (feature `registry`);
+//!   `retry.rs`: backoff and the retry loops.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
@@ -162,16 +194,22 @@ mod error;
 mod event;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
 pub mod export;
+mod future;
 #[cfg(cutout_loom)]
 #[doc(hidden)]
 pub mod loom_hooks;
 mod permit;
 mod policy;
+#[cfg(feature = "registry")]
+mod registry;
+mod retry;
 mod slot;
 mod snapshot;
 mod state;
 mod stripe;
 mod sync;
+#[cfg(feature = "tower")]
+mod tower;
 mod window;
 
 pub use breaker::CircuitBreaker;
@@ -179,9 +217,19 @@ pub use clock::{Clock, DefaultClock, ManualClock, StdClock};
 pub use config::Builder;
 pub use error::{ConfigError, Error, Rejected};
 pub use event::{Reason, Transition, WindowCounts};
+pub use future::CallAsync;
 pub use permit::{Outcome, OwnedPermit, Permit};
+#[cfg(feature = "registry")]
+pub use registry::{Registry, RegistryBuilder};
+pub use retry::{
+    RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
+};
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
+#[cfg(feature = "tower")]
+pub use tower::{
+    CircuitBreakerLayer, CircuitBreakerService, Classify, ErrIsFailure, ResponseFuture,
+};
 
 /// README.md's examples, compiled and run as doctests.
 #[cfg(doctest)]

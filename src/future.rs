@@ -1,0 +1,243 @@
+//! Async calls: [`CircuitBreaker::call_async`] wraps any future, with no runtime
+//! dependency.
+//!
+//! The wrapper takes its permit at its **first poll**, not when it is created, so a
+//! future built early and polled late is admitted (or rejected) by the breaker's
+//! state at the time it starts. The permit then travels inside the future: if the
+//! future is dropped before it completes (the caller gave up, a timeout won the
+//! race), the permit's drop records the call as ignored and counts it as
+//! `dropped`; a half-open slot comes back. A cancelled call is never a failure and
+//! never holds a slot.
+
+use crate::clock::Clock;
+use crate::permit::{Outcome, Permit};
+use crate::{CircuitBreaker, Error};
+use pin_project_lite::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+impl<C: Clock> CircuitBreaker<C> {
+    /// Runs the future `call` through the breaker: `Err` is a failure, `Ok` a
+    /// success.
+    ///
+    /// Nothing happens until the returned future is first polled; then it asks the
+    /// breaker for a permit and, if admitted, polls `call` to completion and records
+    /// its outcome. If the returned future is dropped before `call` completes, the
+    /// call counts as ignored (and as `dropped` in the metrics), and a half-open
+    /// slot is given back. The future is `Send` when `call` is.
+    ///
+    /// # Errors
+    /// The future resolves to [`Error::Rejected`] if the breaker did not admit the
+    /// call (`call` is then dropped unpolled), and to [`Error::Inner`] with `call`'s
+    /// own error otherwise.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #     }
+    /// # }
+    ///
+    /// async fn fetch_user(id: u32) -> Result<String, std::io::Error> {
+    ///     Ok(format!("user {id}"))
+    /// }
+    ///
+    /// let breaker = CircuitBreaker::builder().build()?;
+    /// let user = block_on(breaker.call_async(fetch_user(42)))?;
+    /// assert_eq!(user, "user 42");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    #[allow(clippy::type_complexity)]
+    pub fn call_async<F, T, E>(&self, call: F) -> CallAsync<'_, F, fn(&Result<T, E>) -> Outcome, C>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        self.call_async_with(Outcome::of as fn(&Result<T, E>) -> Outcome, call)
+    }
+
+    /// Like [`call_async`](Self::call_async), with `classify` saying what the result
+    /// means: a [`Success`](Outcome::Success), a [`Failure`](Outcome::Failure) or
+    /// [`Ignored`](Outcome::Ignored) (a 404, the caller's own cancellation).
+    ///
+    /// # Errors
+    /// As [`call_async`](Self::call_async).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Outcome, State};
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #     }
+    /// # }
+    ///
+    /// let breaker = CircuitBreaker::builder().consecutive_failures(1).build()?;
+    /// let not_found_is_fine = |r: &Result<(), u16>| match r {
+    ///     Err(404) => Outcome::Ignored,
+    ///     Err(_) => Outcome::Failure,
+    ///     Ok(()) => Outcome::Success,
+    /// };
+    /// let result = block_on(breaker.call_async_with(not_found_is_fine, async { Err(404) }));
+    /// assert_eq!(result.unwrap_err().into_inner(), Some(404));
+    /// assert_eq!(breaker.state(), State::Closed); // a 404 is not a failure
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn call_async_with<F, K, T, E>(&self, classify: K, call: F) -> CallAsync<'_, F, K, C>
+    where
+        F: Future<Output = Result<T, E>>,
+        K: FnOnce(&Result<T, E>) -> Outcome,
+    {
+        CallAsync {
+            breaker: self,
+            permit: None,
+            classify: Some(classify),
+            call: Some(call),
+        }
+    }
+}
+
+pin_project! {
+    /// The future of [`CircuitBreaker::call_async`] and
+    /// [`call_async_with`](CircuitBreaker::call_async_with).
+    ///
+    /// It resolves to `Result<T, Error<E>>`. Dropping it before it completes records
+    /// the call as ignored (counted as `dropped`) and gives a half-open slot back;
+    /// dropping it before its first poll does nothing at all. Polling it again after
+    /// it completed returns `Pending`.
+    #[must_use = "futures do nothing unless polled; the permit is taken at the first poll"]
+    pub struct CallAsync<'a, F, K, C: Clock> {
+        breaker: &'a CircuitBreaker<C>,
+        // `Some` from admission to the outcome: dropping the future drops it, which
+        // records the call as ignored.
+        permit: Option<Permit<'a, C>>,
+        // `None` once rejected or completed.
+        classify: Option<K>,
+        // `None` once rejected or completed, so the inner future is dropped early.
+        #[pin]
+        call: Option<F>,
+    }
+}
+
+impl<F, K, T, E, C> Future for CallAsync<'_, F, K, C>
+where
+    F: Future<Output = Result<T, E>>,
+    K: FnOnce(&Result<T, E>) -> Outcome,
+    C: Clock,
+{
+    type Output = Result<T, Error<E>>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if this.permit.is_none() {
+            if this.classify.is_none() {
+                return Poll::Pending; // polled after completion
+            }
+            match this.breaker.try_acquire() {
+                Ok(permit) => *this.permit = Some(permit),
+                Err(rejected) => {
+                    *this.classify = None;
+                    this.call.set(None);
+                    return Poll::Ready(Err(Error::Rejected(rejected)));
+                }
+            }
+        }
+        let Some(call) = this.call.as_mut().as_pin_mut() else {
+            return Poll::Pending; // unreachable: admitted calls are not done yet
+        };
+        // A panic here unwinds with the permit still held; dropping the future
+        // then records the call as ignored.
+        let result = ready!(call.poll(cx));
+        this.call.set(None);
+        if let (Some(permit), Some(classify)) = (this.permit.take(), this.classify.take()) {
+            let outcome = classify(&result);
+            permit.record(outcome);
+        }
+        Poll::Ready(result.map_err(Error::Inner))
+    }
+}
+
+impl<F, K, C: Clock> fmt::Debug for CallAsync<'_, F, K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stage = match (&self.permit, &self.classify) {
+            (Some(_), _) => "running",
+            (None, Some(_)) => "waiting",
+            (None, None) => "done",
+        };
+        f.debug_struct("CallAsync")
+            .field("stage", &stage)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, State};
+    use std::task::Waker;
+    use std::time::Duration;
+
+    fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+        f.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// A future that is pending until `ready` is set.
+    struct Gate<'a>(&'a std::cell::Cell<bool>);
+    impl Future for Gate<'_> {
+        type Output = Result<u8, &'static str>;
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+            if self.0.get() {
+                Poll::Ready(Ok(7))
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+
+    #[test]
+    fn the_permit_is_taken_at_the_first_poll_not_at_creation() {
+        let clock = ManualClock::new();
+        let breaker = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let open = std::cell::Cell::new(true);
+        // Created while Closed, first polled while Open: rejected.
+        let mut early = std::pin::pin!(breaker.call_async(Gate(&open)));
+        let _ = breaker.call(|| Err::<(), _>("trip"));
+        assert_eq!(breaker.state(), State::Open);
+        match poll_once(early.as_mut()) {
+            Poll::Ready(Err(Error::Rejected(r))) => assert_eq!(r.state(), State::Open),
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+        assert_eq!(breaker.metrics().lifetime.admitted, 1);
+        // Polling after completion is Pending, and records nothing more.
+        assert!(poll_once(early.as_mut()).is_pending());
+        assert_eq!(breaker.metrics().lifetime.rejected, 1);
+    }
+
+    #[test]
+    fn debug_shows_the_stage() {
+        let breaker = CircuitBreaker::builder().build().unwrap();
+        let ready = std::cell::Cell::new(false);
+        let mut call = std::pin::pin!(breaker.call_async(Gate(&ready)));
+        assert!(format!("{call:?}").contains("waiting"));
+        assert!(poll_once(call.as_mut()).is_pending());
+        assert!(format!("{call:?}").contains("running"));
+        ready.set(true);
+        assert!(matches!(poll_once(call.as_mut()), Poll::Ready(Ok(7))));
+        assert!(format!("{call:?}").contains("done"));
+    }
+}

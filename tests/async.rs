@@ -1,0 +1,285 @@
+//! `call_async`: the permit is taken at the first poll and travels with the future;
+//! a cancelled, panicking or ignored probe gives its slot back (DESIGN.md contract
+//! lines 2 and 13 through the async path). Runs on a hand-written no-op-waker
+//! executor and on tokio with paused time; nothing sleeps.
+
+use cutout::{CircuitBreaker, Error, ManualClock, Outcome, State};
+use std::cell::Cell;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+const COOLDOWN: Duration = Duration::from_secs(5);
+
+fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// Polls until ready; every future here is ready after finitely many polls.
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(out) = poll_once(f.as_mut()) {
+            return out;
+        }
+    }
+}
+
+/// A future that stays pending until its gate opens, and counts its polls.
+struct Gate<'a> {
+    open: &'a Cell<bool>,
+    polls: &'a Cell<u32>,
+    result: Result<u32, &'static str>,
+}
+
+impl Future for Gate<'_> {
+    type Output = Result<u32, &'static str>;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        self.polls.set(self.polls.get() + 1);
+        if self.open.get() {
+            Poll::Ready(self.result)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// A breaker that trips on one failure, with `probes` half-open probes.
+fn breaker(clock: &ManualClock, probes: u32) -> CircuitBreaker<ManualClock> {
+    CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(COOLDOWN)
+        .half_open_probes(probes)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+/// Trips `b` and waits out its cooldown: the next call is a probe.
+fn to_probing(b: &CircuitBreaker<ManualClock>, clock: &ManualClock) {
+    let _ = b.call(|| Err::<(), _>("trip"));
+    assert_eq!(b.state(), State::Open);
+    clock.advance(COOLDOWN);
+}
+
+#[test]
+fn outcomes_are_recorded_and_errors_returned() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    assert_eq!(block_on(b.call_async(async { Ok::<_, ()>(5) })), Ok(5));
+    assert_eq!(b.metrics().lifetime.successes, 1);
+    assert_eq!(
+        block_on(b.call_async(async { Err::<(), _>("refused") })),
+        Err(Error::Inner("refused"))
+    );
+    assert_eq!(b.metrics().lifetime.failures, 1);
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn a_rejected_call_is_never_polled() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    b.force_open();
+    let (open, polls) = (Cell::new(true), Cell::new(0));
+    let gate = Gate {
+        open: &open,
+        polls: &polls,
+        result: Ok(1),
+    };
+    match block_on(b.call_async(gate)) {
+        Err(Error::Rejected(r)) => assert_eq!(r.state(), State::ForcedOpen),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert_eq!(polls.get(), 0);
+    assert_eq!(b.metrics().lifetime.rejected, 1);
+}
+
+#[test]
+fn the_permit_is_taken_at_the_first_poll() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let _ = b.call(|| Err::<(), _>("trip"));
+    // Created while Open ...
+    let created = b.call_async(async { Ok::<_, ()>("probe") });
+    assert_eq!(b.metrics().lifetime.admitted, 1);
+    // ... polled after the cooldown: admitted as the probe, and it closes.
+    clock.advance(COOLDOWN);
+    assert_eq!(block_on(created), Ok("probe"));
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn dropping_before_the_first_poll_records_nothing() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    drop(b.call_async(async { Ok::<_, ()>(()) }));
+    let m = b.metrics();
+    assert_eq!((m.lifetime.admitted, m.lifetime.dropped), (0, 0));
+}
+
+#[test]
+fn a_dropped_probe_gives_its_slot_back_and_the_breaker_still_decides() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    let (open, polls) = (Cell::new(false), Cell::new(0));
+    {
+        let mut probe = pin!(b.call_async(Gate {
+            open: &open,
+            polls: &polls,
+            result: Ok(1),
+        }));
+        assert!(poll_once(probe.as_mut()).is_pending());
+        assert_eq!(b.state(), State::HalfOpen);
+        // The only slot is taken: another call is rejected.
+        let other = block_on(b.call_async(async { Ok::<_, &str>(0) }));
+        assert_eq!(
+            other.unwrap_err().rejected().unwrap().state(),
+            State::HalfOpen
+        );
+    } // the probe is dropped mid-flight: cancelled
+    let m = b.metrics();
+    assert_eq!((m.lifetime.dropped, m.lifetime.failures), (1, 1)); // only the trip
+    assert_eq!(b.state(), State::HalfOpen);
+    // The slot came back: a new probe is admitted and decides.
+    assert_eq!(block_on(b.call_async(async { Ok::<_, ()>(2) })), Ok(2));
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn a_panicking_probe_gives_its_slot_back() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    let boom = async {
+        if b.state() == State::HalfOpen {
+            panic!("probe panicked");
+        }
+        Ok::<(), &str>(())
+    };
+    let mut probe = Box::pin(b.call_async(boom));
+    let unwound = catch_unwind(AssertUnwindSafe(|| poll_once(probe.as_mut())));
+    assert!(unwound.is_err());
+    drop(probe);
+    assert_eq!(b.metrics().lifetime.dropped, 1);
+    assert_eq!(b.state(), State::HalfOpen);
+    // A failing probe now gets the slot and reopens the breaker: a verdict.
+    let failed = block_on(b.call_async(async { Err::<(), _>("still down") }));
+    assert_eq!(failed, Err(Error::Inner("still down")));
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn an_ignored_probe_gives_its_slot_back() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 2);
+    to_probing(&b, &clock);
+    let cancelled = |_: &Result<(), &str>| Outcome::Ignored;
+    for _ in 0..5 {
+        // More ignored probes than slots: each gave its slot back.
+        let r = block_on(b.call_async_with(cancelled, async { Err("caller cancelled") }));
+        assert_eq!(r, Err(Error::Inner("caller cancelled")));
+    }
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(b.metrics().lifetime.ignored, 5);
+    for _ in 0..2 {
+        assert!(block_on(b.call_async(async { Ok::<_, ()>(()) })).is_ok());
+    }
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn ignored_counts_as_neither_success_nor_failure() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(2)
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(0.9, 100)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let ignore = |_: &Result<(), &str>| Outcome::Ignored;
+    let _ = block_on(b.call_async(async { Err::<(), _>("fail") }));
+    let _ = block_on(b.call_async_with(ignore, async { Ok(()) }));
+    let m = b.metrics();
+    // The ignored success did not end the streak, nor enter the window.
+    assert_eq!(m.consecutive_failures, 1);
+    assert_eq!((m.window.calls, m.window.failures), (1, 1));
+    assert_eq!((m.lifetime.successes, m.lifetime.ignored), (0, 1));
+    let _ = block_on(b.call_async_with(ignore, async { Err("fail") }));
+    assert_eq!(b.metrics().consecutive_failures, 1);
+    assert_eq!(b.state(), State::Closed);
+    let _ = block_on(b.call_async(async { Err::<(), _>("fail") }));
+    assert_eq!(b.state(), State::Open); // two real failures in a row
+}
+
+#[test]
+fn the_future_is_send_when_its_inner_future_is() {
+    fn assert_send<T: Send>(_: &T) {}
+    let b = CircuitBreaker::builder().build().unwrap();
+    let call = b.call_async(async { Ok::<_, std::io::Error>(1) });
+    assert_send(&call);
+    let with = b.call_async_with(|_: &Result<u8, ()>| Outcome::Success, async { Ok(1) });
+    assert_send(&with);
+    assert_eq!(block_on(call).unwrap(), 1);
+    assert_eq!(block_on(with), Ok(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_that_cancels_a_probe_releases_its_slot() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    let hung = b.call_async(async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<_, &str>("too late")
+    });
+    // Paused time: the runtime jumps to the deadline, no real waiting.
+    let timed_out = tokio::time::timeout(Duration::from_secs(1), hung).await;
+    assert!(timed_out.is_err());
+    let m = b.metrics();
+    assert_eq!(m.lifetime.dropped, 1);
+    assert_eq!(m.lifetime.failures, 1); // the trip only: a cancellation is not a failure
+    assert_eq!(b.state(), State::HalfOpen);
+    let probe = b.call_async(async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        Ok::<_, &str>("ok")
+    });
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(1), probe).await,
+        Ok(Ok("ok"))
+    );
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aborted_task_releases_its_probe() {
+    let clock = ManualClock::new();
+    let b = Arc::new(breaker(&clock, 1));
+    to_probing(&b, &clock);
+    let task = tokio::spawn({
+        let b = b.clone();
+        async move {
+            b.call_async(async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok::<_, &str>(())
+            })
+            .await
+        }
+    });
+    // Let the task take the probe.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(b.try_acquire().is_err(), "the task holds the only probe");
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    assert_eq!(b.metrics().lifetime.dropped, 1);
+    let probe = b
+        .try_acquire()
+        .expect("the aborted probe gave its slot back");
+    probe.failure();
+    assert_eq!(b.state(), State::Open);
+}

@@ -1,0 +1,304 @@
+//! Retries through a breaker: full-jitter backoff, attempts and predicate limits,
+//! and an open breaker that stops the retries at once without sleeping. Time is a
+//! `ManualClock` moved by a recording fake sleep (or tokio's paused clock).
+
+use cutout::{
+    CircuitBreaker, Error, ManualClock, RetryPolicy, State, retry_async, retry_with_sleep,
+};
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+const COOLDOWN: Duration = Duration::from_secs(30);
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(out) = f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            return out;
+        }
+    }
+}
+
+fn breaker(clock: &ManualClock, failures: u32) -> CircuitBreaker<ManualClock> {
+    CircuitBreaker::builder()
+        .consecutive_failures(failures)
+        .open_duration(COOLDOWN)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn policy(max_attempts: u32, seed: u64) -> RetryPolicy {
+    RetryPolicy::builder()
+        .base(Duration::from_millis(100))
+        .cap(Duration::from_secs(1))
+        .max_attempts(max_attempts)
+        .seed(seed)
+        .build()
+        .unwrap()
+}
+
+/// A sleep that records each wait and moves the clock by it.
+struct FakeSleep {
+    clock: ManualClock,
+    waits: RefCell<Vec<Duration>>,
+}
+
+impl FakeSleep {
+    fn new(clock: &ManualClock) -> FakeSleep {
+        FakeSleep {
+            clock: clock.clone(),
+            waits: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn sleep(&self, d: Duration) {
+        self.waits.borrow_mut().push(d);
+        self.clock.advance(d);
+    }
+
+    fn waits(&self) -> Vec<Duration> {
+        self.waits.borrow().clone()
+    }
+}
+
+#[test]
+fn retries_until_success_with_jittered_waits_under_each_ceiling() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 100);
+    let p = policy(10, 42);
+    let fake = FakeSleep::new(&clock);
+    let mut attempts = 0;
+    let result = retry_with_sleep(
+        &b,
+        &p,
+        |d| fake.sleep(d),
+        || {
+            attempts += 1;
+            if attempts < 6 {
+                Err("flaky")
+            } else {
+                Ok(attempts)
+            }
+        },
+    );
+    assert_eq!(result, Ok(6));
+    let waits = fake.waits();
+    assert_eq!(waits.len(), 5);
+    for (n, wait) in waits.iter().enumerate() {
+        assert!(*wait <= p.ceiling(n as u32), "wait {n} = {wait:?}");
+    }
+    assert_eq!(clock.elapsed(), waits.iter().sum::<Duration>());
+    let m = b.metrics();
+    assert_eq!(
+        (
+            m.lifetime.admitted,
+            m.lifetime.failures,
+            m.lifetime.successes
+        ),
+        (6, 5, 1)
+    );
+}
+
+#[test]
+fn the_same_seed_gives_the_same_waits() {
+    let run = |seed| {
+        let clock = ManualClock::new();
+        let b = breaker(&clock, 100);
+        let fake = FakeSleep::new(&clock);
+        let _ = retry_with_sleep(&b, &policy(6, seed), |d| fake.sleep(d), || Err::<(), _>(()));
+        fake.waits()
+    };
+    assert_eq!(run(7), run(7));
+    assert_ne!(run(7), run(8));
+}
+
+#[test]
+fn gives_up_after_max_attempts_with_the_last_error() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 100);
+    let fake = FakeSleep::new(&clock);
+    let mut attempts = 0;
+    let result = retry_with_sleep(
+        &b,
+        &policy(4, 1),
+        |d| fake.sleep(d),
+        || {
+            attempts += 1;
+            Err::<(), _>(attempts)
+        },
+    );
+    assert_eq!(result, Err(Error::Inner(4)));
+    assert_eq!(fake.waits().len(), 3);
+}
+
+#[test]
+fn a_non_retryable_error_stops_at_once() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 100);
+    let fake = FakeSleep::new(&clock);
+    let p = RetryPolicy::builder()
+        .max_attempts(5)
+        .retryable(|e: &&str| *e == "timeout")
+        .build()
+        .unwrap();
+    let mut errors = vec!["forbidden", "timeout", "timeout"];
+    let result = retry_with_sleep(
+        &b,
+        &p,
+        |d| fake.sleep(d),
+        || Err::<(), _>(errors.pop().unwrap()),
+    );
+    assert_eq!(result, Err(Error::Inner("forbidden")));
+    assert_eq!(fake.waits().len(), 2); // after each timeout
+}
+
+#[test]
+fn a_breaker_that_trips_mid_retry_stops_it_without_sleeping() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 2);
+    let fake = FakeSleep::new(&clock);
+    let mut attempts = 0;
+    let result = retry_with_sleep(
+        &b,
+        &policy(10, 3),
+        |d| fake.sleep(d),
+        || {
+            attempts += 1;
+            Err::<(), _>("down")
+        },
+    );
+    // Attempt 1 fails (wait), attempt 2 fails and trips the breaker: no wait, the
+    // next attempt is rejected at once and ends the retries.
+    assert_eq!(attempts, 2);
+    assert_eq!(fake.waits().len(), 1);
+    match result {
+        Err(Error::Rejected(r)) => {
+            assert_eq!(r.state(), State::Open);
+            assert_eq!(r.retry_after(), Some(COOLDOWN));
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_open_breaker_is_never_called_nor_slept_against() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let _ = b.call(|| Err::<(), _>("trip"));
+    let fake = FakeSleep::new(&clock);
+    let mut attempts = 0;
+    let result = retry_with_sleep(
+        &b,
+        &policy(10, 3),
+        |d| fake.sleep(d),
+        || {
+            attempts += 1;
+            Ok::<_, ()>(())
+        },
+    );
+    assert!(result.unwrap_err().is_rejected());
+    assert_eq!((attempts, fake.waits().len()), (0, 0));
+}
+
+#[test]
+fn a_failed_probe_ends_the_retries_with_the_reopened_breakers_rejection() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let _ = b.call(|| Err::<(), _>("trip"));
+    clock.advance(COOLDOWN);
+    let fake = FakeSleep::new(&clock);
+    let mut attempts = 0;
+    let result = retry_with_sleep(
+        &b,
+        &policy(10, 3),
+        |d| fake.sleep(d),
+        || {
+            attempts += 1;
+            Err::<(), _>("still down")
+        },
+    );
+    assert_eq!(attempts, 1, "only the probe ran");
+    assert!(fake.waits().is_empty());
+    let rejected = *result.unwrap_err().rejected().unwrap();
+    assert_eq!(rejected.state(), State::Open);
+    assert_eq!(rejected.retry_after(), Some(2 * COOLDOWN)); // the next backoff level
+}
+
+#[test]
+fn async_retries_use_the_injected_sleep_future() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 100);
+    let fake = FakeSleep::new(&clock);
+    let attempts = RefCell::new(0);
+    let result = block_on(retry_async(
+        &b,
+        &policy(5, 9),
+        |d| {
+            fake.sleep(d);
+            async {}
+        },
+        || {
+            *attempts.borrow_mut() += 1;
+            let n = *attempts.borrow();
+            async move { if n < 4 { Err("flaky") } else { Ok(n) } }
+        },
+    ));
+    assert_eq!(result, Ok(4));
+    assert_eq!(fake.waits().len(), 3);
+    assert_eq!(b.metrics().lifetime.admitted, 4);
+}
+
+#[test]
+fn async_retries_stop_at_an_open_breaker() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let fake = FakeSleep::new(&clock);
+    let result = block_on(retry_async(
+        &b,
+        &policy(5, 9),
+        |d| {
+            fake.sleep(d);
+            async {}
+        },
+        || async { Err::<(), _>("down") },
+    ));
+    assert_eq!(result.unwrap_err().rejected().unwrap().state(), State::Open);
+    assert!(fake.waits().is_empty());
+    assert_eq!(b.metrics().lifetime.admitted, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_retries_on_tokio_wait_in_paused_time() {
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(100)
+        .build()
+        .unwrap();
+    let waits = RefCell::new(Vec::new());
+    let start = tokio::time::Instant::now();
+    let mut attempts = 0;
+    let result = retry_async(
+        &b,
+        &policy(4, 5),
+        |d| {
+            waits.borrow_mut().push(d);
+            tokio::time::sleep(d)
+        },
+        || {
+            attempts += 1;
+            async { Err::<(), _>("down") }
+        },
+    )
+    .await;
+    assert_eq!(result, Err(Error::Inner("down")));
+    assert_eq!(attempts, 4);
+    let waited: Duration = waits.borrow().iter().sum();
+    assert_eq!(waits.borrow().len(), 3);
+    assert!(
+        start.elapsed() >= waited,
+        "the virtual clock moved by the waits"
+    );
+}

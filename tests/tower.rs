@@ -1,0 +1,319 @@
+//! The tower layer: readiness takes no probe, rejections carry `retry_after`, the
+//! classifier decides (a 503 fails, a 404 succeeds), a dropped, panicking or
+//! ignored response future gives its half-open slot back (DESIGN.md contract lines
+//! 2 and 13 through tower), and the hyper example answers 503 + Retry-After over
+//! loopback.
+
+#[allow(dead_code)]
+#[path = "../examples/tower_http.rs"]
+mod tower_http;
+
+use cutout::{
+    CircuitBreaker, CircuitBreakerLayer, CircuitBreakerService, Error, ManualClock, Outcome, State,
+};
+use std::future::{Future, pending};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
+
+const COOLDOWN: Duration = Duration::from_secs(30);
+
+fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(out) = poll_once(f.as_mut()) {
+            return out;
+        }
+    }
+}
+
+fn breaker(clock: &ManualClock, failures: u32) -> Arc<CircuitBreaker<ManualClock>> {
+    Arc::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(failures)
+            .open_duration(COOLDOWN)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    )
+}
+
+/// An HTTP-ish classifier on status codes: 5xx fails, anything else succeeds.
+fn by_status(r: &Result<u16, std::io::Error>) -> Outcome {
+    match r {
+        Ok(status) if *status >= 500 => Outcome::Failure,
+        Ok(_) => Outcome::Success,
+        Err(_) => Outcome::Failure,
+    }
+}
+
+/// A backend that answers the status it is asked for and counts its calls.
+fn backend(
+    calls: &Arc<AtomicU32>,
+) -> impl Service<u16, Response = u16, Error = std::io::Error, Future: Send> + Clone {
+    let calls = calls.clone();
+    service_fn(move |status: u16| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        async move { Ok(status) }
+    })
+}
+
+#[test]
+fn a_503_fails_a_404_succeeds_and_a_rejection_carries_retry_after() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 2);
+    let calls = Arc::new(AtomicU32::new(0));
+    let svc = CircuitBreakerLayer::new(b.clone())
+        .classify(by_status)
+        .layer(backend(&calls));
+    for status in [404, 404, 503, 404, 503] {
+        assert_eq!(block_on(svc.clone().oneshot(status)).unwrap(), status);
+    }
+    assert_eq!(
+        b.state(),
+        State::Closed,
+        "a 404 in between ended the streak"
+    );
+    assert_eq!(block_on(svc.clone().oneshot(503)).unwrap(), 503);
+    assert_eq!(b.state(), State::Open);
+    clock.advance(Duration::from_secs(10));
+    match block_on(svc.oneshot(200)) {
+        Err(Error::Rejected(r)) => {
+            assert_eq!(r.state(), State::Open);
+            assert_eq!(r.retry_after(), Some(COOLDOWN - Duration::from_secs(10)));
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        6,
+        "the rejected request never reached it"
+    );
+}
+
+#[test]
+fn inner_errors_are_failures_by_default_and_returned_as_inner() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let failing = service_fn(|_: ()| async { Err::<(), _>("connection reset") });
+    let svc = CircuitBreakerService::new(failing, b.clone());
+    assert_eq!(
+        block_on(svc.oneshot(())),
+        Err(Error::Inner("connection reset"))
+    );
+    assert_eq!(b.state(), State::Open);
+}
+
+#[test]
+fn poll_ready_takes_no_probe() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let _ = b.call(|| Err::<(), _>("trip"));
+    clock.advance(COOLDOWN);
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut svc = CircuitBreakerService::new(backend(&calls), b.clone()).classify(by_status);
+    for _ in 0..1000 {
+        assert!(poll_once(pin!(svc.ready())).is_ready());
+    }
+    assert_eq!(b.state(), State::Open, "readiness moved nothing");
+    assert_eq!(b.metrics().lifetime.admitted, 1);
+    // The probe is still there for the first real call.
+    assert_eq!(block_on(svc.call(200)).unwrap(), 200);
+    assert_eq!(b.state(), State::Closed);
+}
+
+/// A service whose response never comes (or panics when asked to).
+#[derive(Clone)]
+struct Hangs;
+
+impl Service<bool> for Hangs {
+    type Response = ();
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<(), std::io::Error>> + Send>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, panics: bool) -> Self::Future {
+        Box::pin(async move {
+            if panics {
+                panic!("handler panicked");
+            }
+            pending::<()>().await;
+            Ok(())
+        })
+    }
+}
+
+#[test]
+fn a_dropped_response_future_gives_its_probe_back() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let _ = b.call(|| Err::<(), _>("trip"));
+    clock.advance(COOLDOWN);
+    let mut svc = CircuitBreakerService::new(Hangs, b.clone());
+    let mut in_flight = Box::pin(svc.call(false));
+    assert!(poll_once(in_flight.as_mut()).is_pending());
+    assert_eq!(b.state(), State::HalfOpen);
+    assert!(
+        block_on(svc.call(false)).unwrap_err().is_rejected(),
+        "the one probe is out"
+    );
+    drop(in_flight); // the client went away
+    let m = b.metrics();
+    assert_eq!((m.lifetime.dropped, m.lifetime.failures), (1, 1));
+    // The slot came back: the next probe decides.
+    let permit = b.try_acquire().expect("a probe slot");
+    permit.success();
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn a_panicking_handler_gives_its_probe_back() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let _ = b.call(|| Err::<(), _>("trip"));
+    clock.advance(COOLDOWN);
+    let mut svc = CircuitBreakerService::new(Hangs, b.clone());
+    let mut fut = Box::pin(svc.call(true));
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(fut.as_mut()))).is_err());
+    drop(fut);
+    assert_eq!(b.metrics().lifetime.dropped, 1);
+    let permit = b.try_acquire().expect("a probe slot");
+    permit.failure();
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "the breaker still reached a verdict"
+    );
+}
+
+#[test]
+fn ignored_responses_release_their_probe_and_count_as_neither() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let _ = b.call(|| Err::<(), _>("trip"));
+    clock.advance(COOLDOWN);
+    let calls = Arc::new(AtomicU32::new(0));
+    let svc = CircuitBreakerLayer::new(b.clone())
+        .classify(|r: &Result<u16, std::io::Error>| match r {
+            Ok(499) => Outcome::Ignored, // the client closed the request
+            other => by_status(other),
+        })
+        .layer(backend(&calls));
+    for _ in 0..3 {
+        assert_eq!(block_on(svc.clone().oneshot(499)).unwrap(), 499);
+    }
+    let m = b.metrics();
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(
+        (
+            m.lifetime.ignored,
+            m.lifetime.successes,
+            m.lifetime.failures
+        ),
+        (3, 0, 1)
+    );
+    assert_eq!(block_on(svc.oneshot(200)).unwrap(), 200);
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[test]
+fn the_layer_composes_in_a_service_builder_and_futures_are_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let calls = Arc::new(AtomicU32::new(0));
+    let layer = CircuitBreakerLayer::new(b.clone()).classify(by_status);
+    assert!(format!("{layer:?}").contains("CircuitBreakerLayer"));
+    let mut svc = ServiceBuilder::new().layer(layer).service(backend(&calls));
+    let fut = svc.call(200);
+    assert_send(&fut);
+    assert_eq!(block_on(fut).unwrap(), 200);
+    assert!(Arc::ptr_eq(svc.breaker(), &b));
+}
+
+#[tokio::test]
+async fn the_hyper_example_answers_503_with_retry_after_over_loopback() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 3);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(tower_http::serve(listener, b.clone(), 1));
+    let exchange = async {
+        let mut client = tower_http::connect(addr).await.unwrap();
+        let mut get = async |path| tower_http::get(&mut client, path).await.unwrap();
+
+        let (status, retry_after, _) = get("/missing").await;
+        assert_eq!((status.as_u16(), retry_after), (404, None));
+        for _ in 0..3 {
+            // The upstream's own 503s: failures, passed through as they are.
+            let (status, retry_after, body) = get("/fail").await;
+            assert_eq!((status.as_u16(), retry_after), (503, None));
+            assert_eq!(&body[..], b"from upstream");
+        }
+        assert_eq!(b.state(), State::Open);
+
+        clock.advance(Duration::from_millis(10_500));
+        let (status, retry_after, body) = get("/ok").await;
+        assert_eq!(status.as_u16(), 503);
+        assert_eq!(
+            retry_after.as_deref(),
+            Some("20"),
+            "19.5 s left, rounded up"
+        );
+        assert_eq!(&body[..], b"circuit open");
+
+        clock.advance(Duration::from_millis(19_500));
+        let (status, _, _) = get("/ok").await;
+        assert_eq!(status.as_u16(), 200, "the probe went through");
+        assert_eq!(b.state(), State::Closed);
+
+        b.force_open();
+        let (status, retry_after, _) = get("/ok").await;
+        assert_eq!(
+            (status.as_u16(), retry_after),
+            (503, None),
+            "forced open: no promise"
+        );
+    };
+    // A bound, not a sleep: the exchange takes milliseconds.
+    tokio::time::timeout(Duration::from_secs(20), exchange)
+        .await
+        .expect("the loopback exchange finished");
+    server.await.unwrap().unwrap();
+    let m = b.metrics();
+    assert_eq!((m.lifetime.rejected, m.lifetime.failures), (2, 3));
+}
+
+#[test]
+fn the_response_future_is_pending_after_completion() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut svc = CircuitBreakerService::new(backend(&calls), b.clone());
+    let mut fut = pin!(svc.call(200));
+    assert!(matches!(poll_once(fut.as_mut()), Poll::Ready(Ok(200))));
+    assert!(poll_once(fut.as_mut()).is_pending());
+    assert_eq!(b.metrics().lifetime.successes, 1);
+}
+
+#[test]
+fn the_error_boxes_into_a_box_error() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    b.force_open();
+    let calls = Arc::new(AtomicU32::new(0));
+    let svc = CircuitBreakerService::new(backend(&calls), b);
+    let err: tower::BoxError = block_on(svc.oneshot(200)).unwrap_err().into();
+    let err = err.downcast_ref::<Error<std::io::Error>>().unwrap();
+    assert_eq!(err.rejected().unwrap().state(), State::ForcedOpen);
+    assert!(err.to_string().contains("forced"), "{err}");
+}
