@@ -1,0 +1,81 @@
+//! Makes N calls through one implementation, for `benches/instructions.sh` to count
+//! under callgrind: `instructions <closed|open|failing> <name> <calls>`.
+//!
+//! The calls run in `drive_succeed` / `drive_fail` (never inlined), so callgrind can
+//! collect inside them only (`--toggle-collect=*drive_*`) and `objdump` can find
+//! them. One warm-up call runs first, outside them, so per-thread set-up (cutout's
+//! stripe slot, a clock's first read) is not counted.
+//! `instructions list <scenario>` prints the implementations.
+
+#[allow(dead_code)]
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::{Run, Subject};
+use std::hint::black_box;
+
+#[inline(never)]
+fn drive_succeed<S: Subject>(s: &S, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(black_box(s).succeed());
+    }
+    ran
+}
+
+#[inline(never)]
+fn drive_fail<S: Subject>(s: &S, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(black_box(s).fail());
+    }
+    ran
+}
+
+struct Drive {
+    fail: bool,
+    calls: u64,
+    ran: u64,
+}
+
+impl Run for Drive {
+    fn run<S: Subject>(&mut self, s: &S) {
+        // Warm-up, not counted.
+        let _ = if self.fail { s.fail() } else { s.succeed() };
+        self.ran = if self.fail {
+            drive_fail(s, self.calls)
+        } else {
+            drive_succeed(s, self.calls)
+        };
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage =
+        "usage: instructions <closed|open|failing> <name> <calls> | instructions list <scenario>";
+    match args.as_slice() {
+        [list, scenario] if list == "list" => {
+            for name in common::names(scenario) {
+                println!("{name}");
+            }
+        }
+        [scenario, name, calls] => {
+            let calls: u64 = calls.parse().expect(usage);
+            let mut drive = Drive {
+                fail: scenario == "failing",
+                calls,
+                ran: 0,
+            };
+            let found = common::run_one(scenario, name, &mut drive);
+            assert!(found, "no implementation {name} in scenario {scenario}");
+            let expected = if scenario == "open" { 0 } else { calls };
+            assert_eq!(drive.ran, expected, "{name}: calls that ran");
+            println!("{scenario} {name}: {calls} calls, {} ran", drive.ran);
+        }
+        _ => {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        }
+    }
+}
