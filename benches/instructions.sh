@@ -35,11 +35,11 @@ BIN=target/release/examples/instructions
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-# profile SCENARIO NAME CALLS OUT: one callgrind run.
+# profile SCENARIO NAME CALLS OUT [THREADS]: one callgrind run.
 profile() {
     valgrind --tool=callgrind --collect-bus=yes --toggle-collect='*drive_*' \
         --compress-strings=no --compress-pos=no --demangle=no \
-        --callgrind-out-file="$4" "$BIN" "$1" "$2" "$3" >/dev/null 2>"$4.log" || {
+        --callgrind-out-file="$4" "$BIN" "$1" "$2" "$3" ${5:-} >/dev/null 2>"$4.log" || {
         cat "$4.log" >&2
         return 1
     }
@@ -68,6 +68,25 @@ for scenario in closed open failing; do
         awk -v n="$name" -v c="$CALLS" -v ir="$((ir - ir0))" -v ge="$((ge - ge0))" \
             'BEGIN { printf "| %s | %.1f | %.2f |\n", n, ir / c, ge / c }'
     done
+done
+
+# Threads sharing one breaker, run one at a time by valgrind: which locked
+# instructions each call executes when more threads than owned stripes share it.
+threads=${THREADS:-"2 4 8"}
+echo
+echo "| closed success, N threads on one breaker (instructions/call, locked/call) | $(for t in $threads; do printf '%s threads | ' "$t"; done)"
+echo "|---|$(for t in $threads; do printf -- '---|'; done)"
+for name in $("$BIN" list contended); do
+    row="| $name |"
+    for t in $threads; do
+        profile closed "$name" 0 "$TMP/zero.out" "$t"
+        profile closed "$name" "$CALLS" "$TMP/threads.out" "$t"
+        read -r ir0 ge0 < <(totals "$TMP/zero.out")
+        read -r ir ge < <(totals "$TMP/threads.out")
+        row+=$(awk -v c="$((CALLS * t))" -v ir="$((ir - ir0))" -v ge="$((ge - ge0))" \
+            'BEGIN { printf " %.1f, %.2f |", ir / c, ge / c }')
+    done
+    echo "$row"
 done
 
 [[ $PIECES == 1 ]] || exit 0
