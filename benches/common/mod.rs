@@ -1,0 +1,523 @@
+//! The implementations every harness compares, behind one small trait, and the
+//! sets of them each scenario builds (closed, tripped open, failing below the
+//! threshold). Shared by the criterion harnesses and by `examples/instructions.rs`
+//! and `examples/memory.rs`, so every figure measures the same code.
+//!
+//! A scenario hands each implementation to a [`Visit`] by value and by concrete
+//! type, so the measured loop is monomorphised: no dynamic dispatch is timed.
+
+use criterion::measurement::Measurement;
+use cutout::{CircuitBreaker, Clock, DefaultClock, Error};
+use std::hint::black_box;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A cooldown no benchmark outlives.
+pub const LONG: Duration = Duration::from_secs(3600);
+
+/// One implementation under test.
+pub trait Subject: Sync {
+    /// One call whose closure succeeds. Returns whether the closure ran.
+    fn succeed(&self) -> bool;
+    /// One call whose closure fails. Returns whether the closure ran.
+    fn fail(&self) -> bool;
+}
+
+/// Receives each implementation of a scenario, by concrete type.
+pub trait Visit {
+    fn visit<S: Subject>(&mut self, name: &str, subject: S);
+}
+
+#[inline(always)]
+fn ok() -> Result<u64, u64> {
+    Ok(black_box(1))
+}
+
+#[inline(always)]
+fn err() -> Result<u64, u64> {
+    Err(black_box(1))
+}
+
+// ---- references ------------------------------------------------------------------
+
+/// Calling the closure directly: the baseline.
+pub struct Direct;
+
+impl Subject for Direct {
+    #[inline]
+    fn succeed(&self) -> bool {
+        ok().is_ok()
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        err().is_err()
+    }
+}
+
+/// The cheapest possible admission: one load of a state word.
+pub struct FloorLoad {
+    state: AtomicU64,
+}
+
+impl FloorLoad {
+    pub fn new(open: bool) -> Self {
+        FloorLoad {
+            state: AtomicU64::new(u64::from(open)),
+        }
+    }
+}
+
+impl Subject for FloorLoad {
+    #[inline]
+    fn succeed(&self) -> bool {
+        self.state.load(Ordering::Acquire) == 0 && ok().is_ok()
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        self.state.load(Ordering::Acquire) == 0 && err().is_err()
+    }
+}
+
+/// The ideal closed path: load the state word, then one atomic increment of a
+/// counter (one shared counter: under contention this is the cost of a hot line).
+pub struct FloorLoadAdd {
+    state: AtomicU64,
+    count: crossbeam_utils::CachePadded<AtomicU64>,
+}
+
+impl FloorLoadAdd {
+    pub fn new(open: bool) -> Self {
+        FloorLoadAdd {
+            state: AtomicU64::new(u64::from(open)),
+            count: Default::default(),
+        }
+    }
+    #[inline]
+    fn admit(&self) -> bool {
+        let closed = self.state.load(Ordering::Acquire) == 0;
+        // A rejection is counted too, as every breaker here counts it.
+        self.count.fetch_add(1, Ordering::Relaxed);
+        closed
+    }
+}
+
+impl Subject for FloorLoadAdd {
+    #[inline]
+    fn succeed(&self) -> bool {
+        self.admit() && ok().is_ok()
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        self.admit() && err().is_err()
+    }
+}
+
+/// The naive reference: a consecutive-failure breaker behind a `std::sync::Mutex`,
+/// locked once to admit and once to record.
+pub struct MutexBreaker {
+    inner: Mutex<MutexState>,
+    threshold: u32,
+    cooldown: Duration,
+}
+
+struct MutexState {
+    open_until: Option<Instant>,
+    failures: u32,
+}
+
+impl MutexBreaker {
+    pub fn new(threshold: u32, cooldown: Duration) -> Self {
+        MutexBreaker {
+            inner: Mutex::new(MutexState {
+                open_until: None,
+                failures: 0,
+            }),
+            threshold,
+            cooldown,
+        }
+    }
+
+    #[inline]
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
+        {
+            let mut s = self.inner.lock().unwrap();
+            if let Some(until) = s.open_until {
+                if Instant::now() < until {
+                    return false;
+                }
+                s.open_until = None; // half-open, naively: admit everyone
+            }
+        }
+        let r = f();
+        let mut s = self.inner.lock().unwrap();
+        match r {
+            Ok(_) => s.failures = 0,
+            Err(_) => {
+                s.failures += 1;
+                if s.failures >= self.threshold {
+                    s.failures = 0;
+                    s.open_until = Some(Instant::now() + self.cooldown);
+                }
+            }
+        }
+        true
+    }
+}
+
+impl Subject for MutexBreaker {
+    #[inline]
+    fn succeed(&self) -> bool {
+        self.call(ok)
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        self.call(err)
+    }
+}
+
+// ---- cutout and the peers ----------------------------------------------------------
+
+/// A cutout breaker with any clock.
+pub struct Cutout<C: Clock = DefaultClock>(pub CircuitBreaker<C>);
+
+impl<C: Clock> Subject for Cutout<C> {
+    #[inline]
+    fn succeed(&self) -> bool {
+        self.0.call(ok).is_ok()
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        !matches!(self.0.call(err), Err(Error::Rejected(_)))
+    }
+}
+
+/// failsafe 1.3's `StateMachine` (a `parking_lot::Mutex` around the policy).
+pub struct Failsafe<P>(pub failsafe::StateMachine<P, ()>);
+
+impl<P: failsafe::FailurePolicy + Send> Subject for Failsafe<P> {
+    #[inline]
+    fn succeed(&self) -> bool {
+        use failsafe::CircuitBreaker as _;
+        self.0.call(ok).is_ok()
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        use failsafe::CircuitBreaker as _;
+        !matches!(self.0.call(err), Err(failsafe::Error::Rejected))
+    }
+}
+
+/// recloser 1.4 (an epoch-managed state pointer and a spin-locked ring buffer).
+pub struct Recloser(pub recloser::Recloser);
+
+impl Subject for Recloser {
+    #[inline]
+    fn succeed(&self) -> bool {
+        self.0.call(ok).is_ok()
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        !matches!(self.0.call(err), Err(recloser::Error::Rejected))
+    }
+}
+
+// ---- constructors ----------------------------------------------------------------
+
+/// cutout with the consecutive-failure policy.
+pub fn cutout_consecutive(n: u32) -> Cutout {
+    Cutout(
+        CircuitBreaker::builder()
+            .consecutive_failures(n)
+            .open_duration(LONG)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// cutout with the default rate window (10 s, 10 buckets, 50% of at least
+/// `minimum_calls`).
+pub fn cutout_window(minimum_calls: u32) -> Cutout {
+    Cutout(
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.5, minimum_calls)
+            .open_duration(LONG)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// cutout with the rate window and the slow-call policy (two precise clock reads a
+/// call).
+pub fn cutout_window_slow(minimum_calls: u32) -> Cutout {
+    Cutout(
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.5, minimum_calls)
+            .slow_calls(Duration::from_secs(1), 0.5)
+            .open_duration(LONG)
+            .build()
+            .unwrap(),
+    )
+}
+
+type FailsafeConsecutive =
+    Failsafe<failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::Constant>>;
+
+/// failsafe with its consecutive-failure policy and a constant backoff.
+pub fn failsafe_consecutive(n: u32, cooldown: Duration) -> FailsafeConsecutive {
+    let policy =
+        failsafe::failure_policy::consecutive_failures(n, failsafe::backoff::constant(cooldown));
+    Failsafe(failsafe::Config::new().failure_policy(policy).build())
+}
+
+/// failsafe's default configuration: a success-rate EMA over 30 s or 5
+/// consecutive failures, equal-jittered backoff from 10 s.
+pub fn failsafe_default() -> Failsafe<impl failsafe::FailurePolicy + Send> {
+    Failsafe(failsafe::Config::new().build())
+}
+
+/// recloser's defaults (a 100-call ring, 50%), with `open_wait`.
+pub fn recloser_default(open_wait: Duration) -> Recloser {
+    Recloser(recloser::Recloser::custom().open_wait(open_wait).build())
+}
+
+/// Calls `fail` until `s` rejects, at most `limit` times. Panics if it never trips:
+/// a benchmark of an open breaker must not measure a closed one.
+pub fn trip<S: Subject>(name: &str, s: S, limit: u32) -> S {
+    for _ in 0..limit {
+        if !s.fail() {
+            return s;
+        }
+    }
+    panic!("{name} did not trip after {limit} failures");
+}
+
+// ---- scenarios -------------------------------------------------------------------
+
+/// Every implementation in the Closed state, for successful calls.
+pub fn closed(v: &mut impl Visit) {
+    v.visit("direct", Direct);
+    v.visit("floor_load", FloorLoad::new(false));
+    v.visit("floor_load_fetch_add", FloorLoadAdd::new(false));
+    v.visit("cutout_consecutive", cutout_consecutive(5));
+    v.visit("cutout_window", cutout_window(20));
+    v.visit("cutout_window_slow", cutout_window_slow(20));
+    v.visit("failsafe_consecutive", failsafe_consecutive(5, LONG));
+    v.visit("failsafe_default", failsafe_default());
+    v.visit("recloser_default", recloser_default(LONG));
+    v.visit("mutex", MutexBreaker::new(5, LONG));
+}
+
+/// The implementations that share one breaker across threads (`closed` without the
+/// direct call and the bare load).
+pub fn contended(v: &mut impl Visit) {
+    v.visit("floor_load_fetch_add", FloorLoadAdd::new(false));
+    v.visit("cutout_consecutive", cutout_consecutive(5));
+    v.visit("cutout_window", cutout_window(20));
+    v.visit("failsafe_consecutive", failsafe_consecutive(5, LONG));
+    v.visit("failsafe_default", failsafe_default());
+    v.visit("recloser_default", recloser_default(LONG));
+    v.visit("mutex", MutexBreaker::new(5, LONG));
+}
+
+/// Every breaker tripped open with a cooldown of an hour. (failsafe's default
+/// backoff starts at 10 s, shorter than a run, so failsafe is measured with its
+/// consecutive policy and a constant hour.)
+pub fn open(v: &mut impl Visit) {
+    v.visit("floor_load", FloorLoad::new(true));
+    v.visit("floor_load_fetch_add", FloorLoadAdd::new(true));
+    let c = "cutout_consecutive";
+    v.visit(c, trip(c, cutout_consecutive(5), 100));
+    let c = "cutout_window";
+    v.visit(c, trip(c, cutout_window(20), 100));
+    let c = "cutout_window_slow";
+    v.visit(c, trip(c, cutout_window_slow(20), 100));
+    let c = "failsafe_consecutive";
+    v.visit(c, trip(c, failsafe_consecutive(5, LONG), 100));
+    let c = "recloser_default";
+    v.visit(c, trip(c, recloser_default(LONG), 300));
+    let c = "mutex";
+    v.visit(c, trip(c, MutexBreaker::new(5, LONG), 100));
+}
+
+/// Every breaker set so that failures never trip it: each call records a failure
+/// and evaluates its policy (cutout sums its window on every failure).
+pub fn failing(v: &mut impl Visit) {
+    v.visit("direct", Direct);
+    v.visit("cutout_consecutive", cutout_consecutive(u32::MAX));
+    // The window is summed on every failure; the minimum is never reached.
+    v.visit("cutout_window", cutout_window(u32::MAX));
+    v.visit("cutout_window_slow", cutout_window_slow(u32::MAX));
+    v.visit("failsafe_consecutive", failsafe_consecutive(u32::MAX, LONG));
+    // A required success rate of 0 is never missed: the EMA is updated, never trips.
+    let policy = failsafe::failure_policy::success_rate_over_time_window(
+        0.0,
+        1,
+        Duration::from_secs(30),
+        failsafe::backoff::constant(LONG),
+    );
+    v.visit(
+        "failsafe_rate",
+        Failsafe(failsafe::Config::new().failure_policy(policy).build()),
+    );
+    // A rate can never exceed 1.0, so the ring is updated and never trips.
+    v.visit(
+        "recloser_default",
+        Recloser(
+            recloser::Recloser::custom()
+                .error_rate(1.5)
+                .open_wait(LONG)
+                .build(),
+        ),
+    );
+    v.visit("mutex", MutexBreaker::new(u32::MAX, LONG));
+}
+
+/// What [`run_one`] runs: a function of the subject, generic over its type.
+pub trait Run {
+    fn run<S: Subject>(&mut self, subject: &S);
+}
+
+/// Passes the implementation called `name` to a [`Run`].
+struct Only<'a, R> {
+    name: &'a str,
+    found: bool,
+    run: &'a mut R,
+}
+
+impl<R: Run> Visit for Only<'_, R> {
+    fn visit<S: Subject>(&mut self, name: &str, subject: S) {
+        if name == self.name {
+            self.found = true;
+            self.run.run(&subject);
+        }
+    }
+}
+
+/// Runs `run` on the implementation `name` of `scenario` ("closed", "open",
+/// "failing"). Returns false if there is no such scenario or implementation.
+pub fn run_one(scenario: &str, name: &str, run: &mut impl Run) -> bool {
+    let mut only = Only {
+        name,
+        found: false,
+        run,
+    };
+    match scenario {
+        "closed" => closed(&mut only),
+        "open" => open(&mut only),
+        "failing" => failing(&mut only),
+        _ => return false,
+    }
+    only.found
+}
+
+/// The names of a scenario's implementations.
+pub fn names(scenario: &str) -> Vec<String> {
+    struct Names(Vec<String>);
+    impl Visit for Names {
+        fn visit<S: Subject>(&mut self, name: &str, _: S) {
+            self.0.push(name.to_string());
+        }
+    }
+    let mut n = Names(Vec::new());
+    match scenario {
+        "closed" => closed(&mut n),
+        "open" => open(&mut n),
+        "failing" => failing(&mut n),
+        "contended" => contended(&mut n),
+        _ => {}
+    }
+    n.0
+}
+
+// ---- criterion glue --------------------------------------------------------------
+
+/// What a single-threaded harness measures on each implementation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Successful calls that must be admitted.
+    Succeed,
+    /// Failing calls that must be admitted (and never trip).
+    Fail,
+    /// Calls that must be rejected.
+    Rejected,
+}
+
+/// Benchmarks `op` on every implementation it visits, one criterion function each,
+/// and checks before and after that the implementation is in the intended state.
+pub struct Group<'a, 'c, M: Measurement> {
+    pub group: &'a mut criterion::BenchmarkGroup<'c, M>,
+    pub op: Op,
+}
+
+impl<M: Measurement> Visit for Group<'_, '_, M> {
+    fn visit<S: Subject>(&mut self, name: &str, s: S) {
+        let op = self.op;
+        let once = |s: &S| match op {
+            Op::Succeed => s.succeed(),
+            Op::Fail => s.fail(),
+            Op::Rejected => !s.succeed(),
+        };
+        assert!(once(&s), "{name} is not in the state this benchmark needs");
+        self.group.bench_function(name, |b| b.iter(|| once(&s)));
+        assert!(once(&s), "{name} changed state while it was measured");
+    }
+}
+
+/// The calling thread's CPU time: what the single-threaded suites measure, so that
+/// time the thread spends descheduled on a shared machine is not counted. Formatted
+/// as a duration, like wall time.
+pub struct CpuTime(criterion::measurement::WallTime);
+
+impl CpuTime {
+    /// The criterion configuration the single-threaded suites use.
+    pub fn criterion() -> criterion::Criterion<CpuTime> {
+        criterion::Criterion::default().with_measurement(CpuTime(criterion::measurement::WallTime))
+    }
+}
+
+/// Nanoseconds of CPU time the calling thread has used.
+#[cfg(unix)]
+fn thread_cpu_nanos() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the
+    // platform defines.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Elsewhere, wall time since the first call.
+#[cfg(not(unix))]
+fn thread_cpu_nanos() -> u64 {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+impl Measurement for CpuTime {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        thread_cpu_nanos()
+    }
+    fn end(&self, start: u64) -> u64 {
+        thread_cpu_nanos() - start
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, v: &u64) -> f64 {
+        *v as f64
+    }
+    fn formatter(&self) -> &dyn criterion::measurement::ValueFormatter {
+        self.0.formatter()
+    }
+}

@@ -1,0 +1,67 @@
+//! One breaker shared by 1, 2, 4 and 8 threads, each making successful calls.
+//!
+//! Each thread makes `iters` calls after a common barrier; the time is from the
+//! first thread's start to the last thread's finish. Criterion's figure is thus the
+//! per-thread time per call (wall time / calls per thread); the aggregate time per
+//! call is that divided by the thread count (`benches/report.sh` prints both).
+//! With more threads than cores, threads take turns: the aggregate is the figure to
+//! compare there.
+
+#[allow(dead_code)]
+mod common;
+
+use common::{Subject, Visit};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+const THREADS: [usize; 4] = [1, 2, 4, 8];
+
+/// `threads` threads make `iters` successful calls each on `s`.
+fn run<S: Subject>(s: &S, threads: usize, iters: u64) -> Duration {
+    let barrier = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        black_box(s.succeed());
+                    }
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let first = spans.iter().map(|s| s.0).min().unwrap();
+    let last = spans.iter().map(|s| s.1).max().unwrap();
+    last - first
+}
+
+struct Contended<'a, 'c>(&'a mut BenchmarkGroup<'c, WallTime>);
+
+impl Visit for Contended<'_, '_> {
+    fn visit<S: Subject>(&mut self, name: &str, s: S) {
+        assert!(s.succeed(), "{name} rejected a call");
+        for threads in THREADS {
+            self.0
+                .bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
+                    b.iter_custom(|iters| run(&s, t, iters))
+                });
+        }
+        assert!(s.succeed(), "{name} tripped while it was measured");
+    }
+}
+
+fn contended(c: &mut Criterion) {
+    let mut group = c.benchmark_group("contended");
+    common::contended(&mut Contended(&mut group));
+    group.finish();
+}
+
+criterion_group!(benches, contended);
+criterion_main!(benches);

@@ -1,0 +1,176 @@
+//! Zero allocations per call (behaviour contract 15): a counting global allocator
+//! counts what the calling thread allocates while it makes calls through a breaker.
+//!
+//! Each test builds its breaker and makes one warm-up call first: building allocates
+//! the stripes, and a thread's first call takes its stripe slot. Only the calls after
+//! that are counted. Counts are per thread, so tests running in parallel do not mix.
+
+use cutout::{CircuitBreaker, Clock, DefaultClock, Error, ManualClock, State};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every method forwards to `System` unchanged; the count is a const-initialised
+// thread-local without a destructor, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: the caller upholds `alloc_zeroed`'s contract.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: the caller upholds `realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// How many allocations this thread made while running `f`.
+fn allocations_in(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+const CALLS: usize = 10_000;
+
+fn succeed<C: Clock>(b: &CircuitBreaker<C>) -> bool {
+    b.call(|| Ok::<_, ()>(std::hint::black_box(1))).is_ok()
+}
+
+fn fail<C: Clock>(b: &CircuitBreaker<C>) -> Result<u32, Error<&'static str>> {
+    b.call(|| Err::<u32, _>("down"))
+}
+
+#[test]
+fn the_allocator_counts_this_threads_allocations() {
+    // The other tests assert zero; this shows the counter sees an allocation.
+    let n = allocations_in(|| drop(std::hint::black_box(Box::new(7u64))));
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn a_closed_success_with_the_consecutive_policy_allocates_nothing() {
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(5)
+        .build()
+        .unwrap();
+    assert!(succeed(&b));
+    let mut admitted = 0;
+    let n = allocations_in(|| admitted = (0..CALLS).filter(|_| succeed(&b)).count());
+    assert_eq!(admitted, CALLS);
+    assert_eq!(n, 0, "{n} allocations in {CALLS} calls");
+}
+
+#[test]
+fn a_closed_success_with_the_window_policies_allocates_nothing() {
+    for builder in [
+        CircuitBreaker::<DefaultClock>::builder(), // the default window
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.5, 20)
+            .slow_calls(Duration::from_secs(1), 0.5),
+    ] {
+        let b = builder.build().unwrap();
+        assert!(succeed(&b));
+        let mut admitted = 0;
+        let n = allocations_in(|| admitted = (0..CALLS).filter(|_| succeed(&b)).count());
+        assert_eq!(admitted, CALLS);
+        assert_eq!(n, 0, "{n} allocations in {CALLS} calls");
+        assert_eq!(b.metrics().window.calls, CALLS as u64 + 1);
+    }
+}
+
+#[test]
+fn a_closed_success_across_bucket_rotations_allocates_nothing() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_millis(10), 2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert!(succeed(&b));
+    let n = allocations_in(|| {
+        for _ in 0..CALLS {
+            clock.advance(Duration::from_millis(1));
+            assert!(succeed(&b));
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in {CALLS} calls");
+}
+
+#[test]
+fn an_open_rejection_allocates_nothing() {
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(60))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let _ = fail(&b);
+    assert_eq!(b.state(), State::Open);
+    assert!(!succeed(&b)); // warm-up of the rejection path
+    let mut rejected = 0;
+    let n = allocations_in(|| rejected = (0..CALLS).filter(|_| !succeed(&b)).count());
+    assert_eq!(rejected, CALLS);
+    assert_eq!(n, 0, "{n} allocations in {CALLS} rejections");
+    let r = b.try_acquire().unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_secs(60)));
+}
+
+#[test]
+fn failures_that_trip_allocate_nothing_even_with_a_listener() {
+    let events = Arc::new(AtomicUsize::new(0));
+    let seen = events.clone();
+    let consecutive = CircuitBreaker::builder()
+        .consecutive_failures(3)
+        .on_transition(move |t| {
+            assert_eq!(t.to, State::Open);
+            seen.fetch_add(1, Ordering::Relaxed);
+        })
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let window = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(0.5, 20)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    // Warm-up: one success each (this thread's stripe slot).
+    assert!(succeed(&consecutive) && succeed(&window));
+    let n = allocations_in(|| {
+        for _ in 0..3 {
+            assert!(matches!(fail(&consecutive), Err(Error::Inner("down"))));
+        }
+        for _ in 0..19 {
+            assert!(matches!(fail(&window), Err(Error::Inner("down"))));
+        }
+    });
+    assert_eq!(
+        (consecutive.state(), window.state()),
+        (State::Open, State::Open)
+    );
+    assert_eq!(events.load(Ordering::Relaxed), 1);
+    assert_eq!(n, 0, "{n} allocations while failing and tripping");
+}
