@@ -241,9 +241,11 @@ impl<C: Clock> CircuitBreaker<C> {
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, Error<E>> {
-        let permit = self.try_acquire()?;
+        // Acquire and record run on this thread: one stripe lookup serves both.
+        let r = self.stripes.mine();
+        let permit = Permit::new(self, self.acquire_in(r)?); // recorded as dropped on a panic
         let result = f();
-        permit.record(classify(&result));
+        permit.record_in(r, classify(&result));
         result.map_err(Error::Inner)
     }
 
@@ -366,30 +368,36 @@ impl<C: Clock> CircuitBreaker<C> {
 
     #[inline]
     pub(crate) fn acquire(&self) -> Result<Ticket, Rejected> {
+        self.acquire_in(self.stripes.mine())
+    }
+
+    /// Admission, counting in the stripe `r` of the calling thread.
+    #[inline]
+    fn acquire_in(&self, r: StripeRef<'_>) -> Result<Ticket, Rejected> {
         let s = self.word.load();
         if s.is_closed() {
-            return Ok(self.admit(s, Kind::Closed));
+            return Ok(self.admit(r, s, Kind::Closed));
         }
-        self.acquire_not_closed(s)
+        self.acquire_not_closed(r, s)
     }
 
     /// The other hot path, a rejection inside the cooldown, kept apart from the
     /// transition loop so it stays small.
     #[inline(never)]
-    fn acquire_not_closed(&self, s: Snapshot) -> Result<Ticket, Rejected> {
+    fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
             let now = self.ticks();
             let deadline = s.ticks() + self.cooldown(s);
             if now < deadline {
-                return Err(self.reject(State::Open, Some(ticks_to_duration(deadline - now))));
+                return Err(self.reject(r, State::Open, deadline - now));
             }
         }
-        self.acquire_slow(s)
+        self.acquire_slow(r, s)
     }
 
     #[inline]
-    fn admit(&self, s: Snapshot, kind: Kind) -> Ticket {
-        self.stripes.bump(self.stripes.mine(), Counter::Admitted);
+    fn admit(&self, r: StripeRef<'_>, s: Snapshot, kind: Kind) -> Ticket {
+        Stripes::bump(r, Counter::Admitted);
         let started = match self.config.slow_calls {
             Some(slow) => self.timer(slow),
             None => 0,
@@ -401,26 +409,28 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
+    /// A rejection by `state` that admits a call in `ticks`.
     #[inline]
-    fn reject(&self, state: State, retry_after: Option<Duration>) -> Rejected {
-        self.stripes.bump(self.stripes.mine(), Counter::Rejected);
-        Rejected::new(state, retry_after)
+    fn reject(&self, r: StripeRef<'_>, state: State, ticks: u64) -> Rejected {
+        Stripes::bump(r, Counter::Rejected);
+        Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
     #[inline(never)]
-    fn acquire_slow(&self, mut s: Snapshot) -> Result<Ticket, Rejected> {
+    fn acquire_slow(&self, r: StripeRef<'_>, mut s: Snapshot) -> Result<Ticket, Rejected> {
         loop {
             s = match s.state() {
-                State::Closed => return Ok(self.admit(s, Kind::Closed)),
-                State::Disabled => return Ok(self.admit(s, Kind::Disabled)),
-                State::ForcedOpen => return Err(self.reject(State::ForcedOpen, None)),
+                State::Closed => return Ok(self.admit(r, s, Kind::Closed)),
+                State::Disabled => return Ok(self.admit(r, s, Kind::Disabled)),
+                State::ForcedOpen => {
+                    Stripes::bump(r, Counter::Rejected);
+                    return Err(Rejected::until_reset(State::ForcedOpen));
+                }
                 State::Open => {
                     let now = self.ticks();
                     let deadline = s.ticks() + self.cooldown(s);
                     if now < deadline {
-                        return Err(
-                            self.reject(State::Open, Some(ticks_to_duration(deadline - now)))
-                        );
+                        return Err(self.reject(r, State::Open, deadline - now));
                     }
                     let update = self.word.transition(s, |cur| {
                         (cur == s).then(|| cur.next(State::HalfOpen, cur.level(), now))
@@ -435,11 +445,8 @@ impl<C: Clock> CircuitBreaker<C> {
                         self.reopen(s, now, Reason::HalfOpenTimeout)
                     } else {
                         match self.take_probe(s) {
-                            Probe::Taken => return Ok(self.admit(s, Kind::Probe)),
-                            Probe::Full => {
-                                return Err(self
-                                    .reject(State::HalfOpen, Some(ticks_to_duration(ends - now))));
-                            }
+                            Probe::Taken => return Ok(self.admit(r, s, Kind::Probe)),
+                            Probe::Full => return Err(self.reject(r, State::HalfOpen, ends - now)),
                             Probe::Retry(cur) => cur,
                         }
                     }
@@ -528,6 +535,12 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Records the outcome of an admitted call.
     #[inline]
     pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome) {
+        self.record_in(self.stripes.mine(), ticket, outcome);
+    }
+
+    /// Records an outcome, counting in the stripe `r` of the calling thread.
+    #[inline]
+    pub(crate) fn record_in(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
         let s = self.word.load();
         if outcome == Outcome::Success
             && ticket.kind == Kind::Closed
@@ -537,8 +550,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // The hot path: a fresh, untimed closed-state success. It writes only
             // this thread's stripe, and reads the streak (never writing it when it is
             // already zero).
-            let r = self.stripes.mine();
-            self.stripes.bump(r, Counter::Successes);
+            Stripes::bump(r, Counter::Successes);
             if self.config.consecutive_failures.is_some() {
                 self.clear_streak(ticket.generation);
             }
@@ -553,21 +565,20 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             return;
         }
-        self.record_slow(s, ticket, outcome);
+        self.record_slow(r, s, ticket, outcome);
     }
 
     #[inline(never)]
-    fn record_slow(&self, s: Snapshot, ticket: Ticket, outcome: Outcome) {
-        let r = self.stripes.mine();
+    fn record_slow(&self, r: StripeRef<'_>, s: Snapshot, ticket: Ticket, outcome: Outcome) {
         if s.generation() != ticket.generation {
             // Admitted under an earlier phase: the breaker has moved on, and this
             // result must not decide the new phase.
-            self.stripes.bump(r, Counter::Stale);
+            Stripes::bump(r, Counter::Stale);
             return;
         }
         let failed = match outcome {
             Outcome::Ignored => {
-                self.stripes.bump(r, Counter::Ignored);
+                Stripes::bump(r, Counter::Ignored);
                 if ticket.kind == Kind::Probe {
                     self.release_probe(ticket.generation);
                 }
@@ -577,7 +588,7 @@ impl<C: Clock> CircuitBreaker<C> {
             Outcome::Failure => true,
         };
         let slow = self.is_slow(ticket);
-        self.stripes.bump(
+        Stripes::bump(
             r,
             if failed {
                 Counter::Failures
@@ -586,7 +597,7 @@ impl<C: Clock> CircuitBreaker<C> {
             },
         );
         if slow {
-            self.stripes.bump(r, Counter::Slow);
+            Stripes::bump(r, Counter::Slow);
         }
         match ticket.kind {
             Kind::Closed => self.record_closed(r, s, Sample { failed, slow }),
@@ -601,8 +612,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Records a permit dropped without an outcome: ignored, and counted as dropped.
     #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
-        let r = self.stripes.mine();
-        self.stripes.bump(r, Counter::Dropped);
+        Stripes::bump(self.stripes.mine(), Counter::Dropped);
         if ticket.kind == Kind::Probe && self.word.load().generation() == ticket.generation {
             self.release_probe(ticket.generation);
         }
@@ -625,7 +635,7 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    fn record_closed(&self, r: StripeRef, s: Snapshot, sample: Sample) {
+    fn record_closed(&self, r: StripeRef<'_>, s: Snapshot, sample: Sample) {
         let generation = s.generation();
         let mut streak = 0;
         if self.config.consecutive_failures.is_some() {

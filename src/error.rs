@@ -23,15 +23,32 @@ use std::time::Duration;
 /// assert_eq!(rejected.retry_after(), None); // open until someone resets it
 /// # Ok::<(), cutout::ConfigError>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Rejected {
     state: State,
-    retry_after: Option<Duration>,
+    /// Milliseconds (the breaker's tick), or [`Rejected::NEVER`]: 16 bytes in all, so
+    /// a rejection travels through `Result`s in registers.
+    retry_after_ms: u64,
 }
 
 impl Rejected {
-    pub(crate) fn new(state: State, retry_after: Option<Duration>) -> Rejected {
-        Rejected { state, retry_after }
+    const NEVER: u64 = u64::MAX;
+
+    /// A rejection by `state`, which admits a call in `ms` milliseconds.
+    #[inline]
+    pub(crate) fn after_ms(state: State, ms: u64) -> Rejected {
+        Rejected {
+            state,
+            retry_after_ms: ms.min(Self::NEVER - 1),
+        }
+    }
+
+    /// A rejection with no scheduled end (forced open).
+    pub(crate) fn until_reset(state: State) -> Rejected {
+        Rejected {
+            state,
+            retry_after_ms: Self::NEVER,
+        }
     }
 
     /// The state that rejected the call: `Open`, `HalfOpen` (every probe slot is
@@ -47,14 +64,23 @@ impl Rejected {
     ///   latest moment at which the probes' verdict is known.
     /// - `ForcedOpen`: `None`, since only [`reset`](crate::CircuitBreaker::reset) ends it.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        (self.retry_after_ms != Self::NEVER).then(|| Duration::from_millis(self.retry_after_ms))
+    }
+}
+
+impl fmt::Debug for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("state", &self.state)
+            .field("retry_after", &self.retry_after())
+            .finish()
     }
 }
 
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "circuit breaker is {}", self.state)?;
-        match self.retry_after {
+        match self.retry_after() {
             Some(after) => write!(f, "; retry after {after:?}"),
             None => f.write_str("; closed only by a manual reset"),
         }
@@ -182,12 +208,23 @@ mod tests {
 
     #[test]
     fn rejection_message_says_state_and_when() {
-        let r = Rejected::new(State::Open, Some(Duration::from_millis(250)));
+        let r = Rejected::after_ms(State::Open, 250);
         assert_eq!(r.to_string(), "circuit breaker is open; retry after 250ms");
         let e: Error<std::io::Error> = r.into();
         assert!(e.is_rejected());
         assert!(std::error::Error::source(&e).is_some());
         assert_eq!(e.rejected(), Some(&r));
+    }
+
+    #[test]
+    fn a_forced_rejection_has_no_retry_time() {
+        let r = Rejected::until_reset(State::ForcedOpen);
+        assert_eq!(r.retry_after(), None);
+        assert_eq!(
+            r.to_string(),
+            "circuit breaker is forced_open; closed only by a manual reset"
+        );
+        assert_eq!(std::mem::size_of::<Rejected>(), 16);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use crate::breaker::CircuitBreaker;
 use crate::clock::{Clock, DefaultClock};
+use crate::stripe::StripeRef;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -108,6 +109,13 @@ impl<'a, C: Clock> Permit<'a, C> {
     pub fn record(self, outcome: Outcome) {
         let this = ManuallyDrop::new(self);
         this.breaker.record(this.ticket, outcome);
+    }
+
+    /// Records `outcome`, counting in the calling thread's stripe `r`.
+    #[inline]
+    pub(crate) fn record_in(self, r: StripeRef<'_>, outcome: Outcome) {
+        let this = ManuallyDrop::new(self);
+        this.breaker.record_in(r, this.ticket, outcome);
     }
 
     /// The generation this call was admitted under.

@@ -43,9 +43,10 @@ pub(crate) enum Counter {
 /// How many lifetime counters a stripe has.
 pub(crate) const COUNTERS: usize = 8;
 
-/// Where this thread writes: a stripe and whether it owns it.
+/// Where this thread writes: a stripe, its counter line, and whether it owns it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct StripeRef {
+pub(crate) struct StripeRef<'a> {
+    counters: &'a [AtomicU64; COUNTERS + SCRATCH],
     index: usize,
     owned: bool,
 }
@@ -98,9 +99,14 @@ impl Stripes {
 
     /// The stripe the calling thread writes: its own, or the shared one.
     #[inline]
-    pub(crate) fn mine(&self) -> StripeRef {
-        let index = slot::current().min(self.owned);
+    pub(crate) fn mine(&self) -> StripeRef<'_> {
+        self.stripe(slot::current().min(self.owned))
+    }
+
+    #[inline]
+    fn stripe(&self, index: usize) -> StripeRef<'_> {
         StripeRef {
+            counters: &self.counters[index],
             index,
             owned: index < self.owned,
         }
@@ -108,27 +114,24 @@ impl Stripes {
 
     /// Bucket `b` of a stripe.
     #[inline]
-    pub(crate) fn bucket(&self, r: StripeRef, b: usize) -> &Bucket {
+    pub(crate) fn bucket(&self, r: StripeRef<'_>, b: usize) -> &Bucket {
         &self.lines[r.index * self.lines_per_stripe + b / LINE_BUCKETS][b % LINE_BUCKETS]
     }
 
     /// Scratch word `i` of a stripe: for its owner only.
     #[inline]
-    pub(crate) fn scratch(&self, r: StripeRef, i: usize) -> &AtomicU64 {
-        &self.counters[r.index][COUNTERS + i]
+    pub(crate) fn scratch(r: StripeRef<'_>, i: usize) -> &AtomicU64 {
+        &r.counters[COUNTERS + i]
     }
 
     /// Every stripe, for readers.
-    pub(crate) fn all(&self) -> impl Iterator<Item = StripeRef> + '_ {
-        (0..=self.owned).map(move |index| StripeRef {
-            index,
-            owned: index < self.owned,
-        })
+    pub(crate) fn all(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
+        (0..=self.owned).map(move |index| self.stripe(index))
     }
 
     /// Adds `n` to `word`, which is in the stripe `r`.
     #[inline]
-    pub(crate) fn add(r: StripeRef, word: &AtomicU64, n: u64) {
+    pub(crate) fn add(r: StripeRef<'_>, word: &AtomicU64, n: u64) {
         if r.owned {
             // Relaxed: this thread is the stripe's only writer, so a plain load and
             // store cannot lose an update; readers only sum.
@@ -143,8 +146,8 @@ impl Stripes {
     }
 
     #[inline]
-    pub(crate) fn bump(&self, r: StripeRef, counter: Counter) {
-        Stripes::add(r, &self.counters[r.index][counter as usize], 1);
+    pub(crate) fn bump(r: StripeRef<'_>, counter: Counter) {
+        Stripes::add(r, &r.counters[counter as usize], 1);
     }
 
     /// The sum of one counter over every stripe.
@@ -156,7 +159,7 @@ impl Stripes {
             .fold(0, u64::wrapping_add)
     }
 
-    pub(crate) fn is_owned(r: StripeRef) -> bool {
+    pub(crate) fn is_owned(r: StripeRef<'_>) -> bool {
         r.owned
     }
 
@@ -177,7 +180,7 @@ mod tests {
             for _ in 0..8 {
                 s.spawn(|| {
                     for _ in 0..10_000 {
-                        stripes.bump(stripes.mine(), Counter::Successes);
+                        Stripes::bump(stripes.mine(), Counter::Successes);
                     }
                 });
             }

@@ -122,19 +122,19 @@ impl Window {
     /// caches the answer for its current bucket in its scratch words (its owner is
     /// the only thread that reads or writes them).
     #[inline]
-    fn locate(&self, stripes: &Stripes, r: StripeRef, nanos: u64) -> (u64, usize) {
+    fn locate(&self, r: StripeRef<'_>, nanos: u64) -> (u64, usize) {
         if !Stripes::is_owned(r) {
             let epoch = self.epoch(nanos);
             return (epoch, (epoch % self.buckets) as usize);
         }
         // Relaxed throughout: private to the owning thread.
-        let end = stripes.scratch(r, CACHE_END);
+        let end = Stripes::scratch(r, CACHE_END);
         let cached_end = end.load(Ordering::Relaxed);
         if nanos < cached_end && nanos >= cached_end - self.bucket_nanos {
-            let epoch = stripes.scratch(r, CACHE_EPOCH).load(Ordering::Relaxed);
+            let epoch = Stripes::scratch(r, CACHE_EPOCH).load(Ordering::Relaxed);
             return (
                 epoch,
-                stripes.scratch(r, CACHE_SLOT).load(Ordering::Relaxed) as usize,
+                Stripes::scratch(r, CACHE_SLOT).load(Ordering::Relaxed) as usize,
             );
         }
         let epoch = self.epoch(nanos);
@@ -143,12 +143,8 @@ impl Window {
             (epoch + 1).saturating_mul(self.bucket_nanos),
             Ordering::Relaxed,
         );
-        stripes
-            .scratch(r, CACHE_EPOCH)
-            .store(epoch, Ordering::Relaxed);
-        stripes
-            .scratch(r, CACHE_SLOT)
-            .store(slot, Ordering::Relaxed);
+        Stripes::scratch(r, CACHE_EPOCH).store(epoch, Ordering::Relaxed);
+        Stripes::scratch(r, CACHE_SLOT).store(slot, Ordering::Relaxed);
         (epoch, slot as usize)
     }
 
@@ -158,12 +154,12 @@ impl Window {
     pub(crate) fn record(
         &self,
         stripes: &Stripes,
-        r: StripeRef,
+        r: StripeRef<'_>,
         generation: u16,
         nanos: u64,
         s: Sample,
     ) -> bool {
-        let (epoch, slot) = self.locate(stripes, r, nanos);
+        let (epoch, slot) = self.locate(r, nanos);
         let mine = Tag::new(generation, epoch);
         let bucket = stripes.bucket(r, slot);
         // Acquire: pairs with the Release of the rotation that wrote the tag.
