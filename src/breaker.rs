@@ -402,11 +402,7 @@ impl<C: Clock> CircuitBreaker<C> {
             Some(slow) => self.timer(slow),
             None => 0,
         };
-        Ticket {
-            generation: s.generation(),
-            kind,
-            started,
-        }
+        Ticket::new(s.generation(), kind, started)
     }
 
     /// A rejection by `state` that admits a call in `ticks`.
@@ -543,8 +539,8 @@ impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn record_in(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
         let s = self.word.load();
         if outcome == Outcome::Success
-            && ticket.kind == Kind::Closed
-            && s.generation() == ticket.generation
+            && ticket.kind() == Kind::Closed
+            && s.generation() == ticket.generation()
             && self.config.slow_calls.is_none()
         {
             // The hot path: a fresh, untimed closed-state success. It writes only
@@ -552,13 +548,13 @@ impl<C: Clock> CircuitBreaker<C> {
             // already zero).
             Stripes::bump(r, Counter::Successes);
             if self.config.consecutive_failures.is_some() {
-                self.clear_streak(ticket.generation);
+                self.clear_streak(ticket.generation());
             }
             if let Some(w) = &self.window {
                 w.record(
                     &self.stripes,
                     r,
-                    ticket.generation,
+                    ticket.generation(),
                     self.now_nanos(),
                     Sample::SUCCESS,
                 );
@@ -570,7 +566,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     #[inline(never)]
     fn record_slow(&self, r: StripeRef<'_>, s: Snapshot, ticket: Ticket, outcome: Outcome) {
-        if s.generation() != ticket.generation {
+        if s.generation() != ticket.generation() {
             // Admitted under an earlier phase: the breaker has moved on, and this
             // result must not decide the new phase.
             Stripes::bump(r, Counter::Stale);
@@ -579,8 +575,8 @@ impl<C: Clock> CircuitBreaker<C> {
         let failed = match outcome {
             Outcome::Ignored => {
                 Stripes::bump(r, Counter::Ignored);
-                if ticket.kind == Kind::Probe {
-                    self.release_probe(ticket.generation);
+                if ticket.kind() == Kind::Probe {
+                    self.release_probe(ticket.generation());
                 }
                 return;
             }
@@ -599,7 +595,7 @@ impl<C: Clock> CircuitBreaker<C> {
         if slow {
             Stripes::bump(r, Counter::Slow);
         }
-        match ticket.kind {
+        match ticket.kind() {
             Kind::Closed => self.record_closed(r, s, Sample { failed, slow }),
             Kind::Probe if failed || slow => {
                 let _ = self.reopen(s, self.ticks(), Reason::ProbeFailed);
@@ -613,8 +609,8 @@ impl<C: Clock> CircuitBreaker<C> {
     #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
         Stripes::bump(self.stripes.mine(), Counter::Dropped);
-        if ticket.kind == Kind::Probe && self.word.load().generation() == ticket.generation {
-            self.release_probe(ticket.generation);
+        if ticket.kind() == Kind::Probe && self.word.load().generation() == ticket.generation() {
+            self.release_probe(ticket.generation());
         }
     }
 
@@ -622,7 +618,7 @@ impl<C: Clock> CircuitBreaker<C> {
     fn is_slow(&self, ticket: Ticket) -> bool {
         self.config
             .slow_calls
-            .is_some_and(|s| self.timer(s).saturating_sub(ticket.started) > s.threshold_nanos)
+            .is_some_and(|s| ticket.elapsed(self.timer(s)) > s.threshold_nanos)
     }
 
     /// The reading that times calls for the slow-call policy (see `Builder::slow_calls`).

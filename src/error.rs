@@ -25,36 +25,35 @@ use std::time::Duration;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Rejected {
-    state: State,
-    /// Milliseconds (the breaker's tick), or [`Rejected::NEVER`]: 16 bytes in all, so
-    /// a rejection travels through `Result`s in registers.
-    retry_after_ms: u64,
+    /// The state's code (3 bits) and the retry time in milliseconds (the breaker's
+    /// tick) above it, or [`Rejected::NEVER`]: one word, so a `Result` of a permit
+    /// or a rejection travels in registers.
+    packed: u64,
 }
 
 impl Rejected {
-    const NEVER: u64 = u64::MAX;
+    const STATE_BITS: u32 = 3;
+    const NEVER: u64 = u64::MAX >> Rejected::STATE_BITS;
 
     /// A rejection by `state`, which admits a call in `ms` milliseconds.
     #[inline]
     pub(crate) fn after_ms(state: State, ms: u64) -> Rejected {
         Rejected {
-            state,
-            retry_after_ms: ms.min(Self::NEVER - 1),
+            packed: ms.min(Rejected::NEVER - 1) << Rejected::STATE_BITS | state.code(),
         }
     }
 
     /// A rejection with no scheduled end (forced open).
     pub(crate) fn until_reset(state: State) -> Rejected {
         Rejected {
-            state,
-            retry_after_ms: Self::NEVER,
+            packed: Rejected::NEVER << Rejected::STATE_BITS | state.code(),
         }
     }
 
     /// The state that rejected the call: `Open`, `HalfOpen` (every probe slot is
     /// taken) or `ForcedOpen`.
     pub fn state(&self) -> State {
-        self.state
+        State::from_code(self.packed & ((1 << Rejected::STATE_BITS) - 1))
     }
 
     /// How long until a call can be admitted.
@@ -64,14 +63,15 @@ impl Rejected {
     ///   latest moment at which the probes' verdict is known.
     /// - `ForcedOpen`: `None`, since only [`reset`](crate::CircuitBreaker::reset) ends it.
     pub fn retry_after(&self) -> Option<Duration> {
-        (self.retry_after_ms != Self::NEVER).then(|| Duration::from_millis(self.retry_after_ms))
+        let ms = self.packed >> Rejected::STATE_BITS;
+        (ms != Rejected::NEVER).then(|| Duration::from_millis(ms))
     }
 }
 
 impl fmt::Debug for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rejected")
-            .field("state", &self.state)
+            .field("state", &self.state())
             .field("retry_after", &self.retry_after())
             .finish()
     }
@@ -79,7 +79,7 @@ impl fmt::Debug for Rejected {
 
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "circuit breaker is {}", self.state)?;
+        write!(f, "circuit breaker is {}", self.state())?;
         match self.retry_after() {
             Some(after) => write!(f, "; retry after {after:?}"),
             None => f.write_str("; closed only by a manual reset"),
@@ -224,7 +224,7 @@ mod tests {
             r.to_string(),
             "circuit breaker is forced_open; closed only by a manual reset"
         );
-        assert_eq!(std::mem::size_of::<Rejected>(), 16);
+        assert_eq!(std::mem::size_of::<Rejected>(), 8);
     }
 
     #[test]

@@ -40,18 +40,69 @@ impl Outcome {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
-    Closed,
-    Probe,
-    Disabled,
+    Closed = 0,
+    Probe = 1,
+    Disabled = 2,
 }
 
-/// What an admission hands the outcome: the generation it was admitted under, as
-/// what, and when (for the slow-call policy; 0 when calls are not timed).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ticket {
-    pub(crate) generation: u16,
-    pub(crate) kind: Kind,
-    pub(crate) started: u64,
+/// What an admission hands the outcome, packed in one `u64` so that it (and a
+/// `Result` of it) travels in registers, never through a partial store and a wide
+/// reload:
+///
+/// ```text
+///  63                          18 17  16 15          0
+/// +------------------------------+------+------------+
+/// | started (low 46 bits of ns)  | kind | generation |
+/// +------------------------------+------+------------+
+/// ```
+///
+/// `started` is the clock reading at admission when the slow-call policy times
+/// calls (else 0). Only its low 46 bits are kept: an elapsed time is their
+/// difference modulo 2^46 ns (19.5 hours), exact for any call shorter than that.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket(u64);
+
+const STARTED_SHIFT: u32 = 18;
+const STARTED_MASK: u64 = (1 << (64 - STARTED_SHIFT)) - 1;
+
+impl Ticket {
+    #[inline]
+    pub(crate) fn new(generation: u16, kind: Kind, started: u64) -> Ticket {
+        Ticket(
+            (started & STARTED_MASK) << STARTED_SHIFT | (kind as u64) << 16 | u64::from(generation),
+        )
+    }
+
+    #[inline]
+    pub(crate) fn generation(self) -> u16 {
+        self.0 as u16
+    }
+
+    #[inline]
+    pub(crate) fn kind(self) -> Kind {
+        match self.0 >> 16 & 3 {
+            0 => Kind::Closed,
+            1 => Kind::Probe,
+            _ => Kind::Disabled,
+        }
+    }
+
+    /// Nanoseconds from admission to `now` (a reading of the same clock), modulo
+    /// 2^46 ns.
+    #[inline]
+    pub(crate) fn elapsed(self, now: u64) -> u64 {
+        now.wrapping_sub(self.0 >> STARTED_SHIFT) & STARTED_MASK
+    }
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("generation", &self.generation())
+            .field("kind", &self.kind())
+            .field("started", &(self.0 >> STARTED_SHIFT))
+            .finish()
+    }
 }
 
 /// Permission to make one call, from [`CircuitBreaker::try_acquire`].
@@ -120,12 +171,12 @@ impl<'a, C: Clock> Permit<'a, C> {
 
     /// The generation this call was admitted under.
     pub fn generation(&self) -> u16 {
-        self.ticket.generation
+        self.ticket.generation()
     }
 
     /// Whether this call is a half-open probe.
     pub fn is_probe(&self) -> bool {
-        self.ticket.kind == Kind::Probe
+        self.ticket.kind() == Kind::Probe
     }
 }
 
@@ -185,12 +236,12 @@ impl<C: Clock> OwnedPermit<C> {
 
     /// The generation this call was admitted under.
     pub fn generation(&self) -> u16 {
-        self.ticket.map_or(0, |t| t.generation)
+        self.ticket.map_or(0, Ticket::generation)
     }
 
     /// Whether this call is a half-open probe.
     pub fn is_probe(&self) -> bool {
-        self.ticket.is_some_and(|t| t.kind == Kind::Probe)
+        self.ticket.is_some_and(|t| t.kind() == Kind::Probe)
     }
 }
 
@@ -207,5 +258,26 @@ impl<C: Clock> fmt::Debug for OwnedPermit<C> {
         f.debug_struct("OwnedPermit")
             .field("ticket", &self.ticket)
             .finish()
+    }
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ticket_keeps_its_fields_and_times_modulo_2_pow_46() {
+        for kind in [Kind::Closed, Kind::Probe, Kind::Disabled] {
+            let t = Ticket::new(0xbeef, kind, 5_000);
+            assert_eq!((t.generation(), t.kind()), (0xbeef, kind));
+            assert_eq!(t.elapsed(7_500), 2_500);
+        }
+        // A start whose high bits were dropped still times a short call exactly.
+        let late = (1u64 << 50) + 123;
+        assert_eq!(
+            Ticket::new(1, Kind::Closed, late).elapsed(late + 1_000),
+            1_000
+        );
+        assert_eq!(std::mem::size_of::<Result<Ticket, crate::Rejected>>(), 16);
     }
 }

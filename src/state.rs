@@ -64,7 +64,7 @@ pub enum State {
 }
 
 impl State {
-    const fn code(self) -> u64 {
+    pub(crate) const fn code(self) -> u64 {
         match self {
             State::Closed => 0,
             State::Open => 1,
@@ -74,7 +74,7 @@ impl State {
         }
     }
 
-    const fn from_code(code: u64) -> State {
+    pub(crate) const fn from_code(code: u64) -> State {
         match code {
             0 => State::Closed,
             1 => State::Open,
