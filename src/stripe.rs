@@ -43,12 +43,24 @@ pub(crate) enum Counter {
 /// How many lifetime counters a stripe has.
 pub(crate) const COUNTERS: usize = 8;
 
-/// Where this thread writes: a stripe, its counter line, and whether it owns it.
+/// Where this thread writes: a stripe's counter line, and its index with whether
+/// the thread owns it (`index << 1 | owned`). Two words, so it travels in registers.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StripeRef<'a> {
     counters: &'a [AtomicU64; COUNTERS + SCRATCH],
-    index: usize,
-    owned: bool,
+    index_owned: usize,
+}
+
+impl StripeRef<'_> {
+    #[inline]
+    fn index(self) -> usize {
+        self.index_owned >> 1
+    }
+
+    #[inline]
+    fn owned(self) -> bool {
+        self.index_owned & 1 == 1
+    }
 }
 
 pub(crate) struct Stripes {
@@ -107,15 +119,14 @@ impl Stripes {
     fn stripe(&self, index: usize) -> StripeRef<'_> {
         StripeRef {
             counters: &self.counters[index],
-            index,
-            owned: index < self.owned,
+            index_owned: index << 1 | usize::from(index < self.owned),
         }
     }
 
     /// Bucket `b` of a stripe.
     #[inline]
     pub(crate) fn bucket(&self, r: StripeRef<'_>, b: usize) -> &Bucket {
-        &self.lines[r.index * self.lines_per_stripe + b / LINE_BUCKETS][b % LINE_BUCKETS]
+        &self.lines[r.index() * self.lines_per_stripe + b / LINE_BUCKETS][b % LINE_BUCKETS]
     }
 
     /// Scratch word `i` of a stripe: for its owner only.
@@ -132,7 +143,7 @@ impl Stripes {
     /// Adds `n` to `word`, which is in the stripe `r`.
     #[inline]
     pub(crate) fn add(r: StripeRef<'_>, word: &AtomicU64, n: u64) {
-        if r.owned {
+        if r.owned() {
             // Relaxed: this thread is the stripe's only writer, so a plain load and
             // store cannot lose an update; readers only sum.
             word.store(
@@ -160,7 +171,7 @@ impl Stripes {
     }
 
     pub(crate) fn is_owned(r: StripeRef<'_>) -> bool {
-        r.owned
+        r.owned()
     }
 
     /// Heap bytes held.
