@@ -541,11 +541,11 @@ impl<C: Clock> CircuitBreaker<C> {
         if outcome == Outcome::Success
             && ticket.kind() == Kind::Closed
             && s.generation() == ticket.generation()
-            && self.config.slow_calls.is_none()
+            && !self.is_slow(ticket)
         {
-            // The hot path: a fresh, untimed closed-state success. It writes only
-            // this thread's stripe, and reads the streak (never writing it when it is
-            // already zero).
+            // The hot path: a fresh closed-state success that was not slow. It
+            // writes only this thread's stripe, and reads the streak (never writing
+            // it when it is already zero).
             Stripes::bump(r, Counter::Successes);
             if self.config.consecutive_failures.is_some() {
                 self.clear_streak(ticket.generation());

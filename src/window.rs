@@ -196,25 +196,23 @@ impl Window {
 
     /// The window's counts for `generation` as seen at `nanos`.
     pub(crate) fn counts(&self, stripes: &Stripes, generation: u16, nanos: u64) -> WindowCounts {
+        // The tags that count: this generation, epochs `now-K+1 ..= now`. The
+        // generation is the tag's high bits, so that is one range of tag values.
         let now = self.epoch(nanos);
+        let first = Tag::new(generation, now.saturating_sub(self.buckets - 1)).0;
+        let span = Tag::new(generation, now).0 - first;
         let mut c = WindowCounts::default();
-        for r in stripes.all() {
-            for slot in 0..self.buckets as usize {
-                let bucket = stripes.bucket(r, slot);
-                // Acquire: see the module's Orderings.
-                let tag = Tag(bucket[TAG].load(Ordering::Acquire));
-                if tag.generation() != generation
-                    || tag.epoch() > now
-                    || tag.epoch() + self.buckets <= now
-                {
-                    continue;
-                }
-                // Relaxed: counts only; the tag's Acquire ordered them.
-                let read = |w: usize| bucket[w].load(Ordering::Relaxed);
-                c.calls += read(CALLS);
-                c.failures += read(FAILURES);
-                c.slow += read(SLOW);
+        // Every bucket of every stripe. The padding buckets that round a stripe up
+        // to whole lines are never written: all zero, they add nothing.
+        for bucket in stripes.all_buckets() {
+            // Acquire: see the module's Orderings.
+            if bucket[TAG].load(Ordering::Acquire).wrapping_sub(first) > span {
+                continue;
             }
+            // Relaxed: counts only; the tag's Acquire ordered them.
+            c.calls += bucket[CALLS].load(Ordering::Relaxed);
+            c.failures += bucket[FAILURES].load(Ordering::Relaxed);
+            c.slow += bucket[SLOW].load(Ordering::Relaxed);
         }
         c
     }
