@@ -14,19 +14,29 @@
 //! last store.
 
 use crate::sync::{Mutex, Ordering};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// The slot of a thread whose thread-local storage is already torn down (a permit
 /// dropped from another thread-local's destructor): it always takes the shared stripe.
 pub(crate) const NO_SLOT: usize = usize::MAX;
 
 struct Registry {
-    free: Mutex<Vec<usize>>,
+    /// Released slots, lowest first: a new thread takes the lowest free slot, so the
+    /// owned stripes (the lowest slots) go to live threads even when threads come
+    /// and go.
+    free: Mutex<BinaryHeap<Reverse<usize>>>,
     next: crate::sync::AtomicUsize,
 }
 
 impl Registry {
     fn acquire(&self) -> usize {
-        let reused = self.free.lock().ok().and_then(|mut free| free.pop());
+        let reused = self
+            .free
+            .lock()
+            .ok()
+            .and_then(|mut free| free.pop())
+            .map(|Reverse(slot)| slot);
         // Relaxed: the counter only hands out distinct numbers; nothing is published
         // through it.
         reused.unwrap_or_else(|| self.next.fetch_add(1, Ordering::Relaxed))
@@ -35,7 +45,7 @@ impl Registry {
     #[cfg_attr(cutout_loom, allow(dead_code))]
     fn release(&self, slot: usize) {
         if let Ok(mut free) = self.free.lock() {
-            free.push(slot);
+            free.push(Reverse(slot));
         }
     }
 }
@@ -63,7 +73,7 @@ impl Drop for Guard {
 #[cfg(not(cutout_loom))]
 fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
     static REGISTRY: Registry = Registry {
-        free: Mutex::new(Vec::new()),
+        free: Mutex::new(BinaryHeap::new()),
         next: crate::sync::AtomicUsize::new(0),
     };
     f(&REGISTRY)
@@ -73,7 +83,7 @@ fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
 fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
     loom::lazy_static! {
         static ref REGISTRY: Registry = Registry {
-            free: Mutex::new(Vec::new()),
+            free: Mutex::new(BinaryHeap::new()),
             next: crate::sync::AtomicUsize::new(0),
         };
     }
@@ -127,14 +137,17 @@ mod tests {
     }
 
     #[test]
-    fn a_released_slot_is_handed_out_again_before_new_ones() {
+    fn the_lowest_released_slot_is_handed_out_before_new_ones() {
         let registry = Registry {
-            free: Mutex::new(Vec::new()),
+            free: Mutex::new(BinaryHeap::new()),
             next: crate::sync::AtomicUsize::new(0),
         };
-        assert_eq!((registry.acquire(), registry.acquire()), (0, 1));
-        registry.release(0);
-        assert_eq!(registry.acquire(), 0);
-        assert_eq!(registry.acquire(), 2);
+        let slots: Vec<usize> = (0..4).map(|_| registry.acquire()).collect();
+        assert_eq!(slots, [0, 1, 2, 3]);
+        registry.release(3);
+        registry.release(1);
+        assert_eq!(registry.acquire(), 1, "the lowest free slot first");
+        assert_eq!(registry.acquire(), 3);
+        assert_eq!(registry.acquire(), 4);
     }
 }
