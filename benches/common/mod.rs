@@ -235,6 +235,23 @@ pub fn cutout_consecutive(n: u32) -> Cutout {
     )
 }
 
+/// cutout with the consecutive-failure policy, a name and an `on_transition`
+/// listener: with `--features metrics,tracing` it also carries both exports. A
+/// success makes no event, so this must cost what `cutout_consecutive` costs.
+pub fn cutout_observed(n: u32) -> Cutout {
+    Cutout(
+        CircuitBreaker::builder()
+            .name("bench")
+            .consecutive_failures(n)
+            .open_duration(LONG)
+            .on_transition(|t| {
+                black_box(t);
+            })
+            .build()
+            .unwrap(),
+    )
+}
+
 /// cutout with the default rate window (10 s, 10 buckets, 50% of at least
 /// `minimum_calls`).
 pub fn cutout_window(minimum_calls: u32) -> Cutout {
@@ -302,6 +319,7 @@ pub fn closed(v: &mut impl Visit) {
     v.visit("floor_load", FloorLoad::new(false));
     v.visit("floor_load_fetch_add", FloorLoadAdd::new(false));
     v.visit("cutout_consecutive", cutout_consecutive(5));
+    v.visit("cutout_observed", cutout_observed(5));
     v.visit("cutout_window", cutout_window(20));
     v.visit("cutout_window_slow", cutout_window_slow(20));
     v.visit("failsafe_consecutive", failsafe_consecutive(5, LONG));
