@@ -16,7 +16,7 @@ use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 impl<C: Clock> CircuitBreaker<C> {
     /// Runs the future `call` through the breaker: `Err` is a failure, `Ok` a
@@ -139,31 +139,41 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if this.permit.is_none() {
-            if this.classify.is_none() {
-                return Poll::Pending; // polled after completion
-            }
-            match this.breaker.try_acquire() {
-                Ok(permit) => *this.permit = Some(permit),
+        // The permit stays in a local while the call is polled and goes into the
+        // future only if the call is pending: a call that is ready at once never
+        // round-trips its permit through memory.
+        let permit = match this.permit.take() {
+            Some(permit) => permit,
+            None if this.classify.is_none() => return Poll::Pending, // polled after completion
+            None => match this.breaker.try_acquire() {
+                Ok(permit) => permit,
                 Err(rejected) => {
                     *this.classify = None;
                     this.call.set(None);
                     return Poll::Ready(Err(Error::Rejected(rejected)));
                 }
+            },
+        };
+        let Some(call) = this.call.as_mut().as_pin_mut() else {
+            *this.permit = Some(permit); // unreachable: admitted calls are not done yet
+            return Poll::Pending;
+        };
+        // A panic in the call unwinds through here and drops the permit, which
+        // records the call as ignored.
+        match call.poll(cx) {
+            Poll::Pending => {
+                *this.permit = Some(permit);
+                Poll::Pending
+            }
+            Poll::Ready(result) => {
+                this.call.set(None);
+                match this.classify.take() {
+                    Some(classify) => permit.record(classify(&result)),
+                    None => drop(permit), // unreachable: classify is taken only here
+                }
+                Poll::Ready(result.map_err(Error::Inner))
             }
         }
-        let Some(call) = this.call.as_mut().as_pin_mut() else {
-            return Poll::Pending; // unreachable: admitted calls are not done yet
-        };
-        // A panic here unwinds with the permit still held; dropping the future
-        // then records the call as ignored.
-        let result = ready!(call.poll(cx));
-        this.call.set(None);
-        if let (Some(permit), Some(classify)) = (this.permit.take(), this.classify.take()) {
-            let outcome = classify(&result);
-            permit.record(outcome);
-        }
-        Poll::Ready(result.map_err(Error::Inner))
     }
 }
 
