@@ -82,8 +82,16 @@ const DEFAULT_NAME: &str = "default";
 /// # Ok::<(), cutout::ConfigError>(())
 /// ```
 #[must_use = "a builder does nothing until `build()`"]
+#[derive(Clone)]
 pub struct Builder<C = DefaultClock> {
     clock: C,
+    settings: Settings,
+    on_transition: Option<Listener>,
+}
+
+/// Every setting as given, checked only in [`Builder::build`].
+#[derive(Clone, Debug)]
+struct Settings {
     name: Cow<'static, str>,
     consecutive_failures: Option<u32>,
     window: Option<(Duration, u32)>,
@@ -96,25 +104,26 @@ pub struct Builder<C = DefaultClock> {
     jitter: f64,
     half_open_probes: u32,
     half_open_timeout: Duration,
-    on_transition: Option<Listener>,
 }
 
 impl Builder<DefaultClock> {
     pub(crate) fn new() -> Builder<DefaultClock> {
         Builder {
             clock: DefaultClock::new(),
-            name: Cow::Borrowed(DEFAULT_NAME),
-            consecutive_failures: None,
-            window: None,
-            failure_rate: None,
-            slow_calls: None,
-            minimum_calls: None,
-            open_duration: DEFAULT_OPEN_DURATION,
-            backoff_multiplier: DEFAULT_MULTIPLIER,
-            max_open_duration: None,
-            jitter: 0.0,
-            half_open_probes: 1,
-            half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
+            settings: Settings {
+                name: Cow::Borrowed(DEFAULT_NAME),
+                consecutive_failures: None,
+                window: None,
+                failure_rate: None,
+                slow_calls: None,
+                minimum_calls: None,
+                open_duration: DEFAULT_OPEN_DURATION,
+                backoff_multiplier: DEFAULT_MULTIPLIER,
+                max_open_duration: None,
+                jitter: 0.0,
+                half_open_probes: 1,
+                half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
+            },
             on_transition: None,
         }
     }
@@ -132,14 +141,14 @@ impl<C: Clock> Builder<C> {
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
-        self.name = name.into();
+        self.settings.name = name.into();
         self
     }
 
     /// Trip after `n` failures in a row (a success resets the count; an ignored
     /// outcome leaves it as it is).
     pub fn consecutive_failures(mut self, n: u32) -> Self {
-        self.consecutive_failures = Some(n);
+        self.settings.consecutive_failures = Some(n);
         self
     }
 
@@ -147,15 +156,15 @@ impl<C: Clock> Builder<C> {
     /// `buckets` buckets that rotate as time passes. More buckets make the window
     /// slide more smoothly and cost more to read when a failure is recorded.
     pub fn window(mut self, length: Duration, buckets: u32) -> Self {
-        self.window = Some((length, buckets));
+        self.settings.window = Some((length, buckets));
         self
     }
 
     /// Trip when `failures / calls >= threshold` over the window, once the window
     /// holds at least `minimum_calls` calls (this sets [`minimum_calls`](Self::minimum_calls)).
     pub fn failure_rate(mut self, threshold: f64, minimum_calls: u32) -> Self {
-        self.failure_rate = Some(threshold);
-        self.minimum_calls = Some(minimum_calls);
+        self.settings.failure_rate = Some(threshold);
+        self.settings.minimum_calls = Some(minimum_calls);
         self
     }
 
@@ -170,7 +179,7 @@ impl<C: Clock> Builder<C> {
     /// threshold, and [`Clock::precise`] (~25 ns each for the default clock) for a
     /// shorter threshold.
     pub fn slow_calls(mut self, threshold: Duration, rate: f64) -> Self {
-        self.slow_calls = Some((threshold, rate));
+        self.settings.slow_calls = Some((threshold, rate));
         self
     }
 
@@ -178,42 +187,42 @@ impl<C: Clock> Builder<C> {
     /// (default 20). [`failure_rate`](Self::failure_rate) sets it too; the last call
     /// wins.
     pub fn minimum_calls(mut self, n: u32) -> Self {
-        self.minimum_calls = Some(n);
+        self.settings.minimum_calls = Some(n);
         self
     }
 
     /// How long the breaker stays open after tripping, before it admits probes
     /// (default 1 s). At least 1 ms.
     pub fn open_duration(mut self, d: Duration) -> Self {
-        self.open_duration = d;
+        self.settings.open_duration = d;
         self
     }
 
     /// Each failed probe round multiplies the next open duration by this (default
     /// 2; at least 1).
     pub fn backoff_multiplier(mut self, m: f64) -> Self {
-        self.backoff_multiplier = m;
+        self.settings.backoff_multiplier = m;
         self
     }
 
     /// The longest open duration the backoff reaches (default: the larger of 60 s
     /// and `open_duration`).
     pub fn max_open_duration(mut self, d: Duration) -> Self {
-        self.max_open_duration = Some(d);
+        self.settings.max_open_duration = Some(d);
         self
     }
 
     /// Shorten each open duration by a random fraction of up to `fraction` of it
     /// (0 to 1; default 0), so breakers that opened together do not probe together.
     pub fn jitter(mut self, fraction: f64) -> Self {
-        self.jitter = fraction;
+        self.settings.jitter = fraction;
         self
     }
 
     /// How many probe calls the half-open state admits; that many successes close
     /// the breaker, any failure reopens it (default 1).
     pub fn half_open_probes(mut self, n: u32) -> Self {
-        self.half_open_probes = n;
+        self.settings.half_open_probes = n;
         self
     }
 
@@ -221,7 +230,7 @@ impl<C: Clock> Builder<C> {
     /// the next call reopens the breaker at the next backoff level, so a probe that
     /// never reports (a leaked permit) cannot wedge it.
     pub fn half_open_timeout(mut self, d: Duration) -> Self {
-        self.half_open_timeout = d;
+        self.settings.half_open_timeout = d;
         self
     }
 
@@ -245,18 +254,7 @@ impl<C: Clock> Builder<C> {
     pub fn clock<C2: Clock>(self, clock: C2) -> Builder<C2> {
         Builder {
             clock,
-            name: self.name,
-            consecutive_failures: self.consecutive_failures,
-            window: self.window,
-            failure_rate: self.failure_rate,
-            slow_calls: self.slow_calls,
-            minimum_calls: self.minimum_calls,
-            open_duration: self.open_duration,
-            backoff_multiplier: self.backoff_multiplier,
-            max_open_duration: self.max_open_duration,
-            jitter: self.jitter,
-            half_open_probes: self.half_open_probes,
-            half_open_timeout: self.half_open_timeout,
+            settings: self.settings,
             on_transition: self.on_transition,
         }
     }
@@ -292,7 +290,7 @@ impl<C: Clock> Builder<C> {
     /// Checks every setting without building (useful for a registry that builds
     /// many breakers from one builder).
     pub(crate) fn validate(&self) -> Result<Config, ConfigError> {
-        let consecutive_failures = match self.consecutive_failures {
+        let consecutive_failures = match self.settings.consecutive_failures {
             Some(0) => {
                 return Err(ConfigError::new(
                     "consecutive_failures",
@@ -302,13 +300,14 @@ impl<C: Clock> Builder<C> {
             n => n.map(u64::from),
         };
         let no_policy = consecutive_failures.is_none()
-            && self.failure_rate.is_none()
-            && self.slow_calls.is_none();
-        let failure_rate = match (self.failure_rate, no_policy) {
+            && self.settings.failure_rate.is_none()
+            && self.settings.slow_calls.is_none();
+        let failure_rate = match (self.settings.failure_rate, no_policy) {
             (None, true) => Some(DEFAULT_FAILURE_RATE),
             (rate, _) => rate.map(|r| unit_fraction("failure_rate", r)).transpose()?,
         };
         let slow_calls = self
+            .settings
             .slow_calls
             .map(|(threshold, rate)| {
                 if threshold.is_zero() {
@@ -331,21 +330,22 @@ impl<C: Clock> Builder<C> {
                 })
             })
             .transpose()?;
-        let minimum_calls = match self.minimum_calls.unwrap_or(DEFAULT_MINIMUM_CALLS) {
+        let minimum_calls = match self.settings.minimum_calls.unwrap_or(DEFAULT_MINIMUM_CALLS) {
             0 => return Err(ConfigError::new("minimum_calls", "must be at least 1")),
             n => u64::from(n),
         };
         let window = if failure_rate.is_some() || slow_calls.is_some() {
-            let (length, buckets) = self.window.unwrap_or(DEFAULT_WINDOW);
+            let (length, buckets) = self.settings.window.unwrap_or(DEFAULT_WINDOW);
             Some(self.window_config(length, buckets)?)
         } else {
             None
         };
 
-        let open_ticks = duration_ticks("open_duration", self.open_duration)?;
+        let open_ticks = duration_ticks("open_duration", self.settings.open_duration)?;
         let max_open = self
+            .settings
             .max_open_duration
-            .unwrap_or(DEFAULT_MAX_OPEN_DURATION.max(self.open_duration));
+            .unwrap_or(DEFAULT_MAX_OPEN_DURATION.max(self.settings.open_duration));
         let max_ticks = duration_ticks("max_open_duration", max_open)?;
         if max_ticks < open_ticks {
             return Err(ConfigError::new(
@@ -353,15 +353,15 @@ impl<C: Clock> Builder<C> {
                 "must not be below open_duration",
             ));
         }
-        let m = self.backoff_multiplier;
+        let m = self.settings.backoff_multiplier;
         if !(m >= 1.0 && m.is_finite()) {
             return Err(ConfigError::new(
                 "backoff_multiplier",
                 "must be a finite number of at least 1",
             ));
         }
-        let jitter = unit_fraction("jitter", self.jitter)?;
-        let half_open_probes = match u64::from(self.half_open_probes) {
+        let jitter = unit_fraction("jitter", self.settings.jitter)?;
+        let half_open_probes = match u64::from(self.settings.half_open_probes) {
             0 => return Err(ConfigError::new("half_open_probes", "must be at least 1")),
             n if n > HALF_MAX => {
                 return Err(ConfigError::new(
@@ -371,10 +371,11 @@ impl<C: Clock> Builder<C> {
             }
             n => n,
         };
-        let half_open_timeout = duration_ticks("half_open_timeout", self.half_open_timeout)?;
+        let half_open_timeout =
+            duration_ticks("half_open_timeout", self.settings.half_open_timeout)?;
 
         Ok(Config {
-            name: self.name.clone(),
+            name: self.settings.name.clone(),
             consecutive_failures,
             window,
             failure_rate,
@@ -544,42 +545,10 @@ pub(crate) fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-impl<C: Clone> Clone for Builder<C> {
-    fn clone(&self) -> Self {
-        Builder {
-            clock: self.clock.clone(),
-            name: self.name.clone(),
-            consecutive_failures: self.consecutive_failures,
-            window: self.window,
-            failure_rate: self.failure_rate,
-            slow_calls: self.slow_calls,
-            minimum_calls: self.minimum_calls,
-            open_duration: self.open_duration,
-            backoff_multiplier: self.backoff_multiplier,
-            max_open_duration: self.max_open_duration,
-            jitter: self.jitter,
-            half_open_probes: self.half_open_probes,
-            half_open_timeout: self.half_open_timeout,
-            on_transition: self.on_transition.clone(),
-        }
-    }
-}
-
 impl<C> fmt::Debug for Builder<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
-            .field("name", &self.name)
-            .field("consecutive_failures", &self.consecutive_failures)
-            .field("window", &self.window)
-            .field("failure_rate", &self.failure_rate)
-            .field("slow_calls", &self.slow_calls)
-            .field("minimum_calls", &self.minimum_calls)
-            .field("open_duration", &self.open_duration)
-            .field("backoff_multiplier", &self.backoff_multiplier)
-            .field("max_open_duration", &self.max_open_duration)
-            .field("jitter", &self.jitter)
-            .field("half_open_probes", &self.half_open_probes)
-            .field("half_open_timeout", &self.half_open_timeout)
+            .field("settings", &self.settings)
             .field("on_transition", &self.on_transition.is_some())
             .finish_non_exhaustive()
     }
