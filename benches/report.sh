@@ -9,13 +9,13 @@
 #
 # Usage: benches/report.sh > report.md
 # env:   WARMUP (s, default 0.5), MEASURE (s, default 1), CONTENDED_RUNS (default 3),
-#        SUITES (default: all five), NO_INSTRUCTIONS=1 to skip callgrind.
+#        SUITES (default: all seven), NO_INSTRUCTIONS=1 to skip callgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WARMUP=${WARMUP:-0.5}
 MEASURE=${MEASURE:-1}
 CONTENDED_RUNS=${CONTENDED_RUNS:-3}
-SUITES=${SUITES:-"closed_success open_reject failure_path half_open contended"}
+SUITES=${SUITES:-"closed_success open_reject failure_path half_open contended future registry"}
 CRITERION=target/criterion
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -15,6 +15,9 @@ import statistics
 import sys
 
 SUITES = ["closed_success", "open_reject", "failure_path", "half_open"]
+# Suites with their own baselines (benches/future.rs, benches/registry.rs), printed as
+# a second table of medians under their full criterion ids (wall time).
+EXTRA = ["future", "registry"]
 ORDER = [
     "direct", "floor_load", "floor_load_fetch_add", "cutout_consecutive", "cutout_window",
     "cutout_window_slow", "failsafe_consecutive", "failsafe_default", "failsafe_rate",
@@ -59,6 +62,7 @@ def main():
             r1 = ratio(rows[name], ref1) if not name.startswith("reject_full") else "-"
             r2 = ratio(rows[name], ref2) if ref2 else "-"
             print(f"| {label} | {name} | {ns(rows[name])} | {r1} | {r2} |")
+    extra(root)
     if not runs:
         return
     # contended: per-thread ns/call as measured; aggregate = per-thread / threads.
@@ -82,6 +86,23 @@ def main():
             cell = f"{ns(agg[(name, t)])}{spread}; per thread {ns(agg[(name, t)] * t)}"
             print(f"| contended, {t} threads (aggregate) | {name} | {cell} | "
                   f"{ratio(agg[(name, t)], ref1)} | {ratio(agg[(name, t)], ref2)} |")
+
+
+def extra(root):
+    rows = []
+    for suite in EXTRA:
+        for dirpath, _, files in os.walk(os.path.join(root, suite)):
+            if os.path.basename(dirpath) == "new" and "benchmark.json" in files:
+                with open(os.path.join(dirpath, "benchmark.json")) as f:
+                    name = json.load(f)["full_id"]
+                rows.append((name, median(os.path.dirname(dirpath))))
+    if not rows:
+        return
+    print()
+    print("| async and registry (wall time) | median ns/call |")
+    print("|---|---|")
+    for name, m in sorted(rows):
+        print(f"| {name} | {ns(m)} |")
 
 
 if __name__ == "__main__":
