@@ -129,19 +129,21 @@ impl Stripes {
         &self.lines[r.index() * self.lines_per_stripe + b / LINE_BUCKETS][b % LINE_BUCKETS]
     }
 
-    /// Every bucket of every stripe, for readers.
-    pub(crate) fn all_buckets(&self) -> impl Iterator<Item = &Bucket> + '_ {
-        self.lines.iter().flat_map(|line| line.iter())
+    /// Every bucket of stripe `r`, for readers, padding buckets included.
+    pub(crate) fn buckets_of(&self, r: StripeRef<'_>) -> impl Iterator<Item = &Bucket> + '_ {
+        let first = r.index() * self.lines_per_stripe;
+        self.lines[first..first + self.lines_per_stripe]
+            .iter()
+            .flat_map(|line| line.iter())
     }
 
-    /// Scratch word `i` of a stripe: for its owner only.
+    /// Scratch word `i` of a stripe: written by its owner only.
     #[inline]
     pub(crate) fn scratch(r: StripeRef<'_>, i: usize) -> &AtomicU64 {
         &r.counters[COUNTERS + i]
     }
 
-    /// Every stripe (the loom models pick the shared one).
-    #[cfg(cutout_loom)]
+    /// Every stripe, for readers.
     pub(crate) fn all(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
         (0..=self.owned).map(move |index| self.stripe(index))
     }

@@ -2,9 +2,10 @@
 //!
 //! Time is cut into buckets of `bucket_nanos`; bucket number `e` (the *epoch*) lives
 //! in ring slot `e % K`. Each bucket is four words: a tag, calls, failures and slow
-//! calls. The tag packs the breaker generation (16 bits) and the epoch (48 bits), so
-//! a bucket counts only for the closed phase that wrote it: closing or resetting the
-//! breaker starts a fresh window without touching any bucket.
+//! calls. The tag packs the breaker generation (16 bits) and the epoch plus one (48
+//! bits; tag 0 is a bucket never written), so a bucket counts only for the closed
+//! phase that wrote it: closing or resetting the breaker starts a fresh window
+//! without touching any bucket.
 //!
 //! A writer that finds its slot tagged with an older epoch (or an older generation
 //! in the same epoch) rotates it: zeroes the counts and writes its own tag. A writer
@@ -13,7 +14,9 @@
 //!
 //! A reader at epoch `e` sums, over every stripe, the buckets tagged with the
 //! current generation and an epoch in `e-K+1 ..= e`. After an idle gap longer than
-//! the window every bucket is outside that range, so old counts never leak in.
+//! the window every bucket is outside that range, so old counts never leak in. Each
+//! owned stripe also publishes the tag of its newest bucket, so the reader skips an
+//! idle thread's stripe with one load instead of reading its `K` buckets.
 //!
 //! # Exactness
 //! Owned stripes have one writer, so their counts are exact. On the shared stripe a
@@ -31,7 +34,10 @@
 //! A rotation writes the zeroed counts before the tag, and the tag with `Release`;
 //! readers load the tag with `Acquire` before the counts, so a reader that sees a new
 //! tag sees its zeroed counts (or later increments). Count updates are `Relaxed`:
-//! they publish nothing else.
+//! they publish nothing else. The newest-bucket word is stored with `Release` after
+//! the rotation it describes and loaded with `Acquire`; a failure's reader sees a
+//! racing writer's rotation through the `SeqCst` fence in the breaker, as it does
+//! the buckets themselves.
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
@@ -44,10 +50,13 @@ const FAILURES: usize = 2;
 const SLOW: usize = 3;
 
 /// Scratch words of an owned stripe: the end (exclusive, in nanoseconds), epoch and
-/// ring slot of the bucket its owner last wrote.
+/// ring slot of the bucket its owner last wrote, private to the owner; and the tag of
+/// the newest bucket it rotated in (0 if none), which readers use to skip
+/// a stripe whose every bucket is older than the window.
 const CACHE_END: usize = 0;
 const CACHE_EPOCH: usize = 1;
 const CACHE_SLOT: usize = 2;
+const NEWEST: usize = 3;
 
 const EPOCH_BITS: u32 = 48;
 const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
@@ -56,20 +65,23 @@ const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
 struct Tag(u64);
 
 impl Tag {
+    /// The low bits hold `epoch + 1`, so no real tag is 0, the tag of a bucket never
+    /// written: older than every real tag, outside every window.
     fn new(generation: u16, epoch: u64) -> Tag {
-        debug_assert!(epoch <= EPOCH_MASK, "epoch {epoch} does not fit");
-        Tag(u64::from(generation) << EPOCH_BITS | epoch & EPOCH_MASK)
+        debug_assert!(epoch < EPOCH_MASK, "epoch {epoch} does not fit");
+        Tag(u64::from(generation) << EPOCH_BITS | (epoch + 1) & EPOCH_MASK)
     }
     fn generation(self) -> u16 {
         (self.0 >> EPOCH_BITS) as u16
     }
-    fn epoch(self) -> u64 {
+    /// `epoch + 1`, or 0 for a bucket never written: ordered like the epochs.
+    fn epoch_key(self) -> u64 {
         self.0 & EPOCH_MASK
     }
     /// Whether a bucket tagged `self` should be replaced by a writer with `mine`.
     fn older_than(self, mine: Tag) -> bool {
-        self.epoch() < mine.epoch()
-            || self.epoch() == mine.epoch()
+        self.epoch_key() < mine.epoch_key()
+            || self.epoch_key() == mine.epoch_key()
                 && generation_after(mine.generation(), self.generation())
     }
 }
@@ -115,7 +127,7 @@ impl Window {
     #[inline]
     fn epoch(&self, nanos: u64) -> u64 {
         // At least a 1 ms bucket (config), so epochs fit 48 bits for 8,900 years.
-        (nanos / self.bucket_nanos).min(EPOCH_MASK)
+        (nanos / self.bucket_nanos).min(EPOCH_MASK - 1)
     }
 
     /// The epoch of `nanos` and its ring slot. Two divisions, so an owned stripe
@@ -168,17 +180,28 @@ impl Window {
             if !seen.older_than(mine) {
                 return false;
             }
+            // A bucket never written (tag 0) holds no counts: nothing to zero, and
+            // no zeroing to race the other writers' first increments.
+            let fresh = seen.0 == 0;
             if Stripes::is_owned(r) {
-                zero(bucket, true);
+                if !fresh {
+                    zero(bucket, true);
+                }
                 // Release: the zeroed counts are visible with the tag.
                 bucket[TAG].store(mine.0, Ordering::Release);
+                // Release: a reader that sees this tag here sees the bucket too. The
+                // owner's tags only grow (its time and generation readings do not go
+                // backwards), so this is the stripe's newest bucket.
+                Stripes::scratch(r, NEWEST).store(mine.0, Ordering::Release);
                 break;
             }
             // AcqRel: Release publishes the tag; Acquire hands back a newer one.
             match bucket[TAG].compare_exchange(seen.0, mine.0, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    zero(bucket, false);
+                    if !fresh {
+                        zero(bucket, false);
+                    }
                     break;
                 }
                 Err(actual) => seen = Tag(actual),
@@ -202,17 +225,28 @@ impl Window {
         let first = Tag::new(generation, now.saturating_sub(self.buckets - 1)).0;
         let span = Tag::new(generation, now).0 - first;
         let mut c = WindowCounts::default();
-        // Every bucket of every stripe. The padding buckets that round a stripe up
-        // to whole lines are never written: all zero, they add nothing.
-        for bucket in stripes.all_buckets() {
-            // Acquire: see the module's Orderings.
-            if bucket[TAG].load(Ordering::Acquire).wrapping_sub(first) > span {
+        for r in stripes.all() {
+            // An owned stripe never written, or whose newest bucket is older than the
+            // window (an idle thread's, or an earlier generation's), has nothing to
+            // add: skip it with one load. After the generation wraps, an older tag
+            // can compare larger; then the stripe is just read in full.
+            // Acquire: pairs with the owner's Release of the tag.
+            let newest = Stripes::scratch(r, NEWEST).load(Ordering::Acquire);
+            if Stripes::is_owned(r) && newest < first {
                 continue;
             }
-            // Relaxed: counts only; the tag's Acquire ordered them.
-            c.calls += bucket[CALLS].load(Ordering::Relaxed);
-            c.failures += bucket[FAILURES].load(Ordering::Relaxed);
-            c.slow += bucket[SLOW].load(Ordering::Relaxed);
+            // The padding buckets that round a stripe up to whole lines are never
+            // written: all zero, they add nothing.
+            for bucket in stripes.buckets_of(r) {
+                // Acquire: see the module's Orderings.
+                if bucket[TAG].load(Ordering::Acquire).wrapping_sub(first) > span {
+                    continue;
+                }
+                // Relaxed: counts only; the tag's Acquire ordered them.
+                c.calls += bucket[CALLS].load(Ordering::Relaxed);
+                c.failures += bucket[FAILURES].load(Ordering::Relaxed);
+                c.slow += bucket[SLOW].load(Ordering::Relaxed);
+            }
         }
         c
     }
@@ -320,6 +354,43 @@ mod tests {
                 failures: 0,
                 slow: 0
             }
+        );
+    }
+
+    #[test]
+    fn idle_stripes_are_skipped_and_live_ones_read_across_generations() {
+        let (w, s) = window(4, 100);
+        // Another thread writes once, in generation 9, then goes idle.
+        std::thread::scope(|scope| {
+            scope.spawn(|| w.record(&s, s.mine(), 9, 0, FAIL));
+        });
+        assert_eq!(w.counts(&s, 9, 0).failures, 1);
+        // This thread writes later; the idle stripe's bucket has left the window.
+        assert!(w.record(&s, s.mine(), 9, 1_000 * MS, OK));
+        assert_eq!(
+            w.counts(&s, 9, 1_000 * MS),
+            WindowCounts {
+                calls: 1,
+                failures: 0,
+                slow: 0
+            }
+        );
+        // Across the 16-bit wrap a newer generation's tag compares smaller; the
+        // stripes are then read in full and the counts stay right.
+        assert!(w.record(&s, s.mine(), u16::MAX, 2_000 * MS, FAIL));
+        assert!(w.record(&s, s.mine(), 0, 2_000 * MS, OK));
+        assert_eq!(
+            w.counts(&s, 0, 2_000 * MS),
+            WindowCounts {
+                calls: 1,
+                failures: 0,
+                slow: 0
+            }
+        );
+        assert_eq!(
+            w.counts(&s, u16::MAX, 2_000 * MS).calls,
+            0,
+            "its bucket was rotated to generation 0"
         );
     }
 
