@@ -6,43 +6,13 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
+#[path = "../benches/common/counting_alloc.rs"]
+mod counting_alloc;
+
 use common::{Run, Subject};
+use counting_alloc::allocations_in;
 use cutout::{CircuitBreaker, ManualClock};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
-
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: every method forwards to `System` unchanged; the count is a const-initialised
-// thread-local without a destructor, which never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-        // SAFETY: the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-        // SAFETY: the caller upholds `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
 
 const CALLS: u64 = 10_000;
 
@@ -55,11 +25,12 @@ impl Run for PerCall {
     fn run<S: Subject>(&mut self, s: &S) {
         let call = |s: &S| if self.fail { s.fail() } else { s.succeed() };
         call(s); // warm-up: per-thread set-up is not a per-call cost
-        let before = allocations();
-        for _ in 0..CALLS {
-            std::hint::black_box(call(s));
-        }
-        self.per_call = (allocations() - before) as f64 / CALLS as f64;
+        let n = allocations_in(|| {
+            for _ in 0..CALLS {
+                std::hint::black_box(call(s));
+            }
+        });
+        self.per_call = n as f64 / CALLS as f64;
     }
 }
 
