@@ -196,11 +196,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let map = self.map.pin();
-        let now = self.clock.now();
-        let entry = self.entry(&map, key, now);
-        entry.touch(now, self.resolution);
-        f(&entry.breaker)
+        self.with_entry(key, |entry| f(&entry.breaker))
     }
 
     /// [`CircuitBreaker::call`] on `key`'s breaker.
@@ -280,11 +276,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let map = self.map.pin();
-        let now = self.clock.now();
-        let entry = self.entry(&map, key, now);
-        entry.touch(now, self.resolution);
-        entry.breaker.clone()
+        self.with_entry(key, |entry| entry.breaker.clone())
     }
 
     /// Removes `key`'s breaker; the next lookup creates a fresh one. Returns the
@@ -366,6 +358,21 @@ where
     /// Whether the registry holds no breaker.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+
+    /// Runs `f` with `key`'s entry, created on first use and marked as used now, while
+    /// the lookup's epoch guard is held.
+    #[inline]
+    fn with_entry<Q, R>(&self, key: &Q, f: impl FnOnce(&Entry<C>) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let map = self.map.pin();
+        let now = self.clock.now();
+        let entry = self.entry(&map, key, now);
+        entry.touch(now, self.resolution);
+        f(entry)
     }
 
     #[inline]

@@ -7,8 +7,10 @@
 //! `owned`, and is updated with atomic read-modify-writes. Readers (metrics, the trip
 //! check) sum every stripe.
 //!
-//! A stripe is a padded line of [`COUNTERS`] lifetime counters, plus padded lines
-//! for the window's buckets (see [`crate::window`]), four words each.
+//! A stripe is a padded line of [`COUNTERS`] lifetime counters and [`SCRATCH`] words
+//! its owner writes for the window (the current bucket's slot, private; the newest
+//! bucket's tag, read by readers), plus padded lines for the window's buckets (see
+//! [`crate::window`]), four words each.
 //!
 //! # Orderings
 //! Counter updates are `Relaxed`: a counter publishes nothing but its own value, and
