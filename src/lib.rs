@@ -121,7 +121,11 @@
 //! field; nothing is clamped silently.
 //!
 //! # Safety and correctness
-//! No `unsafe`, no locks and no allocation on the call path.
+//! No `unsafe` in this crate's source, no locks and no allocation on the call path.
+//! (Two documented exceptions, both off the steady path: a `Registry` allocates the
+//! breaker of a key it sees for the first time, and with the `metrics` feature a
+//! transition builds its labelled metric key. The futures use `pin-project-lite`,
+//! whose macro expands to `unsafe` projections.)
 //!
 //! **One state word.** State, backoff level, generation and a timestamp share one
 //! `AtomicU64`, changed only by compare-and-swap:
