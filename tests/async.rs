@@ -3,30 +3,19 @@
 //! lines 2 and 13 through the async path). Runs on a hand-written no-op-waker
 //! executor and on tokio with paused time; nothing sleeps.
 
+mod common;
+
+use common::{block_on, poll_once};
 use cutout::{CircuitBreaker, Error, ManualClock, Outcome, State};
 use std::cell::Cell;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 const COOLDOWN: Duration = Duration::from_secs(5);
-
-fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
-    f.poll(&mut Context::from_waker(Waker::noop()))
-}
-
-/// Polls until ready; every future here is ready after finitely many polls.
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(out) = poll_once(f.as_mut()) {
-            return out;
-        }
-    }
-}
 
 /// A future that stays pending until its gate opens, and counts its polls.
 struct Gate<'a> {

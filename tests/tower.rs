@@ -8,6 +8,9 @@
 #[path = "../examples/tower_http.rs"]
 mod tower_http;
 
+mod common;
+
+use common::{block_on, poll_once};
 use cutout::{
     CircuitBreaker, CircuitBreakerLayer, CircuitBreakerService, Error, ManualClock, Outcome, State,
 };
@@ -16,24 +19,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 
 const COOLDOWN: Duration = Duration::from_secs(30);
-
-fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
-    f.poll(&mut Context::from_waker(Waker::noop()))
-}
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(out) = poll_once(f.as_mut()) {
-            return out;
-        }
-    }
-}
 
 fn breaker(clock: &ManualClock, failures: u32) -> Arc<CircuitBreaker<ManualClock>> {
     Arc::new(
