@@ -21,7 +21,7 @@ use crate::state::{
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
-use crate::window::{Sample, Window};
+use crate::window::{Sample, Window, generation_after};
 use crate::{Error, Rejected, State};
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -96,9 +96,9 @@ enum Probe {
 
 impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
-        let window = config.window.map(Window::new);
-        let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
         let origin = clock.now();
+        let window = config.window.map(|w| Window::new(w, origin));
+        let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
         let seed = splitmix64(origin ^ next_seed());
         CircuitBreaker {
             word: CachePadded::new(StateWord::new()),
@@ -323,11 +323,11 @@ impl<C: Clock> CircuitBreaker<C> {
     /// ```
     pub fn metrics(&self) -> Metrics {
         let s = self.word.load();
-        let nanos = self.now_nanos();
-        let now = ticks_from_nanos(nanos);
+        let reading = self.clock.now();
+        let now = ticks_from_nanos(reading.saturating_sub(self.origin));
         let generation = s.generation();
         let window = match &self.window {
-            Some(w) if s.is_closed() => w.counts(&self.stripes, generation, nanos),
+            Some(w) if s.is_closed() => w.counts(&self.stripes, generation, reading),
             _ => WindowCounts::default(),
         };
         let lifetime = Lifetime {
@@ -535,7 +535,11 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// Records an outcome, counting in the stripe `r` of the calling thread.
-    #[inline]
+    ///
+    /// Always inlined: the fresh closed-state success is a few loads, compares and
+    /// increments, and a call boundary (saving and restoring registers around it)
+    /// would cost as much again. Everything else is out of line.
+    #[inline(always)]
     pub(crate) fn record_in(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
         let s = self.word.load();
         if outcome == Outcome::Success
@@ -555,7 +559,7 @@ impl<C: Clock> CircuitBreaker<C> {
                     &self.stripes,
                     r,
                     ticket.generation(),
-                    self.now_nanos(),
+                    self.clock.now(),
                     Sample::SUCCESS,
                 );
             }
@@ -618,13 +622,13 @@ impl<C: Clock> CircuitBreaker<C> {
     fn is_slow(&self, ticket: Ticket) -> bool {
         self.config
             .slow_calls
-            .is_some_and(|s| ticket.elapsed(self.timer(s)) > s.threshold_nanos)
+            .is_some_and(|s| ticket.elapsed(self.timer(s)) > s.threshold_nanos.get())
     }
 
     /// The reading that times calls for the slow-call policy (see `Builder::slow_calls`).
     #[inline]
     fn timer(&self, slow: SlowCalls) -> u64 {
-        if slow.precise {
+        if slow.precise() {
             self.clock.precise()
         } else {
             self.clock.now()
@@ -645,14 +649,14 @@ impl<C: Clock> CircuitBreaker<C> {
         let mut reason =
             policy::streak_trips(&self.config, streak).then_some(Reason::ConsecutiveFailures);
         if let Some(w) = &self.window {
-            let nanos = self.now_nanos();
-            w.record(&self.stripes, r, generation, nanos, sample);
+            let now = self.clock.now();
+            w.record(&self.stripes, r, generation, now, sample);
             if sample.failed || sample.slow {
                 // SeqCst: two failures recorded at once must not both miss each other's
                 // count (store buffering); with this fence between each one's write
                 // and its read, the later of the two sees both.
                 fence(Ordering::SeqCst);
-                window = w.counts(&self.stripes, generation, nanos);
+                window = w.counts(&self.stripes, generation, now);
                 reason = reason.or_else(|| policy::rate_trip(&self.config, window));
             }
         }
@@ -671,7 +675,13 @@ impl<C: Clock> CircuitBreaker<C> {
         // Acquire: pairs with the AcqRel CAS below on other threads.
         let mut seen = self.streak.load(Ordering::Acquire);
         loop {
-            let n = (Tagged::from_raw(seen).data_for(generation) + 1).min(DATA_MAX);
+            let tagged = Tagged::from_raw(seen);
+            if generation_after(tagged.generation(), generation) {
+                // The breaker moved on after this failure's generation check: its
+                // streak is a later phase's, which a stale failure must not reset.
+                return 0;
+            }
+            let n = (tagged.data_for(generation) + 1).min(DATA_MAX);
             // AcqRel: the streak is a read-modify-write shared by every failing call.
             match self.streak.compare_exchange(
                 seen,
@@ -685,14 +695,28 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    /// Ends `generation`'s streak. Writes nothing when it is already zero, so the
-    /// success path only reads a shared line.
-    #[inline]
+    /// Ends `generation`'s streak. Writes nothing when the streak word is empty, so
+    /// the success path only reads a shared line.
+    #[inline(always)]
     fn clear_streak(&self, generation: u16) {
-        // Relaxed: a stale non-zero read is corrected by the CAS; a stale zero read
+        // Relaxed: a stale non-empty read is corrected by the CAS; a stale empty read
         // means a racing failure is ordered after this success.
-        let mut seen = self.streak.load(Ordering::Relaxed);
-        while Tagged::from_raw(seen).data_for(generation) != 0 {
+        let seen = self.streak.load(Ordering::Relaxed);
+        if !Tagged::from_raw(seen).is_empty() {
+            self.clear_streak_from(generation, seen);
+        }
+    }
+
+    /// Empties the streak word for `generation`: its own streak, or one left by an
+    /// earlier phase (which reads as 0 for this one already; emptying it keeps the
+    /// next successes on the fast path). A later phase's streak is left alone.
+    #[inline(never)]
+    fn clear_streak_from(&self, generation: u16, mut seen: u64) {
+        loop {
+            let tagged = Tagged::from_raw(seen);
+            if tagged.is_empty() || generation_after(tagged.generation(), generation) {
+                return;
+            }
             // AcqRel: as in bump_streak.
             match self.streak.compare_exchange(
                 seen,

@@ -10,6 +10,7 @@ use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_du
 use crate::{CircuitBreaker, ConfigError};
 use std::borrow::Cow;
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -323,10 +324,12 @@ impl<C: Clock> Builder<C> {
                 // is at least 100 resolutions long.
                 let resolution = self.clock.resolution().as_nanos();
                 Ok(SlowCalls {
-                    threshold_nanos,
+                    // Not zero: checked above.
+                    threshold_nanos: NonZeroU64::new(threshold_nanos).unwrap_or(NonZeroU64::MIN),
                     rate: unit_fraction("slow_calls", rate)?,
-                    precise: u128::from(threshold_nanos)
-                        < resolution.saturating_mul(SLOW_RESOLUTIONS),
+                    precise: u8::from(
+                        u128::from(threshold_nanos) < resolution.saturating_mul(SLOW_RESOLUTIONS),
+                    ),
                 })
             })
             .transpose()?;
@@ -497,12 +500,21 @@ pub(crate) struct WindowConfig {
     pub(crate) buckets: u32,
 }
 
+/// The slow-call policy. `precise` is a `u8`, not a `bool`, so that the only niche
+/// is the `NonZeroU64` threshold: `Option<SlowCalls>` is then `None` when that word
+/// is 0, and the hot path's "is there a policy" is one compare with zero.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct SlowCalls {
-    pub(crate) threshold_nanos: u64,
+    pub(crate) threshold_nanos: NonZeroU64,
     pub(crate) rate: f64,
     /// Whether calls are timed with [`Clock::precise`] rather than [`Clock::now`].
-    pub(crate) precise: bool,
+    precise: u8,
+}
+
+impl SlowCalls {
+    pub(crate) fn precise(self) -> bool {
+        self.precise != 0
+    }
 }
 
 /// A slow-call threshold of at least this many clock resolutions is timed with the
@@ -576,7 +588,7 @@ mod tests {
                 .unwrap()
                 .slow_calls
                 .unwrap()
-                .precise
+                .precise()
         };
         // The default clock resolves 1 ms.
         assert!(!timed(Duration::from_millis(100)));

@@ -23,10 +23,13 @@ impl std::fmt::Debug for WindowModel {
 impl WindowModel {
     /// `buckets` buckets of `bucket_nanos` each.
     pub fn new(buckets: u32, bucket_nanos: u64) -> WindowModel {
-        let window = Window::new(crate::config::WindowConfig {
-            bucket_nanos,
-            buckets,
-        });
+        let window = Window::new(
+            crate::config::WindowConfig {
+                bucket_nanos,
+                buckets,
+            },
+            0,
+        );
         let stripes = Stripes::new(window.buckets());
         WindowModel { window, stripes }
     }

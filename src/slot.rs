@@ -53,6 +53,35 @@ impl Registry {
 /// The slot of a thread that has not asked for one yet.
 const UNASSIGNED: usize = usize::MAX - 1;
 
+/// Owned stripes per breaker, the same for every breaker in the process: twice the
+/// parallelism, within 2..=64, read once (`available_parallelism` is a system call).
+pub(crate) fn owned_stripes() -> usize {
+    #[cfg(cutout_loom)]
+    {
+        2
+    }
+    #[cfg(not(cutout_loom))]
+    {
+        static OWNED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *OWNED.get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            (2 * cores).clamp(2, 64)
+        })
+    }
+}
+
+/// The stripe a thread with `slot` writes, as `index << 1 | owned`: its own stripe
+/// if its slot is below [`owned_stripes`], else the shared one (index
+/// `owned_stripes()`, not owned).
+fn stripe_code(slot: usize) -> usize {
+    let owned = owned_stripes();
+    if slot < owned {
+        slot << 1 | 1
+    } else {
+        owned << 1
+    }
+}
+
 /// Gives the thread's slot back when the thread exits.
 struct Guard;
 
@@ -64,6 +93,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         // After this, the exiting thread's remaining destructors take the shared stripe.
         let slot = SLOT.with(|s| s.replace(NO_SLOT));
+        STRIPE.with(|s| s.set(stripe_code(NO_SLOT)));
         if slot != NO_SLOT && slot != UNASSIGNED {
             with_registry(|r| r.release(slot));
         }
@@ -90,38 +120,54 @@ fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
     f(&REGISTRY)
 }
 
-// The slot itself is a `const` thread-local without a destructor: reading it is a
-// single load, with no lazy-initialisation check. The guard, registered once per
-// thread on first use, carries the destructor.
+// The slot and its stripe code are `const` thread-locals without a destructor:
+// reading one is a single load, with no lazy-initialisation check. The guard,
+// registered once per thread on first use, carries the destructor.
 #[cfg(not(cutout_loom))]
 std::thread_local! {
     static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(UNASSIGNED) };
+    static STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(UNASSIGNED) };
     static GUARD: Guard = const { Guard };
 }
 
 #[cfg(cutout_loom)]
 loom::thread_local! {
     static SLOT: std::cell::Cell<usize> = std::cell::Cell::new(UNASSIGNED);
+    static STRIPE: std::cell::Cell<usize> = std::cell::Cell::new(UNASSIGNED);
     static GUARD: Guard = Guard;
 }
 
 /// This thread's slot, or [`NO_SLOT`] while its thread-locals are being destroyed.
 #[inline]
+#[cfg(all(test, not(cutout_loom)))]
 pub(crate) fn current() -> usize {
-    let slot = SLOT.with(std::cell::Cell::get);
-    if slot == UNASSIGNED { assign() } else { slot }
+    if SLOT.with(std::cell::Cell::get) == UNASSIGNED {
+        assign();
+    }
+    SLOT.with(std::cell::Cell::get)
 }
 
+/// The stripe this thread writes, as `index << 1 | owned` (see [`owned_stripes`]).
+#[inline]
+pub(crate) fn stripe() -> usize {
+    let code = STRIPE.with(std::cell::Cell::get);
+    if code == UNASSIGNED { assign() } else { code }
+}
+
+/// Takes a slot for this thread; returns its stripe code.
 #[cold]
 fn assign() -> usize {
     // Touching the guard registers its destructor; if the thread is already
     // exiting, there is no slot to take.
-    if GUARD.try_with(|_| ()).is_err() {
-        return NO_SLOT;
-    }
-    let slot = with_registry(Registry::acquire);
+    let slot = if GUARD.try_with(|_| ()).is_err() {
+        NO_SLOT
+    } else {
+        with_registry(Registry::acquire)
+    };
     SLOT.with(|s| s.set(slot));
-    slot
+    let code = stripe_code(slot);
+    STRIPE.with(|s| s.set(code));
+    code
 }
 
 #[cfg(all(test, not(cutout_loom)))]

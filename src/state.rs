@@ -299,6 +299,12 @@ impl Tagged {
         }
     }
 
+    /// Whether the data is 0, whatever the generation: empty for every phase.
+    #[inline]
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 & mask(DATA_BITS) == 0
+    }
+
     #[inline]
     pub(crate) fn new(generation: u16, data: u64) -> Tagged {
         debug_assert!(data <= mask(DATA_BITS), "data {data} does not fit");

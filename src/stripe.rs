@@ -75,23 +75,6 @@ pub(crate) struct Stripes {
     owned: usize,
 }
 
-/// Owned stripes per breaker: twice the parallelism, within 2..=64, read once per
-/// process (`available_parallelism` is a system call).
-fn owned_stripes() -> usize {
-    #[cfg(cutout_loom)]
-    {
-        2
-    }
-    #[cfg(not(cutout_loom))]
-    {
-        static OWNED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        *OWNED.get_or_init(|| {
-            let cores = std::thread::available_parallelism().map_or(1, usize::from);
-            (2 * cores).clamp(2, 64)
-        })
-    }
-}
-
 fn zeroed<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
 }
@@ -99,7 +82,7 @@ fn zeroed<const N: usize>() -> [AtomicU64; N] {
 impl Stripes {
     /// Stripes with the counters and room for `buckets` window buckets each.
     pub(crate) fn new(buckets: usize) -> Stripes {
-        let owned = owned_stripes();
+        let owned = slot::owned_stripes();
         let lines_per_stripe = buckets.div_ceil(LINE_BUCKETS);
         Stripes {
             counters: (0..=owned).map(|_| CachePadded::new(zeroed())).collect(),
@@ -114,7 +97,11 @@ impl Stripes {
     /// The stripe the calling thread writes: its own, or the shared one.
     #[inline]
     pub(crate) fn mine(&self) -> StripeRef<'_> {
-        self.stripe(slot::current().min(self.owned))
+        let code = slot::stripe();
+        StripeRef {
+            counters: &self.counters[code >> 1],
+            index_owned: code,
+        }
     }
 
     #[inline]
@@ -128,7 +115,20 @@ impl Stripes {
     /// Bucket `b` of a stripe.
     #[inline]
     pub(crate) fn bucket(&self, r: StripeRef<'_>, b: usize) -> &Bucket {
-        &self.lines[r.index() * self.lines_per_stripe + b / LINE_BUCKETS][b % LINE_BUCKETS]
+        self.bucket_at(self.position(r, b))
+    }
+
+    /// Where bucket `b` of a stripe is among every stripe's buckets: a number
+    /// [`bucket_at`](Self::bucket_at) turns back into the bucket with no multiplication.
+    #[inline]
+    pub(crate) fn position(&self, r: StripeRef<'_>, b: usize) -> usize {
+        r.index() * self.lines_per_stripe * LINE_BUCKETS + b
+    }
+
+    /// The bucket at `position`.
+    #[inline]
+    pub(crate) fn bucket_at(&self, position: usize) -> &Bucket {
+        &self.lines[position / LINE_BUCKETS][position % LINE_BUCKETS]
     }
 
     /// Every bucket of stripe `r`, for readers, padding buckets included.

@@ -49,14 +49,18 @@ const CALLS: usize = 1;
 const FAILURES: usize = 2;
 const SLOW: usize = 3;
 
-/// Scratch words of an owned stripe: the end (exclusive, in nanoseconds), epoch and
-/// ring slot of the bucket its owner last wrote, private to the owner; and the tag of
-/// the newest bucket it rotated in (0 if none), which readers use to skip
-/// a stripe whose every bucket is older than the window.
+/// Scratch words of an owned stripe. `CACHE_END` and `CACHE_KEY` are the owner's
+/// cache of the bucket it counted in last: that bucket's end (exclusive, in
+/// nanoseconds; 0 while nothing is cached), and its position among the stripes'
+/// buckets and its generation (`position << 16 | generation`, see
+/// [`Stripes::position`]). The owner sets them whenever it has made sure the
+/// bucket carries that tag, and it is the only thread that changes a tag of its
+/// stripe, so the cache stays true until the owner moves on. `NEWEST` is the tag of
+/// the newest bucket the owner rotated in (0 if none), which readers use to skip a
+/// stripe whose every bucket is older than the window.
 const CACHE_END: usize = 0;
-const CACHE_EPOCH: usize = 1;
-const CACHE_SLOT: usize = 2;
-const NEWEST: usize = 3;
+const CACHE_KEY: usize = 1;
+const NEWEST: usize = 2;
 
 const EPOCH_BITS: u32 = 48;
 const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
@@ -105,17 +109,22 @@ impl Sample {
     };
 }
 
+/// A window's shape. It takes clock readings as they come (`now`) and measures
+/// epochs from `origin`, the breaker's first reading, so the hot path's cache check
+/// compares a reading with no arithmetic first.
 #[derive(Debug)]
 pub(crate) struct Window {
     bucket_nanos: u64,
     buckets: u64,
+    origin: u64,
 }
 
 impl Window {
-    pub(crate) fn new(config: WindowConfig) -> Window {
+    pub(crate) fn new(config: WindowConfig, origin: u64) -> Window {
         Window {
             bucket_nanos: config.bucket_nanos,
             buckets: u64::from(config.buckets),
+            origin,
         }
     }
 
@@ -125,60 +134,82 @@ impl Window {
     }
 
     #[inline]
-    fn epoch(&self, nanos: u64) -> u64 {
+    fn epoch(&self, now: u64) -> u64 {
         // At least a 1 ms bucket (config), so epochs fit 48 bits for 8,900 years.
-        (nanos / self.bucket_nanos).min(EPOCH_MASK - 1)
+        (now.saturating_sub(self.origin) / self.bucket_nanos).min(EPOCH_MASK - 1)
     }
 
-    /// The epoch of `nanos` and its ring slot. Two divisions, so an owned stripe
-    /// caches the answer for its current bucket in its scratch words (its owner is
-    /// the only thread that reads or writes them).
-    #[inline]
-    fn locate(&self, r: StripeRef<'_>, nanos: u64) -> (u64, usize) {
-        if !Stripes::is_owned(r) {
-            let epoch = self.epoch(nanos);
-            return (epoch, (epoch % self.buckets) as usize);
-        }
-        // Relaxed throughout: private to the owning thread.
-        let end = Stripes::scratch(r, CACHE_END);
-        let cached_end = end.load(Ordering::Relaxed);
-        if nanos < cached_end && nanos >= cached_end - self.bucket_nanos {
-            let epoch = Stripes::scratch(r, CACHE_EPOCH).load(Ordering::Relaxed);
-            return (
-                epoch,
-                Stripes::scratch(r, CACHE_SLOT).load(Ordering::Relaxed) as usize,
-            );
-        }
-        let epoch = self.epoch(nanos);
-        let slot = epoch % self.buckets;
-        end.store(
-            (epoch + 1).saturating_mul(self.bucket_nanos),
-            Ordering::Relaxed,
-        );
-        Stripes::scratch(r, CACHE_EPOCH).store(epoch, Ordering::Relaxed);
-        Stripes::scratch(r, CACHE_SLOT).store(slot, Ordering::Relaxed);
-        (epoch, slot as usize)
-    }
-
-    /// Counts one outcome at `nanos` for `generation` in the caller's stripe.
-    /// Returns `false` if the outcome was too old for its bucket.
-    #[inline]
+    /// Counts one outcome at clock reading `now` for `generation` in the caller's
+    /// stripe. Returns `false` if the outcome was too old for its bucket.
+    #[inline(always)]
     pub(crate) fn record(
         &self,
         stripes: &Stripes,
         r: StripeRef<'_>,
         generation: u16,
-        nanos: u64,
+        now: u64,
         s: Sample,
     ) -> bool {
-        let (epoch, slot) = self.locate(r, nanos);
+        let bucket = match self.cached(stripes, r, generation, now) {
+            Some(bucket) => bucket,
+            None => match self.rotate(stripes, r, generation, now) {
+                Some(bucket) => bucket,
+                None => return false,
+            },
+        };
+        Stripes::add(r, &bucket[CALLS], 1);
+        if s.failed {
+            Stripes::add(r, &bucket[FAILURES], 1);
+        }
+        if s.slow {
+            Stripes::add(r, &bucket[SLOW], 1);
+        }
+        true
+    }
+
+    /// The owner's fast path: the bucket it counted in last, if `now` still falls
+    /// in it and it counts for `generation`. Two loads and no division.
+    #[inline(always)]
+    fn cached<'s>(
+        &self,
+        stripes: &'s Stripes,
+        r: StripeRef<'_>,
+        generation: u16,
+        now: u64,
+    ) -> Option<&'s Bucket> {
+        if !Stripes::is_owned(r) {
+            return None;
+        }
+        // Relaxed: private to the owner.
+        let end = Stripes::scratch(r, CACHE_END).load(Ordering::Relaxed);
+        let key = Stripes::scratch(r, CACHE_KEY).load(Ordering::Relaxed);
+        // With nothing cached `end` is 0, and no reading is below it.
+        if now < end && now >= end - self.bucket_nanos && key as u16 == generation {
+            return Some(stripes.bucket_at((key >> 16) as usize));
+        }
+        None
+    }
+
+    /// The slow path: finds the bucket for `now` and `generation`, rotating it in
+    /// if it holds an older epoch or generation, and caches it for an owner. `None`
+    /// if the bucket already holds a newer one: the outcome is too old to count.
+    #[inline(never)]
+    fn rotate<'s>(
+        &self,
+        stripes: &'s Stripes,
+        r: StripeRef<'_>,
+        generation: u16,
+        now: u64,
+    ) -> Option<&'s Bucket> {
+        let epoch = self.epoch(now);
+        let slot = (epoch % self.buckets) as usize;
         let mine = Tag::new(generation, epoch);
         let bucket = stripes.bucket(r, slot);
         // Acquire: pairs with the Release of the rotation that wrote the tag.
         let mut seen = Tag(bucket[TAG].load(Ordering::Acquire));
         while seen != mine {
             if !seen.older_than(mine) {
-                return false;
+                return None;
             }
             // A bucket never written (tag 0) holds no counts: nothing to zero, and
             // no zeroing to race the other writers' first increments.
@@ -207,23 +238,27 @@ impl Window {
                 Err(actual) => seen = Tag(actual),
             }
         }
-        Stripes::add(r, &bucket[CALLS], 1);
-        if s.failed {
-            Stripes::add(r, &bucket[FAILURES], 1);
+        if Stripes::is_owned(r) {
+            // The bucket is tagged `mine`: the owner's next outcomes for this
+            // generation in this bucket's time take the fast path.
+            // Relaxed: private to the owner.
+            let end = (epoch + 1).saturating_mul(self.bucket_nanos);
+            Stripes::scratch(r, CACHE_END)
+                .store(self.origin.saturating_add(end), Ordering::Relaxed);
+            let position = stripes.position(r, slot) as u64;
+            Stripes::scratch(r, CACHE_KEY)
+                .store(position << 16 | u64::from(generation), Ordering::Relaxed);
         }
-        if s.slow {
-            Stripes::add(r, &bucket[SLOW], 1);
-        }
-        true
+        Some(bucket)
     }
 
-    /// The window's counts for `generation` as seen at `nanos`.
-    pub(crate) fn counts(&self, stripes: &Stripes, generation: u16, nanos: u64) -> WindowCounts {
+    /// The window's counts for `generation` as seen at clock reading `now`.
+    pub(crate) fn counts(&self, stripes: &Stripes, generation: u16, now: u64) -> WindowCounts {
         // The tags that count: this generation, epochs `now-K+1 ..= now`. The
         // generation is the tag's high bits, so that is one range of tag values.
-        let now = self.epoch(nanos);
-        let first = Tag::new(generation, now.saturating_sub(self.buckets - 1)).0;
-        let span = Tag::new(generation, now).0 - first;
+        let epoch = self.epoch(now);
+        let first = Tag::new(generation, epoch.saturating_sub(self.buckets - 1)).0;
+        let span = Tag::new(generation, epoch).0 - first;
         let mut c = WindowCounts::default();
         for r in stripes.all() {
             // An owned stripe never written, or whose newest bucket is older than the
@@ -274,10 +309,13 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn window(buckets: u32, bucket_ms: u64) -> (Window, Stripes) {
-        let w = Window::new(WindowConfig {
-            bucket_nanos: bucket_ms * MS,
-            buckets,
-        });
+        let w = Window::new(
+            WindowConfig {
+                bucket_nanos: bucket_ms * MS,
+                buckets,
+            },
+            0,
+        );
         let s = Stripes::new(w.buckets());
         (w, s)
     }
