@@ -19,9 +19,9 @@ SUITES = ["closed_success", "open_reject", "failure_path", "half_open"]
 # a second table of medians under their full criterion ids (wall time).
 EXTRA = ["future", "registry"]
 ORDER = [
-    "direct", "floor_load", "floor_load_fetch_add", "cutout_consecutive", "cutout_window",
-    "cutout_window_slow", "failsafe_consecutive", "failsafe_default", "failsafe_rate",
-    "recloser_default", "mutex",
+    "direct", "floor_load", "floor_load_fetch_add", "floor_striped", "cutout_consecutive",
+    "cutout_window", "cutout_window_slow", "failsafe_consecutive", "failsafe_default",
+    "failsafe_rate", "recloser_default", "mutex",
 ]
 
 

@@ -17,7 +17,7 @@ use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
 use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
-    DATA_MAX, NANOS_PER_TICK, Snapshot, StateWord, Tagged, Update, ticks_from_nanos,
+    DATA_MAX, NANOS_PER_TICK, Snapshot, StateWord, TICKS_MAX, Tagged, Update, ticks_from_nanos,
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
@@ -344,7 +344,7 @@ impl<C: Clock> CircuitBreaker<C> {
             state: s.state(),
             generation,
             level: s.level(),
-            time_in_state: ticks_to_duration(now.saturating_sub(s.ticks())),
+            time_in_state: ticks_to_duration(now.saturating_sub(self.entered(s))),
             retry_after: self.retry_after(s, now),
             window,
             consecutive_failures: match s.state() {
@@ -386,10 +386,10 @@ impl<C: Clock> CircuitBreaker<C> {
     #[inline(never)]
     fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
+            // An Open word's ticks are its deadline: nothing to compute.
             let now = self.ticks();
-            let deadline = s.ticks() + self.cooldown(s);
-            if now < deadline {
-                return Err(self.reject(r, State::Open, deadline - now));
+            if now < s.ticks() {
+                return Err(self.reject(r, State::Open, s.ticks() - now));
             }
         }
         self.acquire_slow(r, s)
@@ -424,9 +424,8 @@ impl<C: Clock> CircuitBreaker<C> {
                 }
                 State::Open => {
                     let now = self.ticks();
-                    let deadline = s.ticks() + self.cooldown(s);
-                    if now < deadline {
-                        return Err(self.reject(r, State::Open, deadline - now));
+                    if now < s.ticks() {
+                        return Err(self.reject(r, State::Open, s.ticks() - now));
                     }
                     let update = self.word.transition(s, |cur| {
                         (cur == s).then(|| cur.next(State::HalfOpen, cur.level(), now))
@@ -664,7 +663,7 @@ impl<C: Clock> CircuitBreaker<C> {
             let now = self.ticks();
             let update = self.word.transition(s, |cur| {
                 (cur.generation() == generation && cur.is_closed())
-                    .then(|| cur.next(State::Open, 0, now))
+                    .then(|| self.opened(cur, 0, now))
             });
             let _ = self.announce(update, reason, window, streak);
         }
@@ -767,7 +766,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let level = s.level().saturating_add(1).min(self.config.max_level());
         let update = self.word.transition(s, |cur| {
             (cur.generation() == generation && cur.state() == State::HalfOpen)
-                .then(|| cur.next(State::Open, level, now))
+                .then(|| self.opened(cur, level, now))
         });
         self.announce(update, reason, WindowCounts::default(), 0)
     }
@@ -792,7 +791,7 @@ impl<C: Clock> CircuitBreaker<C> {
             to: to.state(),
             generation: to.generation(),
             reason,
-            at: ticks_to_duration(to.ticks()),
+            at: ticks_to_duration(self.entered(to)),
             level: to.level(),
             window,
             consecutive_failures: streak,
@@ -819,16 +818,34 @@ impl<C: Clock> CircuitBreaker<C> {
         ticks_from_nanos(self.now_nanos())
     }
 
-    #[inline]
-    fn cooldown(&self, s: Snapshot) -> u64 {
-        self.config.cooldown(s.level(), s.generation(), self.seed)
+    /// The Open word that follows `cur` at `now`, at backoff `level`. Its ticks are
+    /// its deadline: `now` plus the cooldown of its level and generation (jittered,
+    /// the same for every thread), so a rejection compares the clock with the word
+    /// and computes nothing.
+    fn opened(&self, cur: Snapshot, level: u8, now: u64) -> Snapshot {
+        let generation = cur.generation().wrapping_add(1);
+        let cooldown = self.config.cooldown(level, generation, self.seed);
+        cur.next(
+            State::Open,
+            level,
+            now.saturating_add(cooldown).min(TICKS_MAX),
+        )
+    }
+
+    /// When `s`'s phase began: its ticks, except for Open, whose ticks are the
+    /// deadline and began one cooldown earlier (less, if the deadline saturated).
+    fn entered(&self, s: Snapshot) -> u64 {
+        if s.is(State::Open) {
+            let cooldown = self.config.cooldown(s.level(), s.generation(), self.seed);
+            s.ticks().saturating_sub(cooldown)
+        } else {
+            s.ticks()
+        }
     }
 
     fn retry_after(&self, s: Snapshot, now: u64) -> Option<Duration> {
         match s.state() {
-            State::Open => Some(ticks_to_duration(
-                (s.ticks() + self.cooldown(s)).saturating_sub(now),
-            )),
+            State::Open => Some(ticks_to_duration(s.ticks().saturating_sub(now))),
             State::HalfOpen => {
                 // Acquire: pairs with the AcqRel CAS that wrote the round.
                 let round = Tagged::from_raw(self.round.load(Ordering::Acquire));
@@ -871,5 +888,55 @@ impl<C: Clock> fmt::Debug for CircuitBreaker<C> {
             .field("slow_call_rate", &m.window.slow_call_rate())
             .field("consecutive_failures", &m.consecutive_failures)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    fn breaker() -> CircuitBreaker<ManualClock> {
+        CircuitBreaker::builder()
+            .consecutive_failures(5)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap()
+    }
+
+    fn streak(b: &CircuitBreaker<ManualClock>) -> Tagged {
+        Tagged::from_raw(b.streak.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn a_stale_failure_leaves_a_later_phases_streak_alone() {
+        let b = breaker();
+        b.streak.store(Tagged::new(7, 3).raw(), Ordering::Relaxed);
+        assert_eq!(b.bump_streak(6), 0, "generation 6 is over");
+        assert_eq!(streak(&b), Tagged::new(7, 3));
+        assert_eq!(b.bump_streak(7), 4);
+        assert_eq!(b.bump_streak(8), 1, "a new phase starts its own streak");
+        assert_eq!(streak(&b), Tagged::new(8, 1));
+    }
+
+    #[test]
+    fn a_success_empties_its_own_or_an_earlier_streak_but_not_a_later_one() {
+        let b = breaker();
+        b.streak.store(Tagged::new(7, 3).raw(), Ordering::Relaxed);
+        b.clear_streak(6);
+        assert_eq!(
+            streak(&b),
+            Tagged::new(7, 3),
+            "a later phase's streak stays"
+        );
+        b.clear_streak(7);
+        assert_eq!(streak(&b), Tagged::new(7, 0));
+        b.streak.store(Tagged::new(7, 3).raw(), Ordering::Relaxed);
+        b.clear_streak(9);
+        assert!(
+            streak(&b).is_empty(),
+            "an earlier phase's streak is emptied"
+        );
+        assert_eq!(streak(&b).data_for(9), 0);
     }
 }

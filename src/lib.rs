@@ -135,13 +135,15 @@
 //! | 0-2    | state      | Closed, Open, HalfOpen, ForcedOpen, Disabled |
 //! | 3-8    | level      | backoff level (the cap is reached within 63 levels, or the builder refuses the multiplier) |
 //! | 9-24   | generation | bumped by every transition, wrapping at 2^16 |
-//! | 25-63  | ticks      | ms since the breaker was built: opened-at in Open, the round's start in HalfOpen; saturates after 17.4 years |
+//! | 25-63  | ticks      | ms since the breaker was built: in Open the deadline (opened-at plus the jittered cooldown of its level and generation), the round's start in HalfOpen; saturates after 17.4 years |
 //!
-//! So no thread can see Open without its opened-at, or a generation with another
-//! state. The half-open round's (issued, succeeded) counts and the consecutive
-//! failure count live in two more words, each tagged with the generation it belongs
-//! to; data tagged with another generation reads as empty, so a phase never sees
-//! another phase's data. A probe slot is taken by CAS on the round word and then
+//! So no thread can see Open without its opened-at (the deadline less a cooldown that
+//! the word itself determines), or a generation with another state. Keeping the
+//! deadline rather than opened-at makes a rejection one compare with the clock. The
+//! half-open round's (issued, succeeded) counts and the consecutive failure count
+//! live in two more words, each tagged with the generation it belongs to; data
+//! tagged with another generation reads as empty, so a phase never sees another
+//! phase's data. A probe slot is taken by CAS on the round word and then
 //! validated against the state word, so exactly `half_open_probes` probes are
 //! admitted per round however many threads arrive at once.
 //!

@@ -13,12 +13,12 @@
 //! | state      | 3    | [`State`]: Closed 0, Open 1, HalfOpen 2, ForcedOpen 3, Disabled 4 |
 //! | level      | 6    | backoff level: the next reopening waits `open_duration * m^level` |
 //! | generation | 16   | bumped (wrapping) by every transition                           |
-//! | ticks      | 39   | milliseconds since the breaker was built: Open: opened-at; HalfOpen: the round's start; otherwise the time of the last transition |
+//! | ticks      | 39   | milliseconds since the breaker was built: Open: the deadline (opened-at plus the cooldown of the word's level and generation); HalfOpen: the round's start; otherwise the time of the last transition |
 //!
 //! A tick is one millisecond. 39 bits of ticks hold 17.4 years of breaker uptime;
 //! later readings saturate at [`TICKS_MAX`] (they never wrap). A breaker that
-//! outlives that keeps working, except that cooldowns measured from a saturated
-//! opened-at end at once.
+//! outlives that keeps working, except that a cooldown starting within one cooldown
+//! of saturation ends at the saturated tick, and ones starting later end at once.
 //!
 //! Two more words carry the data of one phase, each tagged with the generation it
 //! belongs to, so no interleaving can pair a state with another state's data:
@@ -183,8 +183,9 @@ impl Snapshot {
         (self.0 >> GEN_SHIFT & mask(GEN_BITS)) as u16
     }
 
-    /// Open: when it opened. HalfOpen: when the round started. Otherwise: when the
-    /// last transition happened.
+    /// Open: its deadline, when a call may half-open it (opened-at plus the
+    /// cooldown; see `CircuitBreaker::opened`). HalfOpen: when the round started.
+    /// Otherwise: when the last transition happened.
     #[inline]
     pub(crate) fn ticks(self) -> u64 {
         self.0 >> TICKS_SHIFT

@@ -144,3 +144,45 @@ fn debug_prints_the_decoded_state_and_the_window() {
     );
     assert!(shown.contains("retry_after: None"), "{shown}");
 }
+
+/// An Open word keeps its deadline; the time it opened is derived from it. With a
+/// jittered cooldown, the snapshot and the event still report the opening time.
+#[test]
+fn with_jitter_open_reports_when_it_opened_and_when_it_may_half_open() {
+    let clock = ManualClock::new();
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = events.clone();
+    let b = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .consecutive_failures(1)
+        .open_duration(10 * SEC)
+        .jitter(0.5)
+        .on_transition(move |t| log.lock().unwrap().push(*t))
+        .build()
+        .unwrap();
+    clock.advance(Duration::from_millis(700));
+    let _ = b.call(|| Err::<(), _>(()));
+    clock.advance(Duration::from_millis(300));
+    let m = b.metrics();
+    assert_eq!(m.state, State::Open);
+    assert_eq!(m.time_in_state, Duration::from_millis(300));
+    let cooldown = m.time_in_state + m.retry_after.unwrap();
+    assert!(
+        (5 * SEC..=10 * SEC).contains(&cooldown),
+        "a jittered cooldown of at most half off: {cooldown:?}"
+    );
+    assert_eq!(events.lock().unwrap()[0].at, Duration::from_millis(700));
+
+    // Admitted exactly at the deadline, not a millisecond before.
+    clock.advance(m.retry_after.unwrap() - Duration::from_millis(1));
+    assert!(b.try_acquire().is_err());
+    clock.advance(Duration::from_millis(1));
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Closed);
+    let e = events.lock().unwrap();
+    assert_eq!(
+        e[1].at,
+        Duration::from_millis(700) + cooldown,
+        "half-opened at the deadline"
+    );
+}

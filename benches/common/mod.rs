@@ -113,6 +113,53 @@ impl Subject for FloorLoadAdd {
     }
 }
 
+/// DESIGN.md's "ideal closed path": load the state word, then one atomic increment of
+/// this thread's stripe of a counter. The stripe is found the way cutout finds its
+/// own (a `const` thread-local read once per call, a number handed out on a
+/// thread's first call); unlike cutout it counts with a locked `fetch_add` and counts
+/// nothing else.
+pub struct FloorStriped {
+    state: AtomicU64,
+    stripes: Box<[crossbeam_utils::CachePadded<AtomicU64>]>,
+}
+
+std::thread_local! {
+    static FLOOR_STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+impl FloorStriped {
+    pub fn new(open: bool) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        FloorStriped {
+            state: AtomicU64::new(u64::from(open)),
+            stripes: (0..2 * cores).map(|_| Default::default()).collect(),
+        }
+    }
+    #[inline]
+    fn admit(&self) -> bool {
+        let closed = self.state.load(Ordering::Acquire) == 0;
+        let mut i = FLOOR_STRIPE.with(std::cell::Cell::get);
+        if i == usize::MAX {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            i = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
+            FLOOR_STRIPE.with(|s| s.set(i));
+        }
+        self.stripes[i % self.stripes.len()].fetch_add(1, Ordering::Relaxed);
+        closed
+    }
+}
+
+impl Subject for FloorStriped {
+    #[inline]
+    fn succeed(&self) -> bool {
+        self.admit() && ok().is_ok()
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        self.admit() && err().is_err()
+    }
+}
+
 /// The naive reference: a consecutive-failure breaker behind a `std::sync::Mutex`,
 /// locked once to admit and once to record.
 pub struct MutexBreaker {
@@ -318,6 +365,7 @@ pub fn closed(v: &mut impl Visit) {
     v.visit("direct", Direct);
     v.visit("floor_load", FloorLoad::new(false));
     v.visit("floor_load_fetch_add", FloorLoadAdd::new(false));
+    v.visit("floor_striped", FloorStriped::new(false));
     v.visit("cutout_consecutive", cutout_consecutive(5));
     v.visit("cutout_observed", cutout_observed(5));
     v.visit("cutout_window", cutout_window(20));
@@ -332,6 +380,7 @@ pub fn closed(v: &mut impl Visit) {
 /// direct call and the bare load).
 pub fn contended(v: &mut impl Visit) {
     v.visit("floor_load_fetch_add", FloorLoadAdd::new(false));
+    v.visit("floor_striped", FloorStriped::new(false));
     v.visit("cutout_consecutive", cutout_consecutive(5));
     v.visit("cutout_window", cutout_window(20));
     v.visit("failsafe_consecutive", failsafe_consecutive(5, LONG));
@@ -346,6 +395,7 @@ pub fn contended(v: &mut impl Visit) {
 pub fn open(v: &mut impl Visit) {
     v.visit("floor_load", FloorLoad::new(true));
     v.visit("floor_load_fetch_add", FloorLoadAdd::new(true));
+    v.visit("floor_striped", FloorStriped::new(true));
     let c = "cutout_consecutive";
     v.visit(c, trip(c, cutout_consecutive(5), 100));
     let c = "cutout_window";
