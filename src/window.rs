@@ -18,6 +18,12 @@
 //! owned stripe also publishes the tag of its newest bucket, so the reader skips an
 //! idle thread's stripe with one load instead of reading its `K` buckets.
 //!
+//! The owner of a stripe remembers the bucket it counted in last (its end time,
+//! position and generation, in the stripe's scratch words). While the time and the
+//! generation still match, an outcome goes straight to that bucket: no division,
+//! no tag load. Only the owner changes its stripe's tags, and it re-caches on every
+//! change, so the memory cannot go stale.
+//!
 //! # Exactness
 //! Owned stripes have one writer, so their counts are exact. On the shared stripe a
 //! rotation is a CAS of the tag followed by zeroing the counts: an increment by
