@@ -62,9 +62,12 @@ def main():
             r1 = ratio(rows[name], ref1) if not name.startswith("reject_full") else "-"
             r2 = ratio(rows[name], ref2) if ref2 else "-"
             print(f"| {label} | {name} | {ns(rows[name])} | {r1} | {r2} |")
+    contended(runs)
     extra(root)
-    if not runs:
-        return
+
+
+def contended(runs):
+    """Rows of the main table from the contended runs (none without runs)."""
     # contended: per-thread ns/call as measured; aggregate = per-thread / threads.
     per = {}
     for run in runs:

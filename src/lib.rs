@@ -173,14 +173,15 @@
 //! A closed-state call reads the state word (a shared, read-mostly line) and writes
 //! only the calling thread's own stripe of counters with a plain load and store: no
 //! locked instruction and no shared written cache line, so per-thread cost stays flat
-//! as threads are added. With a window it also reads the cached clock (one load). A
-//! failure costs more: a CAS on the streak word and a sum over the window's buckets.
-//! An open-state rejection is a load, a clock read and a counter.
+//! as threads are added. With a window it also reads the cached clock (one load) and
+//! the thread's cache of its current bucket. A failure costs more: a CAS on the streak
+//! word and a sum over the window's buckets. An open-state rejection is a load, a
+//! clock read compared with the deadline the state word holds, and a counter.
 //!
 //! Measured on a 2-vCPU AMD EPYC VM (criterion medians, one thread): a closed call
-//! 4.2 ns with the consecutive policy and 6.4 ns with the rate window, an open
-//! rejection 5.5 ns, against 9-17 ns and 29-37 ns for failsafe, recloser and a
-//! `Mutex` breaker; at 2 threads the aggregate cost per call falls to 2.4 ns while
+//! 4.4 ns with the consecutive policy and 5.2 ns with the rate window, an open
+//! rejection 4.4 ns, against 9-11 ns and 28-31 ns for failsafe, recloser and a
+//! `Mutex` breaker; at 2 threads the aggregate cost per call falls to 1.4 ns while
 //! theirs rises. The admission ticket and the rejection are one word each, so they
 //! travel in registers. `docs/PERFORMANCE.md` has the full report and how to rerun it.
 //!
