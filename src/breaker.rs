@@ -384,6 +384,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// The other hot path, a rejection inside the cooldown, kept apart from the
     /// transition loop so it stays small.
     #[inline(never)]
+    #[cold]
     fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
             // An Open word's ticks are its deadline: nothing to compute.
@@ -568,6 +569,7 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     #[inline(never)]
+    #[cold]
     fn record_slow(&self, r: StripeRef<'_>, s: Snapshot, ticket: Ticket, outcome: Outcome) {
         if s.generation() != ticket.generation() {
             // Admitted under an earlier phase: the breaker has moved on, and this
@@ -628,10 +630,19 @@ impl<C: Clock> CircuitBreaker<C> {
     #[inline]
     fn timer(&self, slow: SlowCalls) -> u64 {
         if slow.precise() {
-            self.clock.precise()
+            self.precise()
         } else {
             self.clock.now()
         }
+    }
+
+    /// [`Clock::precise`], out of line and marked cold: it costs tens of
+    /// nanoseconds anyway, and a call the compiler sees as likely makes every
+    /// call through the breaker save and restore registers around it.
+    #[inline(never)]
+    #[cold]
+    fn precise(&self) -> u64 {
+        self.clock.precise()
     }
 
     fn record_closed(&self, r: StripeRef<'_>, s: Snapshot, sample: Sample) {
@@ -710,6 +721,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// earlier phase (which reads as 0 for this one already; emptying it keeps the
     /// next successes on the fast path). A later phase's streak is left alone.
     #[inline(never)]
+    #[cold]
     fn clear_streak_from(&self, generation: u16, mut seen: u64) {
         loop {
             let tagged = Tagged::from_raw(seen);

@@ -87,6 +87,7 @@ fn origin() -> quanta::Instant {
     *ORIGIN.get_or_init(quanta::Instant::now)
 }
 
+#[cold]
 fn precise_nanos() -> u64 {
     let nanos = quanta::Instant::now()
         .saturating_duration_since(origin())

@@ -203,6 +203,7 @@ impl Window {
     /// if it holds an older epoch or generation, and caches it for an owner. `None`
     /// if the bucket already holds a newer one: the outcome is too old to count.
     #[inline(never)]
+    #[cold]
     fn rotate<'s>(
         &self,
         stripes: &'s Stripes,
