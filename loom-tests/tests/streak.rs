@@ -14,6 +14,12 @@
 //!   linearization has two failures in a row, so the breaker must always trip,
 //!   exactly once, and the trip reports a count of exactly 2 (the threshold, not
 //!   a count inflated by a lost reset).
+//! - Threshold 3, two failures in generation 0, then `reset()`: the streak word
+//!   still holds generation 0's count. Thread 1 records a success (which empties the
+//!   earlier phase's word) while thread 2 records a failure, then the main thread
+//!   records one more failure. The new phase has at most two failures in a row, so
+//!   it must never trip: the old count never leaks into it, whichever of the
+//!   success's empty-out and the failure's first count lands first.
 
 #![cfg(cutout_loom)]
 
@@ -80,5 +86,41 @@ fn failures_in_a_row_in_every_order_always_trip() {
         let ev = events.get();
         assert_eq!(ev.len(), 1);
         assert_eq!(ev[0].consecutive_failures, 2);
+    });
+}
+
+#[test]
+fn an_earlier_phases_streak_never_leaks_into_the_next() {
+    model(|| {
+        let clock = ManualClock::new();
+        let events = Events::new();
+        let breaker = Arc::new(
+            builder(&clock, &events)
+                .consecutive_failures(3)
+                .build()
+                .unwrap(),
+        );
+        for _ in 0..2 {
+            breaker.try_acquire().unwrap().failure();
+        }
+        breaker.reset(); // generation 1; the word still says (0, 2)
+        let success = breaker.try_acquire_owned().unwrap();
+        let failure = breaker.try_acquire_owned().unwrap();
+        let a = thread::spawn(move || success.success());
+        let b = thread::spawn(move || failure.failure());
+        a.join().unwrap();
+        b.join().unwrap();
+        let streak = breaker.metrics().consecutive_failures;
+        assert!((0..=1).contains(&streak), "{streak}");
+        breaker.try_acquire().unwrap().failure();
+        let m = breaker.metrics();
+        assert_eq!(
+            (m.state, m.generation),
+            (State::Closed, 1),
+            "generation 0's failures leaked into generation 1"
+        );
+        assert_eq!(m.consecutive_failures, streak + 1);
+        assert_eq!(m.transitions(Reason::Reset), 1);
+        assert_eq!(events.get().len(), 1, "only the reset");
     });
 }
