@@ -243,10 +243,87 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Result<T, Error<E>> {
         // Acquire and record run on this thread: one stripe lookup serves both.
         let r = self.stripes.mine();
-        let permit = Permit::new(self, self.acquire_in(r)?); // recorded as dropped on a panic
-        let result = f();
-        permit.record_in(r, classify(&result));
+        let s = self.word.load();
+        if !s.is_closed() {
+            return match self.acquire_not_closed(r, s) {
+                Ok(ticket) => self.call_admitted(ticket, classify, f),
+                Err(rejected) => Err(Error::Rejected(rejected)),
+            };
+        }
+        // The lean path: a closed admission, timed (if the slow-call policy times
+        // calls) by a cheap reading, and a success recorded by the common case
+        // (`record_lean_success`). Everything else is one out-of-line call: a
+        // rejection or an admission off this path is finished by `call_admitted`,
+        // an outcome off it is recorded by `record_slow`. So the path itself calls
+        // nothing but `f`, and keeps few values in registers that need saving.
+        let started = match self.config.slow_calls {
+            None => 0,
+            Some(slow) => match self.clock.now_if_cheap() {
+                Some(now) if !slow.precise() => now,
+                _ => return self.call_admitted(self.admit(r, s, Kind::Closed), classify, f),
+            },
+        };
+        Stripes::bump(r, Counter::Admitted);
+        let permit = Permit::new(self, Ticket::new(s.generation(), Kind::Closed, started));
+        let result = f(); // a panic drops the permit: recorded as dropped
+        let outcome = classify(&result);
+        let ticket = permit.into_ticket();
+        if !(outcome == Outcome::Success && self.record_lean_success(r, ticket)) {
+            self.record_slow(r, ticket, outcome);
+        }
         result.map_err(Error::Inner)
+    }
+
+    /// [`call_with`](Self::call_with) for a call admitted off its lean path: a probe,
+    /// a disabled breaker's call, or one timed by a precise reading.
+    #[inline(never)]
+    #[cold]
+    fn call_admitted<T, E>(
+        &self,
+        ticket: Ticket,
+        classify: impl FnOnce(&Result<T, E>) -> Outcome,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, Error<E>> {
+        let permit = Permit::new(self, ticket); // recorded as dropped on a panic
+        let result = f();
+        permit.record(classify(&result));
+        result.map_err(Error::Inner)
+    }
+
+    /// Records the success of a call admitted in Closed if it is the common case:
+    /// the generation still current, no streak to clear, a cheap clock reading, not
+    /// slow (by a cheap reading), the window's bucket cached. Returns `false` having
+    /// written nothing otherwise: [`record_slow`](Self::record_slow) does the rest.
+    #[inline(always)]
+    fn record_lean_success(&self, r: StripeRef<'_>, ticket: Ticket) -> bool {
+        let generation = ticket.generation();
+        // The same generation means the same phase: still Closed.
+        if self.word.load().generation() != generation {
+            return false;
+        }
+        if self.config.consecutive_failures.is_some()
+            // Relaxed: as in clear_streak.
+            && !Tagged::from_raw(self.streak.load(Ordering::Relaxed)).is_empty()
+        {
+            return false;
+        }
+        if let Some(w) = &self.window {
+            // The slow-call policy always comes with a window, so it is checked here,
+            // against the same reading.
+            let Some(now) = self.clock.now_if_cheap() else {
+                return false;
+            };
+            if self.config.slow_calls.is_some_and(|slow| {
+                slow.precise() || ticket.elapsed(now) > slow.threshold_nanos.get()
+            }) {
+                return false;
+            }
+            if !w.record_cached_success(&self.stripes, r, generation, now) {
+                return false;
+            }
+        }
+        Stripes::bump(r, Counter::Successes);
+        true
     }
 
     /// Opens the breaker until [`reset`](Self::reset): every call is rejected. Calls in
@@ -537,41 +614,28 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Records an outcome, counting in the stripe `r` of the calling thread.
     ///
-    /// Always inlined: the fresh closed-state success is a few loads, compares and
-    /// increments, and a call boundary (saving and restoring registers around it)
-    /// would cost as much again. Everything else is out of line.
+    /// Always inlined: the common case (see [`record_lean_success`]) is a few loads,
+    /// compares and increments, and a call boundary (saving and restoring registers
+    /// around it) would cost as much again. Everything else is out of line.
+    ///
+    /// [`record_lean_success`]: Self::record_lean_success
     #[inline(always)]
     pub(crate) fn record_in(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
-        let s = self.word.load();
         if outcome == Outcome::Success
             && ticket.kind() == Kind::Closed
-            && s.generation() == ticket.generation()
-            && !self.is_slow(ticket)
+            && self.record_lean_success(r, ticket)
         {
-            // The hot path: a fresh closed-state success that was not slow. It
-            // writes only this thread's stripe, and reads the streak (never writing
-            // it when it is already zero).
-            Stripes::bump(r, Counter::Successes);
-            if self.config.consecutive_failures.is_some() {
-                self.clear_streak(ticket.generation());
-            }
-            if let Some(w) = &self.window {
-                w.record(
-                    &self.stripes,
-                    r,
-                    ticket.generation(),
-                    self.clock.now(),
-                    Sample::SUCCESS,
-                );
-            }
             return;
         }
-        self.record_slow(r, s, ticket, outcome);
+        self.record_slow(r, ticket, outcome);
     }
 
+    /// Records any outcome: stale, ignored, failed, slow, a probe's, or a success
+    /// that must clear the streak or rotate the window. Not marked cold: failures
+    /// are the common case of a failing dependency.
     #[inline(never)]
-    #[cold]
-    fn record_slow(&self, r: StripeRef<'_>, s: Snapshot, ticket: Ticket, outcome: Outcome) {
+    fn record_slow(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
+        let s = self.word.load();
         if s.generation() != ticket.generation() {
             // Admitted under an earlier phase: the breaker has moved on, and this
             // result must not decide the new phase.
@@ -706,24 +770,14 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    /// Ends `generation`'s streak. Writes nothing when the streak word is empty, so
-    /// the success path only reads a shared line.
-    #[inline(always)]
+    /// Ends `generation`'s streak: empties the streak word if it holds this
+    /// generation's streak, or one left by an earlier phase (which reads as 0 for
+    /// this one already; emptying it keeps the next successes on the lean path). A
+    /// later phase's streak is left alone, and an empty word is not written.
     fn clear_streak(&self, generation: u16) {
         // Relaxed: a stale non-empty read is corrected by the CAS; a stale empty read
         // means a racing failure is ordered after this success.
-        let seen = self.streak.load(Ordering::Relaxed);
-        if !Tagged::from_raw(seen).is_empty() {
-            self.clear_streak_from(generation, seen);
-        }
-    }
-
-    /// Empties the streak word for `generation`: its own streak, or one left by an
-    /// earlier phase (which reads as 0 for this one already; emptying it keeps the
-    /// next successes on the fast path). A later phase's streak is left alone.
-    #[inline(never)]
-    #[cold]
-    fn clear_streak_from(&self, generation: u16, mut seen: u64) {
+        let mut seen = self.streak.load(Ordering::Relaxed);
         loop {
             let tagged = Tagged::from_raw(seen);
             if tagged.is_empty() || generation_after(tagged.generation(), generation) {

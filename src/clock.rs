@@ -52,6 +52,17 @@ pub trait Clock: Send + Sync {
     fn resolution(&self) -> Duration {
         Duration::from_nanos(1)
     }
+
+    /// Not part of the API: it may change in any release, and implementations need
+    /// not override it. [`now`](Clock::now) if the reading is a load away, else
+    /// `None`: the breaker's closed path then takes its slow branch, so that only
+    /// that branch holds the call a reading would cost. Defaults to
+    /// `Some(self.now())`.
+    #[doc(hidden)]
+    #[inline]
+    fn now_if_cheap(&self) -> Option<u64> {
+        Some(self.now())
+    }
 }
 
 /// The default clock: a cached reading (one load), refreshed every millisecond by a
@@ -145,6 +156,15 @@ impl Clock for DefaultClock {
 
     fn resolution(&self) -> Duration {
         REFRESH_INTERVAL
+    }
+
+    #[inline]
+    fn now_if_cheap(&self) -> Option<u64> {
+        // Relaxed: see the refresh thread. 0: no refresh thread; `now` must call.
+        match RECENT.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
     }
 }
 

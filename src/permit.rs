@@ -2,7 +2,6 @@
 
 use crate::breaker::CircuitBreaker;
 use crate::clock::{Clock, DefaultClock};
-use crate::stripe::StripeRef;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -162,11 +161,10 @@ impl<'a, C: Clock> Permit<'a, C> {
         this.breaker.record(this.ticket, outcome);
     }
 
-    /// Records `outcome`, counting in the calling thread's stripe `r`.
+    /// The ticket, without recording anything: the caller records it.
     #[inline]
-    pub(crate) fn record_in(self, r: StripeRef<'_>, outcome: Outcome) {
-        let this = ManuallyDrop::new(self);
-        this.breaker.record_in(r, this.ticket, outcome);
+    pub(crate) fn into_ticket(self) -> Ticket {
+        ManuallyDrop::new(self).ticket
     }
 
     /// The generation this call was admitted under.

@@ -108,13 +108,6 @@ pub(crate) struct Sample {
     pub(crate) slow: bool,
 }
 
-impl Sample {
-    pub(crate) const SUCCESS: Sample = Sample {
-        failed: false,
-        slow: false,
-    };
-}
-
 /// A window's shape. It takes clock readings as they come (`now`) and measures
 /// epochs from `origin`, the breaker's first reading, so the hot path's cache check
 /// compares a reading with no arithmetic first.
@@ -171,6 +164,26 @@ impl Window {
             Stripes::add(r, &bucket[SLOW], 1);
         }
         true
+    }
+
+    /// Counts a success in the owner's cached bucket if it holds `now` and
+    /// `generation` (see [`cached`](Self::cached)). Returns `false` having written
+    /// nothing otherwise.
+    #[inline(always)]
+    pub(crate) fn record_cached_success(
+        &self,
+        stripes: &Stripes,
+        r: StripeRef<'_>,
+        generation: u16,
+        now: u64,
+    ) -> bool {
+        match self.cached(stripes, r, generation, now) {
+            Some(bucket) => {
+                Stripes::add(r, &bucket[CALLS], 1);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The owner's fast path: the bucket it counted in last, if `now` still falls
