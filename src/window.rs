@@ -140,7 +140,7 @@ impl Window {
 
     /// Counts one outcome at clock reading `now` for `generation` in the caller's
     /// stripe. Returns `false` if the outcome was too old for its bucket.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn record(
         &self,
         stripes: &Stripes,
