@@ -979,6 +979,57 @@ mod tests {
         Tagged::from_raw(b.streak.load(Ordering::Relaxed))
     }
 
+    /// A `ManualClock` whose reading is never "a load away", like the default clock
+    /// without its refresh thread: every call leaves the lean path.
+    struct NoCheapReading(ManualClock);
+
+    impl Clock for NoCheapReading {
+        fn now(&self) -> u64 {
+            self.0.now()
+        }
+        fn now_if_cheap(&self) -> Option<u64> {
+            None
+        }
+    }
+
+    /// Runs one script of successes, failures and slow calls across bucket edges on
+    /// a breaker with every policy, timed by `clock`; returns what it counted.
+    fn scripted<C: Clock>(clock: C, time: &ManualClock) -> (State, WindowCounts, u64, Lifetime) {
+        let b = CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.9, 100)
+            .slow_calls(Duration::from_millis(200), 0.9)
+            .consecutive_failures(50)
+            .clock(clock)
+            .build()
+            .unwrap();
+        for i in 0..40u64 {
+            let _ = b.call(|| {
+                if i % 7 == 3 {
+                    time.advance(Duration::from_millis(250)); // slow
+                }
+                if i % 5 == 0 { Err(i) } else { Ok(i) }
+            });
+            time.advance(Duration::from_millis(100)); // crosses bucket edges
+        }
+        let m = b.metrics();
+        (m.state, m.window, m.consecutive_failures, m.lifetime)
+    }
+
+    #[test]
+    fn calls_off_the_lean_path_count_exactly_as_on_it() {
+        let time = ManualClock::new();
+        let lean = scripted(time.clone(), &time);
+        let time = ManualClock::new();
+        assert_eq!(lean, scripted(NoCheapReading(time.clone()), &time));
+        let (_, window, _, lifetime) = lean;
+        assert_eq!(
+            (lifetime.admitted, lifetime.failures, lifetime.slow),
+            (40, 8, 6)
+        );
+        assert!(window.calls > 0 && window.slow > 0, "{window:?}");
+    }
+
     #[test]
     fn a_stale_failure_leaves_a_later_phases_streak_alone() {
         let b = breaker();

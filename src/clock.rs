@@ -283,6 +283,9 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     fn resolution(&self) -> Duration {
         (**self).resolution()
     }
+    fn now_if_cheap(&self) -> Option<u64> {
+        (**self).now_if_cheap()
+    }
 }
 
 #[cfg(all(test, not(cutout_loom)))]
