@@ -245,6 +245,15 @@ impl<C: Clock> CircuitBreaker<C> {
         let r = self.stripes.mine();
         let s = self.word.load();
         if !s.is_closed() {
+            // An Open rejection inside the cooldown, inline too: one compare of the
+            // clock with the deadline the word holds.
+            if s.is(State::Open) {
+                if let Some(now) = self.clock.now_if_cheap() {
+                    if let Some(rejected) = self.reject_in_cooldown(r, s, self.ticks_at(now)) {
+                        return Err(Error::Rejected(rejected));
+                    }
+                }
+            }
             return match self.acquire_not_closed(r, s) {
                 Ok(ticket) => self.call_admitted(ticket, classify, f),
                 Err(rejected) => Err(Error::Rejected(rejected)),
@@ -401,7 +410,7 @@ impl<C: Clock> CircuitBreaker<C> {
     pub fn metrics(&self) -> Metrics {
         let s = self.word.load();
         let reading = self.clock.now();
-        let now = ticks_from_nanos(reading.saturating_sub(self.origin));
+        let now = self.ticks_at(reading);
         let generation = s.generation();
         let window = match &self.window {
             Some(w) if s.is_closed() => w.counts(&self.stripes, generation, reading),
@@ -465,10 +474,8 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cold]
     fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
-            // An Open word's ticks are its deadline: nothing to compute.
-            let now = self.ticks();
-            if now < s.ticks() {
-                return Err(self.reject(r, State::Open, s.ticks() - now));
+            if let Some(rejected) = self.reject_in_cooldown(r, s, self.ticks()) {
+                return Err(rejected);
             }
         }
         self.acquire_slow(r, s)
@@ -491,6 +498,13 @@ impl<C: Clock> CircuitBreaker<C> {
         Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
+    /// The rejection of a call at tick `now` by the Open word `s`, if its cooldown
+    /// is not over. An Open word's ticks are its deadline: nothing to compute.
+    #[inline(always)]
+    fn reject_in_cooldown(&self, r: StripeRef<'_>, s: Snapshot, now: u64) -> Option<Rejected> {
+        (now < s.ticks()).then(|| self.reject(r, State::Open, s.ticks() - now))
+    }
+
     #[inline(never)]
     fn acquire_slow(&self, r: StripeRef<'_>, mut s: Snapshot) -> Result<Ticket, Rejected> {
         loop {
@@ -503,8 +517,8 @@ impl<C: Clock> CircuitBreaker<C> {
                 }
                 State::Open => {
                     let now = self.ticks();
-                    if now < s.ticks() {
-                        return Err(self.reject(r, State::Open, s.ticks() - now));
+                    if let Some(rejected) = self.reject_in_cooldown(r, s, now) {
+                        return Err(rejected);
                     }
                     let update = self.word.transition(s, |cur| {
                         (cur == s).then(|| cur.next(State::HalfOpen, cur.level(), now))
@@ -875,14 +889,16 @@ impl<C: Clock> CircuitBreaker<C> {
 
     // ---- time ------------------------------------------------------------------
 
-    #[inline]
-    fn now_nanos(&self) -> u64 {
-        self.clock.now().saturating_sub(self.origin)
-    }
-
+    /// The current tick (milliseconds since the breaker was built).
     #[inline]
     fn ticks(&self) -> u64 {
-        ticks_from_nanos(self.now_nanos())
+        self.ticks_at(self.clock.now())
+    }
+
+    /// The tick of the clock reading `reading`.
+    #[inline]
+    fn ticks_at(&self, reading: u64) -> u64 {
+        ticks_from_nanos(reading.saturating_sub(self.origin))
     }
 
     /// The Open word that follows `cur` at `now`, at backoff `level`. Its ticks are
@@ -1016,6 +1032,28 @@ mod tests {
         (m.state, m.window, m.consecutive_failures, m.lifetime)
     }
 
+    /// Trips a consecutive-failures breaker timed by `clock`, then calls it during
+    /// and after the cooldown; returns the rejections' `retry_after` and the counts.
+    fn rejected<C: Clock>(clock: C, time: &ManualClock) -> (Vec<Option<Duration>>, Lifetime) {
+        let b = CircuitBreaker::builder()
+            .consecutive_failures(2)
+            .open_duration(Duration::from_secs(1))
+            .clock(clock)
+            .build()
+            .unwrap();
+        let mut retry = Vec::new();
+        for _ in 0..2 {
+            let _ = b.call(|| Err::<(), _>(()));
+        }
+        for _ in 0..4 {
+            time.advance(Duration::from_millis(300));
+            if let Err(Error::Rejected(r)) = b.call(|| Ok::<_, ()>(())) {
+                retry.push(r.retry_after());
+            }
+        }
+        (retry, b.metrics().lifetime)
+    }
+
     #[test]
     fn calls_off_the_lean_path_count_exactly_as_on_it() {
         let time = ManualClock::new();
@@ -1028,6 +1066,14 @@ mod tests {
             (40, 8, 6)
         );
         assert!(window.calls > 0 && window.slow > 0, "{window:?}");
+
+        let time = ManualClock::new();
+        let lean = rejected(time.clone(), &time);
+        let time = ManualClock::new();
+        assert_eq!(lean, rejected(NoCheapReading(time.clone()), &time));
+        let ms = Duration::from_millis;
+        assert_eq!(lean.0, [Some(ms(700)), Some(ms(400)), Some(ms(100))]);
+        assert_eq!((lean.1.rejected, lean.1.successes), (3, 1));
     }
 
     #[test]
