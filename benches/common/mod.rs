@@ -55,6 +55,23 @@ impl Subject for Direct {
     }
 }
 
+/// A floor: an admission check and nothing else, in front of the direct call.
+trait Floor: Sync {
+    /// Whether the call may run (the state word says closed).
+    fn admit(&self) -> bool;
+}
+
+impl<F: Floor> Subject for F {
+    #[inline]
+    fn succeed(&self) -> bool {
+        self.admit() && ok().is_ok()
+    }
+    #[inline]
+    fn fail(&self) -> bool {
+        self.admit() && err().is_err()
+    }
+}
+
 /// The cheapest possible admission: one load of a state word.
 pub struct FloorLoad {
     state: AtomicU64,
@@ -68,14 +85,10 @@ impl FloorLoad {
     }
 }
 
-impl Subject for FloorLoad {
+impl Floor for FloorLoad {
     #[inline]
-    fn succeed(&self) -> bool {
-        self.state.load(Ordering::Acquire) == 0 && ok().is_ok()
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        self.state.load(Ordering::Acquire) == 0 && err().is_err()
+    fn admit(&self) -> bool {
+        self.state.load(Ordering::Acquire) == 0
     }
 }
 
@@ -93,23 +106,15 @@ impl FloorLoadAdd {
             count: Default::default(),
         }
     }
+}
+
+impl Floor for FloorLoadAdd {
     #[inline]
     fn admit(&self) -> bool {
         let closed = self.state.load(Ordering::Acquire) == 0;
         // A rejection is counted too, as every breaker here counts it.
         self.count.fetch_add(1, Ordering::Relaxed);
         closed
-    }
-}
-
-impl Subject for FloorLoadAdd {
-    #[inline]
-    fn succeed(&self) -> bool {
-        self.admit() && ok().is_ok()
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        self.admit() && err().is_err()
     }
 }
 
@@ -135,6 +140,9 @@ impl FloorStriped {
             stripes: (0..2 * cores).map(|_| Default::default()).collect(),
         }
     }
+}
+
+impl Floor for FloorStriped {
     #[inline]
     fn admit(&self) -> bool {
         let closed = self.state.load(Ordering::Acquire) == 0;
@@ -146,17 +154,6 @@ impl FloorStriped {
         }
         self.stripes[i % self.stripes.len()].fetch_add(1, Ordering::Relaxed);
         closed
-    }
-}
-
-impl Subject for FloorStriped {
-    #[inline]
-    fn succeed(&self) -> bool {
-        self.admit() && ok().is_ok()
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        self.admit() && err().is_err()
     }
 }
 
