@@ -19,7 +19,7 @@ use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
     DATA_MAX, NANOS_PER_TICK, Snapshot, StateWord, TICKS_MAX, Tagged, Update, ticks_from_nanos,
 };
-use crate::stripe::{Counter, StripeRef, Stripes};
+use crate::stripe::{Counter, Owned, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 use crate::window::{Sample, Window, generation_after};
 use crate::{Error, Rejected, State};
@@ -64,6 +64,10 @@ pub struct CircuitBreaker<C = DefaultClock> {
     streak: CachePadded<AtomicU64>,
     stripes: Stripes,
     window: Option<Window>,
+    /// With the slow-call policy, the elapsed nanoseconds from which a success is
+    /// off the lean path: past the threshold, or from 0 if calls are timed
+    /// precisely (the lean path's cheap readings cannot judge them).
+    lean_slow_nanos: Option<u64>,
     config: Config,
     transitions: [AtomicU64; Reason::ALL.len()],
     clock: C,
@@ -106,6 +110,10 @@ impl<C: Clock> CircuitBreaker<C> {
             streak: CachePadded::new(AtomicU64::new(Tagged::EMPTY.raw())),
             stripes,
             window,
+            lean_slow_nanos: config.slow_calls.map(|slow| match slow.precise() {
+                true => 0,
+                false => slow.threshold_nanos.get().saturating_add(1),
+            }),
             config,
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             clock,
@@ -244,6 +252,13 @@ impl<C: Clock> CircuitBreaker<C> {
         // Acquire and record run on this thread: one stripe lookup serves both.
         let r = self.stripes.mine();
         let s = self.word.load();
+        // The lean path: a closed admission by a thread that owns its stripe, timed
+        // (if the slow-call policy times calls) by a cheap reading, and a success
+        // recorded by the common case (`record_lean_success`). Everything else is
+        // one out-of-line call: an admission off this path is made and finished by
+        // `call_off_lean`, an outcome off it is recorded by `record_slow`. So the
+        // path itself calls nothing but `f`, and keeps few values in registers that
+        // need saving.
         if !s.is_closed() {
             // An Open rejection inside the cooldown, inline too: one compare of the
             // clock with the deadline the word holds.
@@ -254,45 +269,55 @@ impl<C: Clock> CircuitBreaker<C> {
                     }
                 }
             }
-            return match self.acquire_not_closed(r, s) {
-                Ok(ticket) => self.call_admitted(ticket, classify, f),
-                Err(rejected) => Err(Error::Rejected(rejected)),
-            };
+            return self.call_off_lean(r, s, classify, f);
         }
-        // The lean path: a closed admission, timed (if the slow-call policy times
-        // calls) by a cheap reading, and a success recorded by the common case
-        // (`record_lean_success`). Everything else is one out-of-line call: a
-        // rejection or an admission off this path is finished by `call_admitted`,
-        // an outcome off it is recorded by `record_slow`. So the path itself calls
-        // nothing but `f`, and keeps few values in registers that need saving.
+        let Some(o) = r.as_owned() else {
+            return self.call_off_lean(r, s, classify, f);
+        };
         let started = match self.config.slow_calls {
             None => 0,
             Some(slow) => match self.clock.now_if_cheap() {
                 Some(now) if !slow.precise() => now,
-                _ => return self.call_admitted(self.admit(r, s, Kind::Closed), classify, f),
+                _ => return self.call_off_lean(r, s, classify, f),
             },
         };
-        Stripes::bump(r, Counter::Admitted);
+        o.bump(Counter::Admitted);
         let permit = Permit::new(self, Ticket::new(s.generation(), Kind::Closed, started));
         let result = f(); // a panic drops the permit: recorded as dropped
         let outcome = classify(&result);
         let ticket = permit.into_ticket();
-        if !(outcome == Outcome::Success && self.record_lean_success(r, ticket)) {
-            self.record_slow(r, ticket, outcome);
+        match outcome {
+            Outcome::Success if self.record_lean_success(o, ticket) => {}
+            Outcome::Success => self.record_success_off_lean(r, ticket),
+            _ => self.record_slow(r, ticket, outcome),
         }
         result.map_err(Error::Inner)
     }
 
-    /// [`call_with`](Self::call_with) for a call admitted off its lean path: a probe,
-    /// a disabled breaker's call, or one timed by a precise reading.
+    /// [`record_slow`](Self::record_slow) for a success off the lean path: marked
+    /// cold so the compiler lays the lean path out first.
     #[inline(never)]
     #[cold]
-    fn call_admitted<T, E>(
+    fn record_success_off_lean(&self, r: StripeRef<'_>, ticket: Ticket) {
+        self.record_slow(r, ticket, Outcome::Success);
+    }
+
+    /// [`call_with`](Self::call_with) off its lean path: a rejection, a probe, a
+    /// disabled breaker's call, a call timed by a precise reading, or one by a
+    /// thread without a stripe of its own.
+    #[inline(never)]
+    #[cold]
+    fn call_off_lean<T, E>(
         &self,
-        ticket: Ticket,
+        r: StripeRef<'_>,
+        s: Snapshot,
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, Error<E>> {
+        let ticket = match s.is_closed() {
+            true => self.admit(r, s, Kind::Closed),
+            false => self.acquire_not_closed(r, s).map_err(Error::Rejected)?,
+        };
         let permit = Permit::new(self, ticket); // recorded as dropped on a panic
         let result = f();
         permit.record(classify(&result));
@@ -304,15 +329,13 @@ impl<C: Clock> CircuitBreaker<C> {
     /// slow (by a cheap reading), the window's bucket cached. Returns `false` having
     /// written nothing otherwise: [`record_slow`](Self::record_slow) does the rest.
     #[inline(always)]
-    fn record_lean_success(&self, r: StripeRef<'_>, ticket: Ticket) -> bool {
+    fn record_lean_success(&self, o: Owned<'_>, ticket: Ticket) -> bool {
         let generation = ticket.generation();
-        // The same generation means the same phase: still Closed.
-        if self.word.load().generation() != generation {
-            return false;
-        }
-        if self.config.consecutive_failures.is_some()
-            // Relaxed: as in clear_streak.
-            && !Tagged::from_raw(self.streak.load(Ordering::Relaxed)).is_empty()
+        // The same generation means the same phase: still Closed. The streak word
+        // is read whatever the policy: without one it stays empty.
+        // Relaxed: as in clear_streak.
+        if self.word.load().generation() != generation
+            || !Tagged::from_raw(self.streak.load(Ordering::Relaxed)).is_empty()
         {
             return false;
         }
@@ -322,16 +345,15 @@ impl<C: Clock> CircuitBreaker<C> {
             let Some(now) = self.clock.now_if_cheap() else {
                 return false;
             };
-            if self.config.slow_calls.is_some_and(|slow| {
-                slow.precise() || ticket.elapsed(now) > slow.threshold_nanos.get()
-            }) {
-                return false;
-            }
-            if !w.record_cached_success(&self.stripes, r, generation, now) {
+            if self
+                .lean_slow_nanos
+                .is_some_and(|limit| ticket.elapsed(now) >= limit)
+                || !w.record_cached_success(&self.stripes, o, generation, now)
+            {
                 return false;
             }
         }
-        Stripes::bump(r, Counter::Successes);
+        o.bump(Counter::Successes);
         true
     }
 
@@ -635,11 +657,12 @@ impl<C: Clock> CircuitBreaker<C> {
     /// [`record_lean_success`]: Self::record_lean_success
     #[inline(always)]
     pub(crate) fn record_in(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
-        if outcome == Outcome::Success
-            && ticket.kind() == Kind::Closed
-            && self.record_lean_success(r, ticket)
-        {
-            return;
+        if outcome == Outcome::Success && ticket.kind() == Kind::Closed {
+            if let Some(o) = r.as_owned() {
+                if self.record_lean_success(o, ticket) {
+                    return;
+                }
+            }
         }
         self.record_slow(r, ticket, outcome);
     }

@@ -53,7 +53,7 @@ pub(crate) struct StripeRef<'a> {
     index_owned: usize,
 }
 
-impl StripeRef<'_> {
+impl<'a> StripeRef<'a> {
     #[inline]
     fn index(self) -> usize {
         self.index_owned >> 1
@@ -62,6 +62,41 @@ impl StripeRef<'_> {
     #[inline]
     fn owned(self) -> bool {
         self.index_owned & 1 == 1
+    }
+
+    /// The stripe as its owner's, if the calling thread owns it.
+    #[inline]
+    pub(crate) fn as_owned(self) -> Option<Owned<'a>> {
+        self.owned().then_some(Owned(self))
+    }
+}
+
+/// A stripe the calling thread owns (see [`StripeRef::as_owned`]): it is the only
+/// writer, so every update is a plain load and store.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Owned<'a>(StripeRef<'a>);
+
+impl<'a> Owned<'a> {
+    /// Adds `n` to `word`, which is in this stripe.
+    #[inline]
+    pub(crate) fn add(self, word: &AtomicU64, n: u64) {
+        // Relaxed: this thread is the stripe's only writer, so a plain load and
+        // store cannot lose an update; readers only sum.
+        word.store(
+            word.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    #[inline]
+    pub(crate) fn bump(self, counter: Counter) {
+        self.add(&self.0.counters[counter as usize], 1);
+    }
+
+    /// Scratch word `i`: private to the owner.
+    #[inline]
+    pub(crate) fn scratch(self, i: usize) -> &'a AtomicU64 {
+        Stripes::scratch(self.0, i)
     }
 }
 
@@ -141,7 +176,7 @@ impl Stripes {
 
     /// Scratch word `i` of a stripe: written by its owner only.
     #[inline]
-    pub(crate) fn scratch(r: StripeRef<'_>, i: usize) -> &AtomicU64 {
+    pub(crate) fn scratch<'a>(r: StripeRef<'a>, i: usize) -> &'a AtomicU64 {
         &r.counters[COUNTERS + i]
     }
 
@@ -153,16 +188,10 @@ impl Stripes {
     /// Adds `n` to `word`, which is in the stripe `r`.
     #[inline]
     pub(crate) fn add(r: StripeRef<'_>, word: &AtomicU64, n: u64) {
-        if r.owned() {
-            // Relaxed: this thread is the stripe's only writer, so a plain load and
-            // store cannot lose an update; readers only sum.
-            word.store(
-                word.load(Ordering::Relaxed).wrapping_add(n),
-                Ordering::Relaxed,
-            );
-        } else {
+        match r.as_owned() {
+            Some(owned) => owned.add(word, n),
             // Relaxed: the counter publishes nothing but itself.
-            word.fetch_add(n, Ordering::Relaxed);
+            None => _ = word.fetch_add(n, Ordering::Relaxed),
         }
     }
 

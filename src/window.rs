@@ -47,7 +47,7 @@
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
-use crate::stripe::{Bucket, StripeRef, Stripes};
+use crate::stripe::{Bucket, Owned, StripeRef, Stripes};
 use crate::sync::Ordering;
 
 const TAG: usize = 0;
@@ -55,18 +55,21 @@ const CALLS: usize = 1;
 const FAILURES: usize = 2;
 const SLOW: usize = 3;
 
-/// Scratch words of an owned stripe. `CACHE_END` and `CACHE_KEY` are the owner's
-/// cache of the bucket it counted in last: that bucket's end (exclusive, in
-/// nanoseconds; 0 while nothing is cached), and its position among the stripes'
-/// buckets and its generation (`position << 16 | generation`, see
-/// [`Stripes::position`]). The owner sets them whenever it has made sure the
-/// bucket carries that tag, and it is the only thread that changes a tag of its
-/// stripe, so the cache stays true until the owner moves on. `NEWEST` is the tag of
-/// the newest bucket the owner rotated in (0 if none), which readers use to skip a
+/// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY` and `CACHE_POS`
+/// are the owner's cache of the bucket it counted in last: that bucket's start (a
+/// clock reading), a valid bit and its generation (`1 << 16 | generation`; 0 while
+/// nothing is cached), and its position among the stripes' buckets (see
+/// [`Stripes::position`]). The owner sets them whenever it has made sure the bucket
+/// carries that tag, and it is the only thread that changes a tag of its stripe,
+/// so the cache stays true until the owner moves on. `NEWEST` is the tag of the
+/// newest bucket the owner rotated in (0 if none), which readers use to skip a
 /// stripe whose every bucket is older than the window.
-const CACHE_END: usize = 0;
+const CACHE_START: usize = 0;
 const CACHE_KEY: usize = 1;
-const NEWEST: usize = 2;
+const CACHE_POS: usize = 2;
+const NEWEST: usize = 3;
+/// `CACHE_KEY`'s valid bit.
+const KEY_VALID: u64 = 1 << 16;
 
 const EPOCH_BITS: u32 = 48;
 const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
@@ -149,7 +152,10 @@ impl Window {
         now: u64,
         s: Sample,
     ) -> bool {
-        let bucket = match self.cached(stripes, r, generation, now) {
+        let cached = r
+            .as_owned()
+            .and_then(|o| self.cached(stripes, o, generation, now));
+        let bucket = match cached {
             Some(bucket) => bucket,
             None => match self.rotate(stripes, r, generation, now) {
                 Some(bucket) => bucket,
@@ -173,13 +179,13 @@ impl Window {
     pub(crate) fn record_cached_success(
         &self,
         stripes: &Stripes,
-        r: StripeRef<'_>,
+        o: Owned<'_>,
         generation: u16,
         now: u64,
     ) -> bool {
-        match self.cached(stripes, r, generation, now) {
+        match self.cached(stripes, o, generation, now) {
             Some(bucket) => {
-                Stripes::add(r, &bucket[CALLS], 1);
+                o.add(&bucket[CALLS], 1);
                 true
             }
             None => false,
@@ -187,27 +193,27 @@ impl Window {
     }
 
     /// The owner's fast path: the bucket it counted in last, if `now` still falls
-    /// in it and it counts for `generation`. Two loads and no division.
+    /// in it and it counts for `generation`. Two loads, two compares, no division.
     #[inline(always)]
     fn cached<'s>(
         &self,
         stripes: &'s Stripes,
-        r: StripeRef<'_>,
+        o: Owned<'_>,
         generation: u16,
         now: u64,
     ) -> Option<&'s Bucket> {
-        if !Stripes::is_owned(r) {
-            return None;
-        }
         // Relaxed: private to the owner.
-        let end = Stripes::scratch(r, CACHE_END).load(Ordering::Relaxed);
-        let key = Stripes::scratch(r, CACHE_KEY).load(Ordering::Relaxed);
-        // With nothing cached `end` is 0, and no reading is below it. The lower
-        // bound matters only if readings go backwards, which a `Clock` must not do,
-        // but a thread that takes over an exited thread's slot inherits its cache
-        // and may bring its own idea of the time (as the tests do).
-        if now < end && now >= end - self.bucket_nanos && key as u16 == generation {
-            return Some(stripes.bucket_at((key >> 16) as usize));
+        let start = o.scratch(CACHE_START).load(Ordering::Relaxed);
+        let key = o.scratch(CACHE_KEY).load(Ordering::Relaxed);
+        // One compare for `start <= now < start + bucket_nanos`. The lower bound
+        // matters only if readings go backwards, which a `Clock` must not do, but a
+        // thread that takes over an exited thread's slot inherits its cache and may
+        // bring its own idea of the time (as the tests do).
+        let in_bucket = now.wrapping_sub(start) < self.bucket_nanos;
+        // Not `&&`: both are cheap, and one branch is cheaper than two.
+        if in_bucket & (key == KEY_VALID | u64::from(generation)) {
+            let position = o.scratch(CACHE_POS).load(Ordering::Relaxed);
+            return Some(stripes.bucket_at(position as usize));
         }
         None
     }
@@ -265,12 +271,13 @@ impl Window {
             // The bucket is tagged `mine`: the owner's next outcomes for this
             // generation in this bucket's time take the fast path.
             // Relaxed: private to the owner.
-            let end = (epoch + 1).saturating_mul(self.bucket_nanos);
-            Stripes::scratch(r, CACHE_END)
-                .store(self.origin.saturating_add(end), Ordering::Relaxed);
-            let position = stripes.position(r, slot) as u64;
+            let start = epoch.saturating_mul(self.bucket_nanos);
+            Stripes::scratch(r, CACHE_START)
+                .store(self.origin.saturating_add(start), Ordering::Relaxed);
             Stripes::scratch(r, CACHE_KEY)
-                .store(position << 16 | u64::from(generation), Ordering::Relaxed);
+                .store(KEY_VALID | u64::from(generation), Ordering::Relaxed);
+            Stripes::scratch(r, CACHE_POS)
+                .store(stripes.position(r, slot) as u64, Ordering::Relaxed);
         }
         Some(bucket)
     }
