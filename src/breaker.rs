@@ -326,7 +326,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Records the success of a call admitted in Closed if it is the common case:
     /// the generation still current, no streak to clear, a cheap clock reading, not
-    /// slow (by a cheap reading), the window's bucket cached. Returns `false` having
+    /// slow (by a cheap reading), in the window's live bucket. Returns `false` having
     /// written nothing otherwise: [`record_slow`](Self::record_slow) does the rest.
     #[inline(always)]
     fn record_lean_success(&self, o: Owned<'_>, ticket: Ticket) -> bool {
@@ -348,7 +348,7 @@ impl<C: Clock> CircuitBreaker<C> {
             if self
                 .lean_slow_nanos
                 .is_some_and(|limit| ticket.elapsed(now) >= limit)
-                || !w.record_cached_success(&self.stripes, o, generation, now)
+                || !w.record_live_success(o, generation, now)
             {
                 return false;
             }

@@ -93,6 +93,12 @@ impl WindowCounts {
     pub fn slow_call_rate(&self) -> f64 {
         ratio(self.slow, self.calls)
     }
+
+    pub(crate) fn add(&mut self, other: WindowCounts) {
+        self.calls += other.calls;
+        self.failures += other.failures;
+        self.slow += other.slow;
+    }
 }
 
 fn ratio(part: u64, whole: u64) -> f64 {

@@ -174,7 +174,8 @@
 //! only the calling thread's own stripe of counters with a plain load and store: no
 //! locked instruction and no shared written cache line, so per-thread cost stays flat
 //! as threads are added. With a window it also reads the cached clock (one load) and
-//! the thread's cache of its current bucket. A failure costs more: a CAS on the streak
+//! the start and generation of the thread's live bucket, whose calls it counts in
+//! the same line. A failure costs more: a CAS on the streak
 //! word and a sum over the window's buckets. An open-state rejection is a load, a
 //! clock read compared with the deadline the state word holds, and a counter.
 //!

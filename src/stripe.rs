@@ -24,9 +24,9 @@ use crossbeam_utils::CachePadded;
 pub(crate) type Bucket = [AtomicU64; 4];
 /// Buckets in one padded line.
 const LINE_BUCKETS: usize = 4;
-type Line = CachePadded<[Bucket; LINE_BUCKETS]>;
-/// Words of the counter line after the counters, for the owner's private use (the
-/// window's cache of the current bucket).
+pub(crate) type Line = CachePadded<[Bucket; LINE_BUCKETS]>;
+/// Words of the counter line after the counters, written by the owner only (the
+/// window's live bucket: see [`crate::window`]).
 pub(crate) const SCRATCH: usize = 8;
 
 /// The lifetime counters, one word each in every stripe.
@@ -93,10 +93,15 @@ impl<'a> Owned<'a> {
         self.add(&self.0.counters[counter as usize], 1);
     }
 
-    /// Scratch word `i`: private to the owner.
+    /// Scratch word `i`.
     #[inline]
     pub(crate) fn scratch(self, i: usize) -> &'a AtomicU64 {
         Stripes::scratch(self.0, i)
+    }
+
+    #[inline]
+    pub(crate) fn stripe(self) -> StripeRef<'a> {
+        self.0
     }
 }
 
@@ -140,7 +145,7 @@ impl Stripes {
     }
 
     #[inline]
-    fn stripe(&self, index: usize) -> StripeRef<'_> {
+    pub(crate) fn stripe(&self, index: usize) -> StripeRef<'_> {
         StripeRef {
             counters: &self.counters[index],
             index_owned: index << 1 | usize::from(index < self.owned),
@@ -166,12 +171,11 @@ impl Stripes {
         &self.lines[position / LINE_BUCKETS][position % LINE_BUCKETS]
     }
 
-    /// Every bucket of stripe `r`, for readers, padding buckets included.
-    pub(crate) fn buckets_of(&self, r: StripeRef<'_>) -> impl Iterator<Item = &Bucket> + '_ {
+    /// Every bucket of stripe `r`, for readers, padding buckets included: its
+    /// lines of buckets (two plain loops compile better than a `flat_map`).
+    pub(crate) fn buckets_of(&self, r: StripeRef<'_>) -> &[Line] {
         let first = r.index() * self.lines_per_stripe;
-        self.lines[first..first + self.lines_per_stripe]
-            .iter()
-            .flat_map(|line| line.iter())
+        &self.lines[first..first + self.lines_per_stripe]
     }
 
     /// Scratch word `i` of a stripe: written by its owner only.
@@ -207,10 +211,6 @@ impl Stripes {
             // Relaxed: a snapshot; see the module's Orderings.
             .map(|c| c[counter as usize].load(Ordering::Relaxed))
             .fold(0, u64::wrapping_add)
-    }
-
-    pub(crate) fn is_owned(r: StripeRef<'_>) -> bool {
-        r.owned()
     }
 
     /// Heap bytes held.

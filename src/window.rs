@@ -18,23 +18,31 @@
 //! owned stripe also publishes the tag of its newest bucket, so the reader skips an
 //! idle thread's stripe with one load instead of reading its `K` buckets.
 //!
-//! The owner of a stripe remembers the bucket it counted in last (its end time,
-//! position and generation, in the stripe's scratch words). While the time and the
-//! generation still match, an outcome goes straight to that bucket: no division,
-//! no tag load. Only the owner changes its stripe's tags, and it re-caches on every
-//! change, so the memory cannot go stale.
+//! The owner of a stripe remembers the bucket it counted in last, its *live*
+//! bucket (its start, generation and position, in the stripe's scratch words).
+//! While the time and the generation still match, an outcome goes straight to that
+//! bucket: no division, no tag load. Only the owner changes its stripe's tags, and
+//! it re-caches on every change, so the memory cannot go stale.
+//!
+//! The live bucket's calls are not in the bucket at all: the owner counts them in
+//! one word of its counter line (`LIVE_CALLS`, which only grows), so a success
+//! costs the same increment wherever the live bucket is. The bucket's calls word
+//! holds `LIVE` meanwhile, and its count is `LIVE_CALLS - LIVE_BASE` (the counter
+//! when the bucket went live). When the owner moves on it *finalizes* the bucket:
+//! it stores that difference in the calls word, and only then moves `LIVE_BASE`.
 //!
 //! # Exactness
-//! Owned stripes have one writer, so their counts are exact. On the shared stripe a
-//! rotation is a CAS of the tag followed by zeroing the counts: an increment by
-//! another thread that lands between the two is lost, and one that read the old tag
-//! but lands after the zeroing is counted in the new bucket. So per rotation of a
-//! shared bucket, at most one outcome per other thread writing the shared stripe at
-//! that instant is lost or misattributed; without a racing rotation the counts are
-//! exact. The bound holds per counter: one outcome's call and failure increments
-//! can fall on either side of the zeroing, so a raced bucket may show more failures
-//! than calls (the loom model of this race finds 1 call, 2 failures). Counts are
-//! `u64`: no overflow in any realistic lifetime.
+//! Owned stripes have one writer, so their counts are exact; a reader validates
+//! each bucket it reads against a racing rotation (see Orderings). On the shared
+//! stripe a rotation is a CAS of the tag followed by zeroing the counts: an
+//! increment by another thread that lands between the two is lost, and one that
+//! read the old tag but lands after the zeroing is counted in the new bucket. So
+//! per rotation of a shared bucket, at most one outcome per other thread writing
+//! the shared stripe at that instant is lost or misattributed; without a racing
+//! rotation the counts are exact. The bound holds per counter: one outcome's call
+//! and failure increments can fall on either side of the zeroing, so a raced bucket
+//! may show more failures than calls (the loom model of this race finds 1 call, 2
+//! failures). Counts are `u64`: no overflow in any realistic lifetime.
 //!
 //! # Orderings
 //! A rotation writes the zeroed counts before the tag, and the tag with `Release`;
@@ -44,11 +52,23 @@
 //! the rotation it describes and loaded with `Acquire`; a failure's reader sees a
 //! racing writer's rotation through the `SeqCst` fence in the breaker, as it does
 //! the buckets themselves.
+//!
+//! An owner's rotation is a small seqlock write, with `Release` fences and no
+//! waiting on either side: it finalizes the live bucket and clears the tag of the
+//! slot it reuses, then fences, then writes the new bucket and `LIVE_BASE`. A reader
+//! of an owned bucket loads the tag, the counts (and for a live bucket the live
+//! words, then the calls word again), fences with `Acquire`, and loads the tag
+//! again. If anything it read was written after one of the owner's fences, the
+//! fence pairing shows it the writes before that fence: a changed tag (it reads the
+//! bucket again, which finds the rotation complete or the next one) or a finalized
+//! calls word (which it uses instead of the live words). So a reader never pairs a
+//! bucket with another bucket's counts or base, and never counts a finalized
+//! bucket's calls twice or not at all.
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
 use crate::stripe::{Bucket, Owned, StripeRef, Stripes};
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering, fence};
 
 const TAG: usize = 0;
 const CALLS: usize = 1;
@@ -56,20 +76,26 @@ const FAILURES: usize = 2;
 const SLOW: usize = 3;
 
 /// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY` and `CACHE_POS`
-/// are the owner's cache of the bucket it counted in last: that bucket's start (a
-/// clock reading), a valid bit and its generation (`1 << 16 | generation`; 0 while
+/// are the owner's cache of its live bucket: that bucket's start (a clock
+/// reading), a valid bit and its generation (`1 << 16 | generation`; 0 while
 /// nothing is cached), and its position among the stripes' buckets (see
 /// [`Stripes::position`]). The owner sets them whenever it has made sure the bucket
 /// carries that tag, and it is the only thread that changes a tag of its stripe,
 /// so the cache stays true until the owner moves on. `NEWEST` is the tag of the
 /// newest bucket the owner rotated in (0 if none), which readers use to skip a
-/// stripe whose every bucket is older than the window.
+/// stripe whose every bucket is older than the window. `LIVE_CALLS` counts every
+/// call the owner put in a live bucket; `LIVE_BASE` is its value when the current
+/// live bucket went live.
 const CACHE_START: usize = 0;
 const CACHE_KEY: usize = 1;
 const CACHE_POS: usize = 2;
 const NEWEST: usize = 3;
+const LIVE_CALLS: usize = 4;
+const LIVE_BASE: usize = 5;
 /// `CACHE_KEY`'s valid bit.
 const KEY_VALID: u64 = 1 << 16;
+/// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
+const LIVE: u64 = u64::MAX;
 
 const EPOCH_BITS: u32 = 48;
 const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
@@ -152,17 +178,20 @@ impl Window {
         now: u64,
         s: Sample,
     ) -> bool {
-        let cached = r
-            .as_owned()
-            .and_then(|o| self.cached(stripes, o, generation, now));
-        let bucket = match cached {
-            Some(bucket) => bucket,
-            None => match self.rotate(stripes, r, generation, now) {
-                Some(bucket) => bucket,
+        let (bucket, calls) = match r.as_owned() {
+            Some(o) => match self.cached(stripes, o, generation, now) {
+                Some(bucket) => (bucket, o.scratch(LIVE_CALLS)),
+                None => match self.rotate_owned(stripes, o, generation, now) {
+                    Some(found) => found,
+                    None => return false,
+                },
+            },
+            None => match self.rotate_shared(stripes, r, generation, now) {
+                Some(bucket) => (bucket, &bucket[CALLS]),
                 None => return false,
             },
         };
-        Stripes::add(r, &bucket[CALLS], 1);
+        Stripes::add(r, calls, 1);
         if s.failed {
             Stripes::add(r, &bucket[FAILURES], 1);
         }
@@ -172,36 +201,22 @@ impl Window {
         true
     }
 
-    /// Counts a success in the owner's cached bucket if it holds `now` and
-    /// `generation` (see [`cached`](Self::cached)). Returns `false` having written
-    /// nothing otherwise.
+    /// Counts a success in the owner's live bucket if it holds `now` and
+    /// `generation` (see [`is_live`](Self::is_live)): one increment. Returns `false`
+    /// having written nothing otherwise.
     #[inline(always)]
-    pub(crate) fn record_cached_success(
-        &self,
-        stripes: &Stripes,
-        o: Owned<'_>,
-        generation: u16,
-        now: u64,
-    ) -> bool {
-        match self.cached(stripes, o, generation, now) {
-            Some(bucket) => {
-                o.add(&bucket[CALLS], 1);
-                true
-            }
-            None => false,
+    pub(crate) fn record_live_success(&self, o: Owned<'_>, generation: u16, now: u64) -> bool {
+        let live = self.is_live(o, generation, now);
+        if live {
+            o.add(o.scratch(LIVE_CALLS), 1);
         }
+        live
     }
 
-    /// The owner's fast path: the bucket it counted in last, if `now` still falls
-    /// in it and it counts for `generation`. Two loads, two compares, no division.
+    /// The owner's fast path: whether `now` and `generation` fall in its live
+    /// bucket. Two loads, two compares, no division.
     #[inline(always)]
-    fn cached<'s>(
-        &self,
-        stripes: &'s Stripes,
-        o: Owned<'_>,
-        generation: u16,
-        now: u64,
-    ) -> Option<&'s Bucket> {
+    fn is_live(&self, o: Owned<'_>, generation: u16, now: u64) -> bool {
         // Relaxed: private to the owner.
         let start = o.scratch(CACHE_START).load(Ordering::Relaxed);
         let key = o.scratch(CACHE_KEY).load(Ordering::Relaxed);
@@ -211,19 +226,101 @@ impl Window {
         // bring its own idea of the time (as the tests do).
         let in_bucket = now.wrapping_sub(start) < self.bucket_nanos;
         // Not `&&`: both are cheap, and one branch is cheaper than two.
-        if in_bucket & (key == KEY_VALID | u64::from(generation)) {
-            let position = o.scratch(CACHE_POS).load(Ordering::Relaxed);
-            return Some(stripes.bucket_at(position as usize));
-        }
-        None
+        in_bucket & (key == KEY_VALID | u64::from(generation))
     }
 
-    /// The slow path: finds the bucket for `now` and `generation`, rotating it in
-    /// if it holds an older epoch or generation, and caches it for an owner. `None`
-    /// if the bucket already holds a newer one: the outcome is too old to count.
+    /// The owner's live bucket, if it holds `now` and `generation`.
+    #[inline]
+    fn cached<'s>(
+        &self,
+        stripes: &'s Stripes,
+        o: Owned<'_>,
+        generation: u16,
+        now: u64,
+    ) -> Option<&'s Bucket> {
+        self.is_live(o, generation, now).then(|| {
+            // Relaxed: private to the owner.
+            let position = o.scratch(CACHE_POS).load(Ordering::Relaxed);
+            stripes.bucket_at(position as usize)
+        })
+    }
+
+    /// The bucket for `now` and `generation` and its calls word, off the owner's
+    /// fast path: a new bucket goes live (rotating its slot), or a bucket already
+    /// tagged for them is counted in directly (only if readings went backwards).
+    /// `None` if the slot already holds a newer tag: the outcome is too old to count.
     #[inline(never)]
     #[cold]
-    fn rotate<'s>(
+    fn rotate_owned<'s>(
+        &self,
+        stripes: &'s Stripes,
+        o: Owned<'s>,
+        generation: u16,
+        now: u64,
+    ) -> Option<(&'s Bucket, &'s AtomicU64)> {
+        let epoch = self.epoch(now);
+        let slot = (epoch % self.buckets) as usize;
+        let mine = Tag::new(generation, epoch);
+        let r = o.stripe();
+        let position = stripes.position(r, slot);
+        let bucket = stripes.bucket_at(position);
+        // Relaxed: only this thread writes this stripe's tags.
+        let seen = Tag(bucket[TAG].load(Ordering::Relaxed));
+        // Relaxed, every scratch word below: private to the owner, or published by
+        // the fences and the tag's Release.
+        let key = o.scratch(CACHE_KEY).load(Ordering::Relaxed);
+        let live = stripes.bucket_at(o.scratch(CACHE_POS).load(Ordering::Relaxed) as usize);
+        if seen == mine {
+            return Some(if key != 0 && std::ptr::eq(live, bucket) {
+                (bucket, o.scratch(LIVE_CALLS))
+            } else {
+                // Finalized earlier: count in it directly, and leave the cache.
+                (bucket, &bucket[CALLS])
+            });
+        }
+        if !seen.older_than(mine) {
+            return None;
+        }
+        let counted = o.scratch(LIVE_CALLS).load(Ordering::Relaxed);
+        if key != 0 {
+            // Finalize the live bucket: its calls move into its calls word.
+            let base = o.scratch(LIVE_BASE).load(Ordering::Relaxed);
+            live[CALLS].store(counted.wrapping_sub(base), Ordering::Relaxed);
+        }
+        // Clear the tag of the slot being reused, so a reader that sees any of the
+        // writes below sees a changed tag.
+        bucket[TAG].store(0, Ordering::Relaxed);
+        // Release: the finalized count and the cleared tag come before everything
+        // below (see the module's Orderings).
+        fence(Ordering::Release);
+        o.scratch(LIVE_BASE).store(counted, Ordering::Relaxed);
+        bucket[CALLS].store(LIVE, Ordering::Relaxed);
+        bucket[FAILURES].store(0, Ordering::Relaxed);
+        bucket[SLOW].store(0, Ordering::Relaxed);
+        // Release: the zeroed counts are visible with the tag.
+        bucket[TAG].store(mine.0, Ordering::Release);
+        // Release: a reader that sees this tag here sees the bucket too. The owner's
+        // tags only grow (its time and generation readings do not go backwards), so
+        // this is the stripe's newest bucket.
+        o.scratch(NEWEST).store(mine.0, Ordering::Release);
+        // The owner's next outcomes for this generation in this bucket's time take
+        // the fast path.
+        let start = epoch.saturating_mul(self.bucket_nanos);
+        o.scratch(CACHE_START)
+            .store(self.origin.saturating_add(start), Ordering::Relaxed);
+        o.scratch(CACHE_KEY)
+            .store(KEY_VALID | u64::from(generation), Ordering::Relaxed);
+        o.scratch(CACHE_POS)
+            .store(position as u64, Ordering::Relaxed);
+        Some((bucket, o.scratch(LIVE_CALLS)))
+    }
+
+    /// The shared stripe's bucket for `now` and `generation`, rotating it in if it
+    /// holds an older epoch or generation. `None` if it already holds a newer one:
+    /// the outcome is too old to count.
+    #[inline(never)]
+    #[cold]
+    fn rotate_shared<'s>(
         &self,
         stripes: &'s Stripes,
         r: StripeRef<'_>,
@@ -231,53 +328,34 @@ impl Window {
         now: u64,
     ) -> Option<&'s Bucket> {
         let epoch = self.epoch(now);
-        let slot = (epoch % self.buckets) as usize;
         let mine = Tag::new(generation, epoch);
-        let bucket = stripes.bucket(r, slot);
+        let bucket = stripes.bucket(r, (epoch % self.buckets) as usize);
         // Acquire: pairs with the Release of the rotation that wrote the tag.
         let mut seen = Tag(bucket[TAG].load(Ordering::Acquire));
         while seen != mine {
             if !seen.older_than(mine) {
                 return None;
             }
-            // A bucket never written (tag 0) holds no counts: nothing to zero, and
-            // no zeroing to race the other writers' first increments.
-            let fresh = seen.0 == 0;
-            if Stripes::is_owned(r) {
-                if !fresh {
-                    zero(bucket, true);
-                }
-                // Release: the zeroed counts are visible with the tag.
-                bucket[TAG].store(mine.0, Ordering::Release);
-                // Release: a reader that sees this tag here sees the bucket too. The
-                // owner's tags only grow (its time and generation readings do not go
-                // backwards), so this is the stripe's newest bucket.
-                Stripes::scratch(r, NEWEST).store(mine.0, Ordering::Release);
-                break;
-            }
             // AcqRel: Release publishes the tag; Acquire hands back a newer one.
             match bucket[TAG].compare_exchange(seen.0, mine.0, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    if !fresh {
-                        zero(bucket, false);
+                    // A bucket never written (tag 0) holds no counts: nothing to
+                    // zero, and no zeroing to race the other writers' first
+                    // increments.
+                    if seen.0 != 0 {
+                        for count in &bucket[CALLS..] {
+                            // Relaxed: only racing the increments the module docs
+                            // bound. A swap, not a store, among the other writers'
+                            // read-modify-writes: the same outcomes, and the mix
+                            // loom models exactly (loom #254).
+                            count.swap(0, Ordering::Relaxed);
+                        }
                     }
                     break;
                 }
                 Err(actual) => seen = Tag(actual),
             }
-        }
-        if Stripes::is_owned(r) {
-            // The bucket is tagged `mine`: the owner's next outcomes for this
-            // generation in this bucket's time take the fast path.
-            // Relaxed: private to the owner.
-            let start = epoch.saturating_mul(self.bucket_nanos);
-            Stripes::scratch(r, CACHE_START)
-                .store(self.origin.saturating_add(start), Ordering::Relaxed);
-            Stripes::scratch(r, CACHE_KEY)
-                .store(KEY_VALID | u64::from(generation), Ordering::Relaxed);
-            Stripes::scratch(r, CACHE_POS)
-                .store(stripes.position(r, slot) as u64, Ordering::Relaxed);
         }
         Some(bucket)
     }
@@ -289,46 +367,83 @@ impl Window {
         let epoch = self.epoch(now);
         let first = Tag::new(generation, epoch.saturating_sub(self.buckets - 1)).0;
         let span = Tag::new(generation, epoch).0 - first;
+        let in_window = |tag: u64| tag.wrapping_sub(first) <= span;
         let mut c = WindowCounts::default();
         for r in stripes.all() {
+            if r.as_owned().is_none() {
+                for line in stripes.buckets_of(r) {
+                    for bucket in line.iter() {
+                        // Acquire: see the module's Orderings.
+                        if in_window(bucket[TAG].load(Ordering::Acquire)) {
+                            // Relaxed: counts only; the tag's Acquire ordered them.
+                            c.calls += bucket[CALLS].load(Ordering::Relaxed);
+                            c.failures += bucket[FAILURES].load(Ordering::Relaxed);
+                            c.slow += bucket[SLOW].load(Ordering::Relaxed);
+                        }
+                    }
+                }
+                continue;
+            }
             // An owned stripe never written, or whose newest bucket is older than the
             // window (an idle thread's, or an earlier generation's), has nothing to
             // add: skip it with one load. After the generation wraps, an older tag
             // can compare larger; then the stripe is just read in full.
             // Acquire: pairs with the owner's Release of the tag.
-            let newest = Stripes::scratch(r, NEWEST).load(Ordering::Acquire);
-            if Stripes::is_owned(r) && newest < first {
+            if Stripes::scratch(r, NEWEST).load(Ordering::Acquire) < first {
                 continue;
             }
             // The padding buckets that round a stripe up to whole lines are never
             // written: all zero, they add nothing.
-            for bucket in stripes.buckets_of(r) {
-                // Acquire: see the module's Orderings.
-                if bucket[TAG].load(Ordering::Acquire).wrapping_sub(first) > span {
-                    continue;
+            for line in stripes.buckets_of(r) {
+                for bucket in line.iter() {
+                    c.add(owned_counts(r, bucket, in_window));
                 }
-                // Relaxed: counts only; the tag's Acquire ordered them.
-                c.calls += bucket[CALLS].load(Ordering::Relaxed);
-                c.failures += bucket[FAILURES].load(Ordering::Relaxed);
-                c.slow += bucket[SLOW].load(Ordering::Relaxed);
             }
         }
         c
     }
 }
 
-fn zero(bucket: &Bucket, owned: bool) {
-    for count in &bucket[CALLS..] {
-        if owned {
-            // Relaxed: ordered before the tag's Release store.
-            count.store(0, Ordering::Relaxed);
-        } else {
-            // Relaxed: only racing the increments the module docs bound. A swap, not
-            // a store, among the other writers' read-modify-writes: the same
-            // outcomes, and the mix loom models exactly (loom #254).
-            count.swap(0, Ordering::Relaxed);
+/// An owned bucket's counts if its tag is in the window (`in_window`), read
+/// consistently with its tag (see the module's Orderings).
+#[inline]
+fn owned_counts(
+    r: StripeRef<'_>,
+    bucket: &Bucket,
+    in_window: impl Fn(u64) -> bool,
+) -> WindowCounts {
+    // Acquire: see the module's Orderings.
+    let mut tag = bucket[TAG].load(Ordering::Acquire);
+    while in_window(tag) {
+        // Relaxed, every load until the last fence: validated by the tag.
+        let failures = bucket[FAILURES].load(Ordering::Relaxed);
+        let slow = bucket[SLOW].load(Ordering::Relaxed);
+        let mut calls = bucket[CALLS].load(Ordering::Relaxed);
+        if calls == LIVE {
+            let counted = Stripes::scratch(r, LIVE_CALLS).load(Ordering::Relaxed);
+            let base = Stripes::scratch(r, LIVE_BASE).load(Ordering::Relaxed);
+            // Acquire: if `counted` or `base` is from after the owner finalized this
+            // bucket, the calls word below is final.
+            fence(Ordering::Acquire);
+            calls = match bucket[CALLS].load(Ordering::Relaxed) {
+                LIVE => counted.wrapping_sub(base),
+                finalized => finalized,
+            };
         }
+        // Acquire: if anything above is from a later rotation of this slot, the tag
+        // has changed: read the bucket again.
+        fence(Ordering::Acquire);
+        let again = bucket[TAG].load(Ordering::Relaxed);
+        if again == tag {
+            return WindowCounts {
+                calls,
+                failures,
+                slow,
+            };
+        }
+        tag = again;
     }
+    WindowCounts::default()
 }
 
 #[cfg(all(test, not(cutout_loom)))]
@@ -423,6 +538,41 @@ mod tests {
                 slow: 0
             }
         );
+    }
+
+    #[test]
+    fn the_live_bucket_is_finalized_when_the_owner_moves_on_and_counted_once() {
+        let (w, s) = window(4, 100);
+        // Stripe 0 is owned, and only this thread writes this breaker's stripes.
+        let r = s.stripe(0);
+        let o = r.as_owned().expect("stripe 0 is owned");
+        for _ in 0..3 {
+            w.record(&s, r, 0, 0, OK);
+        }
+        assert!(w.record_live_success(o, 0, 50 * MS), "epoch 0 is live");
+        assert!(
+            !w.record_live_success(o, 0, 100 * MS),
+            "epoch 1 is not live yet"
+        );
+        assert_eq!(w.counts(&s, 0, 0).calls, 4, "live: counted in LIVE_CALLS");
+        w.record(&s, r, 0, 100 * MS, FAIL); // epoch 1 goes live; epoch 0 is finalized
+        assert!(w.record_live_success(o, 0, 150 * MS));
+        let bucket = s.bucket(r, 0);
+        assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 4, "finalized");
+        assert_eq!(s.bucket(r, 1)[CALLS].load(Ordering::Relaxed), LIVE);
+        let both = w.counts(&s, 0, 150 * MS);
+        assert_eq!((both.calls, both.failures), (6, 1));
+        // A reading from before the live bucket (a thread that inherits this slot
+        // with its own idea of the time) counts in the finalized bucket directly.
+        assert!(!w.record_live_success(o, 0, 10 * MS));
+        assert!(w.record(&s, r, 0, 10 * MS, OK));
+        assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 5);
+        assert_eq!(w.counts(&s, 0, 150 * MS).calls, 7);
+        assert!(
+            w.record_live_success(o, 0, 150 * MS),
+            "epoch 1 is still live"
+        );
+        assert_eq!(w.counts(&s, 0, 150 * MS).calls, 8);
     }
 
     #[test]

@@ -14,10 +14,14 @@
 //!   counted exactly.
 //! - rotation on an owned stripe raced by a reader: the reader never sees the new
 //!   tag with the old bucket's counts (zeroing is published with the tag).
+//! - the owner finalizing its live bucket raced by a reader: the live bucket's
+//!   calls move from the owner's live counter into the bucket, and the reader
+//!   counts them exactly once.
 
 #![cfg(cutout_loom)]
 
 use cutout::loom_hooks::WindowModel;
+use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use loom_tests::model;
 use std::sync::Arc;
@@ -114,5 +118,37 @@ fn a_reader_never_sees_a_new_tag_with_old_counts() {
         reader.join().unwrap();
         let c = w.counts(0, 2 * MS);
         assert_eq!((c.calls, c.failures), (1, 0));
+    });
+}
+
+#[test]
+fn a_finalized_live_bucket_is_counted_once() {
+    model(|| {
+        let w = Arc::new(WindowModel::new(2, MS));
+        let first_counted = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (w, first_counted) = (w.clone(), first_counted.clone());
+            thread::spawn(move || {
+                assert!(w.record(false, 0, 0, false));
+                first_counted.store(true, Ordering::Release);
+                // Epoch 1: epoch 0's bucket is finalized and epoch 1's goes live.
+                assert!(w.record(false, 0, MS, false));
+            })
+        };
+        let reader = {
+            let (w, first_counted) = (w.clone(), first_counted.clone());
+            thread::spawn(move || {
+                if first_counted.load(Ordering::Acquire) {
+                    let c = w.counts(0, MS);
+                    assert!(
+                        (1..=2).contains(&c.calls),
+                        "epoch 0's call lost or counted twice: {c:?}"
+                    );
+                }
+            })
+        };
+        writer.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(w.counts(0, MS).calls, 2);
     });
 }
