@@ -19,7 +19,7 @@ use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
     DATA_MAX, NANOS_PER_TICK, Snapshot, StateWord, TICKS_MAX, Tagged, Update, ticks_from_nanos,
 };
-use crate::stripe::{Counter, Owned, StripeRef, Stripes};
+use crate::stripe::{Counter, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 use crate::window::{Sample, Window, generation_after};
 use crate::{Error, Rejected, State};
@@ -264,7 +264,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // clock with the deadline the word holds.
             if s.is(State::Open) {
                 if let Some(now) = self.clock.now_if_cheap() {
-                    if let Some(rejected) = self.reject_in_cooldown(r, s, self.ticks_at(now)) {
+                    if let Some(rejected) = self.reject_in_cooldown(r, s, now) {
                         return Err(Error::Rejected(rejected));
                     }
                 }
@@ -287,7 +287,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let outcome = classify(&result);
         let ticket = permit.into_ticket();
         match outcome {
-            Outcome::Success if self.record_lean_success(o, ticket) => {}
+            Outcome::Success if self.record_lean_success(r, ticket) => {}
             Outcome::Success => self.record_success_off_lean(r, ticket),
             _ => self.record_slow(r, ticket, outcome),
         }
@@ -320,16 +320,18 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         let permit = Permit::new(self, ticket); // recorded as dropped on a panic
         let result = f();
-        permit.record(classify(&result));
+        let outcome = classify(&result);
+        self.record_in(r, permit.into_ticket(), outcome);
         result.map_err(Error::Inner)
     }
 
     /// Records the success of a call admitted in Closed if it is the common case:
     /// the generation still current, no streak to clear, a cheap clock reading, not
-    /// slow (by a cheap reading), in the window's live bucket. Returns `false` having
-    /// written nothing otherwise: [`record_slow`](Self::record_slow) does the rest.
+    /// slow (by a cheap reading), in the window's live bucket (which only a thread
+    /// that owns its stripe has). Returns `false` having written nothing otherwise:
+    /// [`record_slow`](Self::record_slow) does the rest.
     #[inline(always)]
-    fn record_lean_success(&self, o: Owned<'_>, ticket: Ticket) -> bool {
+    fn record_lean_success(&self, r: StripeRef<'_>, ticket: Ticket) -> bool {
         let generation = ticket.generation();
         // The same generation means the same phase: still Closed. The streak word
         // is read whatever the policy: without one it stays empty.
@@ -348,12 +350,14 @@ impl<C: Clock> CircuitBreaker<C> {
             if self
                 .lean_slow_nanos
                 .is_some_and(|limit| ticket.elapsed(now) >= limit)
-                || !w.record_live_success(o, generation, now)
+                || !r
+                    .as_owned()
+                    .is_some_and(|o| w.record_live_success(o, generation, now))
             {
                 return false;
             }
         }
-        o.bump(Counter::Successes);
+        Stripes::bump(r, Counter::Successes);
         true
     }
 
@@ -496,7 +500,7 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cold]
     fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
-            if let Some(rejected) = self.reject_in_cooldown(r, s, self.ticks()) {
+            if let Some(rejected) = self.reject_in_cooldown(r, s, self.clock.now()) {
                 return Err(rejected);
             }
         }
@@ -520,11 +524,17 @@ impl<C: Clock> CircuitBreaker<C> {
         Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
-    /// The rejection of a call at tick `now` by the Open word `s`, if its cooldown
-    /// is not over. An Open word's ticks are its deadline: nothing to compute.
+    /// The rejection of a call at clock reading `reading` by the Open word `s`, if
+    /// its cooldown is not over. An Open word's ticks are its deadline, so the test
+    /// is one multiply and one compare: `reading`'s tick is below the deadline
+    /// exactly when its nanoseconds are below the deadline's (which fit: the
+    /// deadline is at most `TICKS_MAX`, under 2^39). The division that finds the
+    /// time left is only made for a caller that reads it.
     #[inline(always)]
-    fn reject_in_cooldown(&self, r: StripeRef<'_>, s: Snapshot, now: u64) -> Option<Rejected> {
-        (now < s.ticks()).then(|| self.reject(r, State::Open, s.ticks() - now))
+    fn reject_in_cooldown(&self, r: StripeRef<'_>, s: Snapshot, reading: u64) -> Option<Rejected> {
+        let elapsed = reading.saturating_sub(self.origin);
+        (elapsed < s.ticks() * NANOS_PER_TICK)
+            .then(|| self.reject(r, State::Open, s.ticks() - ticks_from_nanos(elapsed)))
     }
 
     #[inline(never)]
@@ -538,10 +548,11 @@ impl<C: Clock> CircuitBreaker<C> {
                     return Err(Rejected::until_reset(State::ForcedOpen));
                 }
                 State::Open => {
-                    let now = self.ticks();
-                    if let Some(rejected) = self.reject_in_cooldown(r, s, now) {
+                    let reading = self.clock.now();
+                    if let Some(rejected) = self.reject_in_cooldown(r, s, reading) {
                         return Err(rejected);
                     }
+                    let now = self.ticks_at(reading);
                     let update = self.word.transition(s, |cur| {
                         (cur == s).then(|| cur.next(State::HalfOpen, cur.level(), now))
                     });
@@ -657,12 +668,11 @@ impl<C: Clock> CircuitBreaker<C> {
     /// [`record_lean_success`]: Self::record_lean_success
     #[inline(always)]
     pub(crate) fn record_in(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
-        if outcome == Outcome::Success && ticket.kind() == Kind::Closed {
-            if let Some(o) = r.as_owned() {
-                if self.record_lean_success(o, ticket) {
-                    return;
-                }
-            }
+        if outcome == Outcome::Success
+            && ticket.kind() == Kind::Closed
+            && self.record_lean_success(r, ticket)
+        {
+            return;
         }
         self.record_slow(r, ticket, outcome);
     }
