@@ -249,8 +249,10 @@ impl<C: Clock> CircuitBreaker<C> {
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, Error<E>> {
-        // Acquire and record run on this thread: one stripe lookup serves both.
-        let r = self.stripes.mine();
+        // Acquire and record run on this thread: one stripe lookup serves both. A
+        // thread without a slot yet reads as not owning its stripe, so it takes
+        // `call_off_lean`, which gives it one.
+        let r = self.stripes.mine_if_assigned();
         let s = self.word.load();
         // The lean path: a closed admission by a thread that owns its stripe, timed
         // (if the slow-call policy times calls) by a cheap reading, and a success
@@ -269,16 +271,16 @@ impl<C: Clock> CircuitBreaker<C> {
                     }
                 }
             }
-            return self.call_off_lean(r, s, classify, f);
+            return self.call_off_lean(s, classify, f);
         }
         let Some(o) = r.as_owned() else {
-            return self.call_off_lean(r, s, classify, f);
+            return self.call_off_lean(s, classify, f);
         };
         let started = match self.config.slow_calls {
             None => 0,
             Some(slow) => match self.clock.now_if_cheap() {
                 Some(now) if !slow.precise() => now,
-                _ => return self.call_off_lean(r, s, classify, f),
+                _ => return self.call_off_lean(s, classify, f),
             },
         };
         o.bump(Counter::Admitted);
@@ -309,11 +311,11 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cold]
     fn call_off_lean<T, E>(
         &self,
-        r: StripeRef<'_>,
         s: Snapshot,
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, Error<E>> {
+        let r = self.stripes.mine();
         let ticket = match s.is_closed() {
             true => self.admit(r, s, Kind::Closed),
             false => self.acquire_not_closed(r, s).map_err(Error::Rejected)?,
@@ -1026,6 +1028,34 @@ mod tests {
 
     fn streak(b: &CircuitBreaker<ManualClock>) -> Tagged {
         Tagged::from_raw(b.streak.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn a_threads_first_call_gives_it_a_slot_and_every_call_is_counted() {
+        let clock = ManualClock::new();
+        let b = CircuitBreaker::builder()
+            .window(Duration::from_secs(1), 2)
+            .failure_rate(0.5, 100)
+            .clock(clock)
+            .build()
+            .unwrap();
+        let codes = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let before = crate::slot::stripe_if_assigned();
+                    for _ in 0..3 {
+                        assert!(b.call(|| Ok::<_, ()>(())).is_ok());
+                    }
+                    (before, crate::slot::stripe_if_assigned())
+                })
+                .join()
+                .unwrap()
+        });
+        assert_eq!(codes.0, 0, "a new thread has no slot");
+        assert_ne!(codes.1, 0, "its first call gave it one");
+        let m = b.metrics();
+        assert_eq!((m.lifetime.admitted, m.lifetime.successes), (3, 3));
+        assert_eq!(m.window.calls, 3);
     }
 
     /// A `ManualClock` whose reading is never "a load away", like the default clock

@@ -39,10 +39,7 @@ impl WindowModel {
     /// (or the shared one if it owns none). Returns whether it was counted.
     pub fn record(&self, shared: bool, generation: u16, nanos: u64, failed: bool) -> bool {
         let r = if shared {
-            self.stripes
-                .all()
-                .last()
-                .unwrap_or_else(|| self.stripes.mine())
+            self.stripes.stripe(0)
         } else {
             self.stripes.mine()
         };

@@ -2,11 +2,17 @@
 //!
 //! Every thread that touches a breaker is given a small process-wide index, its
 //! *slot*, the first time it does so; the index goes back to a free list when the
-//! thread exits and is handed to the next new thread. Slot `i` owns stripe `i` of
-//! every breaker (see [`crate::stripe`]): it is the only thread that writes there, so
-//! it may update its counters with a plain load and store instead of a locked
-//! read-modify-write. Threads whose slot is beyond a breaker's owned stripes share
-//! one extra stripe with atomic read-modify-writes.
+//! thread exits and is handed to the next new thread. Slot `i` owns stripe `i + 1`
+//! of every breaker (see [`crate::stripe`]): it is the only thread that writes
+//! there, so it may update its counters with a plain load and store instead of a
+//! locked read-modify-write. Threads whose slot is beyond a breaker's owned stripes
+//! share stripe 0 with atomic read-modify-writes.
+//!
+//! A thread-local holds the thread's *stripe code*, `index << 2 | assigned << 1 |
+//! owned`. It starts at 0, which reads as the shared stripe, not owned, not
+//! assigned, so the hottest path can use it without asking whether the thread has a
+//! slot yet: that path is for owners only, and every other path assigns first
+//! ([`stripe`]).
 //!
 //! # Orderings
 //! The free list is a `Mutex`: a slot handed from an exited thread to a new one is
@@ -53,6 +59,12 @@ impl Registry {
 /// The slot of a thread that has not asked for one yet.
 const UNASSIGNED: usize = usize::MAX - 1;
 
+/// The stripe code's bits: whether the thread owns the stripe, and whether it has
+/// been given a slot. The stripe's index is above them.
+pub(crate) const OWNED: usize = 1;
+const ASSIGNED: usize = 2;
+pub(crate) const CODE_SHIFT: u32 = 2;
+
 /// Owned stripes per breaker, the same for every breaker in the process: twice the
 /// parallelism, within 2..=64, read once (`available_parallelism` is a system call).
 pub(crate) fn owned_stripes() -> usize {
@@ -70,15 +82,13 @@ pub(crate) fn owned_stripes() -> usize {
     }
 }
 
-/// The stripe a thread with `slot` writes, as `index << 1 | owned`: its own stripe
-/// if its slot is below [`owned_stripes`], else the shared one (index
-/// `owned_stripes()`, not owned).
+/// The stripe code of a thread with `slot`: its own stripe, `slot + 1`, if its slot
+/// is below [`owned_stripes`], else the shared one, 0.
 fn stripe_code(slot: usize) -> usize {
-    let owned = owned_stripes();
-    if slot < owned {
-        slot << 1 | 1
+    if slot < owned_stripes() {
+        (slot + 1) << CODE_SHIFT | ASSIGNED | OWNED
     } else {
-        owned << 1
+        ASSIGNED
     }
 }
 
@@ -126,14 +136,14 @@ fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
 #[cfg(not(cutout_loom))]
 std::thread_local! {
     static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(UNASSIGNED) };
-    static STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(UNASSIGNED) };
+    static STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     static GUARD: Guard = const { Guard };
 }
 
 #[cfg(cutout_loom)]
 loom::thread_local! {
     static SLOT: std::cell::Cell<usize> = std::cell::Cell::new(UNASSIGNED);
-    static STRIPE: std::cell::Cell<usize> = std::cell::Cell::new(UNASSIGNED);
+    static STRIPE: std::cell::Cell<usize> = std::cell::Cell::new(0);
     static GUARD: Guard = Guard;
 }
 
@@ -147,11 +157,19 @@ pub(crate) fn current() -> usize {
     SLOT.with(std::cell::Cell::get)
 }
 
-/// The stripe this thread writes, as `index << 1 | owned` (see [`owned_stripes`]).
+/// The stripe code of this thread (see the module docs), assigning it a slot first
+/// if it has none.
 #[inline]
 pub(crate) fn stripe() -> usize {
-    let code = STRIPE.with(std::cell::Cell::get);
-    if code == UNASSIGNED { assign() } else { code }
+    let code = stripe_if_assigned();
+    if code & ASSIGNED == 0 { assign() } else { code }
+}
+
+/// The stripe code of this thread; 0 (the shared stripe, not owned) if it has no
+/// slot yet.
+#[inline]
+pub(crate) fn stripe_if_assigned() -> usize {
+    STRIPE.with(std::cell::Cell::get)
 }
 
 /// Takes a slot for this thread; returns its stripe code.

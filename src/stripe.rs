@@ -1,11 +1,11 @@
 //! Striped counters: the memory behind the lifetime counters and the sliding window.
 //!
-//! A breaker has `owned + 1` stripes, each on its own cache lines. Stripe `i <
-//! owned` belongs to the thread holding slot `i` (see [`crate::slot`]): that thread is
-//! its only writer and updates it with a plain load and store, no locked
-//! instruction. The last stripe is shared by every thread whose slot is beyond
-//! `owned`, and is updated with atomic read-modify-writes. Readers (metrics, the trip
-//! check) sum every stripe.
+//! A breaker has `owned + 1` stripes, each on its own cache lines. Stripe `i + 1`
+//! belongs to the thread holding slot `i < owned` (see [`crate::slot`]): that thread
+//! is its only writer and updates it with a plain load and store, no locked
+//! instruction. Stripe 0 is shared by every thread whose slot is beyond `owned`,
+//! and is updated with atomic read-modify-writes. Readers (metrics, the trip check)
+//! sum every stripe.
 //!
 //! A stripe is a padded line of [`COUNTERS`] lifetime counters and [`SCRATCH`] words
 //! its owner writes for the window (the current bucket's slot, private; the newest
@@ -45,23 +45,24 @@ pub(crate) enum Counter {
 /// How many lifetime counters a stripe has.
 pub(crate) const COUNTERS: usize = 8;
 
-/// Where this thread writes: a stripe's counter line, and its index with whether
-/// the thread owns it (`index << 1 | owned`). Two words, so it travels in registers.
+/// Where this thread writes: a stripe's counter line, and its stripe code (its index
+/// and whether the thread owns it: see [`crate::slot`]). Two words, so it travels in
+/// registers.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StripeRef<'a> {
     counters: &'a [AtomicU64; COUNTERS + SCRATCH],
-    index_owned: usize,
+    code: usize,
 }
 
 impl<'a> StripeRef<'a> {
     #[inline]
     fn index(self) -> usize {
-        self.index_owned >> 1
+        self.code >> slot::CODE_SHIFT
     }
 
     #[inline]
     fn owned(self) -> bool {
-        self.index_owned & 1 == 1
+        self.code & slot::OWNED != 0
     }
 
     /// The stripe as its owner's, if the calling thread owns it.
@@ -111,7 +112,7 @@ pub(crate) struct Stripes {
     /// `lines_per_stripe` padded lines of window buckets per stripe.
     lines: Box<[Line]>,
     lines_per_stripe: usize,
-    /// Stripes `0..owned` are owned; stripe `owned` is shared.
+    /// Stripe 0 is shared; stripes `1..=owned` are owned.
     owned: usize,
 }
 
@@ -137,18 +138,32 @@ impl Stripes {
     /// The stripe the calling thread writes: its own, or the shared one.
     #[inline]
     pub(crate) fn mine(&self) -> StripeRef<'_> {
-        let code = slot::stripe();
-        StripeRef {
-            counters: &self.counters[code >> 1],
-            index_owned: code,
-        }
+        self.stripe_of(slot::stripe())
+    }
+
+    /// [`mine`](Self::mine), or the shared stripe (not owned) for a thread that has
+    /// no slot yet: for a path that takes only owners and sends the rest to one
+    /// that calls `mine`.
+    #[inline]
+    pub(crate) fn mine_if_assigned(&self) -> StripeRef<'_> {
+        self.stripe_of(slot::stripe_if_assigned())
     }
 
     #[inline]
+    fn stripe_of(&self, code: usize) -> StripeRef<'_> {
+        StripeRef {
+            counters: &self.counters[code >> slot::CODE_SHIFT],
+            code,
+        }
+    }
+
+    /// Stripe `index`, as a reader (or a test) sees it.
+    #[inline]
     pub(crate) fn stripe(&self, index: usize) -> StripeRef<'_> {
+        let owned = usize::from(index != 0) * slot::OWNED;
         StripeRef {
             counters: &self.counters[index],
-            index_owned: index << 1 | usize::from(index < self.owned),
+            code: index << slot::CODE_SHIFT | owned,
         }
     }
 

@@ -543,9 +543,9 @@ mod tests {
     #[test]
     fn the_live_bucket_is_finalized_when_the_owner_moves_on_and_counted_once() {
         let (w, s) = window(4, 100);
-        // Stripe 0 is owned, and only this thread writes this breaker's stripes.
-        let r = s.stripe(0);
-        let o = r.as_owned().expect("stripe 0 is owned");
+        // Stripe 1 is owned, and only this thread writes this breaker's stripes.
+        let r = s.stripe(1);
+        let o = r.as_owned().expect("stripe 1 is owned");
         for _ in 0..3 {
             w.record(&s, r, 0, 0, OK);
         }
