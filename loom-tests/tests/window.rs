@@ -17,6 +17,8 @@
 //! - the owner finalizing its live bucket raced by a reader: the live bucket's
 //!   calls move from the owner's live counter into the bucket, and the reader
 //!   counts them exactly once.
+//! - the owner reusing a slot raced by a reader that read its old tag: the reader
+//!   never counts the new epoch's outcomes under the old epoch's tag.
 
 #![cfg(cutout_loom)]
 
@@ -150,5 +152,31 @@ fn a_finalized_live_bucket_is_counted_once() {
         writer.join().unwrap();
         reader.join().unwrap();
         assert_eq!(w.counts(0, MS).calls, 2);
+    });
+}
+
+#[test]
+fn a_reader_never_counts_a_later_epoch_under_an_earlier_tag() {
+    model(|| {
+        let w = Arc::new(WindowModel::new(2, MS));
+        let writer = {
+            let w = w.clone();
+            thread::spawn(move || {
+                assert!(w.record(false, 0, 0, false));
+                // Epoch 2 reuses epoch 0's slot: its failure is outside a window
+                // that ends at epoch 1.
+                assert!(w.record(false, 0, 2 * MS, true));
+            })
+        };
+        let reader = {
+            let w = w.clone();
+            thread::spawn(move || {
+                let c = w.counts(0, MS);
+                assert_eq!(c.failures, 0, "epoch 2's failure read under epoch 0's tag");
+                assert!(c.calls <= 1, "{c:?}");
+            })
+        };
+        writer.join().unwrap();
+        reader.join().unwrap();
     });
 }
