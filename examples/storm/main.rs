@@ -132,7 +132,7 @@ fn run(args: &Args) -> Result<(), String> {
     let when = if args.simulate {
         "before the simulated run"
     } else {
-        "during the healthy phase"
+        "before the run"
     };
     println!("{}", report::overhead(&finished.overhead, when, style));
     println!(
@@ -163,6 +163,9 @@ fn run(args: &Args) -> Result<(), String> {
 
 /// The demo: real threads, real sleeps, a live timeline.
 fn live(scenario: &Scenario, seed: u64, style: Style, terminal: bool) -> Result<Finished, String> {
+    // Before the workers start, so that nothing else runs on the cores meanwhile and
+    // this thread owns its stripe, as the first workers do.
+    let overhead = overhead::measure(scenario);
     let start = Instant::now();
     let log = TransitionLog::default();
     let breaker = Arc::new(
@@ -186,7 +189,7 @@ fn live(scenario: &Scenario, seed: u64, style: Style, terminal: bool) -> Result<
         recorder: &without,
     };
 
-    let overhead = std::thread::scope(|s| -> Result<overhead::Overhead, String> {
+    std::thread::scope(|s| -> Result<(), String> {
         let spawn_error = |e: std::io::Error| format!("cannot start a worker thread: {e}");
         for id in 0..scenario.threads {
             let worker = Worker::new(id, Some(breaker.clone()));
@@ -204,20 +207,10 @@ fn live(scenario: &Scenario, seed: u64, style: Style, terminal: bool) -> Result<
                 .spawn_scoped(s, move || worker::run_thread(worker, start, ctx))
                 .map_err(spawn_error)?;
         }
-        // Measured a quarter into the first healthy phase, on its own thread.
-        let first = &scenario.phases[0];
-        let at = first.start + (first.end - first.start) / 4;
-        let measuring = s.spawn(move || {
-            std::thread::sleep(at.saturating_sub(start.elapsed()));
-            overhead::measure(scenario)
-        });
-
         timeline(
             scenario, &with, &without, &breaker, &log, start, style, terminal,
         );
-        measuring
-            .join()
-            .map_err(|_| "the overhead measurement panicked".to_string())
+        Ok(())
     })?;
     Ok(Finished {
         with,
