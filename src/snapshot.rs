@@ -53,8 +53,9 @@ impl Metrics {
 /// starting on its own cache line (128 bytes on x86-64 and aarch64); the eight
 /// counters take the first 64 bytes of every stripe. A thread that owns a stripe
 /// bumps a counter with a plain load and store (no locked instruction); threads
-/// beyond the owned stripes share the last one with an atomic add. A closed-state
-/// call bumps two counters (`admitted`, then its outcome) and a rejection one
+/// beyond the owned stripes share one more (stripe 0) with an atomic add. A
+/// closed-state call bumps two counters (`admitted`, then its outcome; with a window,
+/// also its live bucket's call count, in the same line) and a rejection one
 /// (`rejected`), on a line only the calling thread writes.
 ///
 /// The price is memory and reads. A breaker without a window still holds one line
