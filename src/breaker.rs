@@ -102,7 +102,9 @@ impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let origin = clock.now();
         let window = config.window.map(|w| Window::new(w, origin));
-        let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
+        let stripes = window
+            .as_ref()
+            .map_or_else(|| Stripes::new(0), Window::stripes);
         let seed = splitmix64(origin ^ next_seed());
         CircuitBreaker {
             word: CachePadded::new(StateWord::new()),
@@ -288,8 +290,11 @@ impl<C: Clock> CircuitBreaker<C> {
         let result = f(); // a panic drops the permit: recorded as dropped
         let outcome = classify(&result);
         let ticket = permit.into_ticket();
+        // The same word as at admission (every transition moves the generation on):
+        // still the phase the call was admitted in.
+        let current = self.word.load();
         match outcome {
-            Outcome::Success if self.record_lean_success(r, ticket) => {}
+            Outcome::Success if current == s && self.record_lean_success(r, s, ticket) => {}
             Outcome::Success => self.record_success_off_lean(r, ticket),
             _ => self.record_slow(r, ticket, outcome),
         }
@@ -328,19 +333,16 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// Records the success of a call admitted in Closed if it is the common case:
-    /// the generation still current, no streak to clear, a cheap clock reading, not
-    /// slow (by a cheap reading), in the window's live bucket (which only a thread
-    /// that owns its stripe has). Returns `false` having written nothing otherwise:
-    /// [`record_slow`](Self::record_slow) does the rest.
+    /// no streak to clear, a cheap clock reading, not slow (by a cheap reading), in
+    /// the window's live bucket (which only a thread that owns its stripe has).
+    /// `phase` is the state word the call was admitted under, which the caller has
+    /// just loaded again: the phase is still current. Returns `false` having
+    /// written nothing otherwise: [`record_slow`](Self::record_slow) does the rest.
     #[inline(always)]
-    fn record_lean_success(&self, r: StripeRef<'_>, ticket: Ticket) -> bool {
-        let generation = ticket.generation();
-        // The same generation means the same phase: still Closed. The streak word
-        // is read whatever the policy: without one it stays empty.
+    fn record_lean_success(&self, r: StripeRef<'_>, phase: Snapshot, ticket: Ticket) -> bool {
+        // The streak word is read whatever the policy: without one it stays empty.
         // Relaxed: as in clear_streak.
-        if self.word.load().generation() != generation
-            || !Tagged::from_raw(self.streak.load(Ordering::Relaxed)).is_empty()
-        {
+        if !Tagged::from_raw(self.streak.load(Ordering::Relaxed)).is_empty() {
             return false;
         }
         if let Some(w) = &self.window {
@@ -354,7 +356,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 .is_some_and(|limit| ticket.elapsed(now) >= limit)
                 || !r
                     .as_owned()
-                    .is_some_and(|o| w.record_live_success(o, generation, now))
+                    .is_some_and(|o| w.record_live_success(o, phase, now))
             {
                 return false;
             }
@@ -670,9 +672,13 @@ impl<C: Clock> CircuitBreaker<C> {
     /// [`record_lean_success`]: Self::record_lean_success
     #[inline(always)]
     pub(crate) fn record_in(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
+        // The same generation means the same word: the phase the call was
+        // admitted in, still Closed.
+        let current = self.word.load();
         if outcome == Outcome::Success
             && ticket.kind() == Kind::Closed
-            && self.record_lean_success(r, ticket)
+            && current.generation() == ticket.generation()
+            && self.record_lean_success(r, current, ticket)
         {
             return;
         }
@@ -774,7 +780,7 @@ impl<C: Clock> CircuitBreaker<C> {
             policy::streak_trips(&self.config, streak).then_some(Reason::ConsecutiveFailures);
         if let Some(w) = &self.window {
             let now = self.clock.now();
-            w.record(&self.stripes, r, generation, now, sample);
+            w.record(&self.stripes, r, s, now, sample);
             if sample.failed || sample.slow {
                 // SeqCst: two failures recorded at once must not both miss each other's
                 // count (store buffering); with this fence between each one's write

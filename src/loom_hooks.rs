@@ -3,6 +3,7 @@
 //! the API.
 
 use crate::event::WindowCounts;
+use crate::state::Snapshot;
 use crate::stripe::Stripes;
 use crate::window::{Sample, Window};
 
@@ -30,7 +31,7 @@ impl WindowModel {
             },
             0,
         );
-        let stripes = Stripes::new(window.buckets());
+        let stripes = window.stripes();
         WindowModel { window, stripes }
     }
 
@@ -47,8 +48,13 @@ impl WindowModel {
             failed,
             slow: false,
         };
-        self.window
-            .record(&self.stripes, r, generation, nanos, sample)
+        self.window.record(
+            &self.stripes,
+            r,
+            Snapshot::closed(generation),
+            nanos,
+            sample,
+        )
     }
 
     /// The window's counts for `generation` at `nanos`.

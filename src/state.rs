@@ -157,6 +157,18 @@ impl Snapshot {
         )
     }
 
+    /// A closed phase's word, as the window's tests and loom models name one.
+    #[cfg(any(test, cutout_loom))]
+    pub(crate) fn closed(generation: u16) -> Snapshot {
+        Snapshot::pack(State::Closed, 0, generation, 0)
+    }
+
+    /// The word itself: equal words are one phase.
+    #[inline]
+    pub(crate) fn raw(self) -> u64 {
+        self.0
+    }
+
     #[inline]
     pub(crate) fn state(self) -> State {
         State::from_code(self.0 & mask(STATE_BITS))

@@ -8,7 +8,7 @@
 //! sum every stripe.
 //!
 //! A stripe is a padded line of [`COUNTERS`] lifetime counters and [`SCRATCH`] words
-//! its owner writes for the window (its live bucket's start, generation and
+//! its owner writes for the window (its live bucket's start, phase and
 //! position, private; the live bucket's call counter and base and the newest
 //! bucket's tag, read by readers), plus padded lines for the window's buckets (see
 //! [`crate::window`]), four words each.

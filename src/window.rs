@@ -19,8 +19,9 @@
 //! idle thread's stripe with one load instead of reading its `K` buckets.
 //!
 //! The owner of a stripe remembers the bucket it counted in last, its *live*
-//! bucket (its start, generation and position, in the stripe's scratch words).
-//! While the time and the generation still match, an outcome goes straight to that
+//! bucket (its start, the phase it counts, that is the closed state word, and its
+//! position, in the stripe's scratch words). While the time and the phase still
+//! match, an outcome goes straight to that
 //! bucket: no division, no tag load. Only the owner changes its stripe's tags, and
 //! it re-caches on every change, so the memory cannot go stale.
 //!
@@ -67,6 +68,7 @@
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
+use crate::state::Snapshot;
 use crate::stripe::{Bucket, Owned, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 
@@ -77,8 +79,8 @@ const SLOW: usize = 3;
 
 /// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY` and `CACHE_POS`
 /// are the owner's cache of its live bucket: that bucket's start (a clock
-/// reading), a valid bit and its generation (`1 << 16 | generation`; 0 while
-/// nothing is cached), and its position among the stripes' buckets (see
+/// reading), the phase it counts (the closed state word; [`NO_KEY`] while nothing
+/// is cached), and its position among the stripes' buckets (see
 /// [`Stripes::position`]). The owner sets them whenever it has made sure the bucket
 /// carries that tag, and it is the only thread that changes a tag of its stripe,
 /// so the cache stays true until the owner moves on. `NEWEST` is the tag of the
@@ -92,8 +94,8 @@ const CACHE_POS: usize = 2;
 const NEWEST: usize = 3;
 const LIVE_CALLS: usize = 4;
 const LIVE_BASE: usize = 5;
-/// `CACHE_KEY`'s valid bit.
-const KEY_VALID: u64 = 1 << 16;
+/// `CACHE_KEY` while nothing is cached: no state word, as no state has code 7.
+const NO_KEY: u64 = u64::MAX;
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
 const LIVE: u64 = u64::MAX;
 
@@ -156,9 +158,14 @@ impl Window {
         }
     }
 
-    /// Buckets a stripe needs for this window.
-    pub(crate) fn buckets(&self) -> usize {
-        self.buckets as usize
+    /// Stripes for this window, with nothing cached.
+    pub(crate) fn stripes(&self) -> Stripes {
+        let stripes = Stripes::new(self.buckets as usize);
+        for o in stripes.all().filter_map(StripeRef::as_owned) {
+            // Relaxed: the stripes are not shared yet.
+            o.scratch(CACHE_KEY).store(NO_KEY, Ordering::Relaxed);
+        }
+        stripes
     }
 
     #[inline]
@@ -167,26 +174,27 @@ impl Window {
         (now.saturating_sub(self.origin) / self.bucket_nanos).min(EPOCH_MASK - 1)
     }
 
-    /// Counts one outcome at clock reading `now` for `generation` in the caller's
-    /// stripe. Returns `false` if the outcome was too old for its bucket.
+    /// Counts one outcome at clock reading `now` for the closed phase `phase` (the
+    /// state word) in the caller's stripe. Returns `false` if the outcome was too
+    /// old for its bucket.
     #[inline]
     pub(crate) fn record(
         &self,
         stripes: &Stripes,
         r: StripeRef<'_>,
-        generation: u16,
+        phase: Snapshot,
         now: u64,
         s: Sample,
     ) -> bool {
         let (bucket, calls) = match r.as_owned() {
-            Some(o) => match self.cached(stripes, o, generation, now) {
+            Some(o) => match self.cached(stripes, o, phase, now) {
                 Some(bucket) => (bucket, o.scratch(LIVE_CALLS)),
-                None => match self.rotate_owned(stripes, o, generation, now) {
+                None => match self.rotate_owned(stripes, o, phase, now) {
                     Some(found) => found,
                     None => return false,
                 },
             },
-            None => match self.rotate_shared(stripes, r, generation, now) {
+            None => match self.rotate_shared(stripes, r, phase.generation(), now) {
                 Some(bucket) => (bucket, &bucket[CALLS]),
                 None => return false,
             },
@@ -201,22 +209,22 @@ impl Window {
         true
     }
 
-    /// Counts a success in the owner's live bucket if it holds `now` and
-    /// `generation` (see [`is_live`](Self::is_live)): one increment. Returns `false`
-    /// having written nothing otherwise.
+    /// Counts a success in the owner's live bucket if it holds `now` and `phase`
+    /// (see [`is_live`](Self::is_live)): one increment. Returns `false` having
+    /// written nothing otherwise.
     #[inline(always)]
-    pub(crate) fn record_live_success(&self, o: Owned<'_>, generation: u16, now: u64) -> bool {
-        let live = self.is_live(o, generation, now);
+    pub(crate) fn record_live_success(&self, o: Owned<'_>, phase: Snapshot, now: u64) -> bool {
+        let live = self.is_live(o, phase, now);
         if live {
             o.add(o.scratch(LIVE_CALLS), 1);
         }
         live
     }
 
-    /// The owner's fast path: whether `now` and `generation` fall in its live
-    /// bucket. Two loads, two compares, no division.
+    /// The owner's fast path: whether `now` and `phase` fall in its live bucket.
+    /// Two loads, two compares, no division.
     #[inline(always)]
-    fn is_live(&self, o: Owned<'_>, generation: u16, now: u64) -> bool {
+    fn is_live(&self, o: Owned<'_>, phase: Snapshot, now: u64) -> bool {
         // Relaxed: private to the owner.
         let start = o.scratch(CACHE_START).load(Ordering::Relaxed);
         let key = o.scratch(CACHE_KEY).load(Ordering::Relaxed);
@@ -226,41 +234,43 @@ impl Window {
         // bring its own idea of the time (as the tests do).
         let in_bucket = now.wrapping_sub(start) < self.bucket_nanos;
         // Not `&&`: both are cheap, and one branch is cheaper than two.
-        in_bucket & (key == KEY_VALID | u64::from(generation))
+        // The whole word, not just its generation: nothing to extract, and a phase
+        // has one word (every transition moves the generation on).
+        in_bucket & (key == phase.raw())
     }
 
-    /// The owner's live bucket, if it holds `now` and `generation`.
+    /// The owner's live bucket, if it holds `now` and `phase`.
     #[inline]
     fn cached<'s>(
         &self,
         stripes: &'s Stripes,
         o: Owned<'_>,
-        generation: u16,
+        phase: Snapshot,
         now: u64,
     ) -> Option<&'s Bucket> {
-        self.is_live(o, generation, now).then(|| {
+        self.is_live(o, phase, now).then(|| {
             // Relaxed: private to the owner.
             let position = o.scratch(CACHE_POS).load(Ordering::Relaxed);
             stripes.bucket_at(position as usize)
         })
     }
 
-    /// The bucket for `now` and `generation` and its calls word, off the owner's
-    /// fast path: a new bucket goes live (rotating its slot), or a bucket already
-    /// tagged for them is counted in directly (only if readings went backwards).
-    /// `None` if the slot already holds a newer tag: the outcome is too old to count.
+    /// The bucket for `now` and `phase` and its calls word, off the owner's fast
+    /// path: a new bucket goes live (rotating its slot), or a bucket already tagged
+    /// for them is counted in directly (only if readings went backwards). `None` if
+    /// the slot already holds a newer tag: the outcome is too old to count.
     #[inline(never)]
     #[cold]
     fn rotate_owned<'s>(
         &self,
         stripes: &'s Stripes,
         o: Owned<'s>,
-        generation: u16,
+        phase: Snapshot,
         now: u64,
     ) -> Option<(&'s Bucket, &'s AtomicU64)> {
         let epoch = self.epoch(now);
         let slot = (epoch % self.buckets) as usize;
-        let mine = Tag::new(generation, epoch);
+        let mine = Tag::new(phase.generation(), epoch);
         let r = o.stripe();
         let position = stripes.position(r, slot);
         let bucket = stripes.bucket_at(position);
@@ -271,7 +281,7 @@ impl Window {
         let key = o.scratch(CACHE_KEY).load(Ordering::Relaxed);
         let live = stripes.bucket_at(o.scratch(CACHE_POS).load(Ordering::Relaxed) as usize);
         if seen == mine {
-            return Some(if key != 0 && std::ptr::eq(live, bucket) {
+            return Some(if key != NO_KEY && std::ptr::eq(live, bucket) {
                 (bucket, o.scratch(LIVE_CALLS))
             } else {
                 // Finalized earlier: count in it directly, and leave the cache.
@@ -282,7 +292,7 @@ impl Window {
             return None;
         }
         let counted = o.scratch(LIVE_CALLS).load(Ordering::Relaxed);
-        if key != 0 {
+        if key != NO_KEY {
             // Finalize the live bucket: its calls move into its calls word.
             let base = o.scratch(LIVE_BASE).load(Ordering::Relaxed);
             live[CALLS].store(counted.wrapping_sub(base), Ordering::Relaxed);
@@ -303,13 +313,12 @@ impl Window {
         // tags only grow (its time and generation readings do not go backwards), so
         // this is the stripe's newest bucket.
         o.scratch(NEWEST).store(mine.0, Ordering::Release);
-        // The owner's next outcomes for this generation in this bucket's time take
+        // The owner's next outcomes for this phase in this bucket's time take
         // the fast path.
         let start = epoch.saturating_mul(self.bucket_nanos);
         o.scratch(CACHE_START)
             .store(self.origin.saturating_add(start), Ordering::Relaxed);
-        o.scratch(CACHE_KEY)
-            .store(KEY_VALID | u64::from(generation), Ordering::Relaxed);
+        o.scratch(CACHE_KEY).store(phase.raw(), Ordering::Relaxed);
         o.scratch(CACHE_POS)
             .store(position as u64, Ordering::Relaxed);
         Some((bucket, o.scratch(LIVE_CALLS)))
@@ -461,8 +470,12 @@ mod tests {
             },
             0,
         );
-        let s = Stripes::new(w.buckets());
+        let s = w.stripes();
         (w, s)
+    }
+
+    fn phase(generation: u16) -> Snapshot {
+        Snapshot::closed(generation)
     }
 
     const FAIL: Sample = Sample {
@@ -478,10 +491,10 @@ mod tests {
     fn after_an_idle_gap_longer_than_the_window_one_failure_counts_as_one_call() {
         let (w, s) = window(10, 100);
         for _ in 0..50 {
-            w.record(&s, s.mine(), 0, 5 * MS, OK);
+            w.record(&s, s.mine(), phase(0), 5 * MS, OK);
         }
         let later = 5 * MS + 1000 * MS + 1;
-        assert!(w.record(&s, s.mine(), 0, later, FAIL));
+        assert!(w.record(&s, s.mine(), phase(0), later, FAIL));
         assert_eq!(
             w.counts(&s, 0, later),
             WindowCounts {
@@ -495,8 +508,8 @@ mod tests {
     #[test]
     fn the_window_is_exact_at_bucket_edges() {
         let (w, s) = window(2, 100);
-        w.record(&s, s.mine(), 0, 99 * MS, FAIL); // last instant of epoch 0
-        w.record(&s, s.mine(), 0, 100 * MS, OK); // first instant of epoch 1
+        w.record(&s, s.mine(), phase(0), 99 * MS, FAIL); // last instant of epoch 0
+        w.record(&s, s.mine(), phase(0), 100 * MS, OK); // first instant of epoch 1
         assert_eq!(w.counts(&s, 0, 199 * MS).calls, 2);
         assert_eq!(
             w.counts(&s, 0, 200 * MS),
@@ -512,7 +525,7 @@ mod tests {
     #[test]
     fn a_one_bucket_window_forgets_at_each_edge() {
         let (w, s) = window(1, 50);
-        w.record(&s, s.mine(), 0, 10 * MS, FAIL);
+        w.record(&s, s.mine(), phase(0), 10 * MS, FAIL);
         assert_eq!(w.counts(&s, 0, 49 * MS).failures, 1);
         assert_eq!(w.counts(&s, 0, 50 * MS).failures, 0);
     }
@@ -520,14 +533,14 @@ mod tests {
     #[test]
     fn another_generation_does_not_count_and_an_older_one_cannot_rotate() {
         let (w, s) = window(4, 100);
-        w.record(&s, s.mine(), 1, 0, FAIL);
+        w.record(&s, s.mine(), phase(1), 0, FAIL);
         assert_eq!(w.counts(&s, 2, 0).calls, 0);
         assert!(
-            w.record(&s, s.mine(), 2, 0, OK),
+            w.record(&s, s.mine(), phase(2), 0, OK),
             "a newer generation rotates"
         );
         assert!(
-            !w.record(&s, s.mine(), 1, 0, FAIL),
+            !w.record(&s, s.mine(), phase(1), 0, FAIL),
             "an older one is too late"
         );
         assert_eq!(
@@ -547,16 +560,19 @@ mod tests {
         let r = s.stripe(1);
         let o = r.as_owned().expect("stripe 1 is owned");
         for _ in 0..3 {
-            w.record(&s, r, 0, 0, OK);
+            w.record(&s, r, phase(0), 0, OK);
         }
-        assert!(w.record_live_success(o, 0, 50 * MS), "epoch 0 is live");
         assert!(
-            !w.record_live_success(o, 0, 100 * MS),
+            w.record_live_success(o, phase(0), 50 * MS),
+            "epoch 0 is live"
+        );
+        assert!(
+            !w.record_live_success(o, phase(0), 100 * MS),
             "epoch 1 is not live yet"
         );
         assert_eq!(w.counts(&s, 0, 0).calls, 4, "live: counted in LIVE_CALLS");
-        w.record(&s, r, 0, 100 * MS, FAIL); // epoch 1 goes live; epoch 0 is finalized
-        assert!(w.record_live_success(o, 0, 150 * MS));
+        w.record(&s, r, phase(0), 100 * MS, FAIL); // epoch 1 goes live; epoch 0 is finalized
+        assert!(w.record_live_success(o, phase(0), 150 * MS));
         let bucket = s.bucket(r, 0);
         assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 4, "finalized");
         assert_eq!(s.bucket(r, 1)[CALLS].load(Ordering::Relaxed), LIVE);
@@ -564,12 +580,12 @@ mod tests {
         assert_eq!((both.calls, both.failures), (6, 1));
         // A reading from before the live bucket (a thread that inherits this slot
         // with its own idea of the time) counts in the finalized bucket directly.
-        assert!(!w.record_live_success(o, 0, 10 * MS));
-        assert!(w.record(&s, r, 0, 10 * MS, OK));
+        assert!(!w.record_live_success(o, phase(0), 10 * MS));
+        assert!(w.record(&s, r, phase(0), 10 * MS, OK));
         assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 5);
         assert_eq!(w.counts(&s, 0, 150 * MS).calls, 7);
         assert!(
-            w.record_live_success(o, 0, 150 * MS),
+            w.record_live_success(o, phase(0), 150 * MS),
             "epoch 1 is still live"
         );
         assert_eq!(w.counts(&s, 0, 150 * MS).calls, 8);
@@ -580,11 +596,11 @@ mod tests {
         let (w, s) = window(4, 100);
         // Another thread writes once, in generation 9, then goes idle.
         std::thread::scope(|scope| {
-            scope.spawn(|| w.record(&s, s.mine(), 9, 0, FAIL));
+            scope.spawn(|| w.record(&s, s.mine(), phase(9), 0, FAIL));
         });
         assert_eq!(w.counts(&s, 9, 0).failures, 1);
         // This thread writes later; the idle stripe's bucket has left the window.
-        assert!(w.record(&s, s.mine(), 9, 1_000 * MS, OK));
+        assert!(w.record(&s, s.mine(), phase(9), 1_000 * MS, OK));
         assert_eq!(
             w.counts(&s, 9, 1_000 * MS),
             WindowCounts {
@@ -595,8 +611,8 @@ mod tests {
         );
         // Across the 16-bit wrap a newer generation's tag compares smaller; the
         // stripes are then read in full and the counts stay right.
-        assert!(w.record(&s, s.mine(), u16::MAX, 2_000 * MS, FAIL));
-        assert!(w.record(&s, s.mine(), 0, 2_000 * MS, OK));
+        assert!(w.record(&s, s.mine(), phase(u16::MAX), 2_000 * MS, FAIL));
+        assert!(w.record(&s, s.mine(), phase(0), 2_000 * MS, OK));
         assert_eq!(
             w.counts(&s, 0, 2_000 * MS),
             WindowCounts {
@@ -625,7 +641,7 @@ mod tests {
                             failed: i % 4 == 0,
                             slow: t % 2 == 0 && i % 2 == 0,
                         };
-                        w.record(s, s.mine(), 7, 500 * MS, sample);
+                        w.record(s, s.mine(), phase(7), 500 * MS, sample);
                     }
                 });
             }
@@ -653,7 +669,7 @@ mod tests {
                 let (w, s) = (&w, &s);
                 scope.spawn(move || {
                     for e in 0..epochs {
-                        w.record(s, s.mine(), 0, e * MS, OK);
+                        w.record(s, s.mine(), phase(0), e * MS, OK);
                     }
                 });
             }
@@ -696,7 +712,7 @@ mod tests {
             for (dt_ms, failed, slow) in steps {
                 now += dt_ms * MS / 2; // half-millisecond steps: land inside and on edges
                 let sample = Sample { failed, slow };
-                prop_assert!(w.record(&s, s.mine(), 3, now, sample));
+                prop_assert!(w.record(&s, s.mine(), phase(3), now, sample));
                 log.push((now, sample));
                 let want = reference(&log, now, bucket_ms * MS, u64::from(buckets));
                 prop_assert_eq!(w.counts(&s, 3, now), want);

@@ -125,3 +125,36 @@ fn rates_are_reported_over_the_window_only() {
     assert_eq!(b.metrics().window.failure_rate(), 0.0);
     assert_eq!(b.metrics().window.calls, 2);
 }
+
+#[test]
+fn a_success_that_outlives_its_phase_is_stale_and_not_counted() {
+    let clock = ManualClock::new();
+    for b in [
+        CircuitBreaker::builder()
+            .consecutive_failures(3)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+        CircuitBreaker::builder()
+            .failure_rate(0.5, 2)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    ] {
+        ok(&b); // this thread's slot, the live bucket: the next call is the lean one
+        let phase = b.call(|| {
+            // Closed again, but another phase: the word is not the one admitted under.
+            b.force_open();
+            b.reset();
+            Ok::<_, ()>(())
+        });
+        assert!(phase.is_ok());
+        assert_eq!(b.state(), State::Closed);
+        let m = b.metrics();
+        assert_eq!(
+            (m.lifetime.successes, m.lifetime.stale, m.window.calls),
+            (1, 1, 0),
+            "counted as stale, and not in the new phase's window"
+        );
+    }
+}
