@@ -251,10 +251,6 @@ impl<C: Clock> CircuitBreaker<C> {
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, Error<E>> {
-        // Acquire and record run on this thread: one stripe lookup serves both. A
-        // thread without a slot yet reads as not owning its stripe, so it takes
-        // `call_off_lean`, which gives it one.
-        let r = self.stripes.mine_if_assigned();
         let s = self.word.load();
         // The lean path: a closed admission by a thread that owns its stripe, timed
         // (if the slow-call policy times calls) by a cheap reading, and a success
@@ -268,6 +264,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // clock with the deadline the word holds.
             if s.is(State::Open) {
                 if let Some(now) = self.clock.now_if_cheap() {
+                    let r = self.stripes.mine_if_assigned();
                     if let Some(rejected) = self.reject_in_cooldown(r, s, now) {
                         return Err(Error::Rejected(rejected));
                     }
@@ -275,9 +272,13 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             return self.call_off_lean(s, classify, f);
         }
-        let Some(o) = r.as_owned() else {
+        // Acquire and record run on this thread: one stripe lookup serves both. A
+        // thread without a slot yet reads as owning no stripe, so it takes
+        // `call_off_lean`, which gives it one.
+        let Some(o) = self.stripes.mine_if_owned() else {
             return self.call_off_lean(s, classify, f);
         };
+        let r = o.stripe();
         let started = match self.config.slow_calls {
             None => 0,
             Some(slow) => match self.clock.now_if_cheap() {
@@ -1045,20 +1046,19 @@ mod tests {
             .clock(clock)
             .build()
             .unwrap();
-        let codes = std::thread::scope(|scope| {
+        let assigned = std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    let before = crate::slot::stripe_if_assigned();
+                    let before = crate::slot::assigned();
                     for _ in 0..3 {
                         assert!(b.call(|| Ok::<_, ()>(())).is_ok());
                     }
-                    (before, crate::slot::stripe_if_assigned())
+                    (before, crate::slot::assigned())
                 })
                 .join()
                 .unwrap()
         });
-        assert_eq!(codes.0, 0, "a new thread has no slot");
-        assert_ne!(codes.1, 0, "its first call gave it one");
+        assert_eq!(assigned, (false, true), "its first call gave it a slot");
         let m = b.metrics();
         assert_eq!((m.lifetime.admitted, m.lifetime.successes), (3, 3));
         assert_eq!(m.window.calls, 3);

@@ -8,11 +8,12 @@
 //! locked read-modify-write. Threads whose slot is beyond a breaker's owned stripes
 //! share stripe 0 with atomic read-modify-writes.
 //!
-//! A thread-local holds the thread's *stripe code*, `index << 2 | assigned << 1 |
-//! owned`. It starts at 0, which reads as the shared stripe, not owned, not
-//! assigned, so the hottest path can use it without asking whether the thread has a
-//! slot yet: that path is for owners only, and every other path assigns first
-//! ([`stripe`]).
+//! A thread-local holds the index of the stripe the thread owns, or [`NOT_OWNED`]
+//! (beyond every breaker's stripes) for a thread that owns none: one without a slot
+//! yet, one whose slot is beyond the owned stripes, one that is exiting. So the
+//! hottest path, which is for owners only, finds the thread's stripe with the one
+//! bounds check it makes anyway (`Stripes::mine_if_owned`), and asks nothing else.
+//! Every other path assigns a slot first ([`stripe`]).
 //!
 //! # Orderings
 //! The free list is a `Mutex`: a slot handed from an exited thread to a new one is
@@ -22,6 +23,7 @@
 use crate::sync::{Mutex, Ordering};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::num::NonZeroUsize;
 
 /// The slot of a thread whose thread-local storage is already torn down (a permit
 /// dropped from another thread-local's destructor): it always takes the shared stripe.
@@ -59,11 +61,8 @@ impl Registry {
 /// The slot of a thread that has not asked for one yet.
 const UNASSIGNED: usize = usize::MAX - 1;
 
-/// The stripe code's bits: whether the thread owns the stripe, and whether it has
-/// been given a slot. The stripe's index is above them.
-pub(crate) const OWNED: usize = 1;
-const ASSIGNED: usize = 2;
-pub(crate) const CODE_SHIFT: u32 = 2;
+/// The owned stripe of a thread that owns none: no breaker has this many stripes.
+pub(crate) const NOT_OWNED: NonZeroUsize = NonZeroUsize::MAX;
 
 /// Owned stripes per breaker, the same for every breaker in the process: twice the
 /// parallelism, within 2..=64, read once (`available_parallelism` is a system call).
@@ -82,13 +81,12 @@ pub(crate) fn owned_stripes() -> usize {
     }
 }
 
-/// The stripe code of a thread with `slot`: its own stripe, `slot + 1`, if its slot
-/// is below [`owned_stripes`], else the shared one, 0.
-fn stripe_code(slot: usize) -> usize {
-    if slot < owned_stripes() {
-        (slot + 1) << CODE_SHIFT | ASSIGNED | OWNED
-    } else {
-        ASSIGNED
+/// The stripe a thread with `slot` owns: `slot + 1` if its slot is below
+/// [`owned_stripes`], else none.
+fn owned_by(slot: usize) -> NonZeroUsize {
+    match slot < owned_stripes() {
+        true => NonZeroUsize::MIN.saturating_add(slot),
+        false => NOT_OWNED,
     }
 }
 
@@ -103,7 +101,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         // After this, the exiting thread's remaining destructors take the shared stripe.
         let slot = SLOT.with(|s| s.replace(NO_SLOT));
-        STRIPE.with(|s| s.set(stripe_code(NO_SLOT)));
+        STRIPE.with(|s| s.set(NOT_OWNED));
         if slot != NO_SLOT && slot != UNASSIGNED {
             with_registry(|r| r.release(slot));
         }
@@ -130,20 +128,21 @@ fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
     f(&REGISTRY)
 }
 
-// The slot and its stripe code are `const` thread-locals without a destructor:
+// The slot and its owned stripe are `const` thread-locals without a destructor:
 // reading one is a single load, with no lazy-initialisation check. The guard,
 // registered once per thread on first use, carries the destructor.
 #[cfg(not(cutout_loom))]
 std::thread_local! {
     static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(UNASSIGNED) };
-    static STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    // Non-zero, which tells the compiler an owned stripe is never the shared one.
+    static STRIPE: std::cell::Cell<NonZeroUsize> = const { std::cell::Cell::new(NOT_OWNED) };
     static GUARD: Guard = const { Guard };
 }
 
 #[cfg(cutout_loom)]
 loom::thread_local! {
     static SLOT: std::cell::Cell<usize> = std::cell::Cell::new(UNASSIGNED);
-    static STRIPE: std::cell::Cell<usize> = std::cell::Cell::new(0);
+    static STRIPE: std::cell::Cell<NonZeroUsize> = std::cell::Cell::new(NOT_OWNED);
     static GUARD: Guard = Guard;
 }
 
@@ -157,22 +156,30 @@ pub(crate) fn current() -> usize {
     SLOT.with(std::cell::Cell::get)
 }
 
-/// The stripe code of this thread (see the module docs), assigning it a slot first
-/// if it has none.
-#[inline]
-pub(crate) fn stripe() -> usize {
-    let code = stripe_if_assigned();
-    if code & ASSIGNED == 0 { assign() } else { code }
+/// Whether this thread has been given a slot.
+#[cfg(all(test, not(cutout_loom)))]
+pub(crate) fn assigned() -> bool {
+    SLOT.with(std::cell::Cell::get) != UNASSIGNED
 }
 
-/// The stripe code of this thread; 0 (the shared stripe, not owned) if it has no
-/// slot yet.
+/// The stripe this thread writes: the one it owns, or the shared one, 0. Assigns
+/// it a slot first if it has none.
 #[inline]
-pub(crate) fn stripe_if_assigned() -> usize {
+pub(crate) fn stripe() -> usize {
+    match owned() {
+        NOT_OWNED if SLOT.with(std::cell::Cell::get) == UNASSIGNED => assign(),
+        NOT_OWNED => 0,
+        owned => owned.get(),
+    }
+}
+
+/// The stripe this thread owns, or [`NOT_OWNED`] (also if it has no slot yet).
+#[inline]
+pub(crate) fn owned() -> NonZeroUsize {
     STRIPE.with(std::cell::Cell::get)
 }
 
-/// Takes a slot for this thread; returns its stripe code.
+/// Takes a slot for this thread; returns the stripe it writes, as [`stripe`].
 #[cold]
 fn assign() -> usize {
     // Touching the guard registers its destructor; if the thread is already
@@ -183,9 +190,9 @@ fn assign() -> usize {
         with_registry(Registry::acquire)
     };
     SLOT.with(|s| s.set(slot));
-    let code = stripe_code(slot);
-    STRIPE.with(|s| s.set(code));
-    code
+    let owned = owned_by(slot);
+    STRIPE.with(|s| s.set(owned));
+    if owned == NOT_OWNED { 0 } else { owned.get() }
 }
 
 #[cfg(all(test, not(cutout_loom)))]

@@ -46,24 +46,24 @@ pub(crate) enum Counter {
 /// How many lifetime counters a stripe has.
 pub(crate) const COUNTERS: usize = 8;
 
-/// Where this thread writes: a stripe's counter line, and its stripe code (its index
-/// and whether the thread owns it: see [`crate::slot`]). Two words, so it travels in
-/// registers.
+/// Where this thread writes: a stripe's counter line and its index. Two words, so
+/// it travels in registers. A thread refers to a stripe other than the shared one,
+/// 0, only if it owns it (see [`crate::slot`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StripeRef<'a> {
     counters: &'a [AtomicU64; COUNTERS + SCRATCH],
-    code: usize,
+    index: usize,
 }
 
 impl<'a> StripeRef<'a> {
     #[inline]
     fn index(self) -> usize {
-        self.code >> slot::CODE_SHIFT
+        self.index
     }
 
     #[inline]
     fn owned(self) -> bool {
-        self.code & slot::OWNED != 0
+        self.index != 0
     }
 
     /// The stripe as its owner's, if the calling thread owns it.
@@ -139,32 +139,33 @@ impl Stripes {
     /// The stripe the calling thread writes: its own, or the shared one.
     #[inline]
     pub(crate) fn mine(&self) -> StripeRef<'_> {
-        self.stripe_of(slot::stripe())
+        self.stripe(slot::stripe())
     }
 
-    /// [`mine`](Self::mine), or the shared stripe (not owned) for a thread that has
-    /// no slot yet: for a path that takes only owners and sends the rest to one
-    /// that calls `mine`.
+    /// The stripe the calling thread owns, if it owns one (and has a slot): for the
+    /// path that takes only owners and sends the rest to one that calls `mine`. One
+    /// bounds check, which a thread that owns none fails.
+    #[inline]
+    pub(crate) fn mine_if_owned(&self) -> Option<Owned<'_>> {
+        let index = slot::owned().get();
+        let counters = self.counters.get(index)?;
+        Some(Owned(StripeRef { counters, index }))
+    }
+
+    /// [`mine`](Self::mine), or the shared stripe for a thread that has no slot yet.
     #[inline]
     pub(crate) fn mine_if_assigned(&self) -> StripeRef<'_> {
-        self.stripe_of(slot::stripe_if_assigned())
+        self.mine_if_owned()
+            .map_or_else(|| self.stripe(0), Owned::stripe)
     }
 
-    #[inline]
-    fn stripe_of(&self, code: usize) -> StripeRef<'_> {
-        StripeRef {
-            counters: &self.counters[code >> slot::CODE_SHIFT],
-            code,
-        }
-    }
-
-    /// Stripe `index`, as a reader (or a test) sees it.
+    /// Stripe `index`: a thread's own (see [`mine`](Self::mine)), or any stripe as
+    /// a reader (or a test) sees it.
     #[inline]
     pub(crate) fn stripe(&self, index: usize) -> StripeRef<'_> {
-        let owned = usize::from(index != 0) * slot::OWNED;
         StripeRef {
             counters: &self.counters[index],
-            code: index << slot::CODE_SHIFT | owned,
+            index,
         }
     }
 
