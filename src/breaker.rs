@@ -21,7 +21,7 @@ use crate::state::{
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
-use crate::window::{Sample, Window, generation_after};
+use crate::window::{self, Sample, Window, generation_after};
 use crate::{Error, Rejected, State};
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -64,10 +64,11 @@ pub struct CircuitBreaker<C = DefaultClock> {
     streak: CachePadded<AtomicU64>,
     stripes: Stripes,
     window: Option<Window>,
-    /// With the slow-call policy, the elapsed nanoseconds from which a success is
-    /// off the lean path: past the threshold, or from 0 if calls are timed
-    /// precisely (the lean path's cheap readings cannot judge them).
-    lean_slow_nanos: Option<u64>,
+    /// What the lean path does for this configuration (see [`Lean`]).
+    lean: Lean,
+    /// With the slow-call policy timed by cheap readings, the elapsed nanoseconds
+    /// from which a success is off the lean path (past the threshold).
+    lean_slow_nanos: u64,
     config: Config,
     transitions: [AtomicU64; Reason::ALL.len()],
     clock: C,
@@ -98,6 +99,45 @@ enum Probe {
     Retry(Snapshot),
 }
 
+/// The settings the lean path of [`CircuitBreaker::call_with`] needs, in one byte:
+/// it is read once per call and kept in a register, where reading each setting
+/// would be a load of its own (and a reload after the call).
+#[derive(Clone, Copy, Debug)]
+struct Lean(u8);
+
+impl Lean {
+    /// A window: a success is counted in the owner's live bucket.
+    const WINDOW: u8 = 1;
+    /// The slow-call policy, with calls timed by cheap readings.
+    const TIMED: u8 = 2;
+    /// The slow-call policy, with calls timed precisely: no lean path.
+    const PRECISE: u8 = 4;
+
+    fn of(config: &Config) -> Lean {
+        let window = match config.window {
+            Some(_) => Lean::WINDOW,
+            None => 0,
+        };
+        let slow = match config.slow_calls {
+            Some(slow) if slow.precise() => Lean::PRECISE,
+            Some(_) => Lean::TIMED,
+            None => 0,
+        };
+        Lean(window | slow)
+    }
+
+    #[inline]
+    fn has(self, any: u8) -> bool {
+        self.0 & any != 0
+    }
+}
+
+/// Marks the branch that calls it as unlikely, so the compiler lays out the other
+/// as the straight path (what `std::hint::cold_path` does from Rust 1.95).
+#[cold]
+#[inline(always)]
+fn unlikely() {}
+
 impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let origin = clock.now();
@@ -112,9 +152,9 @@ impl<C: Clock> CircuitBreaker<C> {
             streak: CachePadded::new(AtomicU64::new(Tagged::EMPTY.raw())),
             stripes,
             window,
-            lean_slow_nanos: config.slow_calls.map(|slow| match slow.precise() {
-                true => 0,
-                false => slow.threshold_nanos.get().saturating_add(1),
+            lean: Lean::of(&config),
+            lean_slow_nanos: config.slow_calls.map_or(u64::MAX, |slow| {
+                slow.threshold_nanos.get().saturating_add(1)
             }),
             config,
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -279,12 +319,16 @@ impl<C: Clock> CircuitBreaker<C> {
             return self.call_off_lean(s, classify, f);
         };
         let r = o.stripe();
-        let started = match self.config.slow_calls {
-            None => 0,
-            Some(slow) => match self.clock.now_if_cheap() {
-                Some(now) if !slow.precise() => now,
-                _ => return self.call_off_lean(s, classify, f),
-            },
+        let lean = self.lean;
+        let started = match lean.has(Lean::TIMED | Lean::PRECISE) {
+            false => 0,
+            true => {
+                unlikely(); // the slow-call policy is the least common
+                match self.clock.now_if_cheap() {
+                    Some(now) if !lean.has(Lean::PRECISE) => now,
+                    _ => return self.call_off_lean(s, classify, f),
+                }
+            }
         };
         o.bump(Counter::Admitted);
         let permit = Permit::new(self, Ticket::new(s.generation(), Kind::Closed, started));
@@ -295,7 +339,7 @@ impl<C: Clock> CircuitBreaker<C> {
         // still the phase the call was admitted in.
         let current = self.word.load();
         match outcome {
-            Outcome::Success if current == s && self.record_lean_success(r, s, ticket) => {}
+            Outcome::Success if current == s && self.record_lean_success(r, s, ticket, lean) => {}
             Outcome::Success => self.record_success_off_lean(r, ticket),
             _ => self.record_slow(r, ticket, outcome),
         }
@@ -340,24 +384,34 @@ impl<C: Clock> CircuitBreaker<C> {
     /// just loaded again: the phase is still current. Returns `false` having
     /// written nothing otherwise: [`record_slow`](Self::record_slow) does the rest.
     #[inline(always)]
-    fn record_lean_success(&self, r: StripeRef<'_>, phase: Snapshot, ticket: Ticket) -> bool {
-        // The streak word is read whatever the policy: without one it stays empty.
+    fn record_lean_success(
+        &self,
+        r: StripeRef<'_>,
+        phase: Snapshot,
+        ticket: Ticket,
+        lean: Lean,
+    ) -> bool {
+        // The streak word is read whatever the policy (without one it stays empty):
+        // a load costs less here than a branch around it.
         // Relaxed: as in clear_streak.
         if !Tagged::from_raw(self.streak.load(Ordering::Relaxed)).is_empty() {
             return false;
         }
-        if let Some(w) = &self.window {
-            // The slow-call policy always comes with a window, so it is checked here,
-            // against the same reading.
+        if lean.has(Lean::WINDOW) {
             let Some(now) = self.clock.now_if_cheap() else {
                 return false;
             };
-            if self
-                .lean_slow_nanos
-                .is_some_and(|limit| ticket.elapsed(now) >= limit)
-                || !r
-                    .as_owned()
-                    .is_some_and(|o| w.record_live_success(o, phase, now))
+            // The slow-call policy always comes with a window, so it is checked here,
+            // against the same reading.
+            if lean.has(Lean::TIMED | Lean::PRECISE) {
+                unlikely();
+                if lean.has(Lean::PRECISE) || ticket.elapsed(now) >= self.lean_slow_nanos {
+                    return false;
+                }
+            }
+            if !r
+                .as_owned()
+                .is_some_and(|o| window::record_live_success(o, phase, now))
             {
                 return false;
             }
@@ -679,7 +733,7 @@ impl<C: Clock> CircuitBreaker<C> {
         if outcome == Outcome::Success
             && ticket.kind() == Kind::Closed
             && current.generation() == ticket.generation()
-            && self.record_lean_success(r, current, ticket)
+            && self.record_lean_success(r, current, ticket, self.lean)
         {
             return;
         }

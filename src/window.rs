@@ -77,11 +77,12 @@ const CALLS: usize = 1;
 const FAILURES: usize = 2;
 const SLOW: usize = 3;
 
-/// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY` and `CACHE_POS`
-/// are the owner's cache of its live bucket: that bucket's start (a clock
-/// reading), the phase it counts (the closed state word; [`NO_KEY`] while nothing
-/// is cached), and its position among the stripes' buckets (see
-/// [`Stripes::position`]). The owner sets them whenever it has made sure the bucket
+/// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY`, `CACHE_POS` and
+/// `CACHE_SPAN` are the owner's cache of its live bucket: that bucket's start (a
+/// clock reading), the phase it counts (the closed state word; [`NO_KEY`] while
+/// nothing is cached), its position among the stripes' buckets (see
+/// [`Stripes::position`]), and its length in nanoseconds (so the hot path reads
+/// only the owner's line). The owner sets them whenever it has made sure the bucket
 /// carries that tag, and it is the only thread that changes a tag of its stripe,
 /// so the cache stays true until the owner moves on. `NEWEST` is the tag of the
 /// newest bucket the owner rotated in (0 if none), which readers use to skip a
@@ -94,6 +95,7 @@ const CACHE_POS: usize = 2;
 const NEWEST: usize = 3;
 const LIVE_CALLS: usize = 4;
 const LIVE_BASE: usize = 5;
+const CACHE_SPAN: usize = 6;
 /// `CACHE_KEY` while nothing is cached: no state word, as no state has code 7.
 const NO_KEY: u64 = u64::MAX;
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
@@ -209,30 +211,19 @@ impl Window {
         true
     }
 
-    /// Counts a success in the owner's live bucket if it holds `now` and `phase`
-    /// (see [`is_live`](Self::is_live)): one increment. Returns `false` having
-    /// written nothing otherwise.
-    #[inline(always)]
-    pub(crate) fn record_live_success(&self, o: Owned<'_>, phase: Snapshot, now: u64) -> bool {
-        let live = self.is_live(o, phase, now);
-        if live {
-            o.add(o.scratch(LIVE_CALLS), 1);
-        }
-        live
-    }
-
     /// The owner's fast path: whether `now` and `phase` fall in its live bucket.
-    /// Two loads, two compares, no division.
+    /// Three loads from the owner's counter line, two compares, no division.
     #[inline(always)]
-    fn is_live(&self, o: Owned<'_>, phase: Snapshot, now: u64) -> bool {
+    fn is_live(o: Owned<'_>, phase: Snapshot, now: u64) -> bool {
         // Relaxed: private to the owner.
         let start = o.scratch(CACHE_START).load(Ordering::Relaxed);
+        let span = o.scratch(CACHE_SPAN).load(Ordering::Relaxed);
         let key = o.scratch(CACHE_KEY).load(Ordering::Relaxed);
-        // One compare for `start <= now < start + bucket_nanos`. The lower bound
-        // matters only if readings go backwards, which a `Clock` must not do, but a
-        // thread that takes over an exited thread's slot inherits its cache and may
-        // bring its own idea of the time (as the tests do).
-        let in_bucket = now.wrapping_sub(start) < self.bucket_nanos;
+        // One compare for `start <= now < start + span`. The lower bound matters
+        // only if readings go backwards, which a `Clock` must not do, but a thread
+        // that takes over an exited thread's slot inherits its cache and may bring
+        // its own idea of the time (as the tests do).
+        let in_bucket = now.wrapping_sub(start) < span;
         // Not `&&`: both are cheap, and one branch is cheaper than two.
         // The whole word, not just its generation: nothing to extract, and a phase
         // has one word (every transition moves the generation on).
@@ -248,7 +239,7 @@ impl Window {
         phase: Snapshot,
         now: u64,
     ) -> Option<&'s Bucket> {
-        self.is_live(o, phase, now).then(|| {
+        Self::is_live(o, phase, now).then(|| {
             // Relaxed: private to the owner.
             let position = o.scratch(CACHE_POS).load(Ordering::Relaxed);
             stripes.bucket_at(position as usize)
@@ -318,6 +309,8 @@ impl Window {
         let start = epoch.saturating_mul(self.bucket_nanos);
         o.scratch(CACHE_START)
             .store(self.origin.saturating_add(start), Ordering::Relaxed);
+        o.scratch(CACHE_SPAN)
+            .store(self.bucket_nanos, Ordering::Relaxed);
         o.scratch(CACHE_KEY).store(phase.raw(), Ordering::Relaxed);
         o.scratch(CACHE_POS)
             .store(position as u64, Ordering::Relaxed);
@@ -411,6 +404,18 @@ impl Window {
         }
         c
     }
+}
+
+/// Counts a success in the owner's live bucket if it holds `now` and `phase` (see
+/// [`Window::is_live`]): one increment. Returns `false` having written nothing
+/// otherwise. Needs no `Window`: the owner's cache holds all it reads.
+#[inline(always)]
+pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bool {
+    let live = Window::is_live(o, phase, now);
+    if live {
+        o.add(o.scratch(LIVE_CALLS), 1);
+    }
+    live
 }
 
 /// An owned bucket's counts if its tag is in the window (`in_window`), read
@@ -562,17 +567,14 @@ mod tests {
         for _ in 0..3 {
             w.record(&s, r, phase(0), 0, OK);
         }
+        assert!(record_live_success(o, phase(0), 50 * MS), "epoch 0 is live");
         assert!(
-            w.record_live_success(o, phase(0), 50 * MS),
-            "epoch 0 is live"
-        );
-        assert!(
-            !w.record_live_success(o, phase(0), 100 * MS),
+            !record_live_success(o, phase(0), 100 * MS),
             "epoch 1 is not live yet"
         );
         assert_eq!(w.counts(&s, 0, 0).calls, 4, "live: counted in LIVE_CALLS");
         w.record(&s, r, phase(0), 100 * MS, FAIL); // epoch 1 goes live; epoch 0 is finalized
-        assert!(w.record_live_success(o, phase(0), 150 * MS));
+        assert!(record_live_success(o, phase(0), 150 * MS));
         let bucket = s.bucket(r, 0);
         assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 4, "finalized");
         assert_eq!(s.bucket(r, 1)[CALLS].load(Ordering::Relaxed), LIVE);
@@ -580,12 +582,12 @@ mod tests {
         assert_eq!((both.calls, both.failures), (6, 1));
         // A reading from before the live bucket (a thread that inherits this slot
         // with its own idea of the time) counts in the finalized bucket directly.
-        assert!(!w.record_live_success(o, phase(0), 10 * MS));
+        assert!(!record_live_success(o, phase(0), 10 * MS));
         assert!(w.record(&s, r, phase(0), 10 * MS, OK));
         assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 5);
         assert_eq!(w.counts(&s, 0, 150 * MS).calls, 7);
         assert!(
-            w.record_live_success(o, phase(0), 150 * MS),
+            record_live_success(o, phase(0), 150 * MS),
             "epoch 1 is still live"
         );
         assert_eq!(w.counts(&s, 0, 150 * MS).calls, 8);
