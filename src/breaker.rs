@@ -727,15 +727,15 @@ impl<C: Clock> CircuitBreaker<C> {
     /// [`record_lean_success`]: Self::record_lean_success
     #[inline(always)]
     pub(crate) fn record_in(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
-        // The same generation means the same word: the phase the call was
-        // admitted in, still Closed.
-        let current = self.word.load();
-        if outcome == Outcome::Success
-            && ticket.kind() == Kind::Closed
-            && current.generation() == ticket.generation()
-            && self.record_lean_success(r, current, ticket, self.lean)
-        {
-            return;
+        if outcome == Outcome::Success && ticket.kind() == Kind::Closed {
+            // The same generation means the same word: the phase the call was
+            // admitted in, still Closed.
+            let current = self.word.load();
+            if current.generation() == ticket.generation()
+                && self.record_lean_success(r, current, ticket, self.lean)
+            {
+                return;
+            }
         }
         self.record_slow(r, ticket, outcome);
     }

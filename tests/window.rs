@@ -127,7 +127,7 @@ fn rates_are_reported_over_the_window_only() {
 }
 
 #[test]
-fn a_success_that_outlives_its_phase_is_stale_and_not_counted() {
+fn a_success_that_outlives_its_phase_is_stale_and_not_counted_by_call_or_permit() {
     let clock = ManualClock::new();
     for b in [
         CircuitBreaker::builder()
@@ -149,11 +149,16 @@ fn a_success_that_outlives_its_phase_is_stale_and_not_counted() {
             Ok::<_, ()>(())
         });
         assert!(phase.is_ok());
+        // The same through a permit.
+        let permit = b.try_acquire().unwrap();
+        b.force_open();
+        b.reset();
+        permit.success();
         assert_eq!(b.state(), State::Closed);
         let m = b.metrics();
         assert_eq!(
             (m.lifetime.successes, m.lifetime.stale, m.window.calls),
-            (1, 1, 0),
+            (1, 2, 0),
             "counted as stale, and not in the new phase's window"
         );
     }
