@@ -21,9 +21,9 @@
 //! The owner of a stripe remembers the bucket it counted in last, its *live*
 //! bucket (its start, the phase it counts, that is the closed state word, and its
 //! position, in the stripe's scratch words). While the time and the phase still
-//! match, an outcome goes straight to that
-//! bucket: no division, no tag load. Only the owner changes its stripe's tags, and
-//! it re-caches on every change, so the memory cannot go stale.
+//! match, an outcome goes straight to that bucket: no division, no tag load. Only
+//! the owner changes its stripe's tags, and it re-caches on every change, so the
+//! memory cannot go stale.
 //!
 //! The live bucket's calls are not in the bucket at all: the owner counts them in
 //! one word of its counter line (`LIVE_CALLS`, which only grows), so a success
