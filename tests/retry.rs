@@ -3,7 +3,8 @@
 //! `ManualClock` moved by a recording fake sleep (or tokio's paused clock).
 
 use cutout::{
-    CircuitBreaker, Error, ManualClock, RetryPolicy, State, retry_async, retry_with_sleep,
+    CircuitBreaker, Error, ManualClock, RetryPolicy, Retryable, State, retry_async,
+    retry_with_sleep,
 };
 use std::cell::RefCell;
 use std::future::Future;
@@ -22,15 +23,6 @@ fn block_on<F: Future>(f: F) -> F::Output {
     }
 }
 
-fn breaker(clock: &ManualClock, failures: u32) -> CircuitBreaker<ManualClock> {
-    CircuitBreaker::builder()
-        .consecutive_failures(failures)
-        .open_duration(COOLDOWN)
-        .clock(clock.clone())
-        .build()
-        .unwrap()
-}
-
 fn policy(max_attempts: u32, seed: u64) -> RetryPolicy {
     RetryPolicy::builder()
         .base(Duration::from_millis(100))
@@ -41,18 +33,32 @@ fn policy(max_attempts: u32, seed: u64) -> RetryPolicy {
         .unwrap()
 }
 
-/// A sleep that records each wait and moves the clock by it.
-struct FakeSleep {
+/// A breaker on a `ManualClock` (trips after `failures` in a row), and a sleep that
+/// records each wait and moves the clock by it.
+struct Rig {
     clock: ManualClock,
+    b: CircuitBreaker<ManualClock>,
     waits: RefCell<Vec<Duration>>,
 }
 
-impl FakeSleep {
-    fn new(clock: &ManualClock) -> FakeSleep {
-        FakeSleep {
-            clock: clock.clone(),
+impl Rig {
+    fn new(failures: u32) -> Rig {
+        let clock = ManualClock::new();
+        Rig {
+            b: CircuitBreaker::builder()
+                .consecutive_failures(failures)
+                .open_duration(COOLDOWN)
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+            clock,
             waits: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Fails one call: with a threshold of 1, the breaker trips.
+    fn trip(&self) {
+        let _ = self.b.call(|| Err::<(), _>("trip"));
     }
 
     fn sleep(&self, d: Duration) {
@@ -63,36 +69,51 @@ impl FakeSleep {
     fn waits(&self) -> Vec<Duration> {
         self.waits.borrow().clone()
     }
+
+    /// `retry_with_sleep` through this rig's breaker and sleep.
+    fn retry<R: Retryable<E>, T, E>(
+        &self,
+        p: &RetryPolicy<R>,
+        op: impl FnMut() -> Result<T, E>,
+    ) -> Result<T, Error<E>> {
+        retry_with_sleep(&self.b, p, |d| self.sleep(d), op)
+    }
+
+    /// `retry_async` through this rig's breaker and sleep, run to completion.
+    fn retry_async<T, E, Fut: Future<Output = Result<T, E>>>(
+        &self,
+        p: &RetryPolicy,
+        op: impl FnMut() -> Fut,
+    ) -> Result<T, Error<E>> {
+        let sleep = |d| {
+            self.sleep(d);
+            async {}
+        };
+        block_on(retry_async(&self.b, p, sleep, op))
+    }
 }
 
 #[test]
 fn retries_until_success_with_jittered_waits_under_each_ceiling() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 100);
+    let rig = Rig::new(100);
     let p = policy(10, 42);
-    let fake = FakeSleep::new(&clock);
     let mut attempts = 0;
-    let result = retry_with_sleep(
-        &b,
-        &p,
-        |d| fake.sleep(d),
-        || {
-            attempts += 1;
-            if attempts < 6 {
-                Err("flaky")
-            } else {
-                Ok(attempts)
-            }
-        },
-    );
+    let result = rig.retry(&p, || {
+        attempts += 1;
+        if attempts < 6 {
+            Err("flaky")
+        } else {
+            Ok(attempts)
+        }
+    });
     assert_eq!(result, Ok(6));
-    let waits = fake.waits();
+    let waits = rig.waits();
     assert_eq!(waits.len(), 5);
     for (n, wait) in waits.iter().enumerate() {
         assert!(*wait <= p.ceiling(n as u32), "wait {n} = {wait:?}");
     }
-    assert_eq!(clock.elapsed(), waits.iter().sum::<Duration>());
-    let m = b.metrics();
+    assert_eq!(rig.clock.elapsed(), waits.iter().sum::<Duration>());
+    let m = rig.b.metrics();
     assert_eq!(
         (
             m.lifetime.admitted,
@@ -106,11 +127,9 @@ fn retries_until_success_with_jittered_waits_under_each_ceiling() {
 #[test]
 fn the_same_seed_gives_the_same_waits() {
     let run = |seed| {
-        let clock = ManualClock::new();
-        let b = breaker(&clock, 100);
-        let fake = FakeSleep::new(&clock);
-        let _ = retry_with_sleep(&b, &policy(6, seed), |d| fake.sleep(d), || Err::<(), _>(()));
-        fake.waits()
+        let rig = Rig::new(100);
+        let _ = rig.retry(&policy(6, seed), || Err::<(), _>(()));
+        rig.waits()
     };
     assert_eq!(run(7), run(7));
     assert_ne!(run(7), run(8));
@@ -118,63 +137,42 @@ fn the_same_seed_gives_the_same_waits() {
 
 #[test]
 fn gives_up_after_max_attempts_with_the_last_error() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 100);
-    let fake = FakeSleep::new(&clock);
+    let rig = Rig::new(100);
     let mut attempts = 0;
-    let result = retry_with_sleep(
-        &b,
-        &policy(4, 1),
-        |d| fake.sleep(d),
-        || {
-            attempts += 1;
-            Err::<(), _>(attempts)
-        },
-    );
+    let result = rig.retry(&policy(4, 1), || {
+        attempts += 1;
+        Err::<(), _>(attempts)
+    });
     assert_eq!(result, Err(Error::Inner(4)));
-    assert_eq!(fake.waits().len(), 3);
+    assert_eq!(rig.waits().len(), 3);
 }
 
 #[test]
 fn a_non_retryable_error_stops_at_once() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 100);
-    let fake = FakeSleep::new(&clock);
+    let rig = Rig::new(100);
     let p = RetryPolicy::builder()
         .max_attempts(5)
         .retryable(|e: &&str| *e == "timeout")
         .build()
         .unwrap();
     let mut errors = vec!["forbidden", "timeout", "timeout"];
-    let result = retry_with_sleep(
-        &b,
-        &p,
-        |d| fake.sleep(d),
-        || Err::<(), _>(errors.pop().unwrap()),
-    );
+    let result = rig.retry(&p, || Err::<(), _>(errors.pop().unwrap()));
     assert_eq!(result, Err(Error::Inner("forbidden")));
-    assert_eq!(fake.waits().len(), 2); // after each timeout
+    assert_eq!(rig.waits().len(), 2); // after each timeout
 }
 
 #[test]
 fn a_breaker_that_trips_mid_retry_stops_it_without_sleeping() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 2);
-    let fake = FakeSleep::new(&clock);
+    let rig = Rig::new(2);
     let mut attempts = 0;
-    let result = retry_with_sleep(
-        &b,
-        &policy(10, 3),
-        |d| fake.sleep(d),
-        || {
-            attempts += 1;
-            Err::<(), _>("down")
-        },
-    );
+    let result = rig.retry(&policy(10, 3), || {
+        attempts += 1;
+        Err::<(), _>("down")
+    });
     // Attempt 1 fails (wait), attempt 2 fails and trips the breaker: no wait, the
     // next attempt is rejected at once and ends the retries.
     assert_eq!(attempts, 2);
-    assert_eq!(fake.waits().len(), 1);
+    assert_eq!(rig.waits().len(), 1);
     match result {
         Err(Error::Rejected(r)) => {
             assert_eq!(r.state(), State::Open);
@@ -186,43 +184,29 @@ fn a_breaker_that_trips_mid_retry_stops_it_without_sleeping() {
 
 #[test]
 fn an_open_breaker_is_never_called_nor_slept_against() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    let _ = b.call(|| Err::<(), _>("trip"));
-    let fake = FakeSleep::new(&clock);
+    let rig = Rig::new(1);
+    rig.trip();
     let mut attempts = 0;
-    let result = retry_with_sleep(
-        &b,
-        &policy(10, 3),
-        |d| fake.sleep(d),
-        || {
-            attempts += 1;
-            Ok::<_, ()>(())
-        },
-    );
+    let result = rig.retry(&policy(10, 3), || {
+        attempts += 1;
+        Ok::<_, ()>(())
+    });
     assert!(result.unwrap_err().is_rejected());
-    assert_eq!((attempts, fake.waits().len()), (0, 0));
+    assert_eq!((attempts, rig.waits().len()), (0, 0));
 }
 
 #[test]
 fn a_failed_probe_ends_the_retries_with_the_reopened_breakers_rejection() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    let _ = b.call(|| Err::<(), _>("trip"));
-    clock.advance(COOLDOWN);
-    let fake = FakeSleep::new(&clock);
+    let rig = Rig::new(1);
+    rig.trip();
+    rig.clock.advance(COOLDOWN);
     let mut attempts = 0;
-    let result = retry_with_sleep(
-        &b,
-        &policy(10, 3),
-        |d| fake.sleep(d),
-        || {
-            attempts += 1;
-            Err::<(), _>("still down")
-        },
-    );
+    let result = rig.retry(&policy(10, 3), || {
+        attempts += 1;
+        Err::<(), _>("still down")
+    });
     assert_eq!(attempts, 1, "only the probe ran");
-    assert!(fake.waits().is_empty());
+    assert!(rig.waits().is_empty());
     let rejected = *result.unwrap_err().rejected().unwrap();
     assert_eq!(rejected.state(), State::Open);
     assert_eq!(rejected.retry_after(), Some(2 * COOLDOWN)); // the next backoff level
@@ -230,45 +214,25 @@ fn a_failed_probe_ends_the_retries_with_the_reopened_breakers_rejection() {
 
 #[test]
 fn async_retries_use_the_injected_sleep_future() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 100);
-    let fake = FakeSleep::new(&clock);
-    let attempts = RefCell::new(0);
-    let result = block_on(retry_async(
-        &b,
-        &policy(5, 9),
-        |d| {
-            fake.sleep(d);
-            async {}
-        },
-        || {
-            *attempts.borrow_mut() += 1;
-            let n = *attempts.borrow();
-            async move { if n < 4 { Err("flaky") } else { Ok(n) } }
-        },
-    ));
+    let rig = Rig::new(100);
+    let mut attempts = 0;
+    let result = rig.retry_async(&policy(5, 9), || {
+        attempts += 1;
+        let n = attempts;
+        async move { if n < 4 { Err("flaky") } else { Ok(n) } }
+    });
     assert_eq!(result, Ok(4));
-    assert_eq!(fake.waits().len(), 3);
-    assert_eq!(b.metrics().lifetime.admitted, 4);
+    assert_eq!(rig.waits().len(), 3);
+    assert_eq!(rig.b.metrics().lifetime.admitted, 4);
 }
 
 #[test]
 fn async_retries_stop_at_an_open_breaker() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    let fake = FakeSleep::new(&clock);
-    let result = block_on(retry_async(
-        &b,
-        &policy(5, 9),
-        |d| {
-            fake.sleep(d);
-            async {}
-        },
-        || async { Err::<(), _>("down") },
-    ));
+    let rig = Rig::new(1);
+    let result = rig.retry_async(&policy(5, 9), || async { Err::<(), _>("down") });
     assert_eq!(result.unwrap_err().rejected().unwrap().state(), State::Open);
-    assert!(fake.waits().is_empty());
-    assert_eq!(b.metrics().lifetime.admitted, 1);
+    assert!(rig.waits().is_empty());
+    assert_eq!(rig.b.metrics().lifetime.admitted, 1);
 }
 
 #[tokio::test(start_paused = true)]
