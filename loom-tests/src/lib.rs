@@ -67,6 +67,17 @@ mod support {
             .on_transition(events.listener())
     }
 
+    /// A model's breaker, shared: a new clock and event log, and [`builder`] on them
+    /// with `configure` applied.
+    pub fn shared_breaker(
+        configure: impl FnOnce(Builder<ManualClock>) -> Builder<ManualClock>,
+    ) -> (ManualClock, Events, Arc<CircuitBreaker<ManualClock>>) {
+        let clock = ManualClock::new();
+        let events = Events::new();
+        let breaker = configure(builder(&clock, &events)).build().unwrap();
+        (clock, events, Arc::new(breaker))
+    }
+
     /// Trips `breaker` (built with `consecutive_failures(1)`) from the main thread
     /// and lets its cooldown pass, so the next call starts a half-open round.
     pub fn trip_and_cool(breaker: &CircuitBreaker<ManualClock>, clock: &ManualClock) {

@@ -9,26 +9,20 @@
 
 #![cfg(cutout_loom)]
 
-use cutout::{ManualClock, Reason, State};
+use cutout::{Reason, State};
 use loom::thread;
-use loom_tests::{Events, builder, model, trip_and_cool};
-use std::sync::Arc;
+use loom_tests::{model, shared_breaker, trip_and_cool};
 use std::time::Duration;
 
 const HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn admission(n: u32) {
     model(move || {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = Arc::new(
-            builder(&clock, &events)
-                .consecutive_failures(1)
+        let (clock, events, breaker) = shared_breaker(|b| {
+            b.consecutive_failures(1)
                 .half_open_probes(n)
                 .half_open_timeout(HALF_OPEN_TIMEOUT)
-                .build()
-                .unwrap(),
-        );
+        });
         trip_and_cool(&breaker, &clock);
 
         let threads: Vec<_> = (0..3)

@@ -18,20 +18,13 @@
 
 use cutout::{ManualClock, Reason, State};
 use loom::thread;
-use loom_tests::{Events, OPEN, builder, model, trip_and_cool};
+use loom_tests::{Events, OPEN, builder, model, shared_breaker, trip_and_cool};
 use std::sync::Arc;
 
 #[test]
 fn reset_races_a_trip() {
     model(|| {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = Arc::new(
-            builder(&clock, &events)
-                .consecutive_failures(1)
-                .build()
-                .unwrap(),
-        );
+        let (_clock, events, breaker) = shared_breaker(|b| b.consecutive_failures(1));
         let p = breaker.try_acquire_owned().unwrap();
         let t1 = thread::spawn(move || p.failure());
         let b = breaker.clone();

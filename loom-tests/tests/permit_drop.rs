@@ -8,22 +8,14 @@
 
 #![cfg(cutout_loom)]
 
-use cutout::{ManualClock, Reason, State};
+use cutout::{Reason, State};
 use loom::thread;
-use loom_tests::{Events, builder, model, trip_and_cool};
-use std::sync::Arc;
+use loom_tests::{model, shared_breaker, trip_and_cool};
 
 fn dropped(n: u32, acquirers: usize) {
     model(move || {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = Arc::new(
-            builder(&clock, &events)
-                .consecutive_failures(1)
-                .half_open_probes(n)
-                .build()
-                .unwrap(),
-        );
+        let (clock, _events, breaker) =
+            shared_breaker(|b| b.consecutive_failures(1).half_open_probes(n));
         trip_and_cool(&breaker, &clock);
         let mut held: Vec<_> = (0..n)
             .map(|_| breaker.try_acquire_owned().unwrap())

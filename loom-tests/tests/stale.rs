@@ -16,23 +16,15 @@
 
 #![cfg(cutout_loom)]
 
-use cutout::{ManualClock, Outcome, Reason, State};
+use cutout::{Outcome, Reason, State};
 use loom::thread;
-use loom_tests::{Events, OPEN, builder, model};
-use std::sync::Arc;
+use loom_tests::{OPEN, model, shared_breaker};
 use std::time::Duration;
 
 fn stale(a: Outcome) {
     model(move || {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = Arc::new(
-            builder(&clock, &events)
-                .consecutive_failures(1)
-                .half_open_probes(2)
-                .build()
-                .unwrap(),
-        );
+        let (clock, events, breaker) =
+            shared_breaker(|b| b.consecutive_failures(1).half_open_probes(2));
         let pa = breaker.try_acquire_owned().unwrap();
         let pb = breaker.try_acquire_owned().unwrap();
 

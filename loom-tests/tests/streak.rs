@@ -25,7 +25,7 @@
 
 use cutout::{ManualClock, Outcome, Reason, State};
 use loom::thread;
-use loom_tests::{Events, builder, model};
+use loom_tests::{Events, model, shared_breaker};
 use std::sync::Arc;
 
 use Outcome::{Failure as F, Success as S};
@@ -35,14 +35,7 @@ fn run(
     t1: &'static [Outcome],
     t2: &'static [Outcome],
 ) -> (Arc<cutout::CircuitBreaker<ManualClock>>, Events) {
-    let clock = ManualClock::new();
-    let events = Events::new();
-    let breaker = Arc::new(
-        builder(&clock, &events)
-            .consecutive_failures(threshold)
-            .build()
-            .unwrap(),
-    );
+    let (_clock, events, breaker) = shared_breaker(|b| b.consecutive_failures(threshold));
     let spawn = |outcomes: &'static [Outcome]| {
         let permits: Vec<_> = outcomes
             .iter()
@@ -92,14 +85,7 @@ fn failures_in_a_row_in_every_order_always_trip() {
 #[test]
 fn an_earlier_phases_streak_never_leaks_into_the_next() {
     model(|| {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = Arc::new(
-            builder(&clock, &events)
-                .consecutive_failures(3)
-                .build()
-                .unwrap(),
-        );
+        let (_clock, events, breaker) = shared_breaker(|b| b.consecutive_failures(3));
         for _ in 0..2 {
             breaker.try_acquire().unwrap().failure();
         }

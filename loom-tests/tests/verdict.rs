@@ -13,23 +13,17 @@
 
 #![cfg(cutout_loom)]
 
-use cutout::{ManualClock, Outcome, Reason, State};
+use cutout::{Outcome, Reason, State};
 use loom::thread;
-use loom_tests::{Events, OPEN, builder, model, trip_and_cool};
-use std::sync::Arc;
+use loom_tests::{OPEN, model, shared_breaker, trip_and_cool};
 
 fn verdict(second: Outcome) {
     model(move || {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = Arc::new(
-            builder(&clock, &events)
-                .consecutive_failures(1)
+        let (clock, events, breaker) = shared_breaker(|b| {
+            b.consecutive_failures(1)
                 .half_open_probes(2)
                 .backoff_multiplier(2.0)
-                .build()
-                .unwrap(),
-        );
+        });
         trip_and_cool(&breaker, &clock);
         let p1 = breaker.try_acquire_owned().unwrap();
         let p2 = breaker.try_acquire_owned().unwrap();
