@@ -142,9 +142,7 @@ impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let origin = clock.now();
         let window = config.window.map(|w| Window::new(w, origin));
-        let stripes = window
-            .as_ref()
-            .map_or_else(|| Stripes::new(0), Window::stripes);
+        let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
         let seed = splitmix64(origin ^ next_seed());
         CircuitBreaker {
             word: CachePadded::new(StateWord::new()),
@@ -335,11 +333,11 @@ impl<C: Clock> CircuitBreaker<C> {
         let result = f(); // a panic drops the permit: recorded as dropped
         let outcome = classify(&result);
         let ticket = permit.into_ticket();
-        // The same word as at admission (every transition moves the generation on):
-        // still the phase the call was admitted in.
-        let current = self.word.load();
         match outcome {
-            Outcome::Success if current == s && self.record_lean_success(r, s, ticket, lean) => {}
+            // The same word as at admission (every transition moves the generation
+            // on): still the phase the call was admitted in.
+            Outcome::Success
+                if self.word.load() == s && self.record_lean_success(r, s, ticket, lean) => {}
             Outcome::Success => self.record_success_off_lean(r, ticket),
             _ => self.record_slow(r, ticket, outcome),
         }

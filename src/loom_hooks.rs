@@ -31,7 +31,7 @@ impl WindowModel {
             },
             0,
         );
-        let stripes = window.stripes();
+        let stripes = Stripes::new(window.buckets());
         WindowModel { window, stripes }
     }
 

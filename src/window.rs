@@ -79,10 +79,10 @@ const SLOW: usize = 3;
 
 /// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY`, `CACHE_POS` and
 /// `CACHE_SPAN` are the owner's cache of its live bucket: that bucket's start (a
-/// clock reading), the phase it counts (the closed state word; [`NO_KEY`] while
-/// nothing is cached), its position among the stripes' buckets (see
-/// [`Stripes::position`]), and its length in nanoseconds (so the hot path reads
-/// only the owner's line). The owner sets them whenever it has made sure the bucket
+/// clock reading), the phase it counts (the closed state word), its position among
+/// the stripes' buckets (see [`Stripes::position`]), and its length in nanoseconds
+/// (so the hot path reads only the owner's line; 0 while nothing is cached, which
+/// no reading falls within). The owner sets them whenever it has made sure the bucket
 /// carries that tag, and it is the only thread that changes a tag of its stripe,
 /// so the cache stays true until the owner moves on. `NEWEST` is the tag of the
 /// newest bucket the owner rotated in (0 if none), which readers use to skip a
@@ -96,8 +96,6 @@ const NEWEST: usize = 3;
 const LIVE_CALLS: usize = 4;
 const LIVE_BASE: usize = 5;
 const CACHE_SPAN: usize = 6;
-/// `CACHE_KEY` while nothing is cached: no state word, as no state has code 7.
-const NO_KEY: u64 = u64::MAX;
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
 const LIVE: u64 = u64::MAX;
 
@@ -160,14 +158,9 @@ impl Window {
         }
     }
 
-    /// Stripes for this window, with nothing cached.
-    pub(crate) fn stripes(&self) -> Stripes {
-        let stripes = Stripes::new(self.buckets as usize);
-        for o in stripes.all().filter_map(StripeRef::as_owned) {
-            // Relaxed: the stripes are not shared yet.
-            o.scratch(CACHE_KEY).store(NO_KEY, Ordering::Relaxed);
-        }
-        stripes
+    /// Buckets a stripe needs for this window.
+    pub(crate) fn buckets(&self) -> usize {
+        self.buckets as usize
     }
 
     #[inline]
@@ -269,10 +262,10 @@ impl Window {
         let seen = Tag(bucket[TAG].load(Ordering::Relaxed));
         // Relaxed, every scratch word below: private to the owner, or published by
         // the fences and the tag's Release.
-        let key = o.scratch(CACHE_KEY).load(Ordering::Relaxed);
+        let cached = o.scratch(CACHE_SPAN).load(Ordering::Relaxed) != 0;
         let live = stripes.bucket_at(o.scratch(CACHE_POS).load(Ordering::Relaxed) as usize);
         if seen == mine {
-            return Some(if key != NO_KEY && std::ptr::eq(live, bucket) {
+            return Some(if cached && std::ptr::eq(live, bucket) {
                 (bucket, o.scratch(LIVE_CALLS))
             } else {
                 // Finalized earlier: count in it directly, and leave the cache.
@@ -283,7 +276,7 @@ impl Window {
             return None;
         }
         let counted = o.scratch(LIVE_CALLS).load(Ordering::Relaxed);
-        if key != NO_KEY {
+        if cached {
             // Finalize the live bucket: its calls move into its calls word.
             let base = o.scratch(LIVE_BASE).load(Ordering::Relaxed);
             live[CALLS].store(counted.wrapping_sub(base), Ordering::Relaxed);
@@ -475,7 +468,7 @@ mod tests {
             },
             0,
         );
-        let s = w.stripes();
+        let s = Stripes::new(w.buckets());
         (w, s)
     }
 
@@ -553,6 +546,25 @@ mod tests {
             WindowCounts {
                 calls: 1,
                 failures: 0,
+                slow: 0
+            }
+        );
+    }
+
+    #[test]
+    fn an_owners_first_bucket_finalizes_nothing() {
+        let (w, s) = window(4, 100);
+        let shared = s.stripe(0);
+        w.record(&s, shared, phase(0), 0, FAIL);
+        w.record(&s, shared, phase(0), 0, OK);
+        // Stripe 1's owner has no live bucket yet, and its empty cache's position,
+        // 0, is the shared stripe's first bucket: going live finalizes nothing.
+        assert!(w.record(&s, s.stripe(1), phase(0), 0, OK));
+        assert_eq!(
+            w.counts(&s, 0, 0),
+            WindowCounts {
+                calls: 3,
+                failures: 1,
                 slow: 0
             }
         );
