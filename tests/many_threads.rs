@@ -1,0 +1,58 @@
+//! More threads than a breaker has owned stripes, all calling at once: the owners
+//! take the lean path (plain increments in their own stripes), the rest share one
+//! stripe through the general path (atomic increments). Every call is counted
+//! exactly once either way, in the lifetime counters and in the window.
+//!
+//! One test in its own binary, so that its threads are the process's only ones
+//! holding slots while they run.
+
+use cutout::{CircuitBreaker, ManualClock};
+use std::sync::Barrier;
+use std::time::Duration;
+
+const CALLS: u64 = 50_000;
+/// Every tenth call fails.
+const FAILS: u64 = CALLS / 10;
+
+#[test]
+fn owners_and_sharers_count_every_call_once() {
+    // Owned stripes are twice the parallelism (at most 64): this many threads
+    // always leaves some on the shared stripe.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = (2 * cores).min(64) + 4;
+    let clock = ManualClock::new();
+    let breaker = CircuitBreaker::builder()
+        .consecutive_failures(u32::MAX)
+        .window(Duration::from_secs(60), 6)
+        // Never trips: a tenth of the calls fail.
+        .failure_rate(1.0, 1)
+        .clock(clock)
+        .build()
+        .unwrap();
+    // Every thread holds its slot until all have one, so they hold distinct slots.
+    let all_in = Barrier::new(threads);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                assert!(breaker.call(|| Ok::<_, ()>(())).is_ok());
+                all_in.wait();
+                for i in 1..CALLS {
+                    let fail = i % 10 == 0;
+                    let _ = breaker.call(|| if fail { Err(()) } else { Ok(()) });
+                }
+            });
+        }
+    });
+    let total = threads as u64 * CALLS;
+    let failures = threads as u64 * (FAILS - 1);
+    let m = breaker.metrics();
+    assert_eq!(
+        (
+            m.lifetime.admitted,
+            m.lifetime.successes,
+            m.lifetime.failures
+        ),
+        (total, total - failures, failures)
+    );
+    assert_eq!((m.window.calls, m.window.failures), (total, failures));
+}
