@@ -166,11 +166,11 @@ pub(crate) fn assigned() -> bool {
 /// it a slot first if it has none.
 #[inline]
 pub(crate) fn stripe() -> usize {
-    match owned() {
-        NOT_OWNED if SLOT.with(std::cell::Cell::get) == UNASSIGNED => assign(),
-        NOT_OWNED => 0,
-        owned => owned.get(),
+    let mut owned = owned();
+    if owned == NOT_OWNED && SLOT.with(std::cell::Cell::get) == UNASSIGNED {
+        owned = assign();
     }
+    if owned == NOT_OWNED { 0 } else { owned.get() }
 }
 
 /// The stripe this thread owns, or [`NOT_OWNED`] (also if it has no slot yet).
@@ -179,9 +179,9 @@ pub(crate) fn owned() -> NonZeroUsize {
     STRIPE.with(std::cell::Cell::get)
 }
 
-/// Takes a slot for this thread; returns the stripe it writes, as [`stripe`].
+/// Takes a slot for this thread; returns the stripe it owns, as [`owned`].
 #[cold]
-fn assign() -> usize {
+fn assign() -> NonZeroUsize {
     // Touching the guard registers its destructor; if the thread is already
     // exiting, there is no slot to take.
     let slot = if GUARD.try_with(|_| ()).is_err() {
@@ -192,7 +192,7 @@ fn assign() -> usize {
     SLOT.with(|s| s.set(slot));
     let owned = owned_by(slot);
     STRIPE.with(|s| s.set(owned));
-    if owned == NOT_OWNED { 0 } else { owned.get() }
+    owned
 }
 
 #[cfg(all(test, not(cutout_loom)))]

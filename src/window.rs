@@ -217,9 +217,9 @@ impl Window {
         // that takes over an exited thread's slot inherits its cache and may bring
         // its own idea of the time (as the tests do).
         let in_bucket = now.wrapping_sub(start) < span;
-        // Not `&&`: both are cheap, and one branch is cheaper than two.
         // The whole word, not just its generation: nothing to extract, and a phase
-        // has one word (every transition moves the generation on).
+        // has one word (every transition moves the generation on). Not `&&`: both
+        // tests are cheap, and one branch is cheaper than two.
         in_bucket & (key == phase.raw())
     }
 
