@@ -10,7 +10,7 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{Subject, Visit};
+use common::{Subject, Visit, succeed};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -29,7 +29,7 @@ fn run<S: Subject>(s: &S, threads: usize, iters: u64) -> Duration {
                     barrier.wait();
                     let start = Instant::now();
                     for _ in 0..iters {
-                        black_box(s.succeed());
+                        black_box(succeed!(s));
                     }
                     (start, Instant::now())
                 })
@@ -46,14 +46,14 @@ struct Contended<'a, 'c>(&'a mut BenchmarkGroup<'c, WallTime>);
 
 impl Visit for Contended<'_, '_> {
     fn visit<S: Subject>(&mut self, name: &str, s: S) {
-        assert!(s.succeed(), "{name} rejected a call");
+        assert!(succeed!(s), "{name} rejected a call");
         for threads in THREADS {
             self.0
                 .bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
                     b.iter_custom(|iters| run(&s, t, iters))
                 });
         }
-        assert!(s.succeed(), "{name} tripped while it was measured");
+        assert!(succeed!(s), "{name} tripped while it was measured");
     }
 }
 

@@ -14,7 +14,7 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use common::{Run, Subject};
+use common::{Run, Subject, fail, succeed};
 use std::hint::black_box;
 use std::sync::Barrier;
 
@@ -22,7 +22,7 @@ use std::sync::Barrier;
 fn drive_succeed<S: Subject>(s: &S, calls: u64) -> u64 {
     let mut ran = 0;
     for _ in 0..calls {
-        ran += u64::from(black_box(s).succeed());
+        ran += u64::from(succeed!(black_box(s)));
     }
     ran
 }
@@ -31,7 +31,7 @@ fn drive_succeed<S: Subject>(s: &S, calls: u64) -> u64 {
 fn drive_fail<S: Subject>(s: &S, calls: u64) -> u64 {
     let mut ran = 0;
     for _ in 0..calls {
-        ran += u64::from(black_box(s).fail());
+        ran += u64::from(fail!(black_box(s)));
     }
     ran
 }
@@ -48,7 +48,7 @@ impl Drive {
     /// stripe slot) before any starts measuring, so all hold distinct slots.
     fn one<S: Subject>(&self, s: &S, started: &Barrier) -> u64 {
         // Warm-up, not counted.
-        let _ = if self.fail { s.fail() } else { s.succeed() };
+        let _ = if self.fail { fail!(s) } else { succeed!(s) };
         started.wait();
         if self.fail {
             drive_fail(s, self.calls)

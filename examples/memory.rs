@@ -9,7 +9,7 @@ mod common;
 #[path = "../benches/common/counting_alloc.rs"]
 mod counting_alloc;
 
-use common::{Run, Subject};
+use common::{Run, Subject, fail, succeed};
 use counting_alloc::allocations_in;
 use cutout::{CircuitBreaker, ManualClock};
 use std::time::Duration;
@@ -23,7 +23,7 @@ struct PerCall {
 
 impl Run for PerCall {
     fn run<S: Subject>(&mut self, s: &S) {
-        let call = |s: &S| if self.fail { s.fail() } else { s.succeed() };
+        let call = |s: &S| if self.fail { fail!(s) } else { succeed!(s) };
         call(s); // warm-up: per-thread set-up is not a per-call cost
         let n = allocations_in(|| {
             for _ in 0..CALLS {

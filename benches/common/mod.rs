@@ -17,26 +17,43 @@ use std::time::{Duration, Instant};
 pub const LONG: Duration = Duration::from_secs(3600);
 
 /// One implementation under test.
+///
+/// `call` is generic over the closure, as every breaker's own `call` is, and every
+/// call site passes a closure literal of its own ([`succeed!`] and [`fail!`] write
+/// one): so each measured call is its own instantiation with one caller, as a
+/// user's `breaker.call(|| ...)` is, and the compiler inlines it into the loop or
+/// not by the measure it applies to the user's code. A method called from several
+/// places would not be measured so: the compiler inlines a small one (the floors')
+/// into the loop and calls a larger one (cutout's), so the harness would compare an
+/// inlined floor with a called breaker.
 pub trait Subject: Sync {
-    /// One call whose closure succeeds. Returns whether the closure ran.
-    fn succeed(&self) -> bool;
-    /// One call whose closure fails. Returns whether the closure ran.
-    fn fail(&self) -> bool;
+    /// Runs `f` through the implementation. Returns whether it ran (false: rejected).
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool;
 }
+
+/// A call whose closure succeeds, through a [`Subject`], with a closure of its own:
+/// whether the closure ran.
+macro_rules! succeed {
+    ($s:expr) => {
+        $s.call(|| Ok(::std::hint::black_box(1)))
+    };
+}
+#[allow(unused_imports)] // by path, for the harnesses that use it
+pub(crate) use succeed;
+
+/// A call whose closure fails, through a [`Subject`], with a closure of its own:
+/// whether the closure ran.
+macro_rules! fail {
+    ($s:expr) => {
+        $s.call(|| Err(::std::hint::black_box(1)))
+    };
+}
+#[allow(unused_imports)] // as `succeed`
+pub(crate) use fail;
 
 /// Receives each implementation of a scenario, by concrete type.
 pub trait Visit {
     fn visit<S: Subject>(&mut self, name: &str, subject: S);
-}
-
-#[inline(always)]
-fn ok() -> Result<u64, u64> {
-    Ok(black_box(1))
-}
-
-#[inline(always)]
-fn err() -> Result<u64, u64> {
-    Err(black_box(1))
 }
 
 // ---- references ------------------------------------------------------------------
@@ -46,12 +63,9 @@ pub struct Direct;
 
 impl Subject for Direct {
     #[inline]
-    fn succeed(&self) -> bool {
-        ok().is_ok()
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        err().is_err()
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
+        let _ = f();
+        true
     }
 }
 
@@ -63,12 +77,12 @@ trait Floor: Sync {
 
 impl<F: Floor> Subject for F {
     #[inline]
-    fn succeed(&self) -> bool {
-        self.admit() && ok().is_ok()
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        self.admit() && err().is_err()
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
+        if !self.admit() {
+            return false;
+        }
+        let _ = f();
+        true
     }
 }
 
@@ -211,12 +225,8 @@ impl MutexBreaker {
 
 impl Subject for MutexBreaker {
     #[inline]
-    fn succeed(&self) -> bool {
-        self.call(ok)
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        self.call(err)
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
+        MutexBreaker::call(self, f)
     }
 }
 
@@ -227,12 +237,8 @@ pub struct Cutout<C: Clock = DefaultClock>(pub CircuitBreaker<C>);
 
 impl<C: Clock> Subject for Cutout<C> {
     #[inline]
-    fn succeed(&self) -> bool {
-        self.0.call(ok).is_ok()
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        !matches!(self.0.call(err), Err(Error::Rejected(_)))
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
+        !matches!(self.0.call(f), Err(Error::Rejected(_)))
     }
 }
 
@@ -241,14 +247,9 @@ pub struct Failsafe<P>(pub failsafe::StateMachine<P, ()>);
 
 impl<P: failsafe::FailurePolicy + Send> Subject for Failsafe<P> {
     #[inline]
-    fn succeed(&self) -> bool {
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
         use failsafe::CircuitBreaker as _;
-        self.0.call(ok).is_ok()
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        use failsafe::CircuitBreaker as _;
-        !matches!(self.0.call(err), Err(failsafe::Error::Rejected))
+        !matches!(self.0.call(f), Err(failsafe::Error::Rejected))
     }
 }
 
@@ -257,12 +258,8 @@ pub struct Recloser(pub recloser::Recloser);
 
 impl Subject for Recloser {
     #[inline]
-    fn succeed(&self) -> bool {
-        self.0.call(ok).is_ok()
-    }
-    #[inline]
-    fn fail(&self) -> bool {
-        !matches!(self.0.call(err), Err(recloser::Error::Rejected))
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
+        !matches!(self.0.call(f), Err(recloser::Error::Rejected))
     }
 }
 
@@ -348,7 +345,7 @@ pub fn recloser_default(open_wait: Duration) -> Recloser {
 /// a benchmark of an open breaker must not measure a closed one.
 pub fn trip<S: Subject>(name: &str, s: S, limit: u32) -> S {
     for _ in 0..limit {
-        if !s.fail() {
+        if !fail!(s) {
             return s;
         }
     }
@@ -519,15 +516,19 @@ pub struct Group<'a, 'c, M: Measurement> {
 
 impl<M: Measurement> Visit for Group<'_, '_, M> {
     fn visit<S: Subject>(&mut self, name: &str, s: S) {
-        let op = self.op;
-        let once = |s: &S| match op {
-            Op::Succeed => s.succeed(),
-            Op::Fail => s.fail(),
-            Op::Rejected => !s.succeed(),
+        let (op, group) = (self.op, &mut *self.group);
+        let ready = |s: &S| match op {
+            Op::Succeed => succeed!(s),
+            Op::Fail => fail!(s),
+            Op::Rejected => !succeed!(s),
         };
-        assert!(once(&s), "{name} is not in the state this benchmark needs");
-        self.group.bench_function(name, |b| b.iter(|| once(&s)));
-        assert!(once(&s), "{name} changed state while it was measured");
+        assert!(ready(&s), "{name} is not in the state this benchmark needs");
+        // Each measured call written where it is measured (see `Subject`).
+        match op {
+            Op::Succeed | Op::Rejected => group.bench_function(name, |b| b.iter(|| succeed!(s))),
+            Op::Fail => group.bench_function(name, |b| b.iter(|| fail!(s))),
+        };
+        assert!(ready(&s), "{name} changed state while it was measured");
     }
 }
 
