@@ -57,18 +57,13 @@ use std::time::Duration;
 /// # Ok::<(), cutout::ConfigError>(())
 /// ```
 pub struct CircuitBreaker<C = DefaultClock> {
-    word: CachePadded<StateWord>,
+    /// The state word and what the lean paths read with it (see [`Hot`]).
+    hot: CachePadded<Hot>,
     /// The half-open round, tagged with its generation: (issued, succeeded).
     round: CachePadded<AtomicU64>,
     /// Consecutive failures of the closed phase, tagged with its generation.
     streak: CachePadded<AtomicU64>,
-    stripes: Stripes,
     window: Option<Window>,
-    /// What the lean path does for this configuration (see [`Lean`]).
-    lean: Lean,
-    /// With the slow-call policy timed by cheap readings, the elapsed nanoseconds
-    /// from which a success is off the lean path (past the threshold).
-    lean_slow_nanos: u64,
     config: Config,
     transitions: [AtomicU64; Reason::ALL.len()],
     clock: C,
@@ -89,6 +84,23 @@ impl CircuitBreaker<DefaultClock> {
     pub fn builder() -> Builder<DefaultClock> {
         Builder::new()
     }
+}
+
+/// The state word and the fields the lean paths of [`CircuitBreaker::call_with`]
+/// load with it, first in one line: the word, the settings byte, the slow-call
+/// threshold, and the counter lines' pointer and length (the first field of
+/// [`Stripes`]). All fall within the line's first
+/// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS) bytes, where no lean path stores in
+/// any line (4K aliasing). The line is written only when the word is.
+#[repr(C)]
+struct Hot {
+    word: StateWord,
+    /// What the lean path does for this configuration (see [`Lean`]).
+    lean: Lean,
+    /// With the slow-call policy timed by cheap readings, the elapsed nanoseconds
+    /// from which a success is off the lean path (past the threshold).
+    lean_slow_nanos: u64,
+    stripes: Stripes,
 }
 
 /// What [`CircuitBreaker::take_probe`] found.
@@ -145,15 +157,17 @@ impl<C: Clock> CircuitBreaker<C> {
         let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
         let seed = splitmix64(origin ^ next_seed());
         CircuitBreaker {
-            word: CachePadded::new(StateWord::new()),
+            hot: CachePadded::new(Hot {
+                word: StateWord::new(),
+                lean: Lean::of(&config),
+                lean_slow_nanos: config.slow_calls.map_or(u64::MAX, |slow| {
+                    slow.threshold_nanos.get().saturating_add(1)
+                }),
+                stripes,
+            }),
             round: CachePadded::new(AtomicU64::new(Tagged::EMPTY.raw())),
             streak: CachePadded::new(AtomicU64::new(Tagged::EMPTY.raw())),
-            stripes,
             window,
-            lean: Lean::of(&config),
-            lean_slow_nanos: config.slow_calls.map_or(u64::MAX, |slow| {
-                slow.threshold_nanos.get().saturating_add(1)
-            }),
             config,
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             clock,
@@ -194,7 +208,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// ```
     #[inline]
     pub fn state(&self) -> State {
-        self.word.load().state()
+        self.hot.word.load().state()
     }
 
     /// Asks to make a call. On success the [`Permit`] carries the generation it was
@@ -289,7 +303,7 @@ impl<C: Clock> CircuitBreaker<C> {
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, Error<E>> {
-        let s = self.word.load();
+        let s = self.hot.word.load();
         // The lean path: a closed admission by a thread that owns its stripe, timed
         // (if the slow-call policy times calls) by a cheap reading, and a success
         // recorded by the common case (`record_lean_success`). Everything else is
@@ -302,7 +316,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // clock with the deadline the word holds.
             if s.is(State::Open) {
                 if let Some(now) = self.clock.now_if_cheap() {
-                    let r = self.stripes.mine_if_assigned();
+                    let r = self.hot.stripes.mine_if_assigned();
                     if let Some(rejected) = self.reject_in_cooldown(r, s, now) {
                         return Err(Error::Rejected(rejected));
                     }
@@ -313,11 +327,11 @@ impl<C: Clock> CircuitBreaker<C> {
         // Acquire and record run on this thread: one stripe lookup serves both. A
         // thread without a slot yet reads as owning no stripe, so it takes
         // `call_off_lean`, which gives it one.
-        let Some(o) = self.stripes.mine_if_owned() else {
+        let Some(o) = self.hot.stripes.mine_if_owned() else {
             return self.call_off_lean(s, classify, f);
         };
         let r = o.stripe();
-        let lean = self.lean;
+        let lean = self.hot.lean;
         let started = match lean.has(Lean::TIMED | Lean::PRECISE) {
             false => 0,
             true => {
@@ -337,7 +351,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // The same word as at admission (every transition moves the generation
             // on): still the phase the call was admitted in.
             Outcome::Success
-                if self.word.load() == s && self.record_lean_success(r, s, ticket, lean) => {}
+                if self.hot.word.load() == s && self.record_lean_success(r, s, ticket, lean) => {}
             Outcome::Success => self.record_success_off_lean(r, ticket),
             _ => self.record_slow(r, ticket, outcome),
         }
@@ -363,7 +377,7 @@ impl<C: Clock> CircuitBreaker<C> {
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, Error<E>> {
-        let r = self.stripes.mine();
+        let r = self.hot.stripes.mine();
         let ticket = match s.is_closed() {
             true => self.admit(r, s, Kind::Closed),
             false => self.acquire_not_closed(r, s).map_err(Error::Rejected)?,
@@ -403,7 +417,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // against the same reading.
             if lean.has(Lean::TIMED | Lean::PRECISE) {
                 unlikely();
-                if lean.has(Lean::PRECISE) || ticket.elapsed(now) >= self.lean_slow_nanos {
+                if lean.has(Lean::PRECISE) || ticket.elapsed(now) >= self.hot.lean_slow_nanos {
                     return false;
                 }
             }
@@ -461,15 +475,15 @@ impl<C: Clock> CircuitBreaker<C> {
     /// ```
     pub fn reset(&self) {
         let now = self.ticks();
-        let update = self
-            .word
-            .transition(self.word.load(), |s| Some(s.next(State::Closed, 0, now)));
+        let update = self.hot.word.transition(self.hot.word.load(), |s| {
+            Some(s.next(State::Closed, 0, now))
+        });
         self.announce(update, Reason::Reset, WindowCounts::default(), 0);
     }
 
     fn manual(&self, to: State, reason: Reason) {
         let now = self.ticks();
-        let update = self.word.transition(self.word.load(), |s| {
+        let update = self.hot.word.transition(self.hot.word.load(), |s| {
             (s.state() != to).then(|| s.next(to, s.level(), now))
         });
         self.announce(update, reason, WindowCounts::default(), 0);
@@ -491,23 +505,23 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn metrics(&self) -> Metrics {
-        let s = self.word.load();
+        let s = self.hot.word.load();
         let reading = self.clock.now();
         let now = self.ticks_at(reading);
         let generation = s.generation();
         let window = match &self.window {
-            Some(w) if s.is_closed() => w.counts(&self.stripes, generation, reading),
+            Some(w) if s.is_closed() => w.counts(&self.hot.stripes, generation, reading),
             _ => WindowCounts::default(),
         };
         let lifetime = Lifetime {
-            admitted: self.stripes.total(Counter::Admitted),
-            rejected: self.stripes.total(Counter::Rejected),
-            successes: self.stripes.total(Counter::Successes),
-            failures: self.stripes.total(Counter::Failures),
-            slow: self.stripes.total(Counter::Slow),
-            ignored: self.stripes.total(Counter::Ignored),
-            stale: self.stripes.total(Counter::Stale),
-            dropped: self.stripes.total(Counter::Dropped),
+            admitted: self.hot.stripes.total(Counter::Admitted),
+            rejected: self.hot.stripes.total(Counter::Rejected),
+            successes: self.hot.stripes.total(Counter::Successes),
+            failures: self.hot.stripes.total(Counter::Failures),
+            slow: self.hot.stripes.total(Counter::Slow),
+            ignored: self.hot.stripes.total(Counter::Ignored),
+            stale: self.hot.stripes.total(Counter::Stale),
+            dropped: self.hot.stripes.total(Counter::Dropped),
         };
         Metrics {
             state: s.state(),
@@ -530,20 +544,20 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Heap bytes this breaker holds (its stripes and backoff table).
     pub fn heap_bytes(&self) -> usize {
-        self.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns)
+        self.hot.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns)
     }
 
     // ---- admission -------------------------------------------------------------
 
     #[inline]
     pub(crate) fn acquire(&self) -> Result<Ticket, Rejected> {
-        self.acquire_in(self.stripes.mine())
+        self.acquire_in(self.hot.stripes.mine())
     }
 
     /// Admission, counting in the stripe `r` of the calling thread.
     #[inline]
     fn acquire_in(&self, r: StripeRef<'_>) -> Result<Ticket, Rejected> {
-        let s = self.word.load();
+        let s = self.hot.word.load();
         if s.is_closed() {
             return Ok(self.admit(r, s, Kind::Closed));
         }
@@ -610,7 +624,7 @@ impl<C: Clock> CircuitBreaker<C> {
                         return Err(rejected);
                     }
                     let now = self.ticks_at(reading);
-                    let update = self.word.transition(s, |cur| {
+                    let update = self.hot.word.transition(s, |cur| {
                         (cur == s).then(|| cur.next(State::HalfOpen, cur.level(), now))
                     });
                     self.announce(update, Reason::CooldownElapsed, WindowCounts::default(), 0)
@@ -644,7 +658,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 // moved on since `s` was read. The word's generation settles which:
                 // the round was loaded first, so if the word still shows `s`, the
                 // round is older and may be started afresh.
-                let cur = self.word.load();
+                let cur = self.hot.word.load();
                 if cur.generation() != generation {
                     return Probe::Retry(cur);
                 }
@@ -654,7 +668,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 // Full, unless the round ended since `s` was read (its last probe
                 // closed or reopened the breaker): then the caller must look again,
                 // not be turned away by a phase that is over.
-                let cur = self.word.load();
+                let cur = self.hot.word.load();
                 return if cur.generation() == generation {
                     Probe::Full
                 } else {
@@ -673,7 +687,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             // The slot is ours if the round is still the current phase; otherwise
             // the round is over and the slot dies with it.
-            let cur = self.word.load();
+            let cur = self.hot.word.load();
             return if cur.generation() == generation {
                 Probe::Taken
             } else {
@@ -713,7 +727,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Records the outcome of an admitted call.
     #[inline]
     pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome) {
-        self.record_in(self.stripes.mine(), ticket, outcome);
+        self.record_in(self.hot.stripes.mine(), ticket, outcome);
     }
 
     /// Records an outcome, counting in the stripe `r` of the calling thread.
@@ -728,9 +742,9 @@ impl<C: Clock> CircuitBreaker<C> {
         if outcome == Outcome::Success && ticket.kind() == Kind::Closed {
             // The same generation means the same word: the phase the call was
             // admitted in, still Closed.
-            let current = self.word.load();
+            let current = self.hot.word.load();
             if current.generation() == ticket.generation()
-                && self.record_lean_success(r, current, ticket, self.lean)
+                && self.record_lean_success(r, current, ticket, self.hot.lean)
             {
                 return;
             }
@@ -743,7 +757,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// are the common case of a failing dependency.
     #[inline(never)]
     fn record_slow(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
-        let s = self.word.load();
+        let s = self.hot.word.load();
         if s.generation() != ticket.generation() {
             // Admitted under an earlier phase: the breaker has moved on, and this
             // result must not decide the new phase.
@@ -786,8 +800,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Records a permit dropped without an outcome: ignored, and counted as dropped.
     #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
-        Stripes::bump(self.stripes.mine(), Counter::Dropped);
-        if ticket.kind() == Kind::Probe && self.word.load().generation() == ticket.generation() {
+        Stripes::bump(self.hot.stripes.mine(), Counter::Dropped);
+        if ticket.kind() == Kind::Probe && self.hot.word.load().generation() == ticket.generation()
+        {
             self.release_probe(ticket.generation());
         }
     }
@@ -833,19 +848,19 @@ impl<C: Clock> CircuitBreaker<C> {
             policy::streak_trips(&self.config, streak).then_some(Reason::ConsecutiveFailures);
         if let Some(w) = &self.window {
             let now = self.clock.now();
-            w.record(&self.stripes, r, s, now, sample);
+            w.record(&self.hot.stripes, r, s, now, sample);
             if sample.failed || sample.slow {
                 // SeqCst: two failures recorded at once must not both miss each other's
                 // count (store buffering); with this fence between each one's write
                 // and its read, the later of the two sees both.
                 fence(Ordering::SeqCst);
-                window = w.counts(&self.stripes, generation, now);
+                window = w.counts(&self.hot.stripes, generation, now);
                 reason = reason.or_else(|| policy::rate_trip(&self.config, window));
             }
         }
         if let Some(reason) = reason {
             let now = self.ticks();
-            let update = self.word.transition(s, |cur| {
+            let update = self.hot.word.transition(s, |cur| {
                 (cur.generation() == generation && cur.is_closed())
                     .then(|| self.opened(cur, 0, now))
             });
@@ -927,7 +942,7 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         if succeeded >= self.config.half_open_probes {
             let now = self.ticks();
-            let update = self.word.transition(s, |cur| {
+            let update = self.hot.word.transition(s, |cur| {
                 (cur.generation() == generation && cur.state() == State::HalfOpen)
                     .then(|| cur.next(State::Closed, 0, now))
             });
@@ -939,7 +954,7 @@ impl<C: Clock> CircuitBreaker<C> {
     fn reopen(&self, s: Snapshot, now: u64, reason: Reason) -> Snapshot {
         let generation = s.generation();
         let level = s.level().saturating_add(1).min(self.config.max_level());
-        let update = self.word.transition(s, |cur| {
+        let update = self.hot.word.transition(s, |cur| {
             (cur.generation() == generation && cur.state() == State::HalfOpen)
                 .then(|| self.opened(cur, level, now))
         });
@@ -1195,6 +1210,28 @@ mod tests {
         let ms = Duration::from_millis;
         assert_eq!(lean.0, [Some(ms(700)), Some(ms(400)), Some(ms(100))]);
         assert_eq!((lean.1.rejected, lean.1.successes), (3, 1));
+    }
+
+    #[test]
+    fn the_words_the_lean_paths_load_come_first_in_their_lines() {
+        /// Where a load of `size` bytes at `field` ends in its 64 bytes.
+        fn end<T>(field: &T, size: usize) -> usize {
+            field as *const T as usize % 64 + size
+        }
+        let b = breaker();
+        for end in [
+            end(&b.hot.word, size_of::<StateWord>()),
+            end(&b.hot.lean, size_of::<Lean>()),
+            end(&b.hot.lean_slow_nanos, 8),
+            // The counter lines' pointer and length: the first field of `Stripes`.
+            end(&b.hot.stripes, 2 * size_of::<usize>()),
+            end(&*b.streak, 8),
+        ] {
+            assert!(
+                end <= crate::stripe::LEAN_LOADS,
+                "a load ends at byte {end}"
+            );
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! nothing, because none of them reads the wall clock.
 
 use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
+use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -91,7 +92,9 @@ const REFRESH_INTERVAL: Duration = Duration::from_millis(1);
 
 /// The cached reading: nanoseconds since [`origin`], at least 1 once a
 /// `DefaultClock` exists; 0 if the refresh thread could not start.
-static RECENT: ProcessAtomicU64 = ProcessAtomicU64::new(0);
+// Padded: at the start of its own line, so never at a stripe counter's place in a
+// line (see `Counter`).
+static RECENT: CachePadded<ProcessAtomicU64> = CachePadded::new(ProcessAtomicU64::new(0));
 
 fn origin() -> quanta::Instant {
     static ORIGIN: OnceLock<quanta::Instant> = OnceLock::new();

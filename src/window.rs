@@ -69,7 +69,7 @@
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
 use crate::state::Snapshot;
-use crate::stripe::{Bucket, Owned, StripeRef, Stripes};
+use crate::stripe::{Bucket, COUNTERS, Owned, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 
 const TAG: usize = 0;
@@ -93,9 +93,11 @@ const CACHE_START: usize = 0;
 const CACHE_KEY: usize = 1;
 const CACHE_POS: usize = 2;
 const NEWEST: usize = 3;
-const LIVE_CALLS: usize = 4;
-const LIVE_BASE: usize = 5;
-const CACHE_SPAN: usize = 6;
+const LIVE_BASE: usize = 4;
+const CACHE_SPAN: usize = 5;
+/// Last, clear of the lean paths' loads (see [`crate::stripe::LEAN_LOADS`]).
+const LIVE_CALLS: usize = 7;
+const _: () = assert!((COUNTERS + LIVE_CALLS) * 8 % 64 >= crate::stripe::LEAN_LOADS);
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
 const LIVE: u64 = u64::MAX;
 
