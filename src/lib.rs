@@ -181,10 +181,10 @@
 //!
 //! Measured on a 2-vCPU AMD EPYC VM (criterion medians, one thread, the call
 //! inlined at its call site as the compiler does for a closure written there): a
-//! closed call 1.4 ns with the consecutive policy and 2.0 ns with the rate window, an
+//! closed call 1.5 ns with the consecutive policy and 2.0 ns with the rate window, an
 //! open rejection 1.4 ns, against 8-11 ns and 28-30 ns for failsafe, recloser and a
-//! `Mutex` breaker; at 2 threads the aggregate cost per call stays at 1.3-1.4 ns
-//! while theirs rises. The admission ticket and the rejection are one word each, so they
+//! `Mutex` breaker; at 2 threads the aggregate cost per call falls to 0.9 ns (1.2 ns
+//! with the window) while theirs rises. The admission ticket and the rejection are one word each, so they
 //! travel in registers. `docs/PERFORMANCE.md` has the full report and how to rerun it.
 //!
 //! # Implementation notes
