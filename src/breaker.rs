@@ -513,15 +513,16 @@ impl<C: Clock> CircuitBreaker<C> {
             Some(w) if s.is_closed() => w.counts(&self.hot.stripes, generation, reading),
             _ => WindowCounts::default(),
         };
+        let total = |c| self.hot.stripes.total(c);
         let lifetime = Lifetime {
-            admitted: self.hot.stripes.total(Counter::Admitted),
-            rejected: self.hot.stripes.total(Counter::Rejected),
-            successes: self.hot.stripes.total(Counter::Successes),
-            failures: self.hot.stripes.total(Counter::Failures),
-            slow: self.hot.stripes.total(Counter::Slow),
-            ignored: self.hot.stripes.total(Counter::Ignored),
-            stale: self.hot.stripes.total(Counter::Stale),
-            dropped: self.hot.stripes.total(Counter::Dropped),
+            admitted: total(Counter::Admitted),
+            rejected: total(Counter::Rejected),
+            successes: total(Counter::Successes),
+            failures: total(Counter::Failures),
+            slow: total(Counter::Slow),
+            ignored: total(Counter::Ignored),
+            stale: total(Counter::Stale),
+            dropped: total(Counter::Dropped),
         };
         Metrics {
             state: s.state(),

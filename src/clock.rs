@@ -93,7 +93,7 @@ const REFRESH_INTERVAL: Duration = Duration::from_millis(1);
 /// The cached reading: nanoseconds since [`origin`], at least 1 once a
 /// `DefaultClock` exists; 0 if the refresh thread could not start.
 // Padded: at the start of its own line, so never at a stripe counter's place in a
-// line (see `Counter`).
+// line (see `stripe::LEAN_LOADS`).
 static RECENT: CachePadded<ProcessAtomicU64> = CachePadded::new(ProcessAtomicU64::new(0));
 
 fn origin() -> quanta::Instant {
