@@ -25,6 +25,10 @@ struct Panel {
 }
 
 impl Panel {
+    fn new(top: f64, height: f64) -> Panel {
+        Panel { top, height }
+    }
+
     fn bottom(&self) -> f64 {
         self.top + self.height
     }
@@ -51,30 +55,12 @@ pub fn svg(
     let tick = scenario.tick.as_secs_f64();
     let tick_t = |i: usize| (tick * (i as f64 + 0.5)).min(total);
 
-    let phases = Panel {
-        top: 82.0,
-        height: 20.0,
-    };
-    let state = Panel {
-        top: 108.0,
-        height: 22.0,
-    };
-    let served = Panel {
-        top: 178.0,
-        height: 110.0,
-    };
-    let load = Panel {
-        top: 318.0,
-        height: 110.0,
-    };
-    let rates = Panel {
-        top: 458.0,
-        height: 110.0,
-    };
-    let lat = Panel {
-        top: 598.0,
-        height: 130.0,
-    };
+    let phases = Panel::new(82.0, 20.0);
+    let state = Panel::new(108.0, 22.0);
+    let served = Panel::new(178.0, 110.0);
+    let load = Panel::new(318.0, 110.0);
+    let rates = Panel::new(458.0, 110.0);
+    let lat = Panel::new(598.0, 130.0);
     let height = lat.bottom() + 44.0;
 
     let mut s = String::new();
