@@ -97,7 +97,7 @@ const LIVE_BASE: usize = 4;
 const CACHE_SPAN: usize = 5;
 /// Last, clear of the lean paths' loads (see [`crate::stripe::LEAN_LOADS`]).
 const LIVE_CALLS: usize = 7;
-const _: () = assert!((COUNTERS + LIVE_CALLS) * 8 % 64 >= crate::stripe::LEAN_LOADS);
+const _: () = assert!(crate::stripe::clear_of_lean_loads(COUNTERS + LIVE_CALLS));
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
 const LIVE: u64 = u64::MAX;
 
