@@ -2,10 +2,10 @@
 //! place that reads the clock.
 //!
 //! # Orderings
-//! The state word is loaded with `Acquire` and changed by `AcqRel` CAS (see
-//! [`crate::state`]). The half-open round and the consecutive-failure streak are
-//! generation-tagged words changed by `AcqRel` CAS and loaded with `Acquire`, except
-//! the success path's streak check, which is `Relaxed` (see [`CircuitBreaker::clear_streak`]).
+//! The state word, the time slot and the tagged words (the half-open round, the
+//! consecutive-failure streak) are changed by `AcqRel` CAS and loaded with
+//! `Acquire` (see [`crate::state`]), except the lean path's streak check, which is
+//! `Relaxed` (see [`TaggedWord::is_empty_relaxed`]).
 //! Lifetime counters and window counts are `Relaxed` (see [`crate::stripe`]). A
 //! failure or slow call issues a `SeqCst` fence between counting itself in the
 //! window and summing the window, so of two racing failures the later sees both.
@@ -17,11 +17,12 @@ use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
 use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
-    DATA_MAX, NANOS_PER_TICK, Snapshot, StateWord, TICKS_MAX, Tagged, Update, ticks_from_nanos,
+    Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TICKS_MAX, TagUpdate, TaggedWord,
+    TimeSlot, Update, next_generation, ticks_from_nanos,
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
-use crate::window::{self, Sample, Window, generation_after};
+use crate::window::{self, Sample, Window};
 use crate::{Error, Rejected, State};
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -59,10 +60,10 @@ use std::time::Duration;
 pub struct CircuitBreaker<C = DefaultClock> {
     /// The state word and what the lean paths read with it (see [`Hot`]).
     hot: CachePadded<Hot>,
-    /// The half-open round, tagged with its generation: (issued, succeeded).
-    round: CachePadded<AtomicU64>,
+    /// The current phase's time and the half-open round (see [`Phase`]).
+    phase: CachePadded<Phase>,
     /// Consecutive failures of the closed phase, tagged with its generation.
-    streak: CachePadded<AtomicU64>,
+    streak: CachePadded<TaggedWord>,
     window: Option<Window>,
     config: Config,
     transitions: [AtomicU64; Reason::ALL.len()],
@@ -101,6 +102,16 @@ struct Hot {
     /// from which a success is off the lean path (past the threshold).
     lean_slow_nanos: u64,
     stripes: Stripes,
+}
+
+/// The current phase's time, first in its line: an open rejection loads it (see
+/// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS)). Beside it the half-open round,
+/// written only while HalfOpen, when no rejection takes the lean path.
+#[repr(C)]
+struct Phase {
+    time: TimeSlot,
+    /// The half-open round, tagged with its generation (see [`Round`]).
+    round: TaggedWord,
 }
 
 /// What [`CircuitBreaker::take_probe`] found.
@@ -165,8 +176,11 @@ impl<C: Clock> CircuitBreaker<C> {
                 }),
                 stripes,
             }),
-            round: CachePadded::new(AtomicU64::new(Tagged::EMPTY.raw())),
-            streak: CachePadded::new(AtomicU64::new(Tagged::EMPTY.raw())),
+            phase: CachePadded::new(Phase {
+                time: TimeSlot::new(),
+                round: TaggedWord::new(),
+            }),
+            streak: CachePadded::new(TaggedWord::new()),
             window,
             config,
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -315,9 +329,11 @@ impl<C: Clock> CircuitBreaker<C> {
             // An Open rejection inside the cooldown, inline too: one compare of the
             // clock with the deadline the word holds.
             if s.is(State::Open) {
-                if let Some(now) = self.clock.now_if_cheap() {
+                if let (Some(now), Some(deadline)) =
+                    (self.clock.now_if_cheap(), self.phase.time.ticks_of(s))
+                {
                     let r = self.hot.stripes.mine_if_assigned();
-                    if let Some(rejected) = self.reject_in_cooldown(r, s, now) {
+                    if let Some(rejected) = self.reject_in_cooldown(r, deadline, now) {
                         return Err(Error::Rejected(rejected));
                     }
                 }
@@ -405,8 +421,7 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> bool {
         // The streak word is read whatever the policy (without one it stays empty):
         // a load costs less here than a branch around it.
-        // Relaxed: as in clear_streak.
-        if !Tagged::from_raw(self.streak.load(Ordering::Relaxed)).is_empty() {
+        if !self.streak.is_empty_relaxed() {
             return false;
         }
         if lean.has(Lean::WINDOW) {
@@ -475,18 +490,27 @@ impl<C: Clock> CircuitBreaker<C> {
     /// ```
     pub fn reset(&self) {
         let now = self.ticks();
-        let update = self.hot.word.transition(self.hot.word.load(), |s| {
-            Some(s.next(State::Closed, 0, now))
+        let update = self.transition(self.hot.word.load(), |s| {
+            Some((s.next(State::Closed, 0), now))
         });
         self.announce(update, Reason::Reset, WindowCounts::default(), 0);
     }
 
     fn manual(&self, to: State, reason: Reason) {
         let now = self.ticks();
-        let update = self.hot.word.transition(self.hot.word.load(), |s| {
-            (s.state() != to).then(|| s.next(to, s.level(), now))
+        let update = self.transition(self.hot.word.load(), |s| {
+            (s.state() != to).then(|| (s.next(to, s.level()), now))
         });
         self.announce(update, reason, WindowCounts::default(), 0);
+    }
+
+    /// [`StateWord::transition`] on this breaker's word and time slot.
+    fn transition(
+        &self,
+        seen: Snapshot,
+        f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
+    ) -> Update {
+        self.hot.word.transition(&self.phase.time, seen, f)
     }
 
     /// A snapshot of the breaker's state, window and lifetime counters.
@@ -524,17 +548,22 @@ impl<C: Clock> CircuitBreaker<C> {
             stale: total(Counter::Stale),
             dropped: total(Counter::Dropped),
         };
+        // A read only: where the phase's time is not published yet (its transition
+        // is a moment old), the time it would be given now.
+        let ticks = self
+            .phase
+            .time
+            .ticks_of(s)
+            .unwrap_or_else(|| self.fresh_ticks(s, now));
         Metrics {
             state: s.state(),
             generation,
             level: s.level(),
-            time_in_state: ticks_to_duration(now.saturating_sub(self.entered(s))),
-            retry_after: self.retry_after(s, now),
+            time_in_state: ticks_to_duration(now.saturating_sub(self.entered(s, ticks))),
+            retry_after: self.retry_after(s, ticks, now),
             window,
             consecutive_failures: match s.state() {
-                State::Closed => {
-                    Tagged::from_raw(self.streak.load(Ordering::Acquire)).data_for(generation)
-                }
+                State::Closed => u64::from(self.streak.data_for(generation)),
                 _ => 0,
             },
             lifetime,
@@ -572,8 +601,10 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cold]
     fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
-            if let Some(rejected) = self.reject_in_cooldown(r, s, self.clock.now()) {
-                return Err(rejected);
+            if let Some(deadline) = self.phase.time.ticks_of(s) {
+                if let Some(rejected) = self.reject_in_cooldown(r, deadline, self.clock.now()) {
+                    return Err(rejected);
+                }
             }
         }
         self.acquire_slow(r, s)
@@ -596,17 +627,22 @@ impl<C: Clock> CircuitBreaker<C> {
         Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
-    /// The rejection of a call at clock reading `reading` by the Open word `s`, if
-    /// its cooldown is not over. An Open word's ticks are its deadline, so the test
-    /// is one multiply and one compare: `reading`'s tick is below the deadline
-    /// exactly when its nanoseconds are below the deadline's (which fit: the
-    /// deadline is at most `TICKS_MAX`, under 2^39). The division that finds the
-    /// time left is only made for a caller that reads it.
+    /// The rejection of a call at clock reading `reading` by an Open phase whose
+    /// deadline is `deadline`, if its cooldown is not over. One multiply and one
+    /// compare: `reading`'s tick is below the deadline exactly when its nanoseconds
+    /// are below the deadline's (which fit: the deadline is at most `TICKS_MAX`,
+    /// `u64::MAX` ns). The division that finds the time left is only made for a
+    /// caller that reads it.
     #[inline(always)]
-    fn reject_in_cooldown(&self, r: StripeRef<'_>, s: Snapshot, reading: u64) -> Option<Rejected> {
+    fn reject_in_cooldown(
+        &self,
+        r: StripeRef<'_>,
+        deadline: u64,
+        reading: u64,
+    ) -> Option<Rejected> {
         let elapsed = reading.saturating_sub(self.origin);
-        (elapsed < s.ticks() * NANOS_PER_TICK)
-            .then(|| self.reject(r, State::Open, s.ticks() - ticks_from_nanos(elapsed)))
+        (elapsed < deadline * NANOS_PER_TICK)
+            .then(|| self.reject(r, State::Open, deadline - ticks_from_nanos(elapsed)))
     }
 
     #[inline(never)]
@@ -621,25 +657,31 @@ impl<C: Clock> CircuitBreaker<C> {
                 }
                 State::Open => {
                     let reading = self.clock.now();
-                    if let Some(rejected) = self.reject_in_cooldown(r, s, reading) {
+                    let now = self.ticks_at(reading);
+                    let deadline = self.phase_ticks(s, now);
+                    if let Some(rejected) = self.reject_in_cooldown(r, deadline, reading) {
                         return Err(rejected);
                     }
-                    let now = self.ticks_at(reading);
-                    let update = self.hot.word.transition(s, |cur| {
-                        (cur == s).then(|| cur.next(State::HalfOpen, cur.level(), now))
+                    let update = self.transition(s, |cur| {
+                        (cur == s).then(|| (cur.next(State::HalfOpen, cur.level()), now))
                     });
                     self.announce(update, Reason::CooldownElapsed, WindowCounts::default(), 0)
                 }
                 State::HalfOpen => {
                     let now = self.ticks();
-                    let ends = s.ticks() + self.config.half_open_timeout;
+                    let ends = self
+                        .phase_ticks(s, now)
+                        .saturating_add(self.config.half_open_timeout);
                     if now >= ends {
                         // A round without a verdict for the whole timeout failed.
                         self.reopen(s, now, Reason::HalfOpenTimeout)
                     } else {
                         match self.take_probe(s) {
                             Probe::Taken => return Ok(self.admit(r, s, Kind::Probe)),
-                            Probe::Full => return Err(self.reject(r, State::HalfOpen, ends - now)),
+                            Probe::Full => {
+                                let retry = self.half_open_retry(s, ends, now);
+                                return Err(self.reject(r, State::HalfOpen, retry));
+                            }
                             Probe::Retry(cur) => cur,
                         }
                     }
@@ -651,76 +693,46 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Takes one of the half-open round's slots for generation `s`.
     fn take_probe(&self, s: Snapshot) -> Probe {
         let generation = s.generation();
-        loop {
-            // Acquire: pairs with the AcqRel CAS that wrote the round.
-            let seen = Tagged::from_raw(self.round.load(Ordering::Acquire));
-            if seen.generation() != generation {
-                // The round word holds an earlier round, or a later one if the state
-                // moved on since `s` was read. The word's generation settles which:
-                // the round was loaded first, so if the word still shows `s`, the
-                // round is older and may be started afresh.
+        let probes = self.config.half_open_probes;
+        let update = self.phase.round.update(generation, &self.hot.word, |data| {
+            let round = Round::from_data(data);
+            (round.issued < probes).then(|| {
+                Round {
+                    issued: round.issued + 1,
+                    ..round
+                }
+                .data()
+            })
+        });
+        match update {
+            TagUpdate::Stale(cur) => Probe::Retry(cur),
+            // Taken, or full; either way the answer stands only if the round is
+            // still the current phase. A slot taken in a round that is over dies
+            // with it; a full round that ended since `s` was read (its last probe
+            // closed or reopened the breaker) must not turn the caller away.
+            TagUpdate::Updated { .. } | TagUpdate::Declined(_) => {
                 let cur = self.hot.word.load();
-                if cur.generation() != generation {
-                    return Probe::Retry(cur);
+                match (cur.generation() == generation, update) {
+                    (true, TagUpdate::Updated { .. }) => Probe::Taken,
+                    (true, _) => Probe::Full,
+                    (false, _) => Probe::Retry(cur),
                 }
             }
-            let (issued, succeeded) = Tagged::halves(seen.data_for(generation));
-            if issued >= self.config.half_open_probes {
-                // Full, unless the round ended since `s` was read (its last probe
-                // closed or reopened the breaker): then the caller must look again,
-                // not be turned away by a phase that is over.
-                let cur = self.hot.word.load();
-                return if cur.generation() == generation {
-                    Probe::Full
-                } else {
-                    Probe::Retry(cur)
-                };
-            }
-            let next = Tagged::new(generation, Tagged::join(issued + 1, succeeded));
-            // AcqRel: Release publishes the slot to the probe's verdict; Acquire on
-            // failure hands back the newest round.
-            if self
-                .round
-                .compare_exchange(seen.raw(), next.raw(), Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                continue;
-            }
-            // The slot is ours if the round is still the current phase; otherwise
-            // the round is over and the slot dies with it.
-            let cur = self.hot.word.load();
-            return if cur.generation() == generation {
-                Probe::Taken
-            } else {
-                Probe::Retry(cur)
-            };
         }
     }
 
     /// Gives a probe slot of `generation`'s round back (an ignored or dropped probe).
-    fn release_probe(&self, generation: u16) {
-        // Acquire: pairs with the AcqRel CAS that wrote the round.
-        let mut seen = Tagged::from_raw(self.round.load(Ordering::Acquire));
-        loop {
-            if seen.generation() != generation {
-                return; // the round is over
-            }
-            let (issued, succeeded) = Tagged::halves(seen.data_for(generation));
-            let next = Tagged::new(
-                generation,
-                Tagged::join(issued.saturating_sub(1), succeeded),
-            );
-            // AcqRel: as in take_probe.
-            match self.round.compare_exchange(
-                seen.raw(),
-                next.raw(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(actual) => seen = Tagged::from_raw(actual),
-            }
-        }
+    fn release_probe(&self, generation: Generation) {
+        let _ = self.phase.round.update(generation, &self.hot.word, |data| {
+            let round = Round::from_data(data);
+            (round.issued > 0).then(|| {
+                Round {
+                    issued: round.issued - 1,
+                    ..round
+                }
+                .data()
+            })
+        });
     }
 
     // ---- outcomes --------------------------------------------------------------
@@ -849,7 +861,7 @@ impl<C: Clock> CircuitBreaker<C> {
             policy::streak_trips(&self.config, streak).then_some(Reason::ConsecutiveFailures);
         if let Some(w) = &self.window {
             let now = self.clock.now();
-            w.record(&self.hot.stripes, r, s, now, sample);
+            w.record(&self.hot.stripes, r, (s, &self.hot.word), now, sample);
             if sample.failed || sample.slow {
                 // SeqCst: two failures recorded at once must not both miss each other's
                 // count (store buffering); with this fence between each one's write
@@ -861,7 +873,7 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         if let Some(reason) = reason {
             let now = self.ticks();
-            let update = self.hot.word.transition(s, |cur| {
+            let update = self.transition(s, |cur| {
                 (cur.generation() == generation && cur.is_closed())
                     .then(|| self.opened(cur, 0, now))
             });
@@ -869,28 +881,16 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    /// Adds a failure to `generation`'s streak and returns the new length.
-    fn bump_streak(&self, generation: u16) -> u64 {
-        // Acquire: pairs with the AcqRel CAS below on other threads.
-        let mut seen = self.streak.load(Ordering::Acquire);
-        loop {
-            let tagged = Tagged::from_raw(seen);
-            if generation_after(tagged.generation(), generation) {
-                // The breaker moved on after this failure's generation check: its
-                // streak is a later phase's, which a stale failure must not reset.
-                return 0;
-            }
-            let n = (tagged.data_for(generation) + 1).min(DATA_MAX);
-            // AcqRel: the streak is a read-modify-write shared by every failing call.
-            match self.streak.compare_exchange(
-                seen,
-                Tagged::new(generation, n).raw(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return n,
-                Err(actual) => seen = actual,
-            }
+    /// Adds a failure to `generation`'s streak and returns the new length (0 if the
+    /// breaker has moved past `generation`: a stale failure must not touch a later
+    /// phase's streak). Saturates at `u32::MAX`.
+    fn bump_streak(&self, generation: Generation) -> u64 {
+        match self
+            .streak
+            .update(generation, &self.hot.word, |n| Some(n.saturating_add(1)))
+        {
+            TagUpdate::Updated { new, .. } => u64::from(new),
+            TagUpdate::Declined(_) | TagUpdate::Stale(_) => 0,
         }
     }
 
@@ -898,54 +898,31 @@ impl<C: Clock> CircuitBreaker<C> {
     /// generation's streak, or one left by an earlier phase (which reads as 0 for
     /// this one already; emptying it keeps the next successes on the lean path). A
     /// later phase's streak is left alone, and an empty word is not written.
-    fn clear_streak(&self, generation: u16) {
-        // Relaxed: a stale non-empty read is corrected by the CAS; a stale empty read
-        // means a racing failure is ordered after this success.
-        let mut seen = self.streak.load(Ordering::Relaxed);
-        loop {
-            let tagged = Tagged::from_raw(seen);
-            if tagged.is_empty() || generation_after(tagged.generation(), generation) {
-                return;
-            }
-            // AcqRel: as in bump_streak.
-            match self.streak.compare_exchange(
-                seen,
-                Tagged::new(generation, 0).raw(),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(actual) => seen = actual,
-            }
-        }
+    fn clear_streak(&self, generation: Generation) {
+        let _ = self.streak.update(generation, &self.hot.word, |_| Some(0));
     }
 
     fn probe_succeeded(&self, s: Snapshot) {
         let generation = s.generation();
-        // Acquire: pairs with the AcqRel CAS that took the slot.
-        let mut seen = Tagged::from_raw(self.round.load(Ordering::Acquire));
-        let succeeded = loop {
-            if seen.generation() != generation {
-                return; // the round is over; this success is stale
-            }
-            let (issued, succeeded) = Tagged::halves(seen.data_for(generation));
-            let next = Tagged::new(generation, Tagged::join(issued, succeeded + 1));
-            // AcqRel: as in take_probe.
-            match self.round.compare_exchange(
-                seen.raw(),
-                next.raw(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break succeeded + 1,
-                Err(actual) => seen = Tagged::from_raw(actual),
-            }
+        let update = self.phase.round.update(generation, &self.hot.word, |data| {
+            let round = Round::from_data(data);
+            // A probe's round holds its slot; without one the round is not its own.
+            (round.issued > 0).then(|| {
+                Round {
+                    succeeded: round.succeeded + 1,
+                    ..round
+                }
+                .data()
+            })
+        });
+        let TagUpdate::Updated { new, .. } = update else {
+            return; // the round is over; this success is stale
         };
-        if succeeded >= self.config.half_open_probes {
+        if Round::from_data(new).succeeded >= self.config.half_open_probes {
             let now = self.ticks();
-            let update = self.hot.word.transition(s, |cur| {
+            let update = self.transition(s, |cur| {
                 (cur.generation() == generation && cur.state() == State::HalfOpen)
-                    .then(|| cur.next(State::Closed, 0, now))
+                    .then(|| (cur.next(State::Closed, 0), now))
             });
             let _ = self.announce(update, Reason::ProbesSucceeded, WindowCounts::default(), 0);
         }
@@ -954,12 +931,17 @@ impl<C: Clock> CircuitBreaker<C> {
     /// HalfOpen `s` → Open at the next backoff level. Returns the newest word.
     fn reopen(&self, s: Snapshot, now: u64, reason: Reason) -> Snapshot {
         let generation = s.generation();
-        let level = s.level().saturating_add(1).min(self.config.max_level());
-        let update = self.hot.word.transition(s, |cur| {
+        let level = self.next_level(s);
+        let update = self.transition(s, |cur| {
             (cur.generation() == generation && cur.state() == State::HalfOpen)
                 .then(|| self.opened(cur, level, now))
         });
         self.announce(update, reason, WindowCounts::default(), 0)
+    }
+
+    /// The backoff level a reopening of `s` moves to.
+    fn next_level(&self, s: Snapshot) -> u8 {
+        s.level().saturating_add(1).min(self.config.max_level())
     }
 
     /// Counts and delivers a transition this thread made, after its CAS and with
@@ -971,9 +953,9 @@ impl<C: Clock> CircuitBreaker<C> {
         window: WindowCounts,
         streak: u64,
     ) -> Snapshot {
-        let (from, to) = match update {
+        let (from, to, ticks) = match update {
             Update::Declined(cur) => return cur,
-            Update::Moved { from, to } => (from, to),
+            Update::Moved { from, to, ticks } => (from, to, ticks),
         };
         // Relaxed: a statistic; the event itself is ordered by the CAS.
         self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
@@ -982,7 +964,7 @@ impl<C: Clock> CircuitBreaker<C> {
             to: to.state(),
             generation: to.generation(),
             reason,
-            at: ticks_to_duration(self.entered(to)),
+            at: ticks_to_duration(self.entered(to, ticks)),
             level: to.level(),
             window,
             consecutive_failures: streak,
@@ -1011,47 +993,79 @@ impl<C: Clock> CircuitBreaker<C> {
         ticks_from_nanos(reading.saturating_sub(self.origin))
     }
 
-    /// The Open word that follows `cur` at `now`, at backoff `level`. Its ticks are
-    /// its deadline: `now` plus the cooldown of its level and generation (jittered,
-    /// the same for every thread), so a rejection compares the clock with the word
+    /// The Open word that follows `cur` at `now`, at backoff `level`, and its
+    /// deadline: `now` plus the cooldown of its level and generation (jittered, the
+    /// same for every thread), so a rejection compares the clock with the deadline
     /// and computes nothing.
-    fn opened(&self, cur: Snapshot, level: u8, now: u64) -> Snapshot {
-        let cooldown = self.cooldown(level, cur.generation().wrapping_add(1));
-        cur.next(
-            State::Open,
-            level,
-            now.saturating_add(cooldown).min(TICKS_MAX),
-        )
+    fn opened(&self, cur: Snapshot, level: u8, now: u64) -> (Snapshot, u64) {
+        let next = cur.next(State::Open, level);
+        (next, self.fresh_ticks(next, now))
     }
 
-    /// When `s`'s phase began: its ticks, except for Open, whose ticks are the
-    /// deadline and began one cooldown earlier (less, if the deadline saturated).
-    fn entered(&self, s: Snapshot) -> u64 {
+    /// The time phase `s` is given if it starts at `now`: for Open its deadline,
+    /// otherwise `now`.
+    fn fresh_ticks(&self, s: Snapshot, now: u64) -> u64 {
         if s.is(State::Open) {
-            s.ticks()
-                .saturating_sub(self.cooldown(s.level(), s.generation()))
+            now.saturating_add(self.cooldown(s.level(), s.generation()))
+                .min(TICKS_MAX)
         } else {
-            s.ticks()
+            now
+        }
+    }
+
+    /// The time of phase `s` (see [`TimeSlot`]): the one published, or, if its
+    /// transition's winner has not published it yet, the one this thread publishes
+    /// for it (starting at `now`). A phase's time is the same for every thread.
+    #[inline]
+    fn phase_ticks(&self, s: Snapshot, now: u64) -> u64 {
+        match self.phase.time.ticks_of(s) {
+            Some(ticks) => ticks,
+            None => self
+                .phase
+                .time
+                .publish(&self.hot.word, s, self.fresh_ticks(s, now)),
+        }
+    }
+
+    /// When phase `s`, whose time is `ticks`, began: `ticks`, except for Open, whose
+    /// time is its deadline and began one cooldown earlier (less, if the deadline
+    /// saturated).
+    fn entered(&self, s: Snapshot, ticks: u64) -> u64 {
+        if s.is(State::Open) {
+            ticks.saturating_sub(self.cooldown(s.level(), s.generation()))
+        } else {
+            ticks
         }
     }
 
     /// The jittered cooldown, in ticks, of an Open phase at `level` in `generation`.
-    fn cooldown(&self, level: u8, generation: u16) -> u64 {
+    fn cooldown(&self, level: u8, generation: Generation) -> u64 {
         self.config.cooldown(level, generation, self.seed)
     }
 
-    fn retry_after(&self, s: Snapshot, now: u64) -> Option<Duration> {
+    /// How long a call rejected by a full half-open round of `s` should wait, at
+    /// `now`, with the round's timeout at `ends`: until the round can end, but no
+    /// longer than the cooldown a failed round would start. The round ends when its
+    /// probes report, usually within a call's time: if they close the breaker, a
+    /// retry is admitted; if they reopen it, a probe is next admitted after that
+    /// cooldown. Waiting for the whole half-open timeout (30 s by default) would
+    /// overshoot both.
+    fn half_open_retry(&self, s: Snapshot, ends: u64, now: u64) -> u64 {
+        let reopened = self.cooldown(self.next_level(s), next_generation(s.generation()));
+        ends.saturating_sub(now).min(reopened)
+    }
+
+    /// The `retry_after` of phase `s`, whose time is `ticks`, at `now`.
+    fn retry_after(&self, s: Snapshot, ticks: u64, now: u64) -> Option<Duration> {
         match s.state() {
-            State::Open => Some(ticks_to_duration(s.ticks().saturating_sub(now))),
+            State::Open => Some(ticks_to_duration(ticks.saturating_sub(now))),
             State::HalfOpen => {
-                // Acquire: pairs with the AcqRel CAS that wrote the round.
-                let round = Tagged::from_raw(self.round.load(Ordering::Acquire));
-                let (issued, _) = Tagged::halves(round.data_for(s.generation()));
-                if issued < self.config.half_open_probes {
+                let round = Round::from_data(self.phase.round.data_for(s.generation()));
+                if round.issued < self.config.half_open_probes {
                     Some(Duration::ZERO) // a probe slot is free now
                 } else {
-                    let ends = s.ticks() + self.config.half_open_timeout;
-                    Some(ticks_to_duration(ends.saturating_sub(now)))
+                    let ends = ticks.saturating_add(self.config.half_open_timeout);
+                    Some(ticks_to_duration(self.half_open_retry(s, ends, now)))
                 }
             }
             State::ForcedOpen => None,
@@ -1101,8 +1115,14 @@ mod tests {
             .unwrap()
     }
 
-    fn streak(b: &CircuitBreaker<ManualClock>) -> Tagged {
-        Tagged::from_raw(b.streak.load(Ordering::Relaxed))
+    /// [`breaker`] after `g` resets: at generation `g`.
+    fn at_generation(g: u32) -> CircuitBreaker<ManualClock> {
+        let b = breaker();
+        for _ in 0..g {
+            b.reset();
+        }
+        assert_eq!(b.hot.word.load().generation(), g);
+        b
     }
 
     #[test]
@@ -1227,6 +1247,7 @@ mod tests {
             // The counter lines' pointer and length: the first field of `Stripes`.
             end(&b.hot.stripes, 2 * size_of::<usize>()),
             end(&*b.streak, 8),
+            end(&b.phase.time, 8),
         ] {
             assert!(
                 end <= crate::stripe::LEAN_LOADS,
@@ -1237,33 +1258,31 @@ mod tests {
 
     #[test]
     fn a_stale_failure_leaves_a_later_phases_streak_alone() {
-        let b = breaker();
-        b.streak.store(Tagged::new(7, 3).raw(), Ordering::Relaxed);
+        let mut b = at_generation(7);
+        *b.streak = TaggedWord::holding(7, 3);
         assert_eq!(b.bump_streak(6), 0, "generation 6 is over");
-        assert_eq!(streak(&b), Tagged::new(7, 3));
+        assert_eq!(b.streak.data_for(7), 3);
         assert_eq!(b.bump_streak(7), 4);
+        b.reset();
         assert_eq!(b.bump_streak(8), 1, "a new phase starts its own streak");
-        assert_eq!(streak(&b), Tagged::new(8, 1));
+        assert_eq!(b.streak.data_for(8), 1);
     }
 
     #[test]
     fn a_success_empties_its_own_or_an_earlier_streak_but_not_a_later_one() {
-        let b = breaker();
-        b.streak.store(Tagged::new(7, 3).raw(), Ordering::Relaxed);
+        let mut b = at_generation(7);
+        *b.streak = TaggedWord::holding(7, 3);
         b.clear_streak(6);
-        assert_eq!(
-            streak(&b),
-            Tagged::new(7, 3),
-            "a later phase's streak stays"
-        );
+        assert_eq!(b.streak.data_for(7), 3, "a later phase's streak stays");
         b.clear_streak(7);
-        assert_eq!(streak(&b), Tagged::new(7, 0));
-        b.streak.store(Tagged::new(7, 3).raw(), Ordering::Relaxed);
+        assert!(b.streak.is_empty_relaxed());
+        *b.streak = TaggedWord::holding(7, 3);
+        b.reset();
+        b.reset();
         b.clear_streak(9);
         assert!(
-            streak(&b).is_empty(),
+            b.streak.is_empty_relaxed(),
             "an earlier phase's streak is emptied"
         );
-        assert_eq!(streak(&b).data_for(9), 0);
     }
 }

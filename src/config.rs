@@ -364,7 +364,7 @@ impl<C: Clock> Builder<C> {
             ));
         }
         let jitter = unit_fraction("jitter", self.settings.jitter)?;
-        let half_open_probes = match u64::from(self.settings.half_open_probes) {
+        let half_open_probes = match self.settings.half_open_probes {
             0 => return Err(ConfigError::new("half_open_probes", "must be at least 1")),
             n if n > HALF_MAX => {
                 return Err(ConfigError::new(
@@ -490,7 +490,7 @@ pub(crate) struct Config {
     /// Ticks of open duration per backoff level; never empty.
     pub(crate) cooldowns: Box<[u64]>,
     pub(crate) jitter: f64,
-    pub(crate) half_open_probes: u64,
+    pub(crate) half_open_probes: u32,
     pub(crate) half_open_timeout: u64,
 }
 
@@ -533,7 +533,7 @@ impl Config {
 
     /// The open duration at `level`, in ticks, shortened by this generation's jitter.
     #[inline]
-    pub(crate) fn cooldown(&self, level: u8, generation: u16, seed: u64) -> u64 {
+    pub(crate) fn cooldown(&self, level: u8, generation: u32, seed: u64) -> u64 {
         // `level` never exceeds `max_level()` (see `reopen`); a miss reads the cap.
         let base = self
             .cooldowns
@@ -732,13 +732,13 @@ mod tests {
     #[test]
     fn jitter_only_shortens_and_is_the_same_for_the_same_generation() {
         let c = builder().jitter(0.5).validate().unwrap();
-        for generation in 0..1000u16 {
+        for generation in 0..1000u32 {
             let d = c.cooldown(0, generation, 42);
             assert!((500..=1000).contains(&d), "{d}");
             assert_eq!(d, c.cooldown(0, generation, 42));
         }
         let spread: std::collections::HashSet<_> =
-            (0..100u16).map(|g| c.cooldown(0, g, 7)).collect();
+            (0..100u32).map(|g| c.cooldown(0, g, 7)).collect();
         assert!(
             spread.len() > 50,
             "jitter should spread deadlines: {}",

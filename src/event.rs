@@ -139,8 +139,8 @@ pub struct Transition {
     pub from: State,
     /// The state after.
     pub to: State,
-    /// The generation the transition started (16 bits, wrapping).
-    pub generation: u16,
+    /// The generation the transition started (32 bits, wrapping).
+    pub generation: u32,
     /// Why.
     pub reason: Reason,
     /// When, as time since the breaker was built (millisecond ticks).

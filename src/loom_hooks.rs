@@ -3,7 +3,7 @@
 //! the API.
 
 use crate::event::WindowCounts;
-use crate::state::Snapshot;
+use crate::state::{Snapshot, StateWord};
 use crate::stripe::Stripes;
 use crate::window::{Sample, Window};
 
@@ -35,10 +35,11 @@ impl WindowModel {
         WindowModel { window, stripes }
     }
 
-    /// Records one outcome at `nanos` for `generation`: in the stripe every
-    /// unowned thread shares when `shared`, else in the calling thread's own stripe
-    /// (or the shared one if it owns none). Returns whether it was counted.
-    pub fn record(&self, shared: bool, generation: u16, nanos: u64, failed: bool) -> bool {
+    /// Records one outcome at `nanos` for `generation`, the current phase's: in the
+    /// stripe every unowned thread shares when `shared`, else in the calling
+    /// thread's own stripe (or the shared one if it owns none). Returns whether it
+    /// was counted.
+    pub fn record(&self, shared: bool, generation: u32, nanos: u64, failed: bool) -> bool {
         let r = if shared {
             self.stripes.stripe(0)
         } else {
@@ -48,17 +49,14 @@ impl WindowModel {
             failed,
             slow: false,
         };
-        self.window.record(
-            &self.stripes,
-            r,
-            Snapshot::closed(generation),
-            nanos,
-            sample,
-        )
+        let phase = Snapshot::closed(generation);
+        let word = StateWord::at(phase);
+        self.window
+            .record(&self.stripes, r, (phase, &word), nanos, sample)
     }
 
     /// The window's counts for `generation` at `nanos`.
-    pub fn counts(&self, generation: u16, nanos: u64) -> WindowCounts {
+    pub fn counts(&self, generation: u32, nanos: u64) -> WindowCounts {
         self.window.counts(&self.stripes, generation, nanos)
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::breaker::CircuitBreaker;
 use crate::clock::{Clock, DefaultClock};
+use crate::state::Generation;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -44,62 +45,52 @@ pub(crate) enum Kind {
     Disabled = 2,
 }
 
-/// What an admission hands the outcome, packed in one `u64` so that it (and a
-/// `Result` of it) travels in registers, never through a partial store and a wide
-/// reload:
-///
-/// ```text
-///  63                          18 17  16 15          0
-/// +------------------------------+------+------------+
-/// | started (low 46 bits of ns)  | kind | generation |
-/// +------------------------------+------+------------+
-/// ```
-///
-/// `started` is the clock reading at admission when the slow-call policy times
-/// calls (else 0). Only its low 46 bits are kept: an elapsed time is their
-/// difference modulo 2^46 ns (19.5 hours), exact for any call shorter than that.
+/// What an admission hands the outcome: the generation the call was admitted
+/// under, what kind of call it is, and (when the slow-call policy times calls) the
+/// clock reading at admission, else 0. Sixteen bytes, so that it (and a `Result`
+/// of it, which keeps its discriminant in `kind`'s spare values) travels in two
+/// registers.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ticket(u64);
-
-const STARTED_SHIFT: u32 = 18;
-const STARTED_MASK: u64 = (1 << (64 - STARTED_SHIFT)) - 1;
+pub(crate) struct Ticket {
+    started: u64,
+    generation: Generation,
+    kind: Kind,
+}
 
 impl Ticket {
     #[inline]
-    pub(crate) fn new(generation: u16, kind: Kind, started: u64) -> Ticket {
-        Ticket(
-            (started & STARTED_MASK) << STARTED_SHIFT | (kind as u64) << 16 | u64::from(generation),
-        )
+    pub(crate) fn new(generation: Generation, kind: Kind, started: u64) -> Ticket {
+        Ticket {
+            started,
+            generation,
+            kind,
+        }
     }
 
     #[inline]
-    pub(crate) fn generation(self) -> u16 {
-        self.0 as u16
+    pub(crate) fn generation(self) -> Generation {
+        self.generation
     }
 
     #[inline]
     pub(crate) fn kind(self) -> Kind {
-        match self.0 >> 16 & 3 {
-            0 => Kind::Closed,
-            1 => Kind::Probe,
-            _ => Kind::Disabled,
-        }
+        self.kind
     }
 
-    /// Nanoseconds from admission to `now` (a reading of the same clock), modulo
-    /// 2^46 ns.
+    /// Nanoseconds from admission to `now` (a reading of the same clock; 0 if it
+    /// reads earlier).
     #[inline]
     pub(crate) fn elapsed(self, now: u64) -> u64 {
-        now.wrapping_sub(self.0 >> STARTED_SHIFT) & STARTED_MASK
+        now.saturating_sub(self.started)
     }
 }
 
 impl fmt::Debug for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ticket")
-            .field("generation", &self.generation())
-            .field("kind", &self.kind())
-            .field("started", &(self.0 >> STARTED_SHIFT))
+            .field("generation", &self.generation)
+            .field("kind", &self.kind)
+            .field("started", &self.started)
             .finish()
     }
 }
@@ -167,8 +158,8 @@ impl<'a, C: Clock> Permit<'a, C> {
         ManuallyDrop::new(self).ticket
     }
 
-    /// The generation this call was admitted under.
-    pub fn generation(&self) -> u16 {
+    /// The generation this call was admitted under (32 bits, wrapping).
+    pub fn generation(&self) -> u32 {
         self.ticket.generation()
     }
 
@@ -232,8 +223,8 @@ impl<C: Clock> OwnedPermit<C> {
         }
     }
 
-    /// The generation this call was admitted under.
-    pub fn generation(&self) -> u16 {
+    /// The generation this call was admitted under (32 bits, wrapping).
+    pub fn generation(&self) -> u32 {
         self.ticket.map_or(0, Ticket::generation)
     }
 
@@ -264,18 +255,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_ticket_keeps_its_fields_and_times_modulo_2_pow_46() {
+    fn a_ticket_keeps_its_fields_and_times_any_call() {
         for kind in [Kind::Closed, Kind::Probe, Kind::Disabled] {
-            let t = Ticket::new(0xbeef, kind, 5_000);
-            assert_eq!((t.generation(), t.kind()), (0xbeef, kind));
+            let t = Ticket::new(0xdead_beef, kind, 5_000);
+            assert_eq!((t.generation(), t.kind()), (0xdead_beef, kind));
             assert_eq!(t.elapsed(7_500), 2_500);
+            assert_eq!(t.elapsed(4_000), 0, "a reading before admission is 0");
         }
-        // A start whose high bits were dropped still times a short call exactly.
-        let late = (1u64 << 50) + 123;
-        assert_eq!(
-            Ticket::new(1, Kind::Closed, late).elapsed(late + 1_000),
-            1_000
-        );
+        let long = Ticket::new(1, Kind::Closed, 3);
+        assert_eq!(long.elapsed(u64::MAX), u64::MAX - 3, "no modulus");
+        // Two registers' worth, on every pointer width.
         assert_eq!(std::mem::size_of::<Result<Ticket, crate::Rejected>>(), 16);
     }
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 pub struct Metrics {
     /// The state.
     pub state: State,
-    /// The generation (16 bits, wrapping).
-    pub generation: u16,
+    /// The generation (32 bits, wrapping).
+    pub generation: u32,
     /// The backoff level: the next reopening waits `open_duration * multiplier^level`.
     pub level: u8,
     /// Time since the last transition.

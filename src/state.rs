@@ -1,35 +1,74 @@
-//! The packed state word: state, backoff level, generation and a timestamp in one
-//! `u64`, changed only by compare-and-swap through [`StateWord::transition`].
+//! The packed state word: state, backoff level and generation in one `u64`, changed
+//! only by compare-and-swap through [`StateWord::transition`]; the time of each
+//! phase beside it, in a [`TimeSlot`] tagged with the phase it belongs to; and the
+//! generation-tagged words that carry one phase's data ([`TaggedWord`]).
 //!
 //! ```text
-//!  63                                25 24            9 8       3 2     0
-//! +------------------------------------+---------------+---------+-------+
-//! |           ticks (39 bits)          | generation 16 | level 6 | state |
-//! +------------------------------------+---------------+---------+-------+
+//!  63                   41 40                          9 8       3 2     0
+//! +-----------------------+-----------------------------+---------+-------+
+//! |     unused (23)       |       generation (32)       | level 6 | state |
+//! +-----------------------+-----------------------------+---------+-------+
 //! ```
 //!
 //! | field      | bits | meaning                                                         |
 //! |------------|------|-----------------------------------------------------------------|
 //! | state      | 3    | [`State`]: Closed 0, Open 1, HalfOpen 2, ForcedOpen 3, Disabled 4 |
 //! | level      | 6    | backoff level: the next reopening waits `open_duration * m^level` |
-//! | generation | 16   | bumped (wrapping) by every transition                           |
-//! | ticks      | 39   | milliseconds since the breaker was built: Open: the deadline (opened-at plus the cooldown of the word's level and generation); HalfOpen: the round's start; otherwise the time of the last transition |
+//! | generation | 32   | bumped (wrapping) by every transition ([`GEN_BITS`])             |
 //!
-//! A tick is one millisecond. 39 bits of ticks hold 17.4 years of breaker uptime;
-//! later readings saturate at [`TICKS_MAX`] (they never wrap). A breaker that
-//! outlives that keeps working, except that a cooldown starting within one cooldown
-//! of saturation ends at the saturated tick, and ones starting later end at once.
+//! Every transition moves the generation on, so a phase has exactly one word: two
+//! loads that return the same word saw the same phase (for 2^32 transitions).
 //!
-//! Two more words carry the data of one phase, each tagged with the generation it
-//! belongs to, so no interleaving can pair a state with another state's data:
-//! [`Round`] (the half-open probe round) and [`Streak`] (the consecutive-failure count).
+//! # The time slot
+//! A phase's time (Open: its deadline, when a call may half-open it; HalfOpen: when
+//! the round started; otherwise when the phase began) does not fit beside a 32-bit
+//! generation, so it lives in a word of its own:
+//!
+//! ```text
+//!  63                                              16 15              0
+//! +--------------------------------------------------+----------------+
+//! |     ticks (48: ms since the breaker was built)   | tag: gen % 2^16 |
+//! +--------------------------------------------------+----------------+
+//! ```
+//!
+//! The thread whose CAS made a transition publishes the new phase's time right
+//! after it. A reader that finds the slot tagged for another phase (the publisher
+//! has not got there yet) does not wait: it *helps*, publishing a time of its own
+//! for the phase (its clock reading, or for Open that reading plus the cooldown),
+//! and the first time published wins. So no thread ever waits on another, and every
+//! thread agrees on one time per phase. A publication is a CAS from the exact slot
+//! value the publisher saw, made only while the state word still shows its phase,
+//! so a late publisher never overwrites a later phase's time.
+//!
+//! The tag is 16 bits: a slot value could be taken for the current phase's only if
+//! it were 65,536 transitions old, that is, if 65,536 successive transitions had
+//! all stalled between their CAS and their publication.
+//!
+//! # Tagged words
+//! The half-open round and the consecutive-failure streak are [`TaggedWord`]s: 32
+//! bits of data tagged with the generation they belong to. One rule decides what a
+//! tag means, at any generation distance: a tag equal to the caller's generation is
+//! its phase's data; any other tag is an earlier phase's (empty for this one)
+//! unless the state word has moved past the caller's generation, in which case the
+//! caller is the stale one and writes nothing.
 //!
 //! # Orderings
-//! Transitions are `AcqRel` compare-and-swaps: the Release half publishes whatever
-//! the transitioning thread wrote before (a fresh round, a reset streak), and the
-//! Acquire half of a failed CAS hands the loop the newest word. Loads of the word are
-//! `Acquire` so a thread that sees a generation also sees the phase data written
-//! before the CAS that made it.
+//! No data is published *through* the state word: everything a phase owns is
+//! inside the word or tagged with its generation (the time slot, the round, the
+//! streak, the window's buckets), so a reader pairs data with a phase by its tag,
+//! never by the order of two loads. The word's `AcqRel` CAS and `Acquire` loads
+//! are kept all the same: they cost nothing on x86-64 (a load is a plain `mov`, a
+//! CAS a `lock cmpxchg` whatever the ordering), and they keep every other atomic's
+//! reasoning local, but no correctness argument in the crate rests on them (the
+//! test suites and the loom models pass with them `Relaxed`).
+//!
+//! The tagged words' and the time slot's orderings do carry weight. Their CAS is
+//! `AcqRel` and their loads `Acquire`: a thread that loads a tagged word written
+//! by a later phase, then loads the state word, sees that later phase or a newer
+//! one, because the writer loaded the state word before its `Release` CAS. That is
+//! what lets the tagged-word rule tell "an earlier phase's data" from "I am stale";
+//! with a `Relaxed` round word a stale thread can overwrite a later round and admit
+//! one probe too many (`loom-tests/tests/two_rounds.rs` shows it).
 
 use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
@@ -104,32 +143,60 @@ impl fmt::Display for State {
     }
 }
 
+/// A generation: which phase of the breaker's life a word, a permit or a bucket
+/// belongs to. [`GEN_BITS`] wide, wrapping.
+pub(crate) type Generation = u32;
+
+/// The generation's width: 32 bits. Under `--cfg cutout_tiny_generations` (tests
+/// only, like sharded-slab's `TinyConfig`) it is 3 bits, so that the model-based
+/// tests, the soak and the loom models cross the wrap many times per run.
+#[cfg(not(cutout_tiny_generations))]
+pub(crate) const GEN_BITS: u32 = 32;
+/// The generation's width: 3 bits under `--cfg cutout_tiny_generations`.
+#[cfg(cutout_tiny_generations)]
+pub(crate) const GEN_BITS: u32 = 3;
+
 const STATE_BITS: u32 = 3;
 const LEVEL_BITS: u32 = 6;
-const GEN_BITS: u32 = 16;
-const TICKS_BITS: u32 = 39;
-const _: () = assert!(STATE_BITS + LEVEL_BITS + GEN_BITS + TICKS_BITS == 64);
+const WORD_GEN_BITS: u32 = 32;
+const UNUSED_BITS: u32 = 23;
+const _: () = assert!(STATE_BITS + LEVEL_BITS + WORD_GEN_BITS + UNUSED_BITS == 64);
+const _: () = assert!(GEN_BITS <= WORD_GEN_BITS);
 
 const LEVEL_SHIFT: u32 = STATE_BITS;
 const GEN_SHIFT: u32 = LEVEL_SHIFT + LEVEL_BITS;
-const TICKS_SHIFT: u32 = GEN_SHIFT + GEN_BITS;
 
 const fn mask(bits: u32) -> u64 {
-    (1 << bits) - 1
+    if bits == 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    }
+}
+
+/// The generation mask: a generation is always `<= GEN_MASK`.
+pub(crate) const GEN_MASK: Generation = mask(GEN_BITS) as Generation;
+
+/// The generation after `g`, wrapping at [`GEN_BITS`].
+#[inline]
+pub(crate) const fn next_generation(g: Generation) -> Generation {
+    g.wrapping_add(1) & GEN_MASK
 }
 
 /// The largest backoff level the word can hold.
 pub(crate) const LEVEL_MAX: u8 = mask(LEVEL_BITS) as u8;
-/// The largest tick the word can hold; clock readings beyond it saturate here.
-pub(crate) const TICKS_MAX: u64 = mask(TICKS_BITS);
+/// The largest tick: `u64::MAX` nanoseconds (584 years) in milliseconds, so that a
+/// tick's nanoseconds always fit a `u64`. No clock reading goes past it; a deadline
+/// that would is saturated here, and a clock saturated at `u64::MAX` reaches it.
+pub(crate) const TICKS_MAX: u64 = u64::MAX / NANOS_PER_TICK;
+const _: () = assert!(TICKS_MAX <= mask(SLOT_TICKS_BITS));
 /// Nanoseconds in one tick.
 pub(crate) const NANOS_PER_TICK: u64 = 1_000_000;
 
-/// Whole ticks in `nanos`, saturated at [`TICKS_MAX`].
+/// Whole ticks in `nanos` (never beyond [`TICKS_MAX`]).
 #[inline]
 pub(crate) const fn ticks_from_nanos(nanos: u64) -> u64 {
-    let ticks = nanos / NANOS_PER_TICK;
-    if ticks > TICKS_MAX { TICKS_MAX } else { ticks }
+    nanos / NANOS_PER_TICK
 }
 
 /// Whole ticks in `d`, or `None` if it is beyond [`TICKS_MAX`].
@@ -143,29 +210,30 @@ pub(crate) fn ticks_from_duration(d: std::time::Duration) -> Option<u64> {
 pub(crate) struct Snapshot(u64);
 
 impl Snapshot {
-    /// Closed, generation 0, level 0, at tick 0: a new breaker.
+    /// Closed, generation 0, level 0: a new breaker.
     pub(crate) const INITIAL: Snapshot = Snapshot(0);
 
-    fn pack(state: State, level: u8, generation: u16, ticks: u64) -> Snapshot {
+    fn pack(state: State, level: u8, generation: Generation) -> Snapshot {
         debug_assert!(level <= LEVEL_MAX, "level {level} does not fit");
-        debug_assert!(ticks <= TICKS_MAX, "tick {ticks} does not fit");
+        debug_assert!(
+            u64::from(generation) <= mask(GEN_BITS),
+            "generation {generation} does not fit"
+        );
         Snapshot(
-            state.code()
-                | u64::from(level) << LEVEL_SHIFT
-                | u64::from(generation) << GEN_SHIFT
-                | ticks << TICKS_SHIFT,
+            state.code() | u64::from(level) << LEVEL_SHIFT | u64::from(generation) << GEN_SHIFT,
         )
     }
 
     /// A closed phase's word, as the window's tests and loom models name one.
     #[cfg(any(test, cutout_loom))]
-    pub(crate) fn closed(generation: u16) -> Snapshot {
-        Snapshot::pack(State::Closed, 0, generation, 0)
+    pub(crate) fn closed(generation: Generation) -> Snapshot {
+        Snapshot::pack(State::Closed, 0, generation & GEN_MASK)
     }
 
-    /// The word itself: equal words are one phase.
+    /// An opaque key for the phase: equal keys are one phase (for 2^32
+    /// transitions). What the window's owners cache beside their live bucket.
     #[inline]
-    pub(crate) fn raw(self) -> u64 {
+    pub(crate) fn key(self) -> u64 {
         self.0
     }
 
@@ -191,22 +259,14 @@ impl Snapshot {
     }
 
     #[inline]
-    pub(crate) fn generation(self) -> u16 {
-        (self.0 >> GEN_SHIFT & mask(GEN_BITS)) as u16
+    pub(crate) fn generation(self) -> Generation {
+        (self.0 >> GEN_SHIFT & mask(WORD_GEN_BITS)) as Generation
     }
 
-    /// Open: its deadline, when a call may half-open it (opened-at plus the
-    /// cooldown; see `CircuitBreaker::opened`). HalfOpen: when the round started.
-    /// Otherwise: when the last transition happened.
-    #[inline]
-    pub(crate) fn ticks(self) -> u64 {
-        self.0 >> TICKS_SHIFT
-    }
-
-    /// The word after a transition to `state` at `ticks` with backoff `level`: the
-    /// generation moves on by one (wrapping).
-    pub(crate) fn next(self, state: State, level: u8, ticks: u64) -> Snapshot {
-        Snapshot::pack(state, level, self.generation().wrapping_add(1), ticks)
+    /// The word after a transition to `state` with backoff `level`: the generation
+    /// moves on by one (wrapping).
+    pub(crate) fn next(self, state: State, level: u8) -> Snapshot {
+        Snapshot::pack(state, level, next_generation(self.generation()))
     }
 }
 
@@ -216,7 +276,6 @@ impl fmt::Debug for Snapshot {
             .field("state", &self.state())
             .field("generation", &self.generation())
             .field("level", &self.level())
-            .field("ticks", &self.ticks())
             .finish()
     }
 }
@@ -225,8 +284,12 @@ impl fmt::Debug for Snapshot {
 #[must_use]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Update {
-    /// This thread's CAS replaced `from` with `to`.
-    Moved { from: Snapshot, to: Snapshot },
+    /// This thread's CAS replaced `from` with `to`, whose time is `ticks`.
+    Moved {
+        from: Snapshot,
+        to: Snapshot,
+        ticks: u64,
+    },
     /// The closure declined the word it was shown, which is returned.
     Declined(Snapshot),
 }
@@ -239,34 +302,42 @@ impl StateWord {
         StateWord(AtomicU64::new(Snapshot::INITIAL.0))
     }
 
+    /// A word holding `s` (tests and models).
+    #[cfg(any(test, cutout_loom))]
+    pub(crate) fn at(s: Snapshot) -> StateWord {
+        StateWord(AtomicU64::new(s.0))
+    }
+
     #[inline]
     pub(crate) fn load(&self) -> Snapshot {
-        // Acquire: pairs with the Release of the CAS that wrote this word, so the
-        // phase data it publishes (round, streak) is visible with it.
+        // Acquire: see the module's Orderings (kept, not relied on).
         Snapshot(self.0.load(Ordering::Acquire))
     }
 
     /// The only way the word changes: offer `f` the current word (starting from
-    /// `seen`) until it declines or this thread's CAS installs its answer.
+    /// `seen`) until it declines or this thread's CAS installs its answer, the next
+    /// word and its time (see [`TimeSlot`]), which is then published in `slot`.
     pub(crate) fn transition(
         &self,
+        slot: &TimeSlot,
         mut seen: Snapshot,
-        mut f: impl FnMut(Snapshot) -> Option<Snapshot>,
+        mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
     ) -> Update {
         loop {
-            let Some(next) = f(seen) else {
+            let Some((next, ticks)) = f(seen) else {
                 return Update::Declined(seen);
             };
-            // AcqRel: Release publishes what this thread wrote before the transition;
-            // Acquire (also on failure) hands the loop the newest word and its data.
+            // AcqRel: see the module's Orderings.
             match self
                 .0
                 .compare_exchange(seen.0, next.0, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
+                    let ticks = slot.publish(self, next, ticks);
                     return Update::Moved {
                         from: seen,
                         to: next,
+                        ticks,
                     };
                 }
                 Err(actual) => seen = Snapshot(actual),
@@ -275,75 +346,212 @@ impl StateWord {
     }
 }
 
-/// A word of phase data tagged with the generation it belongs to: the upper 16 bits
-/// are the generation, the lower 48 hold the data. Data whose tag is not the current
-/// generation is from a finished phase and reads as empty.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct Tagged(u64);
+const SLOT_TAG_BITS: u32 = 16;
+const SLOT_TICKS_BITS: u32 = 64 - SLOT_TAG_BITS;
 
-const DATA_BITS: u32 = 64 - GEN_BITS;
-const HALF_BITS: u32 = DATA_BITS / 2;
+/// The time of the current phase, tagged with (the low 16 bits of) its generation:
+/// see the module docs.
+pub(crate) struct TimeSlot(AtomicU64);
 
-impl Tagged {
-    pub(crate) const EMPTY: Tagged = Tagged(0);
-
-    #[inline]
-    pub(crate) fn from_raw(raw: u64) -> Tagged {
-        Tagged(raw)
+impl TimeSlot {
+    /// The initial phase's time: tick 0.
+    pub(crate) fn new() -> TimeSlot {
+        TimeSlot(AtomicU64::new(TimeSlot::pack(Snapshot::INITIAL, 0)))
     }
 
     #[inline]
-    pub(crate) fn raw(self) -> u64 {
-        self.0
+    fn tag(s: Snapshot) -> u64 {
+        u64::from(s.generation()) & mask(SLOT_TAG_BITS)
     }
 
     #[inline]
-    pub(crate) fn generation(self) -> u16 {
-        (self.0 >> DATA_BITS) as u16
+    fn pack(s: Snapshot, ticks: u64) -> u64 {
+        ticks.min(TICKS_MAX) << SLOT_TAG_BITS | TimeSlot::tag(s)
     }
 
-    /// The data if it belongs to `generation`, else `0` (a finished phase's data).
+    /// The time of phase `s`, if it has been published. One load and a compare.
     #[inline]
-    pub(crate) fn data_for(self, generation: u16) -> u64 {
-        if self.generation() == generation {
-            self.0 & mask(DATA_BITS)
+    pub(crate) fn ticks_of(&self, s: Snapshot) -> Option<u64> {
+        // Acquire: pairs with the Release of the CAS that published it.
+        let slot = self.0.load(Ordering::Acquire);
+        (slot & mask(SLOT_TAG_BITS) == TimeSlot::tag(s)).then_some(slot >> SLOT_TAG_BITS)
+    }
+
+    /// Publishes `ticks` as the time of phase `s` unless a time is published for it
+    /// already, and returns the phase's time: the published one, or `ticks` if the
+    /// state word has moved past `s` (the caller's word is stale; it will find out).
+    /// Used by the transition's winner and by any reader that finds the slot behind
+    /// (see the module docs).
+    pub(crate) fn publish(&self, word: &StateWord, s: Snapshot, ticks: u64) -> u64 {
+        // Acquire: pairs with the Release of the CAS that published it.
+        let mut seen = self.0.load(Ordering::Acquire);
+        loop {
+            if seen & mask(SLOT_TAG_BITS) == TimeSlot::tag(s) {
+                return seen >> SLOT_TAG_BITS;
+            }
+            // Only while the word still shows `s`: a later phase's time must not be
+            // overwritten (its publisher compares against the value loaded above,
+            // so if it publishes after this check, this CAS fails).
+            if word.load() != s {
+                return ticks;
+            }
+            // AcqRel: Release publishes the time; Acquire hands back a newer one.
+            match self.0.compare_exchange(
+                seen,
+                TimeSlot::pack(s, ticks),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return ticks.min(TICKS_MAX),
+                Err(actual) => seen = actual,
+            }
+        }
+    }
+
+    /// The slot as a restored breaker starts it (see `Builder::restore`).
+    #[allow(dead_code)]
+    pub(crate) fn starting(s: Snapshot, ticks: u64) -> TimeSlot {
+        TimeSlot(AtomicU64::new(TimeSlot::pack(s, ticks)))
+    }
+}
+
+/// What [`TaggedWord::update`] did.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TagUpdate {
+    /// The word now holds `new` for the caller's generation (it held `old`).
+    Updated { old: u32, new: u32 },
+    /// The closure declined the caller's data, which is returned.
+    Declined(u32),
+    /// The breaker has moved past the caller's generation (to the word returned):
+    /// nothing was written.
+    Stale(Snapshot),
+}
+
+/// 32 bits of one phase's data tagged with that phase's generation: the half-open
+/// round and the consecutive-failure streak. See the module docs for the rule.
+///
+/// ```text
+///  63               32 31               0
+/// +-------------------+------------------+
+/// |  generation (32)  |     data (32)    |
+/// +-------------------+------------------+
+/// ```
+pub(crate) struct TaggedWord(AtomicU64);
+
+impl TaggedWord {
+    /// Generation 0, no data: empty for every phase.
+    pub(crate) fn new() -> TaggedWord {
+        TaggedWord(AtomicU64::new(0))
+    }
+
+    #[inline]
+    fn pack(generation: Generation, data: u32) -> u64 {
+        u64::from(generation) << 32 | u64::from(data)
+    }
+
+    /// Whether the data is 0, whatever its phase: empty for every phase. `Relaxed`,
+    /// for the lean path's check: a stale non-empty read only sends the call to the
+    /// general path, and a stale empty read orders the racing write after it.
+    #[inline]
+    pub(crate) fn is_empty_relaxed(&self) -> bool {
+        // Relaxed: see above.
+        self.0.load(Ordering::Relaxed) as u32 == 0
+    }
+
+    /// The data if it is `generation`'s, else 0. A read only: it cannot tell an
+    /// earlier phase's data from a later one's, and needs not (both are not
+    /// `generation`'s).
+    #[inline]
+    pub(crate) fn data_for(&self, generation: Generation) -> u32 {
+        // Acquire: pairs with the Release of the CAS that wrote it.
+        let raw = self.0.load(Ordering::Acquire);
+        if (raw >> 32) as Generation == generation {
+            raw as u32
         } else {
             0
         }
     }
 
-    /// Whether the data is 0, whatever the generation: empty for every phase.
-    #[inline]
-    pub(crate) fn is_empty(self) -> bool {
-        self.0 & mask(DATA_BITS) == 0
+    /// The one update of a tagged word: offers `f` the data of `generation` (0 if
+    /// the word holds an earlier phase's) until it declines or this thread's CAS
+    /// installs its answer. Writes nothing if `word` has moved past `generation`,
+    /// or if the word already reads as the answer.
+    pub(crate) fn update(
+        &self,
+        generation: Generation,
+        word: &StateWord,
+        mut f: impl FnMut(u32) -> Option<u32>,
+    ) -> TagUpdate {
+        // Acquire: pairs with the Release of the CAS that wrote it, so a later
+        // phase's tag seen here implies that phase (or a newer one) in `word`.
+        let mut seen = self.0.load(Ordering::Acquire);
+        loop {
+            let mine = (seen >> 32) as Generation == generation;
+            let data = if mine {
+                seen as u32
+            } else {
+                // Another phase's data. Earlier, unless the breaker has moved on.
+                let cur = word.load();
+                if cur.generation() != generation {
+                    return TagUpdate::Stale(cur);
+                }
+                0
+            };
+            let Some(new) = f(data) else {
+                return TagUpdate::Declined(data);
+            };
+            // Already reads as `new` for this phase: nothing to write (an earlier
+            // phase's empty word is empty for this one too).
+            if new == data && (mine || seen as u32 == 0) {
+                return TagUpdate::Updated { old: data, new };
+            }
+            // AcqRel: Release publishes the data with its tag (see the module's
+            // Orderings); Acquire hands back a newer word.
+            match self.0.compare_exchange(
+                seen,
+                TaggedWord::pack(generation, new),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return TagUpdate::Updated { old: data, new },
+                Err(actual) => seen = actual,
+            }
+        }
     }
 
-    #[inline]
-    pub(crate) fn new(generation: u16, data: u64) -> Tagged {
-        debug_assert!(data <= mask(DATA_BITS), "data {data} does not fit");
-        Tagged(u64::from(generation) << DATA_BITS | data & mask(DATA_BITS))
-    }
-
-    /// Splits tagged data into two 24-bit halves (the half-open round's
-    /// `(issued, succeeded)`).
-    #[inline]
-    pub(crate) fn halves(data: u64) -> (u64, u64) {
-        (data >> HALF_BITS, data & mask(HALF_BITS))
-    }
-
-    #[inline]
-    pub(crate) fn join(high: u64, low: u64) -> u64 {
-        debug_assert!(high <= mask(HALF_BITS) && low <= mask(HALF_BITS));
-        high << HALF_BITS | low
+    /// A word holding `data` for `generation` (tests and restored breakers).
+    #[allow(dead_code)]
+    pub(crate) fn holding(generation: Generation, data: u32) -> TaggedWord {
+        TaggedWord(AtomicU64::new(TaggedWord::pack(generation, data)))
     }
 }
 
-/// The largest count one half of a [`Tagged`] word can hold; it bounds
-/// `half_open_probes`.
-pub(crate) const HALF_MAX: u64 = mask(HALF_BITS);
-/// The largest count a whole [`Tagged`] word can hold; the consecutive-failure count
-/// saturates here.
-pub(crate) const DATA_MAX: u64 = mask(DATA_BITS);
+/// The half-open round's data: probes issued and succeeded, 16 bits each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Round {
+    pub(crate) issued: u32,
+    pub(crate) succeeded: u32,
+}
+
+impl Round {
+    #[inline]
+    pub(crate) fn from_data(data: u32) -> Round {
+        Round {
+            issued: data >> 16,
+            succeeded: data & 0xFFFF,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn data(self) -> u32 {
+        debug_assert!(self.issued <= HALF_MAX && self.succeeded <= HALF_MAX);
+        self.issued << 16 | self.succeeded
+    }
+}
+
+/// The largest probe count a [`Round`] can hold; it bounds `half_open_probes`.
+pub(crate) const HALF_MAX: u32 = 0xFFFF;
 
 #[cfg(all(test, not(cutout_loom)))]
 mod tests {
@@ -360,42 +568,81 @@ mod tests {
         ]
     }
 
+    /// A word at generation `g`, in state `state`.
+    fn word_at(state: State, g: Generation) -> StateWord {
+        StateWord::at(Snapshot::pack(state, 0, g))
+    }
+
     proptest! {
         #[test]
         fn pack_then_unpack_returns_every_field(
             state in any_state(),
             level in 0..=LEVEL_MAX,
-            generation in any::<u16>(),
-            ticks in 0..=TICKS_MAX,
+            generation in 0..=GEN_MASK,
         ) {
-            let s = Snapshot::pack(state, level, generation, ticks);
+            let s = Snapshot::pack(state, level, generation);
             prop_assert_eq!(s.state(), state);
             prop_assert_eq!(s.is_closed(), state == State::Closed);
             prop_assert_eq!(s.level(), level);
             prop_assert_eq!(s.generation(), generation);
-            prop_assert_eq!(s.ticks(), ticks);
         }
 
         #[test]
-        fn tagged_round_trips(generation in any::<u16>(), high in 0..=HALF_MAX, low in 0..=HALF_MAX) {
-            let t = Tagged::new(generation, Tagged::join(high, low));
-            prop_assert_eq!(t.generation(), generation);
-            prop_assert_eq!(Tagged::halves(t.data_for(generation)), (high, low));
-            prop_assert_eq!(t.data_for(generation.wrapping_add(1)), 0);
+        fn a_round_round_trips(issued in 0..=HALF_MAX, succeeded in 0..=HALF_MAX) {
+            let r = Round { issued, succeeded };
+            prop_assert_eq!(Round::from_data(r.data()), r);
+        }
+
+        /// The tagged-word rule at any generation distance: another phase's data is
+        /// an earlier phase's (empty) while the state word is at the caller's
+        /// generation, and the caller is stale once the state word has moved on.
+        #[test]
+        fn another_generations_data_is_empty_or_the_caller_is_stale(
+            tag in 0..=GEN_MASK,
+            distance in 1..=GEN_MASK,
+            data in 1..u32::MAX,
+        ) {
+            let mine = tag.wrapping_add(distance) & GEN_MASK;
+            let t = TaggedWord::holding(tag, data);
+            let current = word_at(State::Closed, mine);
+            prop_assert_eq!(t.data_for(mine), 0);
+            prop_assert_eq!(
+                t.update(mine, &current, |d| Some(d + 1)),
+                TagUpdate::Updated { old: 0, new: 1 }
+            );
+            prop_assert_eq!(t.data_for(mine), 1);
+            // The word now holds `mine`'s data; a caller still at `tag` is stale.
+            prop_assert_eq!(
+                t.update(tag, &current, |d| Some(d + 1)),
+                TagUpdate::Stale(current.load())
+            );
+            prop_assert_eq!(t.data_for(mine), 1);
+        }
+
+        #[test]
+        fn a_slot_tagged_for_another_phase_is_not_read_as_this_ones(
+            g in 0..=GEN_MASK,
+            ticks in 0..=TICKS_MAX,
+        ) {
+            let s = Snapshot::pack(State::Open, 0, g);
+            let slot = TimeSlot::starting(s, ticks);
+            prop_assert_eq!(slot.ticks_of(s), Some(ticks));
+            prop_assert_eq!(slot.ticks_of(s.next(State::HalfOpen, 0)), None);
         }
     }
 
     #[test]
     fn next_bumps_the_generation_and_wraps() {
-        let s = Snapshot::pack(State::Open, 3, u16::MAX, 42);
-        let n = s.next(State::HalfOpen, 3, 50);
+        let s = Snapshot::pack(State::Open, 3, GEN_MASK);
+        let n = s.next(State::HalfOpen, 3);
         assert_eq!(n.generation(), 0);
-        assert_eq!((n.state(), n.level(), n.ticks()), (State::HalfOpen, 3, 50));
+        assert_eq!((n.state(), n.level()), (State::HalfOpen, 3));
     }
 
     #[test]
-    fn ticks_saturate_instead_of_wrapping() {
+    fn a_clock_reading_never_passes_the_largest_tick() {
         assert_eq!(ticks_from_nanos(u64::MAX), TICKS_MAX);
+        assert!(TICKS_MAX.checked_mul(NANOS_PER_TICK).is_some());
         assert_eq!(ticks_from_nanos(2_500_000), 2);
         assert_eq!(
             ticks_from_duration(std::time::Duration::from_secs(u64::MAX)),
@@ -404,23 +651,60 @@ mod tests {
     }
 
     #[test]
-    fn a_declining_closure_leaves_the_word_alone() {
+    fn a_transition_publishes_its_time_and_the_first_time_published_wins() {
         let word = StateWord::new();
+        let slot = TimeSlot::new();
         let seen = word.load();
-        assert_eq!(word.transition(seen, |_| None), Update::Declined(seen));
-        let Update::Moved { from, to } = word.transition(seen, |s| Some(s.next(State::Open, 0, 7)))
+        assert_eq!(slot.ticks_of(seen), Some(0));
+        assert_eq!(
+            word.transition(&slot, seen, |_| None),
+            Update::Declined(seen)
+        );
+        let Update::Moved { from, to, ticks } =
+            word.transition(&slot, seen, |s| Some((s.next(State::Open, 0), 7)))
         else {
             panic!("the CAS on an unchanged word must succeed");
         };
-        assert_eq!((from, to.state(), word.load()), (seen, State::Open, to));
+        assert_eq!(
+            (from, to.state(), word.load(), ticks),
+            (seen, State::Open, to, 7)
+        );
+        assert_eq!(slot.ticks_of(to), Some(7));
+        // A helper that comes later finds the time published and takes it.
+        assert_eq!(slot.publish(&word, to, 99), 7);
+        // A stale helper (the word moved on) writes nothing.
+        assert_eq!(slot.publish(&word, seen, 5), 5);
+        assert_eq!(slot.ticks_of(to), Some(7));
+    }
+
+    #[test]
+    fn a_helper_publishes_a_phase_whose_winner_has_not() {
+        let word = word_at(State::HalfOpen, 9);
+        let s = word.load();
+        let slot = TimeSlot::starting(Snapshot::pack(State::Open, 0, 8), 3);
+        assert_eq!(slot.ticks_of(s), None);
+        assert_eq!(slot.publish(&word, s, 40), 40);
+        assert_eq!(slot.ticks_of(s), Some(40));
+    }
+
+    #[test]
+    fn an_empty_word_of_an_earlier_phase_is_not_written() {
+        let word = word_at(State::Closed, 5);
+        let t = TaggedWord::holding(2, 0);
+        assert_eq!(
+            t.update(5, &word, |_| Some(0)),
+            TagUpdate::Updated { old: 0, new: 0 }
+        );
+        assert_eq!(t.0.load(Ordering::Relaxed), TaggedWord::pack(2, 0));
+        assert_eq!(t.update(5, &word, |_| None), TagUpdate::Declined(0));
     }
 
     #[test]
     fn debug_prints_decoded_fields() {
-        let s = Snapshot::pack(State::HalfOpen, 1, 9, 3);
+        let s = Snapshot::pack(State::HalfOpen, 1, 5);
         assert_eq!(
             format!("{s:?}"),
-            "Snapshot { state: HalfOpen, generation: 9, level: 1, ticks: 3 }"
+            "Snapshot { state: HalfOpen, generation: 5, level: 1 }"
         );
     }
 }

@@ -2,21 +2,34 @@
 //!
 //! Time is cut into buckets of `bucket_nanos`; bucket number `e` (the *epoch*) lives
 //! in ring slot `e % K`. Each bucket is four words: a tag, calls, failures and slow
-//! calls. The tag packs the breaker generation (16 bits) and the epoch plus one (48
-//! bits; tag 0 is a bucket never written), so a bucket counts only for the closed
-//! phase that wrote it: closing or resetting the breaker starts a fresh window
-//! without touching any bucket.
+//! calls. The tag packs the generation of the closed phase that wrote it (32 bits)
+//! and an epoch key (32 bits: the epoch modulo `2^32 - 1`, plus one; tag 0 is a
+//! bucket never written), so a bucket counts only for the closed phase that wrote
+//! it: closing or resetting the breaker starts a fresh window without touching any
+//! bucket.
 //!
-//! A writer that finds its slot tagged with an older epoch (or an older generation
-//! in the same epoch) rotates it: zeroes the counts and writes its own tag. A writer
-//! whose tag is older than the slot's (its outcome took long to arrive) leaves the
-//! window alone: the outcome is too old to count.
+//! A writer that finds its slot tagged with another phase rotates it (zeroes the
+//! counts and writes its own tag) if that phase is an earlier one, which it is
+//! unless the breaker has moved past the writer's own phase (the rule of
+//! [`TaggedWord`](crate::state::TaggedWord), at any generation distance). In its
+//! own phase it rotates a slot tagged with an older epoch; a slot tagged with a
+//! newer epoch (at most [`Window::ahead_max`] epochs newer: a racing writer's)
+//! means the writer's outcome took long to arrive, and it leaves the window alone.
 //!
 //! A reader at epoch `e` sums, over every stripe, the buckets tagged with the
 //! current generation and an epoch in `e-K+1 ..= e`. After an idle gap longer than
 //! the window every bucket is outside that range, so old counts never leak in. Each
 //! owned stripe also publishes the tag of its newest bucket, so the reader skips an
 //! idle thread's stripe with one load instead of reading its `K` buckets.
+//!
+//! # Epoch keys wrap
+//! Epoch keys repeat every `2^32 - 1` epochs: 49.7 days of 1 ms buckets (the
+//! shortest), 136 years of the default 1 s ones. Distances between keys are taken
+//! modulo that, which is exact for every bucket rewritten within that time. A
+//! bucket left untouched for a whole key cycle in one unbroken closed phase is the
+//! exception: for one window length per cycle it reads as current (its old counts
+//! are summed), and while it reads as up to [`Window::ahead_max`] epochs newer,
+//! outcomes for its slot are dropped as late.
 //!
 //! The owner of a stripe remembers the bucket it counted in last, its *live*
 //! bucket (its start, the phase it counts, that is the closed state word, and its
@@ -68,7 +81,7 @@
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
-use crate::state::Snapshot;
+use crate::state::{Generation, Snapshot, StateWord};
 use crate::stripe::{Bucket, COUNTERS, Owned, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 
@@ -101,37 +114,32 @@ const _: () = assert!(crate::stripe::clear_of_lean_loads(COUNTERS + LIVE_CALLS))
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
 const LIVE: u64 = u64::MAX;
 
-const EPOCH_BITS: u32 = 48;
-const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
+/// Epoch keys: `1..=EPOCH_KEYS` (0 is a bucket never written).
+const EPOCH_KEYS: u64 = (1 << 32) - 1;
+const KEY_MASK: u64 = u32::MAX as u64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Tag(u64);
 
 impl Tag {
-    /// The low bits hold `epoch + 1`, so no real tag is 0, the tag of a bucket never
-    /// written: older than every real tag, outside every window.
-    fn new(generation: u16, epoch: u64) -> Tag {
-        debug_assert!(epoch < EPOCH_MASK, "epoch {epoch} does not fit");
-        Tag(u64::from(generation) << EPOCH_BITS | (epoch + 1) & EPOCH_MASK)
+    /// The tag of `generation`'s bucket for `epoch`. Never 0, the tag of a bucket
+    /// never written.
+    fn new(generation: Generation, epoch: u64) -> Tag {
+        Tag(u64::from(generation) << 32 | (epoch % EPOCH_KEYS + 1))
     }
-    fn generation(self) -> u16 {
-        (self.0 >> EPOCH_BITS) as u16
-    }
-    /// `epoch + 1`, or 0 for a bucket never written: ordered like the epochs.
-    fn epoch_key(self) -> u64 {
-        self.0 & EPOCH_MASK
-    }
-    /// Whether a bucket tagged `self` should be replaced by a writer with `mine`.
-    fn older_than(self, mine: Tag) -> bool {
-        self.epoch_key() < mine.epoch_key()
-            || self.epoch_key() == mine.epoch_key()
-                && generation_after(mine.generation(), self.generation())
-    }
-}
 
-/// Whether generation `a` came after `b`, within half the 16-bit ring.
-pub(crate) fn generation_after(a: u16, b: u16) -> bool {
-    (a.wrapping_sub(b) as i16) > 0
+    fn generation(self) -> Generation {
+        (self.0 >> 32) as Generation
+    }
+
+    fn written(self) -> bool {
+        self.0 != 0
+    }
+
+    /// How many epochs `self` is behind `mine`, modulo the key cycle (both written).
+    fn behind(self, mine: Tag) -> u64 {
+        ((mine.0 & KEY_MASK) + EPOCH_KEYS - (self.0 & KEY_MASK)) % EPOCH_KEYS
+    }
 }
 
 /// One outcome for the window.
@@ -151,6 +159,16 @@ pub(crate) struct Window {
     origin: u64,
 }
 
+/// What a writer finds in its slot.
+enum Found {
+    /// Its own tag: count.
+    Mine,
+    /// An earlier phase's or epoch's (or none): rotate, then count.
+    Older,
+    /// A later one: the outcome is too old to count.
+    Newer,
+}
+
 impl Window {
     pub(crate) fn new(config: WindowConfig, origin: u64) -> Window {
         Window {
@@ -167,31 +185,60 @@ impl Window {
 
     #[inline]
     fn epoch(&self, now: u64) -> u64 {
-        // At least a 1 ms bucket (config), so epochs fit 48 bits for 8,900 years.
-        (now.saturating_sub(self.origin) / self.bucket_nanos).min(EPOCH_MASK - 1)
+        now.saturating_sub(self.origin) / self.bucket_nanos
+    }
+
+    /// How many epochs newer than a writer's a tag of its own phase may be and
+    /// still be taken for a racing writer's (so the writer's outcome is late), not
+    /// for a tag from the previous turn of the key cycle: a window's length, and at
+    /// least 1,024 epochs (a writer stalled that long between reading the clock and
+    /// writing may rotate a newer bucket out: one bucket's counts).
+    fn ahead_max(&self) -> u64 {
+        self.buckets.max(1024)
+    }
+
+    /// How a writer with tag `mine`, for phase `phase`, takes the tag `seen`.
+    fn found(&self, seen: Tag, mine: Tag, phase: Snapshot, word: &StateWord) -> Found {
+        if seen == mine {
+            Found::Mine
+        } else if !seen.written() {
+            Found::Older
+        } else if seen.generation() != mine.generation() {
+            // Another phase's: an earlier one, unless the breaker has moved on past
+            // the writer's (then the writer is late, whatever the tag).
+            if word.load() == phase {
+                Found::Older
+            } else {
+                Found::Newer
+            }
+        } else if mine.behind(seen) <= self.ahead_max() {
+            Found::Newer
+        } else {
+            Found::Older
+        }
     }
 
     /// Counts one outcome at clock reading `now` for the closed phase `phase` (the
-    /// state word) in the caller's stripe. Returns `false` if the outcome was too
-    /// old for its bucket.
+    /// state word, which `word` holds unless the breaker has moved on since) in the
+    /// caller's stripe. Returns `false` if the outcome was too old for its bucket.
     #[inline]
     pub(crate) fn record(
         &self,
         stripes: &Stripes,
         r: StripeRef<'_>,
-        phase: Snapshot,
+        (phase, word): (Snapshot, &StateWord),
         now: u64,
         s: Sample,
     ) -> bool {
         let (bucket, calls) = match r.as_owned() {
             Some(o) => match self.cached(stripes, o, phase, now) {
                 Some(bucket) => (bucket, o.scratch(LIVE_CALLS)),
-                None => match self.rotate_owned(stripes, o, phase, now) {
+                None => match self.rotate_owned(stripes, o, (phase, word), now) {
                     Some(found) => found,
                     None => return false,
                 },
             },
-            None => match self.rotate_shared(stripes, r, phase.generation(), now) {
+            None => match self.rotate_shared(stripes, r, (phase, word), now) {
                 Some(bucket) => (bucket, &bucket[CALLS]),
                 None => return false,
             },
@@ -222,7 +269,7 @@ impl Window {
         // The whole word, not just its generation: nothing to extract, and a phase
         // has one word (every transition moves the generation on). Not `&&`: both
         // tests are cheap, and one branch is cheaper than two.
-        in_bucket & (key == phase.raw())
+        in_bucket & (key == phase.key())
     }
 
     /// The owner's live bucket, if it holds `now` and `phase`.
@@ -251,7 +298,7 @@ impl Window {
         &self,
         stripes: &'s Stripes,
         o: Owned<'s>,
-        phase: Snapshot,
+        (phase, word): (Snapshot, &StateWord),
         now: u64,
     ) -> Option<(&'s Bucket, &'s AtomicU64)> {
         let epoch = self.epoch(now);
@@ -266,16 +313,17 @@ impl Window {
         // the fences and the tag's Release.
         let cached = o.scratch(CACHE_SPAN).load(Ordering::Relaxed) != 0;
         let live = stripes.bucket_at(o.scratch(CACHE_POS).load(Ordering::Relaxed) as usize);
-        if seen == mine {
-            return Some(if cached && std::ptr::eq(live, bucket) {
-                (bucket, o.scratch(LIVE_CALLS))
-            } else {
-                // Finalized earlier: count in it directly, and leave the cache.
-                (bucket, &bucket[CALLS])
-            });
-        }
-        if !seen.older_than(mine) {
-            return None;
+        match self.found(seen, mine, phase, word) {
+            Found::Mine => {
+                return Some(if cached && std::ptr::eq(live, bucket) {
+                    (bucket, o.scratch(LIVE_CALLS))
+                } else {
+                    // Finalized earlier: count in it directly, and leave the cache.
+                    (bucket, &bucket[CALLS])
+                });
+            }
+            Found::Newer => return None,
+            Found::Older => {}
         }
         let counted = o.scratch(LIVE_CALLS).load(Ordering::Relaxed);
         if cached {
@@ -306,7 +354,7 @@ impl Window {
             .store(self.origin.saturating_add(start), Ordering::Relaxed);
         o.scratch(CACHE_SPAN)
             .store(self.bucket_nanos, Ordering::Relaxed);
-        o.scratch(CACHE_KEY).store(phase.raw(), Ordering::Relaxed);
+        o.scratch(CACHE_KEY).store(phase.key(), Ordering::Relaxed);
         o.scratch(CACHE_POS)
             .store(position as u64, Ordering::Relaxed);
         Some((bucket, o.scratch(LIVE_CALLS)))
@@ -321,17 +369,19 @@ impl Window {
         &self,
         stripes: &'s Stripes,
         r: StripeRef<'_>,
-        generation: u16,
+        (phase, word): (Snapshot, &StateWord),
         now: u64,
     ) -> Option<&'s Bucket> {
         let epoch = self.epoch(now);
-        let mine = Tag::new(generation, epoch);
+        let mine = Tag::new(phase.generation(), epoch);
         let bucket = stripes.bucket(r, (epoch % self.buckets) as usize);
         // Acquire: pairs with the Release of the rotation that wrote the tag.
         let mut seen = Tag(bucket[TAG].load(Ordering::Acquire));
-        while seen != mine {
-            if !seen.older_than(mine) {
-                return None;
+        loop {
+            match self.found(seen, mine, phase, word) {
+                Found::Mine => break,
+                Found::Newer => return None,
+                Found::Older => {}
             }
             // AcqRel: Release publishes the tag; Acquire hands back a newer one.
             match bucket[TAG].compare_exchange(seen.0, mine.0, Ordering::AcqRel, Ordering::Acquire)
@@ -340,7 +390,7 @@ impl Window {
                     // A bucket never written (tag 0) holds no counts: nothing to
                     // zero, and no zeroing to race the other writers' first
                     // increments.
-                    if seen.0 != 0 {
+                    if seen.written() {
                         for count in &bucket[CALLS..] {
                             // Relaxed: only racing the increments the module docs
                             // bound. A swap, not a store, among the other writers'
@@ -358,13 +408,21 @@ impl Window {
     }
 
     /// The window's counts for `generation` as seen at clock reading `now`.
-    pub(crate) fn counts(&self, stripes: &Stripes, generation: u16, now: u64) -> WindowCounts {
-        // The tags that count: this generation, epochs `now-K+1 ..= now`. The
-        // generation is the tag's high bits, so that is one range of tag values.
+    pub(crate) fn counts(
+        &self,
+        stripes: &Stripes,
+        generation: Generation,
+        now: u64,
+    ) -> WindowCounts {
+        // The tags that count: this generation, epochs `now-K+1 ..= now` (at most
+        // `now`'s epoch since the breaker began).
         let epoch = self.epoch(now);
-        let first = Tag::new(generation, epoch.saturating_sub(self.buckets - 1)).0;
-        let span = Tag::new(generation, epoch).0 - first;
-        let in_window = |tag: u64| tag.wrapping_sub(first) <= span;
+        let last = Tag::new(generation, epoch);
+        let span = (self.buckets - 1).min(epoch);
+        let in_window = |tag: u64| {
+            let tag = Tag(tag);
+            tag.written() && tag.generation() == generation && tag.behind(last) <= span
+        };
         let mut c = WindowCounts::default();
         for r in stripes.all() {
             if r.as_owned().is_none() {
@@ -381,12 +439,19 @@ impl Window {
                 }
                 continue;
             }
-            // An owned stripe never written, or whose newest bucket is older than the
-            // window (an idle thread's, or an earlier generation's), has nothing to
-            // add: skip it with one load. After the generation wraps, an older tag
-            // can compare larger; then the stripe is just read in full.
+            // An owned stripe never written, or whose newest bucket is another
+            // phase's or older than the window (an idle thread's), has nothing to
+            // add: its owner's tags only move on, so every other bucket is older
+            // still. Skip it with one load. (A newest bucket newer than `now`, the
+            // owner's clock having moved on since this thread's reading, does not
+            // skip it.)
             // Acquire: pairs with the owner's Release of the tag.
-            if Stripes::scratch(r, NEWEST).load(Ordering::Acquire) < first {
+            let newest = Tag(Stripes::scratch(r, NEWEST).load(Ordering::Acquire));
+            let behind = newest.behind(last);
+            if !newest.written()
+                || newest.generation() != generation
+                || behind > span && behind < EPOCH_KEYS - self.ahead_max()
+            {
                 continue;
             }
             // The padding buckets that round a stripe up to whole lines are never
@@ -458,6 +523,7 @@ fn owned_counts(
 #[cfg(all(test, not(cutout_loom)))]
 mod tests {
     use super::*;
+    use crate::state::GEN_MASK;
     use proptest::prelude::*;
 
     const MS: u64 = 1_000_000;
@@ -474,8 +540,11 @@ mod tests {
         (w, s)
     }
 
-    fn phase(generation: u16) -> Snapshot {
-        Snapshot::closed(generation)
+    /// Closed phase `generation`, with a state word that holds it: the current
+    /// phase.
+    fn phase(generation: Generation) -> (Snapshot, &'static StateWord) {
+        let s = Snapshot::closed(generation);
+        (s, Box::leak(Box::new(StateWord::at(s))))
     }
 
     const FAIL: Sample = Sample {
@@ -540,8 +609,8 @@ mod tests {
             "a newer generation rotates"
         );
         assert!(
-            !w.record(&s, s.mine(), phase(1), 0, FAIL),
-            "an older one is too late"
+            !w.record(&s, s.mine(), (phase(1).0, phase(2).1), 0, FAIL),
+            "an earlier one, once the breaker has moved on, is too late"
         );
         assert_eq!(
             w.counts(&s, 2, 0),
@@ -581,14 +650,17 @@ mod tests {
         for _ in 0..3 {
             w.record(&s, r, phase(0), 0, OK);
         }
-        assert!(record_live_success(o, phase(0), 50 * MS), "epoch 0 is live");
         assert!(
-            !record_live_success(o, phase(0), 100 * MS),
+            record_live_success(o, phase(0).0, 50 * MS),
+            "epoch 0 is live"
+        );
+        assert!(
+            !record_live_success(o, phase(0).0, 100 * MS),
             "epoch 1 is not live yet"
         );
         assert_eq!(w.counts(&s, 0, 0).calls, 4, "live: counted in LIVE_CALLS");
         w.record(&s, r, phase(0), 100 * MS, FAIL); // epoch 1 goes live; epoch 0 is finalized
-        assert!(record_live_success(o, phase(0), 150 * MS));
+        assert!(record_live_success(o, phase(0).0, 150 * MS));
         let bucket = s.bucket(r, 0);
         assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 4, "finalized");
         assert_eq!(s.bucket(r, 1)[CALLS].load(Ordering::Relaxed), LIVE);
@@ -596,12 +668,12 @@ mod tests {
         assert_eq!((both.calls, both.failures), (6, 1));
         // A reading from before the live bucket (a thread that inherits this slot
         // with its own idea of the time) counts in the finalized bucket directly.
-        assert!(!record_live_success(o, phase(0), 10 * MS));
+        assert!(!record_live_success(o, phase(0).0, 10 * MS));
         assert!(w.record(&s, r, phase(0), 10 * MS, OK));
         assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 5);
         assert_eq!(w.counts(&s, 0, 150 * MS).calls, 7);
         assert!(
-            record_live_success(o, phase(0), 150 * MS),
+            record_live_success(o, phase(0).0, 150 * MS),
             "epoch 1 is still live"
         );
         assert_eq!(w.counts(&s, 0, 150 * MS).calls, 8);
@@ -625,9 +697,9 @@ mod tests {
                 slow: 0
             }
         );
-        // Across the 16-bit wrap a newer generation's tag compares smaller; the
-        // stripes are then read in full and the counts stay right.
-        assert!(w.record(&s, s.mine(), phase(u16::MAX), 2_000 * MS, FAIL));
+        // Across the generation's wrap a newer generation's tag compares smaller;
+        // the counts stay right.
+        assert!(w.record(&s, s.mine(), phase(GEN_MASK), 2_000 * MS, FAIL));
         assert!(w.record(&s, s.mine(), phase(0), 2_000 * MS, OK));
         assert_eq!(
             w.counts(&s, 0, 2_000 * MS),
@@ -638,7 +710,7 @@ mod tests {
             }
         );
         assert_eq!(
-            w.counts(&s, u16::MAX, 2_000 * MS).calls,
+            w.counts(&s, GEN_MASK, 2_000 * MS).calls,
             0,
             "its bucket was rotated to generation 0"
         );
@@ -701,6 +773,31 @@ mod tests {
     }
 
     /// The reference: every outcome with its time, pruned by the window rule.
+    #[test]
+    fn the_window_keeps_counting_across_the_epoch_keys_wrap() {
+        // 1 ms buckets, the shortest: the keys wrap after 49.7 days.
+        let (w, s) = window(3, 1);
+        let shared = s.stripe(0);
+        for r in [s.mine(), shared] {
+            for e in EPOCH_KEYS - 3..EPOCH_KEYS + 3 {
+                assert!(w.record(&s, r, phase(4), e * MS, FAIL), "epoch {e}");
+            }
+        }
+        let at = (EPOCH_KEYS + 2) * MS;
+        assert_eq!(
+            w.counts(&s, 4, at),
+            WindowCounts {
+                calls: 6,
+                failures: 6,
+                slow: 0
+            },
+            "the last 3 epochs, in 2 stripes"
+        );
+        // A bucket a whole key cycle behind is the documented exception; one a
+        // window behind is not counted.
+        assert_eq!(w.counts(&s, 4, at + 3 * MS).calls, 0);
+    }
+
     fn reference(log: &[(u64, Sample)], now: u64, bucket: u64, buckets: u64) -> WindowCounts {
         let e = now / bucket;
         let mut c = WindowCounts::default();
@@ -733,6 +830,30 @@ mod tests {
                 let want = reference(&log, now, bucket_ms * MS, u64::from(buckets));
                 prop_assert_eq!(w.counts(&s, 3, now), want);
             }
+        }
+    }
+    proptest! {
+        /// However many transitions lie between two closed phases, all in one
+        /// bucket's time, the later phase's writer rotates the earlier phase's
+        /// bucket and counts from zero (generation 1 and 40,001 once shared a
+        /// bucket for good: the older tag read as the newer).
+        #[test]
+        fn a_later_phase_rotates_an_earlier_ones_bucket_at_any_distance(
+            first in 0..=GEN_MASK,
+            distance in 1..=GEN_MASK,
+        ) {
+            let (w, s) = window(1, 3_600_000);
+            let later = first.wrapping_add(distance) & GEN_MASK;
+            prop_assert!(w.record(&s, s.mine(), phase(first), 0, FAIL));
+            prop_assert!(w.record(&s, s.mine(), phase(later), MS, FAIL));
+            prop_assert_eq!(
+                w.counts(&s, later, MS),
+                WindowCounts { calls: 1, failures: 1, slow: 0 }
+            );
+            prop_assert_eq!(w.counts(&s, first, MS).calls, 0);
+            // The earlier phase's writer, late, does not rotate it back.
+            prop_assert!(!w.record(&s, s.mine(), (phase(first).0, phase(later).1), MS, OK));
+            prop_assert_eq!(w.counts(&s, later, MS).calls, 1);
         }
     }
 }

@@ -36,7 +36,7 @@ fn succeed(b: &CircuitBreaker<ManualClock>) -> Result<(), Error<&'static str>> {
 }
 
 /// (from, to, generation, reason, level)
-type Brief = (State, State, u16, Reason, u8);
+type Brief = (State, State, u32, Reason, u8);
 
 fn briefs(log: &Log) -> Vec<Brief> {
     log.lock()
@@ -404,7 +404,7 @@ fn contended_stream(threads: u64, ops: u64) {
         "keep clear of the 16-bit generation wrap"
     );
     assert_eq!(log.len() as u64, m.transitions.iter().sum::<u64>());
-    assert_eq!(usize::from(m.generation), log.len());
+    assert_eq!(m.generation as usize, log.len());
 
     // Per delivering thread, generations strictly increase.
     let mut last = std::collections::HashMap::new();
@@ -423,11 +423,7 @@ fn contended_stream(threads: u64, ops: u64) {
     stream.sort_by_key(|t| t.generation);
     let mut state = State::Closed;
     for (i, t) in stream.iter().enumerate() {
-        assert_eq!(
-            usize::from(t.generation),
-            i + 1,
-            "each generation exactly once"
-        );
+        assert_eq!(t.generation as usize, i + 1, "each generation exactly once");
         assert_eq!(t.from, state, "event {t:?} does not follow {state:?}");
         assert!(valid(t), "{t:?}");
         state = t.to;

@@ -186,7 +186,11 @@ impl Model {
                     }
                     if issued >= PROBES {
                         self.counts.rejected += 1;
-                        return Err((State::HalfOpen, Some(start + TIMEOUT_MS - now)));
+                        // Until the round can end, but no longer than the cooldown
+                        // a failed round would start.
+                        let reopened = cooldown_ms((level + 1).min(MAX_LEVEL));
+                        let retry = (start + TIMEOUT_MS - now).min(reopened);
+                        return Err((State::HalfOpen, Some(retry)));
                     }
                     self.st = MState::HalfOpen {
                         start,

@@ -40,7 +40,7 @@ fn stress(threads: usize, calls_per_thread: usize) {
         .on_transition(move |t| sink.lock().unwrap().push((std::thread::current().id(), *t)))
         .build()
         .unwrap();
-    let in_flight: Mutex<HashMap<u16, u32>> = Mutex::default();
+    let in_flight: Mutex<HashMap<u32, u32>> = Mutex::default();
     let finish = |permit: cutout::Permit<'_, ManualClock>, roll: u64| {
         if permit.is_probe() {
             *in_flight
@@ -127,12 +127,12 @@ fn stress(threads: usize, calls_per_thread: usize) {
     );
     // Generations are 16 bits; this run stays far below the wrap.
     assert!(total < 30_000);
-    let mut generations: Vec<u16> = events.iter().map(|(_, t)| t.generation).collect();
+    let mut generations: Vec<u32> = events.iter().map(|(_, t)| t.generation).collect();
     generations.sort_unstable();
-    let expected: Vec<u16> = (1..=total as u16).collect();
+    let expected: Vec<u32> = (1..=total as u32).collect();
     assert_eq!(generations, expected, "each generation moved exactly once");
-    assert_eq!(m.generation, total as u16);
-    let mut last: HashMap<std::thread::ThreadId, u16> = HashMap::new();
+    assert_eq!(m.generation, total as u32);
+    let mut last: HashMap<std::thread::ThreadId, u32> = HashMap::new();
     for (thread, t) in events.iter() {
         if let Some(prev) = last.insert(*thread, t.generation) {
             assert!(

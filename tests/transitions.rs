@@ -275,7 +275,7 @@ fn every_transition_moves_the_generation_by_one() {
     b.force_open();
     b.disable();
     b.reset();
-    let gens: Vec<u16> = log.lock().unwrap().iter().map(|t| t.generation).collect();
+    let gens: Vec<u32> = log.lock().unwrap().iter().map(|t| t.generation).collect();
     assert_eq!(gens, [1, 2, 3, 4, 5, 6]);
     assert_eq!(b.metrics().generation, 6);
 }
@@ -341,8 +341,12 @@ fn jitter_shortens_the_cooldown_within_its_fraction() {
     );
 }
 
+/// A full half-open round says when to come back: when the round can end, but no
+/// later than the cooldown a failed round would start (2 s here: the next backoff
+/// level), never the whole half-open timeout (a client told 30 s overshoots a round
+/// its probes end in milliseconds).
 #[test]
-fn half_open_rejection_says_when_the_round_ends() {
+fn half_open_rejection_waits_at_most_the_next_cooldown() {
     let (b, clock, _) = logged(
         CircuitBreaker::builder()
             .consecutive_failures(1)
@@ -355,7 +359,15 @@ fn half_open_rejection_says_when_the_round_ends() {
     let r = b.try_acquire().unwrap_err();
     assert_eq!(
         (r.state(), r.retry_after()),
-        (State::HalfOpen, Some(3 * SEC))
+        (State::HalfOpen, Some(2 * SEC)),
+        "3 s of the round are left; a failed round would wait 2 s"
+    );
+    clock.advance(2500 * MS);
+    let r = b.try_acquire().unwrap_err();
+    assert_eq!(
+        r.retry_after(),
+        Some(500 * MS),
+        "the round times out in 0.5 s"
     );
 }
 
@@ -377,8 +389,8 @@ fn metrics_say_a_probe_can_go_now_while_a_slot_is_free() {
     let _second = b.try_acquire().unwrap();
     assert_eq!(
         b.metrics().retry_after,
-        Some(30 * SEC),
-        "full: until the round's timeout"
+        Some(2 * SEC),
+        "full: at most the next level's cooldown, not the 30 s timeout"
     );
     drop(first);
     assert_eq!(b.metrics().retry_after, Some(Duration::ZERO));

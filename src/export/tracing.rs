@@ -12,7 +12,7 @@
 //! | `message` | str | `circuit breaker transition` |
 //! | `breaker` | str | the breaker's [`name`](crate::Builder::name) |
 //! | `from`, `to` | str | the states ([`State::as_str`](crate::State::as_str)) |
-//! | `generation` | u64 | the generation the transition started (16 bits, wrapping) |
+//! | `generation` | u64 | the generation the transition started (32 bits, wrapping) |
 //! | `reason` | str | [`Reason::as_str`](crate::Reason::as_str) |
 //! | `at_ms` | u64 | when, in milliseconds since the breaker was built |
 //! | `backoff_level` | u64 | the backoff level after the transition |
