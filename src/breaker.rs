@@ -1258,28 +1258,28 @@ mod tests {
 
     #[test]
     fn a_stale_failure_leaves_a_later_phases_streak_alone() {
-        let mut b = at_generation(7);
-        *b.streak = TaggedWord::holding(7, 3);
-        assert_eq!(b.bump_streak(6), 0, "generation 6 is over");
-        assert_eq!(b.streak.data_for(7), 3);
-        assert_eq!(b.bump_streak(7), 4);
+        let mut b = at_generation(3);
+        *b.streak = TaggedWord::holding(3, 3);
+        assert_eq!(b.bump_streak(2), 0, "generation 2 is over");
+        assert_eq!(b.streak.data_for(3), 3);
+        assert_eq!(b.bump_streak(3), 4);
         b.reset();
-        assert_eq!(b.bump_streak(8), 1, "a new phase starts its own streak");
-        assert_eq!(b.streak.data_for(8), 1);
+        assert_eq!(b.bump_streak(4), 1, "a new phase starts its own streak");
+        assert_eq!(b.streak.data_for(4), 1);
     }
 
     #[test]
     fn a_success_empties_its_own_or_an_earlier_streak_but_not_a_later_one() {
-        let mut b = at_generation(7);
-        *b.streak = TaggedWord::holding(7, 3);
-        b.clear_streak(6);
-        assert_eq!(b.streak.data_for(7), 3, "a later phase's streak stays");
-        b.clear_streak(7);
+        let mut b = at_generation(3);
+        *b.streak = TaggedWord::holding(3, 3);
+        b.clear_streak(2);
+        assert_eq!(b.streak.data_for(3), 3, "a later phase's streak stays");
+        b.clear_streak(3);
         assert!(b.streak.is_empty_relaxed());
-        *b.streak = TaggedWord::holding(7, 3);
+        *b.streak = TaggedWord::holding(3, 3);
         b.reset();
         b.reset();
-        b.clear_streak(9);
+        b.clear_streak(5);
         assert!(
             b.streak.is_empty_relaxed(),
             "an earlier phase's streak is emptied"

@@ -679,9 +679,9 @@ mod tests {
 
     #[test]
     fn a_helper_publishes_a_phase_whose_winner_has_not() {
-        let word = word_at(State::HalfOpen, 9);
+        let word = word_at(State::HalfOpen, 5);
         let s = word.load();
-        let slot = TimeSlot::starting(Snapshot::pack(State::Open, 0, 8), 3);
+        let slot = TimeSlot::starting(Snapshot::pack(State::Open, 0, 4), 3);
         assert_eq!(slot.ticks_of(s), None);
         assert_eq!(slot.publish(&word, s, 40), 40);
         assert_eq!(slot.ticks_of(s), Some(40));
