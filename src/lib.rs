@@ -35,7 +35,8 @@
 //!   Failure, or Ignored: a 404, a caller's own cancellation).
 //! - [`CircuitBreaker::try_acquire`]: a [`Permit`] now, the outcome later, from any
 //!   thread. A permit dropped unrecorded counts as ignored and gives its half-open
-//!   slot back.
+//!   slot back, unless it ran past the slow-call threshold (a slow call) or
+//!   [`Builder::on_drop`] makes it a failure (see [`Dropped`]).
 //! - [`CircuitBreaker::try_acquire_owned`]: the same, owning an `Arc` of the breaker.
 //!
 //! Async, tower, many dependencies, retries:
@@ -205,6 +206,7 @@
 mod breaker;
 mod clock;
 mod config;
+mod dropped;
 mod error;
 mod event;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
@@ -230,6 +232,7 @@ mod window;
 pub use breaker::CircuitBreaker;
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock};
 pub use config::Builder;
+pub use dropped::Dropped;
 pub use error::{ConfigError, Error, Rejected};
 pub use event::{Reason, Transition, WindowCounts};
 pub use future::CallAsync;
