@@ -41,16 +41,23 @@
 //!   failure), or turn the slow-call policy on (the call was slow either way).
 //!
 //! # Examples
-//! An axum 0.8 router with the breaker in front of one route:
+//! An axum 0.8 router with the breaker around its routes and a timeout outside it
+//! (the README's lines):
 //! ```
-//! use axum::{Router, routing::get};
-//! use cutout::{CircuitBreaker, http::HttpLayer};
-//! use std::sync::Arc;
+//! use axum::{Router, http::StatusCode, routing::get};
+//! use cutout::{CircuitBreaker, Dropped, http::HttpLayer};
+//! use std::{sync::Arc, time::Duration};
+//! use tower_http::timeout::TimeoutLayer;
+//! # async fn orders() -> &'static str { "from the orders service" }
 //!
-//! let breaker = Arc::new(CircuitBreaker::builder().build()?);
+//! let breaker = Arc::new(CircuitBreaker::builder()
+//!     .consecutive_failures(5)
+//!     .on_drop(Dropped::FailureAfter(Duration::from_secs(1))) // what the timeout gave up on
+//!     .build()?);
 //! let app: Router = Router::new()
-//!     .route("/orders", get(|| async { "from the orders service" }))
-//!     .route_layer(HttpLayer::new(breaker));
+//!     .route("/orders", get(orders))
+//!     .route_layer(HttpLayer::new(breaker)) // the breaker, around the routes
+//!     .layer(TimeoutLayer::with_status_code(StatusCode::GATEWAY_TIMEOUT, Duration::from_secs(2)));
 //! # Ok::<(), cutout::ConfigError>(())
 //! ```
 
