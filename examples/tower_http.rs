@@ -6,6 +6,10 @@
 //! ephemeral port of 127.0.0.1, sends itself a few requests (three upstream 503s
 //! trip the breaker) and prints what came back. `tests/tower.rs` runs the same code
 //! with a `ManualClock`.
+//!
+//! It maps a rejection to its 503 by hand, with the `tower` feature alone; the
+//! `http` feature's `cutout::http::HttpLayer` does that mapping for you (see
+//! `examples/axum.rs`).
 
 use cutout::{CircuitBreaker, CircuitBreakerLayer, Clock, Error, Outcome, Rejected};
 use http_body_util::{BodyExt, Empty, Full};

@@ -131,7 +131,8 @@ struct Lean(u8);
 impl Lean {
     /// A window: a success is counted in the owner's live bucket.
     const WINDOW: u8 = 1;
-    /// The slow-call policy, with calls timed by cheap readings.
+    /// Calls are timed by cheap readings: for the slow-call policy, or for a drop
+    /// setting that needs a call's age ([`Dropped::FailureAfter`](crate::Dropped)).
     const TIMED: u8 = 2;
     /// The slow-call policy, with calls timed precisely: no lean path.
     const PRECISE: u8 = 4;
@@ -144,6 +145,7 @@ impl Lean {
         let slow = match config.slow_calls {
             Some(slow) if slow.precise() => Lean::PRECISE,
             Some(_) => Lean::TIMED,
+            None if config.on_drop.times_calls() => Lean::TIMED,
             None => 0,
         };
         Lean(window | slow)
@@ -613,9 +615,9 @@ impl<C: Clock> CircuitBreaker<C> {
     #[inline]
     fn admit(&self, r: StripeRef<'_>, s: Snapshot, kind: Kind) -> Ticket {
         Stripes::bump(r, Counter::Admitted);
-        let started = match self.config.slow_calls {
-            Some(slow) => self.timer(slow),
-            None => 0,
+        let started = match self.hot.lean.has(Lean::TIMED | Lean::PRECISE) {
+            true => self.age_reading(),
+            false => 0,
         };
         Ticket::new(s.generation(), kind, started)
     }
@@ -801,7 +803,7 @@ impl<C: Clock> CircuitBreaker<C> {
             Stripes::bump(r, Counter::Slow);
         }
         match ticket.kind() {
-            Kind::Closed => self.record_closed(r, s, Sample { failed, slow }),
+            Kind::Closed => self.record_closed(r, s, Sample { failed, slow }, true),
             Kind::Probe if failed || slow => {
                 let _ = self.reopen(s, self.ticks(), Reason::ProbeFailed);
             }
@@ -810,13 +812,35 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    /// Records a permit dropped without an outcome: ignored, and counted as dropped.
+    /// Records a permit dropped without an outcome, counted as dropped (and nothing
+    /// else, if stale). In its own phase it is a failure if `on_drop` says so, and
+    /// slow if it ran past the slow-call threshold; a slow call that is not a
+    /// failure leaves the streak as it is. Neither: ignored, its probe slot back.
     #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
-        Stripes::bump(self.hot.stripes.mine(), Counter::Dropped);
-        if ticket.kind() == Kind::Probe && self.hot.word.load().generation() == ticket.generation()
-        {
-            self.release_probe(ticket.generation());
+        let r = self.hot.stripes.mine();
+        Stripes::bump(r, Counter::Dropped);
+        let s = self.hot.word.load();
+        if s.generation() != ticket.generation() {
+            return; // stale: the breaker has moved on
+        }
+        let failed = self
+            .config
+            .on_drop
+            .is_failure(|| ticket.elapsed(self.age_reading()));
+        let slow = self.is_slow(ticket);
+        if slow {
+            Stripes::bump(r, Counter::Slow);
+        }
+        match ticket.kind() {
+            Kind::Probe if failed || slow => {
+                let _ = self.reopen(s, self.ticks(), Reason::ProbeFailed);
+            }
+            Kind::Probe => self.release_probe(ticket.generation()),
+            Kind::Closed if failed || slow => {
+                self.record_closed(r, s, Sample { failed, slow }, false);
+            }
+            Kind::Closed | Kind::Disabled => {}
         }
     }
 
@@ -825,6 +849,16 @@ impl<C: Clock> CircuitBreaker<C> {
         self.config
             .slow_calls
             .is_some_and(|s| ticket.elapsed(self.timer(s)) > s.threshold_nanos.get())
+    }
+
+    /// The reading a call's age is measured with: the slow-call policy's timer if
+    /// it is on, else the cheap reading (see [`Lean::TIMED`]).
+    #[inline]
+    fn age_reading(&self) -> u64 {
+        match self.config.slow_calls {
+            Some(slow) => self.timer(slow),
+            None => self.clock.now(),
+        }
     }
 
     /// The reading that times calls for the slow-call policy (see `Builder::slow_calls`).
@@ -846,13 +880,16 @@ impl<C: Clock> CircuitBreaker<C> {
         self.clock.precise()
     }
 
-    fn record_closed(&self, r: StripeRef<'_>, s: Snapshot, sample: Sample) {
+    /// Counts a closed-phase outcome and trips if a policy says so. A sample that
+    /// is no failure clears the streak if `clears_streak` (a success does; a slow
+    /// dropped call does not).
+    fn record_closed(&self, r: StripeRef<'_>, s: Snapshot, sample: Sample, clears_streak: bool) {
         let generation = s.generation();
         let mut streak = 0;
         if self.config.consecutive_failures.is_some() {
             if sample.failed {
                 streak = self.bump_streak(generation);
-            } else {
+            } else if clears_streak {
                 self.clear_streak(generation);
             }
         }

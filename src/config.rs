@@ -5,6 +5,7 @@
 //! silently clamped value.
 
 use crate::clock::{Clock, DefaultClock};
+use crate::dropped::Dropped;
 use crate::event::Transition;
 use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_duration};
 use crate::{CircuitBreaker, ConfigError};
@@ -49,6 +50,7 @@ const DEFAULT_NAME: &str = "default";
 /// | [`jitter`]             | 0 (none)                             |
 /// | [`half_open_probes`]   | 1                                    |
 /// | [`half_open_timeout`]  | 30 s                                 |
+/// | [`on_drop`]            | [`Dropped::Ignored`] (a slow call stays slow) |
 /// | [`name`]               | `"default"`                          |
 ///
 /// [`consecutive_failures`]: Builder::consecutive_failures
@@ -63,6 +65,14 @@ const DEFAULT_NAME: &str = "default";
 /// [`half_open_probes`]: Builder::half_open_probes
 /// [`half_open_timeout`]: Builder::half_open_timeout
 /// [`name`]: Builder::name
+/// [`on_drop`]: Builder::on_drop
+///
+/// A call whose permit is dropped before its outcome is recorded (a timeout
+/// outside the breaker, a client that went away, a panic) counts as ignored by
+/// default, or as one slow call if the slow-call policy is on and it had already
+/// run past the threshold; [`on_drop`] can make it a failure instead. So a timeout
+/// layered outside the breaker trips it only with one of those two settings: see
+/// [`Dropped`].
 ///
 /// # Examples
 /// ```
@@ -105,6 +115,7 @@ struct Settings {
     jitter: f64,
     half_open_probes: u32,
     half_open_timeout: Duration,
+    on_drop: Dropped,
 }
 
 impl Builder<DefaultClock> {
@@ -124,6 +135,7 @@ impl Builder<DefaultClock> {
                 jitter: 0.0,
                 half_open_probes: 1,
                 half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
+                on_drop: Dropped::Ignored,
             },
             on_transition: None,
         }
@@ -232,6 +244,30 @@ impl<C: Clock> Builder<C> {
     /// never reports (a leaked permit) cannot wedge it.
     pub fn half_open_timeout(mut self, d: Duration) -> Self {
         self.settings.half_open_timeout = d;
+        self
+    }
+
+    /// What a call counts as when its permit is dropped before an outcome was
+    /// recorded (default [`Dropped::Ignored`]): ignored, a failure, or a failure once
+    /// it has run longer than a duration. With the slow-call policy on, a call
+    /// dropped after running past its threshold is a slow call whatever this says
+    /// (a failure too, if this says so). See [`Dropped`] for the details and for
+    /// which timeouts protect.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Dropped, State};
+    ///
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .on_drop(Dropped::Failure)
+    ///     .build()?;
+    /// drop(breaker.try_acquire()?); // the caller gave up: a failure here
+    /// assert_eq!(breaker.state(), State::Open);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_drop(mut self, dropped: Dropped) -> Self {
+        self.settings.on_drop = dropped;
         self
     }
 
@@ -388,6 +424,7 @@ impl<C: Clock> Builder<C> {
             jitter,
             half_open_probes,
             half_open_timeout,
+            on_drop: self.settings.on_drop.validate()?,
         })
     }
 
@@ -492,6 +529,8 @@ pub(crate) struct Config {
     pub(crate) jitter: f64,
     pub(crate) half_open_probes: u32,
     pub(crate) half_open_timeout: u64,
+    /// What a dropped permit counts as (besides a slow call).
+    pub(crate) on_drop: Dropped,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,8 +5,10 @@
 //! future built early and polled late is admitted (or rejected) by the breaker's
 //! state at the time it starts. The permit then travels inside the future: if the
 //! future is dropped before it completes (the caller gave up, a timeout won the
-//! race), the permit's drop records the call as ignored and counts it as
-//! `dropped`; a half-open slot comes back. A cancelled call is never a failure and
+//! race), the permit's drop counts it as `dropped` and records it as
+//! [`Builder::on_drop`](crate::Builder::on_drop) says: ignored by default (a
+//! half-open slot comes back), one slow call if the slow-call policy is on and it
+//! ran past the threshold, or a failure if the setting says so. A cancelled call
 //! never holds a slot.
 
 use crate::clock::Clock;
@@ -25,8 +27,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Nothing happens until the returned future is first polled; then it asks the
     /// breaker for a permit and, if admitted, polls `call` to completion and records
     /// its outcome. If the returned future is dropped before `call` completes, the
-    /// call counts as ignored (and as `dropped` in the metrics), and a half-open
-    /// slot is given back. The future is `Send` when `call` is.
+    /// call counts as `dropped` in the metrics and as [`Dropped`](crate::Dropped)
+    /// says (by default ignored, giving a half-open slot back). The future is `Send`
+    /// when `call` is.
     ///
     /// # Errors
     /// The future resolves to [`Error::Rejected`] if the breaker did not admit the
@@ -110,9 +113,10 @@ pin_project! {
     /// The future of [`CircuitBreaker::call_async`] and
     /// [`call_async_with`](CircuitBreaker::call_async_with).
     ///
-    /// It resolves to `Result<T, Error<E>>`. Dropping it before it completes records
-    /// the call as ignored (counted as `dropped`) and gives a half-open slot back;
-    /// dropping it before its first poll does nothing at all. Polling it again after
+    /// It resolves to `Result<T, Error<E>>`. Dropping it before it completes counts
+    /// the call as `dropped` and records it as [`Dropped`](crate::Dropped) says (by
+    /// default ignored, giving a half-open slot back); dropping it before its first
+    /// poll does nothing at all. Polling it again after
     /// it completed returns `Pending`.
     #[must_use = "futures do nothing unless polled; the permit is taken at the first poll"]
     pub struct CallAsync<'a, F, K, C: Clock> {

@@ -35,19 +35,29 @@
 //!   Failure, or Ignored: a 404, a caller's own cancellation).
 //! - [`CircuitBreaker::try_acquire`]: a [`Permit`] now, the outcome later, from any
 //!   thread. A permit dropped unrecorded counts as ignored and gives its half-open
-//!   slot back.
+//!   slot back, unless it ran past the slow-call threshold (a slow call) or
+//!   [`Builder::on_drop`] makes it a failure (see [`Dropped`]).
 //! - [`CircuitBreaker::try_acquire_owned`]: the same, owning an `Arc` of the breaker.
 //!
 //! Async, tower, many dependencies, retries:
 //! - [`CircuitBreaker::call_async`] / [`call_async_with`](CircuitBreaker::call_async_with)
 //!   wrap any future, on any runtime or none. The permit is taken at the first poll
 //!   and travels inside the future: dropping it before it completes (a timeout, a
-//!   cancelled request) counts the call as ignored and gives a half-open slot back.
+//!   cancelled request) counts the call as ignored and gives a half-open slot back
+//!   (or, as [`Dropped`] explains, as a slow call or a failure: so a timeout
+//!   outside the breaker protects only with the slow-call policy or
+//!   [`Builder::on_drop`]).
 //! - With the `tower` feature, `CircuitBreakerLayer` puts one shared breaker in
 //!   front of any `Service`; a rejection is [`Error::Rejected`] with the
 //!   `retry_after` an HTTP server needs for `503` + `Retry-After` (see
 //!   `examples/tower_http.rs`), and a `Classify` can make a `503` response a failure
 //!   and a `404` a success.
+//! - With the `http` feature, `http::HttpLayer` does the same for services on the
+//!   `http` crate's types (axum, hyper): a rejection is a `503` response with
+//!   `Retry-After`, the inner service's errors pass through unchanged (an axum
+//!   route stays `Infallible`, so no `HandleErrorLayer`), and a `5xx` is a failure.
+//!   In axum 0.8: `.route_layer(cutout::http::HttpLayer::new(breaker))`. See
+//!   `examples/axum.rs`.
 //! - With the `registry` feature (on by default), a `Registry` holds one breaker per
 //!   dependency key, built on first use from a shared [`Builder`], with lock-free
 //!   lookups and optional idle eviction.
@@ -196,6 +206,8 @@
 //! - `event.rs` / `snapshot.rs`: what observers see; `export/`: the `metrics` and
 //!   `tracing` integrations, each behind its feature.
 //! - `future.rs`: `call_async`'s future; `tower.rs`: the layer (feature `tower`);
+//!   `http.rs`: the HTTP layer (feature `http`); `dropped.rs`: what a dropped
+//!   permit counts as;
 //!   `registry.rs`: breakers by key on a `papaya` map (feature `registry`);
 //!   `retry.rs`: backoff and the retry loops.
 
@@ -205,11 +217,14 @@
 mod breaker;
 mod clock;
 mod config;
+mod dropped;
 mod error;
 mod event;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
 pub mod export;
 mod future;
+#[cfg(feature = "http")]
+pub mod http;
 #[cfg(cutout_loom)]
 #[doc(hidden)]
 pub mod loom_hooks;
@@ -230,6 +245,7 @@ mod window;
 pub use breaker::CircuitBreaker;
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock};
 pub use config::Builder;
+pub use dropped::Dropped;
 pub use error::{ConfigError, Error, Rejected};
 pub use event::{Reason, Transition, WindowCounts};
 pub use future::CallAsync;

@@ -100,7 +100,9 @@ impl fmt::Debug for Ticket {
 /// Record the outcome with [`success`](Permit::success),
 /// [`failure`](Permit::failure), [`ignore`](Permit::ignore) or
 /// [`record`](Permit::record). Dropping it unrecorded (an early return, a panic, a
-/// cancelled future) counts as ignored and gives a half-open slot back. An outcome
+/// cancelled future) counts as ignored and gives a half-open slot back, unless the
+/// call ran past the slow-call threshold (then it is a slow call) or
+/// [`Builder::on_drop`](crate::Builder::on_drop) makes it a failure. An outcome
 /// recorded after the breaker has moved to another phase is discarded and counted
 /// as stale.
 ///

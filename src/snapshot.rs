@@ -74,12 +74,15 @@ pub struct Lifetime {
     pub successes: u64,
     /// Failures recorded in their own generation.
     pub failures: u64,
-    /// Of the successes and failures, calls slower than the slow-call threshold.
+    /// Of the successes, failures and dropped calls, calls slower than the
+    /// slow-call threshold.
     pub slow: u64,
     /// Outcomes classified [`Ignored`](crate::Outcome::Ignored) in their own generation.
     pub ignored: u64,
     /// Outcomes discarded because the breaker had moved to a later generation.
     pub stale: u64,
-    /// Permits dropped without an outcome.
+    /// Permits dropped without an outcome, whatever they counted as in the window
+    /// (see [`Dropped`](crate::Dropped)): a dropped call counts here and in none of
+    /// `successes`, `failures`, `ignored` or `stale`.
     pub dropped: u64,
 }

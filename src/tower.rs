@@ -70,8 +70,11 @@ impl<T, E> Classify<T, E> for ErrIsFailure {
 /// service and resolves at once to [`Error::Rejected`], which carries
 /// [`retry_after`](crate::Rejected::retry_after) for a `503` with `Retry-After`. An
 /// admitted request's response future carries the permit and records the
-/// classified outcome when it completes; dropped before that, it records the call
-/// as ignored and gives a half-open slot back.
+/// classified outcome when it completes; dropped before that (a timeout outside
+/// this layer, a client that went away), it records the call as
+/// [`Dropped`](crate::Dropped) says: ignored by default, giving a half-open slot
+/// back; slow if the slow-call policy is on and it ran past the threshold; a
+/// failure if [`Builder::on_drop`](crate::Builder::on_drop) says so.
 ///
 /// The error is [`Error<S::Error>`](Error), a `std::error::Error` whenever the inner
 /// error is one, so it boxes into tower's `BoxError` as it is. When the inner error
@@ -307,8 +310,9 @@ pin_project! {
     /// The response future of [`CircuitBreakerService`]: the inner service's future
     /// with the call's permit, or a rejection that resolves at once.
     ///
-    /// Dropping it before the response arrives records the call as ignored (counted
-    /// as `dropped`) and gives a half-open slot back. Polling it again after it
+    /// Dropping it before the response arrives counts the call as `dropped` and
+    /// records it as [`Dropped`](crate::Dropped) says (by default ignored, giving a
+    /// half-open slot back). Polling it again after it
     /// completed returns `Pending`.
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<F, K, C: Clock = DefaultClock> {

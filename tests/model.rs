@@ -294,10 +294,41 @@ impl Model {
         }
     }
 
+    /// A dropped permit: counted as dropped; in its own phase, one slow call if it
+    /// ran past the threshold (the streak untouched, a slow probe reopens), else
+    /// ignored.
     fn abandon(&mut self, h: Held) {
         self.counts.dropped += 1;
-        if h.kind == Kind::Probe && h.generation == self.generation {
-            self.release();
+        if h.generation != self.generation {
+            return;
+        }
+        if self.now - h.started <= SLOW_NANOS {
+            if h.kind == Kind::Probe {
+                self.release();
+            }
+            return;
+        }
+        self.counts.slow += 1;
+        let now = self.ticks();
+        match (h.kind, self.st) {
+            (Kind::Closed, MState::Closed) => {
+                self.log.push((self.now, false, true));
+                let (calls, failures, slows) = self.window();
+                let rate_trip = calls >= MIN_CALLS
+                    && (failures as f64 >= RATE * calls as f64
+                        || slows as f64 >= SLOW_RATE * calls as f64);
+                if rate_trip {
+                    self.moved(MState::Open {
+                        opened: now,
+                        level: 0,
+                    });
+                }
+            }
+            (Kind::Probe, MState::HalfOpen { level, .. }) => self.moved(MState::Open {
+                opened: now,
+                level: (level + 1).min(MAX_LEVEL),
+            }),
+            _ => {}
         }
     }
 

@@ -1,0 +1,454 @@
+//! HTTP services (the `http` feature): a rejection answers `503 Service
+//! Unavailable` with `Retry-After`, and responses are classified by status.
+//!
+//! [`HttpLayer`] is [`CircuitBreakerLayer`](crate::CircuitBreakerLayer) for
+//! services whose responses are [`http::Response`]s: axum routers and handlers, hyper
+//! services, tower-http stacks. Where the tower layer's error is
+//! [`Error<S::Error>`](crate::Error), this layer's error is the inner service's own
+//! error type, unchanged:
+//!
+//! - **A rejection is a response**, not an error: `503 Service Unavailable`, a
+//!   `Retry-After` header in whole seconds (rounded up, at least 1; none while
+//!   [forced open](crate::CircuitBreaker::force_open), which has no deadline), an
+//!   empty body, and the [`Rejected`] itself in the response's extensions (to tell
+//!   it from the backend's own 503, or to rewrite the body in a `map_response`).
+//!   See [`rejection_response`].
+//! - **The inner service's errors pass through unchanged**, as the same `Err` of
+//!   the same type, and its responses as they are. So an axum route, whose error is
+//!   `Infallible`, stays `Infallible`: axum 0.8 takes the layer with no
+//!   `HandleErrorLayer` and no glue.
+//! - **Responses are classified by status** ([`ServerErrorIsFailure`]): a 5xx is a
+//!   failure, anything else (a 404 included) a success, and an `Err` a failure.
+//!   [`HttpLayer::classify`] takes any other [`Classify`].
+//!
+//! The feature is named `http`, not `axum`: it needs only the `http` crate's
+//! `Request`/`Response` types (and tower), which axum, hyper and tonic share, so it
+//! serves all of them and pulls in no web framework.
+//!
+//! # Timeouts
+//! Where a timeout sits decides what the breaker sees:
+//!
+//! - **Outside** (timeout → breaker → backend, e.g. a router-wide
+//!   `tower_http::timeout::TimeoutLayer`): the timeout drops the breaker's future,
+//!   so the call counts as [`Dropped`](crate::Dropped) says. It trips the breaker
+//!   only with the slow-call policy on (a threshold below the timeout) or with
+//!   [`Builder::on_drop`](crate::Builder::on_drop) making dropped calls failures;
+//!   with neither it counts for nothing.
+//! - **Inside** (breaker → timeout → backend): the breaker sees what the timeout
+//!   returns. tower-http's `TimeoutLayer` answers `408 Request Timeout` by default,
+//!   which is not a 5xx, so it counts as a success; build it with
+//!   `TimeoutLayer::with_status_code(StatusCode::GATEWAY_TIMEOUT, ..)` (a 504 is a
+//!   failure), or turn the slow-call policy on (the call was slow either way).
+//!
+//! # Examples
+//! An axum 0.8 router with the breaker around its routes and a timeout outside it
+//! (the README's lines):
+//! ```
+//! use axum::{Router, http::StatusCode, routing::get};
+//! use cutout::{CircuitBreaker, Dropped, http::HttpLayer};
+//! use std::{sync::Arc, time::Duration};
+//! use tower_http::timeout::TimeoutLayer;
+//! # async fn orders() -> &'static str { "from the orders service" }
+//!
+//! let breaker = Arc::new(CircuitBreaker::builder()
+//!     .consecutive_failures(5)
+//!     .on_drop(Dropped::FailureAfter(Duration::from_secs(1))) // what the timeout gave up on
+//!     .build()?);
+//! let app: Router = Router::new()
+//!     .route("/orders", get(orders))
+//!     .route_layer(HttpLayer::new(breaker)) // the breaker, around the routes
+//!     .layer(TimeoutLayer::with_status_code(StatusCode::GATEWAY_TIMEOUT, Duration::from_secs(2)));
+//! # Ok::<(), cutout::ConfigError>(())
+//! ```
+
+use crate::clock::{Clock, DefaultClock};
+use crate::permit::Outcome;
+use crate::tower::{CircuitBreakerService, Classify};
+use crate::{CircuitBreaker, Error, Rejected};
+use ::http::{HeaderValue, Response, StatusCode, header};
+use ::tower::{Layer, Service};
+use pin_project_lite::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+/// The default HTTP classifier: a `5xx` response is a failure, any other response
+/// a success (a `404` says the dependency is up), an `Err` a failure.
+///
+/// # Examples
+/// ```
+/// use cutout::{Classify, Outcome, http::ServerErrorIsFailure};
+/// use http::{Response, StatusCode};
+///
+/// let status = |code: u16| {
+///     let mut response = Response::new(());
+///     *response.status_mut() = StatusCode::from_u16(code).unwrap();
+///     Ok::<_, std::io::Error>(response)
+/// };
+/// assert_eq!(ServerErrorIsFailure.classify(&status(502)), Outcome::Failure);
+/// assert_eq!(ServerErrorIsFailure.classify(&status(404)), Outcome::Success);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerErrorIsFailure;
+
+impl<B, E> Classify<Response<B>, E> for ServerErrorIsFailure {
+    #[inline]
+    fn classify(&self, result: &Result<Response<B>, E>) -> Outcome {
+        match result {
+            Ok(response) if response.status().is_server_error() => Outcome::Failure,
+            Ok(_) => Outcome::Success,
+            Err(_) => Outcome::Failure,
+        }
+    }
+}
+
+/// The response to a rejected request: `503 Service Unavailable`, with a
+/// `Retry-After` header in whole seconds, rounded up and at least 1 (so no client
+/// comes back early, and none is told `0`), unless the breaker is forced open and
+/// has no deadline. The body is `B::default()` (empty for axum's `Body` and for
+/// `http_body_util::{Empty, Full}`), and the [`Rejected`] is in the response's
+/// extensions.
+///
+/// [`HttpService`] answers every rejection with it; call it yourself where a
+/// rejection reaches you as an error (the tower layer, or
+/// [`CircuitBreaker::call_async`]).
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, Rejected, http::rejection_response};
+///
+/// let breaker = CircuitBreaker::builder().build()?;
+/// breaker.force_open();
+/// let rejected = breaker.try_acquire().unwrap_err();
+/// let response = rejection_response::<String>(&rejected);
+/// assert_eq!(response.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+/// assert!(response.headers().get(http::header::RETRY_AFTER).is_none()); // no deadline
+/// assert_eq!(response.extensions().get::<Rejected>(), Some(&rejected));
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+pub fn rejection_response<B: Default>(rejected: &Rejected) -> Response<B> {
+    let mut response = Response::new(B::default());
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    if let Some(after) = rejected.retry_after() {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(retry_after_secs(after)),
+        );
+    }
+    response.extensions_mut().insert(*rejected);
+    response
+}
+
+/// Whole seconds, rounded up, at least 1.
+fn retry_after_secs(after: Duration) -> u64 {
+    let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// A tower [`Layer`] that puts one shared breaker in front of an HTTP service:
+/// rejections become `503` responses, inner errors and responses pass through
+/// unchanged, and responses are classified by status. See the
+/// [module docs](crate::http) for the rules and where a timeout goes.
+///
+/// # Examples
+/// ```
+/// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::get};
+/// use cutout::{CircuitBreaker, http::HttpLayer};
+/// use std::sync::Arc;
+/// use tower::ServiceExt;
+/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     loop {
+/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+/// #     }
+/// # }
+///
+/// let breaker = Arc::new(CircuitBreaker::builder().consecutive_failures(2).build()?);
+/// let app: Router = Router::new()
+///     .route("/flaky", get(|| async { StatusCode::BAD_GATEWAY }))
+///     .route_layer(HttpLayer::new(breaker.clone()));
+///
+/// let get = |path| Request::get(path).body(Body::empty()).unwrap();
+/// for _ in 0..2 {
+///     // The route's own 502s: failures, passed through as they are.
+///     let response = block_on(app.clone().oneshot(get("/flaky")))?;
+///     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+/// }
+/// let response = block_on(app.oneshot(get("/flaky")))?; // tripped: never runs
+/// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(response.headers()["retry-after"], "1"); // the 1 s cooldown
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct HttpLayer<C: Clock = DefaultClock, K = ServerErrorIsFailure> {
+    breaker: Arc<CircuitBreaker<C>>,
+    classify: K,
+}
+
+impl<C: Clock> HttpLayer<C> {
+    /// A layer whose services all go through `breaker`, a `5xx` or an `Err` being
+    /// a failure ([`ServerErrorIsFailure`]).
+    pub fn new(breaker: Arc<CircuitBreaker<C>>) -> Self {
+        HttpLayer {
+            breaker,
+            classify: ServerErrorIsFailure,
+        }
+    }
+}
+
+impl<C: Clock, K> HttpLayer<C, K> {
+    /// Classifies each `Result<Response<B>, Error>` with `classify` instead: any
+    /// [`Classify`], such as a closure.
+    ///
+    /// # Examples
+    /// ```
+    /// use axum::{body::Body, http::Response};
+    /// use cutout::{CircuitBreaker, Outcome, http::HttpLayer};
+    /// use std::{convert::Infallible, sync::Arc};
+    ///
+    /// let breaker = Arc::new(CircuitBreaker::builder().build()?);
+    /// // A 429 from the dependency says it is overloaded: a failure too.
+    /// let layer = HttpLayer::new(breaker).classify(|r: &Result<Response<Body>, Infallible>| {
+    ///     match r {
+    ///         Ok(res) if res.status().is_server_error() || res.status() == 429 => Outcome::Failure,
+    ///         _ => Outcome::Success,
+    ///     }
+    /// });
+    /// # let _ = layer;
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn classify<K2>(self, classify: K2) -> HttpLayer<C, K2> {
+        HttpLayer {
+            breaker: self.breaker,
+            classify,
+        }
+    }
+
+    /// The shared breaker.
+    pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
+        &self.breaker
+    }
+}
+
+impl<C: Clock, K: Clone> Clone for HttpLayer<C, K> {
+    fn clone(&self) -> Self {
+        HttpLayer {
+            breaker: self.breaker.clone(),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<S, C: Clock, K: Clone> Layer<S> for HttpLayer<C, K> {
+    type Service = HttpService<S, C, K>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        HttpService {
+            inner: CircuitBreakerService::new(inner, self.breaker.clone())
+                .classify(self.classify.clone()),
+        }
+    }
+}
+
+impl<C: Clock, K> fmt::Debug for HttpLayer<C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpLayer")
+            .field("breaker", &self.breaker)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An HTTP service behind a circuit breaker; built by [`HttpLayer`] or
+/// [`HttpService::new`].
+///
+/// Its `poll_ready` is the inner service's (it takes no permit, so readiness never
+/// uses a half-open probe). Its response is the inner service's, or
+/// [`rejection_response`] when the breaker rejects the request, which then never
+/// reaches the inner service. Its error is the inner service's, unchanged.
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, http::HttpService};
+/// use http::{Request, Response, StatusCode};
+/// use std::{convert::Infallible, sync::Arc};
+/// use tower::{ServiceExt, service_fn};
+/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     loop {
+/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+/// #     }
+/// # }
+///
+/// let breaker = Arc::new(CircuitBreaker::builder().build()?);
+/// let hello = service_fn(|_: Request<()>| async {
+///     Ok::<_, Infallible>(Response::new(String::from("hello")))
+/// });
+/// let service = HttpService::new(hello, breaker.clone());
+/// let response = block_on(service.clone().oneshot(Request::new(())))?;
+/// assert_eq!(response.body(), "hello");
+///
+/// breaker.force_open();
+/// let response = block_on(service.oneshot(Request::new(())))?;
+/// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(response.body(), ""); // String::default()
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct HttpService<S, C: Clock = DefaultClock, K = ServerErrorIsFailure> {
+    inner: CircuitBreakerService<S, C, K>,
+}
+
+impl<S, C: Clock> HttpService<S, C> {
+    /// `inner` behind `breaker`, a `5xx` or an `Err` being a failure.
+    pub fn new(inner: S, breaker: Arc<CircuitBreaker<C>>) -> Self {
+        HttpService {
+            inner: CircuitBreakerService::new(inner, breaker).classify(ServerErrorIsFailure),
+        }
+    }
+}
+
+impl<S, C: Clock, K> HttpService<S, C, K> {
+    /// Classifies each `Result<Response<B>, Error>` with `classify` instead.
+    pub fn classify<K2>(self, classify: K2) -> HttpService<S, C, K2> {
+        HttpService {
+            inner: self.inner.classify(classify),
+        }
+    }
+
+    /// The shared breaker.
+    pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
+        self.inner.breaker()
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        self.inner.get_ref()
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        self.inner.get_mut()
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner.into_inner()
+    }
+}
+
+impl<S, C, K, Request, B> Service<Request> for HttpService<S, C, K>
+where
+    S: Service<Request, Response = Response<B>>,
+    B: Default,
+    C: Clock,
+    K: Classify<Response<B>, S::Error> + Clone,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, K, C>;
+
+    /// The inner service's readiness, as it is. Takes no permit.
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.get_mut().poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        ResponseFuture {
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+impl<S: Clone, C: Clock, K: Clone> Clone for HttpService<S, C, K> {
+    fn clone(&self) -> Self {
+        HttpService {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C: Clock, K> fmt::Debug for HttpService<S, C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpService")
+            .field("inner", self.inner.get_ref())
+            .field("breaker", self.inner.breaker())
+            .finish_non_exhaustive()
+    }
+}
+
+pin_project! {
+    /// The response future of [`HttpService`]: the inner service's response or
+    /// error, or [`rejection_response`] at once for a rejected request.
+    ///
+    /// Dropping it before the response arrives (a timeout outside the breaker, a
+    /// client that went away) counts the call as `dropped` and records it as
+    /// [`Dropped`](crate::Dropped) says.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<F, K, C: Clock = DefaultClock> {
+        #[pin]
+        inner: crate::tower::ResponseFuture<F, K, C>,
+    }
+}
+
+impl<F, K, B, E, C> Future for ResponseFuture<F, K, C>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    K: Classify<Response<B>, E>,
+    B: Default,
+    C: Clock,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match ready!(self.project().inner.poll(cx)) {
+            Ok(response) => Ok(response),
+            Err(Error::Rejected(rejected)) => Ok(rejection_response(&rejected)),
+            Err(Error::Inner(e)) => Err(e),
+        })
+    }
+}
+
+impl<F, K, C: Clock> fmt::Debug for ResponseFuture<F, K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+    use crate::State;
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up_and_at_least_one() {
+        let ms = Duration::from_millis;
+        for (after, secs) in [
+            (Duration::ZERO, 1),
+            (ms(1), 1),
+            (ms(1000), 1),
+            (ms(1001), 2),
+            (ms(19_500), 20),
+            (Duration::from_secs(60), 60),
+        ] {
+            assert_eq!(retry_after_secs(after), secs, "{after:?}");
+        }
+    }
+
+    #[test]
+    fn a_rejection_is_a_503_with_its_rejected_and_retry_after() {
+        let rejected = Rejected::after_ms(State::Open, 2_500);
+        let response: Response<String> = rejection_response(&rejected);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+        assert_eq!(response.extensions().get::<Rejected>(), Some(&rejected));
+        assert!(response.body().is_empty());
+        let forced: Response<()> = rejection_response(&Rejected::until_reset(State::ForcedOpen));
+        assert!(!forced.headers().contains_key(header::RETRY_AFTER));
+    }
+}

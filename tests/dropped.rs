@@ -1,0 +1,210 @@
+//! What a dropped permit counts as (DESIGN.md's decision, contract line 21, and
+//! `Builder::on_drop`): ignored by default; one slow call once it ran past the
+//! slow-call threshold (not a failure, the streak untouched, a slow probe
+//! reopens); a failure when `on_drop` says so; nothing at all when stale.
+
+use cutout::{Builder, CircuitBreaker, Dropped, Error, ManualClock, State};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
+const SLOW: Duration = Duration::from_millis(100);
+const COOLDOWN: Duration = Duration::from_secs(1);
+
+fn builder(clock: &ManualClock) -> Builder<ManualClock> {
+    CircuitBreaker::builder()
+        .open_duration(COOLDOWN)
+        .clock(clock.clone())
+}
+
+/// Acquires, lets `ran` pass on `clock`, and drops the permit unrecorded.
+fn drop_after(b: &CircuitBreaker<ManualClock>, clock: &ManualClock, ran: Duration) {
+    let permit = b.try_acquire().expect("admitted");
+    clock.advance(ran);
+    drop(permit);
+}
+
+fn trip(b: &CircuitBreaker<ManualClock>) {
+    while b.state() == State::Closed {
+        let _ = b.call(|| Err::<(), _>("down"));
+    }
+}
+
+#[test]
+fn by_default_a_dropped_call_is_ignored_even_a_long_one() {
+    let clock = ManualClock::new();
+    let b = builder(&clock).consecutive_failures(2).build().unwrap();
+    let _ = b.call(|| Err::<(), _>("down"));
+    for _ in 0..10 {
+        drop_after(&b, &clock, Duration::from_secs(60));
+    }
+    let m = b.metrics();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(m.consecutive_failures, 1, "the streak is untouched");
+    assert_eq!((m.lifetime.dropped, m.lifetime.failures), (10, 1));
+}
+
+#[test]
+fn a_call_dropped_past_the_slow_threshold_is_one_slow_call_not_a_failure() {
+    let clock = ManualClock::new();
+    let b = builder(&clock)
+        .consecutive_failures(3)
+        .slow_calls(SLOW, 0.6)
+        .minimum_calls(4)
+        .build()
+        .unwrap();
+    let _ = b.call(|| Err::<(), _>("down"));
+    drop_after(&b, &clock, SLOW); // exactly the threshold: not slow, ignored
+    drop_after(&b, &clock, SLOW + Duration::from_millis(1)); // slow
+    let m = b.metrics();
+    assert_eq!(
+        (m.window.calls, m.window.failures, m.window.slow),
+        (2, 1, 1)
+    );
+    assert_eq!(m.consecutive_failures, 1, "a slow drop leaves the streak");
+    assert_eq!(
+        (m.lifetime.dropped, m.lifetime.slow, m.lifetime.failures),
+        (2, 1, 1)
+    );
+    // Two more slow drops: 3 slow in 4 calls, 75% >= 60%: the slow-call rate trips.
+    drop_after(&b, &clock, SLOW * 2);
+    assert_eq!(b.state(), State::Closed, "3 calls: below minimum_calls");
+    drop_after(&b, &clock, SLOW * 2);
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.metrics().transitions(cutout::Reason::SlowCallRate), 1);
+}
+
+#[test]
+fn a_slow_dropped_probe_reopens_and_a_quick_one_gives_its_slot_back() {
+    let clock = ManualClock::new();
+    let b = builder(&clock)
+        .consecutive_failures(1)
+        .slow_calls(SLOW, 1.0)
+        .build()
+        .unwrap();
+    trip(&b);
+    clock.advance(COOLDOWN);
+    drop_after(&b, &clock, Duration::from_millis(5));
+    assert_eq!(b.state(), State::HalfOpen, "a quick drop decides nothing");
+    drop_after(&b, &clock, SLOW * 3); // the slot came back: a second probe
+    assert_eq!(b.state(), State::Open, "a slow probe is a failed probe");
+    let m = b.metrics();
+    assert_eq!(m.level, 1, "reopened at the next backoff level");
+    assert_eq!(m.transitions(cutout::Reason::ProbeFailed), 1);
+}
+
+#[test]
+fn on_drop_failure_counts_every_dropped_call_as_a_failure() {
+    let clock = ManualClock::new();
+    let b = builder(&clock)
+        .consecutive_failures(3)
+        .on_drop(Dropped::Failure)
+        .build()
+        .unwrap();
+    for n in 1..=2 {
+        drop(b.try_acquire().unwrap());
+        assert_eq!(b.metrics().consecutive_failures, n);
+    }
+    drop(b.try_acquire().unwrap());
+    assert_eq!(b.state(), State::Open);
+    let l = b.metrics().lifetime;
+    assert_eq!((l.admitted, l.dropped, l.failures), (3, 3, 0));
+    assert_eq!(
+        l.admitted,
+        l.successes + l.failures + l.ignored + l.stale + l.dropped
+    );
+    // A dropped probe is a failed probe.
+    clock.advance(COOLDOWN);
+    drop(b.try_acquire().unwrap());
+    assert_eq!((b.state(), b.metrics().level), (State::Open, 1));
+}
+
+#[test]
+fn on_drop_failure_after_counts_only_calls_that_ran_longer() {
+    let clock = ManualClock::new();
+    let limit = Duration::from_millis(500);
+    let b = builder(&clock)
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(0.5, 4)
+        .on_drop(Dropped::FailureAfter(limit))
+        .build()
+        .unwrap();
+    drop_after(&b, &clock, limit); // not longer: ignored
+    drop_after(&b, &clock, Duration::from_millis(10));
+    assert_eq!(b.metrics().window.calls, 0);
+    drop_after(&b, &clock, limit + Duration::from_millis(1));
+    let m = b.metrics();
+    assert_eq!((m.window.calls, m.window.failures), (1, 1));
+    assert_eq!(m.lifetime.slow, 0, "no slow-call policy");
+    for _ in 0..2 {
+        let _ = b.call(|| Ok::<_, ()>(()));
+    }
+    drop_after(&b, &clock, Duration::from_secs(2));
+    assert_eq!(b.state(), State::Open, "2 failures in 4 calls");
+}
+
+#[test]
+fn a_call_that_panics_after_running_too_long_is_timed_on_the_sync_path() {
+    // `call` with a consecutive-failure policy only: its lean path must time calls
+    // for `FailureAfter`.
+    let clock = ManualClock::new();
+    let b = builder(&clock)
+        .consecutive_failures(2)
+        .on_drop(Dropped::FailureAfter(Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    let panics_after = |ran: Duration| {
+        catch_unwind(AssertUnwindSafe(|| {
+            let _ = b.call(|| -> Result<(), ()> {
+                clock.advance(ran);
+                panic!("handler panicked")
+            });
+        }))
+        .unwrap_err();
+    };
+    for _ in 0..5 {
+        panics_after(Duration::from_millis(999));
+    }
+    assert_eq!(b.metrics().consecutive_failures, 0, "quick panics: ignored");
+    panics_after(Duration::from_secs(2));
+    assert_eq!(b.metrics().consecutive_failures, 1);
+    panics_after(Duration::from_secs(2));
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.metrics().lifetime.dropped, 7);
+}
+
+#[test]
+fn a_stale_drop_decides_nothing() {
+    let clock = ManualClock::new();
+    let b = builder(&clock)
+        .consecutive_failures(1)
+        .slow_calls(SLOW, 1.0)
+        .on_drop(Dropped::Failure)
+        .build()
+        .unwrap();
+    let late = b.try_acquire().unwrap();
+    trip(&b);
+    clock.advance(COOLDOWN);
+    let probe = b.try_acquire().unwrap();
+    assert_eq!(b.state(), State::HalfOpen);
+    clock.advance(SLOW * 10);
+    drop(late); // admitted under Closed: stale, though slow and "a failure"
+    assert_eq!(b.state(), State::HalfOpen);
+    assert!(
+        matches!(b.call(|| Ok::<_, ()>(())), Err(Error::Rejected(_))),
+        "the stale drop took no slot and freed none"
+    );
+    drop(probe); // a failure here: reopens
+    assert_eq!(b.state(), State::Open);
+    let l = b.metrics().lifetime;
+    assert_eq!((l.dropped, l.stale, l.slow), (2, 0, 1));
+}
+
+#[test]
+fn a_failure_after_longer_than_a_permit_can_time_is_a_config_error() {
+    let err = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .on_drop(Dropped::FailureAfter(Duration::from_secs(24 * 3600)))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "on_drop");
+}
