@@ -424,7 +424,7 @@ impl<C: Clock> Builder<C> {
             jitter,
             half_open_probes,
             half_open_timeout,
-            on_drop: self.settings.on_drop.validate()?,
+            on_drop: self.settings.on_drop,
         })
     }
 

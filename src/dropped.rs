@@ -1,12 +1,7 @@
 //! [`Dropped`]: what a call counts as when its permit is dropped before an outcome
 //! was recorded (a panic, a cancelled future, a timeout outside the breaker).
 
-use crate::ConfigError;
 use std::time::Duration;
-
-/// The longest [`Dropped::FailureAfter`] duration: a call's age is kept modulo
-/// 2^46 ns (about 19.5 hours) in its permit.
-const AGE_MAX_NANOS: u64 = (1 << 46) - 1;
 
 /// What a call counts as when its permit is dropped unrecorded: the caller gave up
 /// on it (a timeout outside the breaker, a client that went away, a panic). Set
@@ -65,29 +60,11 @@ pub enum Dropped {
     Failure,
     /// Counts as a failure once the call has run longer than this (strictly, from
     /// admission to the drop); a call dropped sooner is ignored (or slow, as
-    /// above). At most about 19.5 hours (2^46 ns), how long a permit keeps a
-    /// call's age. Timing costs the clock readings the slow-call policy costs.
+    /// above). Timing costs the clock readings the slow-call policy costs.
     FailureAfter(Duration),
 }
 
 impl Dropped {
-    /// Checks the setting: a [`FailureAfter`](Dropped::FailureAfter) longer than a
-    /// permit can time is refused.
-    pub(crate) fn validate(self) -> Result<Dropped, ConfigError> {
-        match self {
-            Dropped::FailureAfter(d) if d.as_nanos() > u128::from(AGE_MAX_NANOS) => {
-                Err(ConfigError::new(
-                    "on_drop",
-                    format!(
-                        "FailureAfter({d:?}) is longer than {:?}, the longest age a permit keeps",
-                        Duration::from_nanos(AGE_MAX_NANOS)
-                    ),
-                ))
-            }
-            ok => Ok(ok),
-        }
-    }
-
     /// Whether a call must be timed from its admission for this setting.
     pub(crate) fn times_calls(self) -> bool {
         matches!(self, Dropped::FailureAfter(_))
@@ -116,16 +93,6 @@ mod tests {
         assert!(Dropped::Failure.is_failure(|| unreachable!("not timed")));
         assert!(!Dropped::Ignored.is_failure(|| unreachable!("not timed")));
         assert!(after.times_calls() && !Dropped::Failure.times_calls());
-    }
-
-    #[test]
-    fn a_duration_longer_than_a_permit_times_is_refused() {
-        let limit = Duration::from_nanos(AGE_MAX_NANOS);
-        assert!(Dropped::FailureAfter(limit).validate().is_ok());
-        let err = Dropped::FailureAfter(limit + Duration::from_nanos(1))
-            .validate()
-            .unwrap_err();
-        assert_eq!(err.field(), "on_drop");
         assert_eq!(Dropped::default(), Dropped::Ignored);
     }
 }

@@ -199,12 +199,19 @@ fn a_stale_drop_decides_nothing() {
     assert_eq!((l.dropped, l.stale, l.slow), (2, 0, 1));
 }
 
+/// A permit keeps its call's start in full, so any `FailureAfter` is timed
+/// exactly, however long: a day here, around which the old 46-bit start wrapped.
 #[test]
-fn a_failure_after_longer_than_a_permit_can_time_is_a_config_error() {
-    let err = CircuitBreaker::builder()
+fn a_failure_after_of_a_day_is_timed_exactly() {
+    let clock = ManualClock::new();
+    let day = Duration::from_secs(24 * 3600);
+    let b = builder(&clock)
         .consecutive_failures(1)
-        .on_drop(Dropped::FailureAfter(Duration::from_secs(24 * 3600)))
+        .on_drop(Dropped::FailureAfter(day))
         .build()
-        .unwrap_err();
-    assert_eq!(err.field(), "on_drop");
+        .unwrap();
+    drop_after(&b, &clock, day);
+    assert_eq!(b.state(), State::Closed, "exactly a day is not past it");
+    drop_after(&b, &clock, day + Duration::from_secs(3600));
+    assert_eq!(b.state(), State::Open, "25 hours is");
 }
