@@ -43,9 +43,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
     /// #     let mut f = std::pin::pin!(f);
     /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     loop {
+    /// #     for _ in 0..1000 {
     /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
     /// #     }
+    /// #     panic!("still pending after 1000 polls")
     /// # }
     ///
     /// async fn fetch_user(id: u32) -> Result<String, std::io::Error> {
@@ -79,9 +80,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
     /// #     let mut f = std::pin::pin!(f);
     /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     loop {
+    /// #     for _ in 0..1000 {
     /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
     /// #     }
+    /// #     panic!("still pending after 1000 polls")
     /// # }
     ///
     /// let breaker = CircuitBreaker::builder().consecutive_failures(1).build()?;
