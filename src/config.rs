@@ -8,6 +8,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::dropped::Dropped;
 use crate::event::Transition;
 use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_duration};
+use crate::stripe;
 use crate::{CircuitBreaker, ConfigError};
 use std::borrow::Cow;
 use std::fmt;
@@ -168,6 +169,29 @@ impl<C: Clock> Builder<C> {
     /// The sliding window the rate policies count over: `length`, split into
     /// `buckets` buckets that rotate as time passes. More buckets make the window
     /// slide more smoothly and cost more to read when a failure is recorded.
+    ///
+    /// At most 4096 buckets, each at least 1 ms long (and at least the clock's
+    /// resolution). The bound keeps what a breaker allocates bounded: each of its
+    /// stripes (at most 65: two per core, up to 64, and a shared one) holds the
+    /// window's buckets, 32 bytes each, so a breaker's stripes take at most 256 KiB
+    /// each and 32 MiB together. More buckets are a [`ConfigError`], never an
+    /// allocation the process cannot survive.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    /// use std::time::Duration;
+    ///
+    /// // An hour in one-second buckets.
+    /// let hour = CircuitBreaker::builder().window(Duration::from_secs(3600), 3600).build();
+    /// assert!(hour.is_ok());
+    /// // 50 days in 4 billion buckets would need hundreds of gigabytes: refused.
+    /// let err = CircuitBreaker::builder()
+    ///     .window(Duration::from_secs(50 * 86_400), u32::MAX)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "window");
+    /// ```
     pub fn window(mut self, length: Duration, buckets: u32) -> Self {
         self.settings.window = Some((length, buckets));
         self
@@ -175,6 +199,7 @@ impl<C: Clock> Builder<C> {
 
     /// Trip when `failures / calls >= threshold` over the window, once the window
     /// holds at least `minimum_calls` calls (this sets [`minimum_calls`](Self::minimum_calls)).
+    /// `threshold` is in `(0, 1]`: a rate of 0 would hold with no failure at all.
     pub fn failure_rate(mut self, threshold: f64, minimum_calls: u32) -> Self {
         self.settings.failure_rate = Some(threshold);
         self.settings.minimum_calls = Some(minimum_calls);
@@ -184,7 +209,7 @@ impl<C: Clock> Builder<C> {
     /// A call taking longer than `threshold` (strictly, from admission to its
     /// recorded outcome) is slow; trip when `slow / calls >= rate` over the window,
     /// with the same [`minimum_calls`](Self::minimum_calls). A slow probe is a failed
-    /// probe.
+    /// probe. `rate` is in `(0, 1]`: a rate of 0 would hold with no slow call at all.
     ///
     /// Timing costs two clock readings per call. They are [`Clock::now`] (one load
     /// for the default clock) when `threshold` is at least 100 times the clock's
@@ -300,10 +325,11 @@ impl<C: Clock> Builder<C> {
     ///
     /// # Errors
     /// A [`ConfigError`] naming the first setting that is out of range: a zero
-    /// threshold, probe count or bucket count; a rate outside `0..=1` or NaN; a
-    /// multiplier below 1; a maximum below the base; a duration below the 1 ms tick
-    /// or beyond the 17 years the state word holds; a window bucket shorter than the
-    /// clock's resolution.
+    /// threshold, probe count or bucket count; a rate threshold outside `(0, 1]` or
+    /// NaN; a jitter outside `0..=1`; a multiplier below 1; a maximum below the
+    /// base; a duration below the 1 ms tick or beyond the 17 years the state word
+    /// holds; a window bucket shorter than the clock's resolution, or more than
+    /// 4096 buckets (see [`window`](Self::window)).
     pub fn build(self) -> Result<CircuitBreaker<C>, ConfigError> {
         let config = self.validate()?;
         Ok(CircuitBreaker::from_parts(
@@ -341,7 +367,9 @@ impl<C: Clock> Builder<C> {
             && self.settings.slow_calls.is_none();
         let failure_rate = match (self.settings.failure_rate, no_policy) {
             (None, true) => Some(DEFAULT_FAILURE_RATE),
-            (rate, _) => rate.map(|r| unit_fraction("failure_rate", r)).transpose()?,
+            (rate, _) => rate
+                .map(|r| rate_threshold("failure_rate", r))
+                .transpose()?,
         };
         let slow_calls = self
             .settings
@@ -362,7 +390,7 @@ impl<C: Clock> Builder<C> {
                 Ok(SlowCalls {
                     // Not zero: checked above.
                     threshold_nanos: NonZeroU64::new(threshold_nanos).unwrap_or(NonZeroU64::MIN),
-                    rate: unit_fraction("slow_calls", rate)?,
+                    rate: rate_threshold("slow_calls", rate)?,
                     precise: u8::from(
                         u128::from(threshold_nanos) < resolution.saturating_mul(SLOW_RESOLUTIONS),
                     ),
@@ -399,7 +427,13 @@ impl<C: Clock> Builder<C> {
                 "must be a finite number of at least 1",
             ));
         }
-        let jitter = unit_fraction("jitter", self.settings.jitter)?;
+        let jitter = self.settings.jitter;
+        if !(0.0..=1.0).contains(&jitter) {
+            return Err(ConfigError::new(
+                "jitter",
+                format!("the fraction {jitter} is outside 0..=1"),
+            ));
+        }
         let half_open_probes = match self.settings.half_open_probes {
             0 => return Err(ConfigError::new("half_open_probes", "must be at least 1")),
             n if n > HALF_MAX => {
@@ -432,6 +466,7 @@ impl<C: Clock> Builder<C> {
         if buckets == 0 {
             return Err(ConfigError::new("window", "must have at least 1 bucket"));
         }
+        stripe::check_buckets(buckets).map_err(|reason| ConfigError::new("window", reason))?;
         let length_nanos = u64::try_from(length.as_nanos())
             .map_err(|_| ConfigError::new("window", "the length is beyond 584 years"))?;
         let bucket_nanos = length_nanos / u64::from(buckets);
@@ -456,13 +491,16 @@ impl<C: Clock> Builder<C> {
     }
 }
 
-fn unit_fraction(field: &'static str, x: f64) -> Result<f64, ConfigError> {
-    if (0.0..=1.0).contains(&x) {
+/// A rate threshold: in `(0, 1]`. Zero is refused: a rate of zero holds with no
+/// failure (or slow call) at all, so a policy set to it would trip on anything and
+/// report itself as the reason.
+fn rate_threshold(field: &'static str, x: f64) -> Result<f64, ConfigError> {
+    if x > 0.0 && x <= 1.0 {
         Ok(x)
     } else {
         Err(ConfigError::new(
             field,
-            format!("the rate {x} is outside 0..=1"),
+            format!("the rate {x} is outside (0, 1]"),
         ))
     }
 }
@@ -743,6 +781,57 @@ mod tests {
             field_of(builder().half_open_timeout(Duration::ZERO)),
             "half_open_timeout"
         );
+    }
+
+    #[test]
+    fn a_window_beyond_the_bucket_bound_is_refused_not_allocated() {
+        use crate::stripe::{MAX_BREAKER_BYTES, MAX_BUCKETS, MAX_STRIPE_BYTES, MAX_STRIPES};
+        // The numbers `Builder::window` states.
+        assert_eq!(
+            (
+                MAX_BUCKETS,
+                MAX_STRIPES,
+                MAX_STRIPE_BYTES,
+                MAX_BREAKER_BYTES
+            ),
+            (4096, 65, 256 << 10, 32 << 20)
+        );
+        // Issue 15 item 4: this passed validation and aborted on a 687 GB allocation.
+        let err = builder()
+            .window(Duration::from_secs(50 * 86_400), u32::MAX)
+            .validate()
+            .unwrap_err();
+        assert_eq!(err.field(), "window");
+        assert!(err.reason().contains("4096"), "{err}");
+        let secs = |n: u32| Duration::from_secs(u64::from(n));
+        assert!(
+            builder()
+                .window(secs(MAX_BUCKETS), MAX_BUCKETS)
+                .validate()
+                .is_ok()
+        );
+        assert_eq!(
+            field_of(builder().window(secs(MAX_BUCKETS + 1), MAX_BUCKETS + 1)),
+            "window"
+        );
+    }
+
+    #[test]
+    fn a_rate_threshold_of_zero_is_refused_but_a_jitter_of_zero_is_not() {
+        let d = Duration::from_secs(1);
+        assert_eq!(field_of(builder().failure_rate(0.0, 1)), "failure_rate");
+        assert_eq!(field_of(builder().failure_rate(-0.0, 1)), "failure_rate");
+        assert_eq!(field_of(builder().slow_calls(d, 0.0)), "slow_calls");
+        assert!(builder().failure_rate(1.0, 1).validate().is_ok());
+        assert!(
+            builder()
+                .slow_calls(d, f64::MIN_POSITIVE)
+                .validate()
+                .is_ok()
+        );
+        assert_eq!(builder().jitter(0.0).validate().unwrap().jitter, 0.0);
+        assert_eq!(builder().jitter(1.0).validate().unwrap().jitter, 1.0);
+        assert_eq!(field_of(builder().jitter(-0.1)), "jitter");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! [`Builder::on_drop`](crate::Builder::on_drop) says: ignored by default (a
 //! half-open slot comes back), one slow call if the slow-call policy is on and it
 //! ran past the threshold, or a failure if the setting says so. A cancelled call
-//! never holds a slot.
+//! never holds a slot. A call that panicked counts the same way and poisons its
+//! future: polled again, it panics rather than admit a second time.
 
 use crate::clock::Clock;
 use crate::permit::{Outcome, Permit};
@@ -29,7 +30,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// its outcome. If the returned future is dropped before `call` completes, the
     /// call counts as `dropped` in the metrics and as [`Dropped`](crate::Dropped)
     /// says (by default ignored, giving a half-open slot back). The future is `Send`
-    /// when `call` is.
+    /// when `call` is. If `call` panics, the panic reaches the poller, the call
+    /// counts as dropped, and the future is poisoned: a later poll panics instead of
+    /// taking a new permit (see [`CallAsync`]'s Panics).
     ///
     /// # Errors
     /// The future resolves to [`Error::Rejected`] if the breaker did not admit the
@@ -42,9 +45,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
     /// #     let mut f = std::pin::pin!(f);
     /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     loop {
+    /// #     for _ in 0..1000 {
     /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
     /// #     }
+    /// #     panic!("still pending after 1000 polls")
     /// # }
     ///
     /// async fn fetch_user(id: u32) -> Result<String, std::io::Error> {
@@ -78,9 +82,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
     /// #     let mut f = std::pin::pin!(f);
     /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     loop {
+    /// #     for _ in 0..1000 {
     /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
     /// #     }
+    /// #     panic!("still pending after 1000 polls")
     /// # }
     ///
     /// let breaker = CircuitBreaker::builder().consecutive_failures(1).build()?;
@@ -118,13 +123,43 @@ pin_project! {
     /// default ignored, giving a half-open slot back); dropping it before its first
     /// poll does nothing at all. Polling it again after
     /// it completed returns `Pending`.
+    ///
+    /// # Panics
+    /// A panic in the wrapped future (or in the classifier) unwinds through `poll`;
+    /// the call's permit is dropped on the way, so the breaker counts the call as
+    /// ignored (or as a slow call: see [`Permit`]) and a half-open slot comes back.
+    /// The future is then poisoned, like an `async fn` whose body panicked: polling
+    /// it again panics with "`CallAsync` polled after its call panicked", and never
+    /// takes a new permit or polls the panicked future again.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    /// use std::future::Future;
+    /// use std::panic::{AssertUnwindSafe, catch_unwind};
+    /// use std::task::{Context, Waker};
+    ///
+    /// async fn handler() -> Result<(), std::io::Error> {
+    ///     panic!("the handler panicked")
+    /// }
+    ///
+    /// let breaker = CircuitBreaker::builder().build()?;
+    /// let mut call = Box::pin(breaker.call_async(handler()));
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// assert!(catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))).is_err());
+    /// assert!(catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))).is_err());
+    /// let lifetime = breaker.metrics().lifetime;
+    /// assert_eq!((lifetime.admitted, lifetime.dropped), (1, 1)); // one permit only
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
     #[must_use = "futures do nothing unless polled; the permit is taken at the first poll"]
     pub struct CallAsync<'a, F, K, C: Clock> {
         breaker: &'a CircuitBreaker<C>,
         // `Some` from admission to the outcome: dropping the future drops it, which
         // records the call as ignored.
         permit: Option<Permit<'a, C>>,
-        // `None` once rejected or completed.
+        // `None` once rejected or completed, and while the call is being polled: a
+        // call still there without it is one whose poll (or classifier) panicked.
         classify: Option<K>,
         // `None` once rejected or completed, so the inner future is dropped early.
         #[pin]
@@ -143,23 +178,30 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        // The permit stays in a local while the call is polled and goes into the
-        // future only if the call is pending: a call that is ready at once never
-        // round-trips its permit through memory.
+        // The permit and the classifier stay in locals while the call is polled and
+        // go back into the future only if the call is pending: a call that is ready
+        // at once never round-trips them through memory. A panic unwinds with them
+        // out, which poisons the future (see `CallAsync`'s Panics).
+        let Some(classify) = this.classify.take() else {
+            if this.call.is_some() {
+                poisoned();
+            }
+            return Poll::Pending; // polled after completion
+        };
         let permit = match this.permit.take() {
             Some(permit) => permit,
-            None if this.classify.is_none() => return Poll::Pending, // polled after completion
             None => match this.breaker.try_acquire() {
                 Ok(permit) => permit,
                 Err(rejected) => {
-                    *this.classify = None;
                     this.call.set(None);
                     return Poll::Ready(Err(Error::Rejected(rejected)));
                 }
             },
         };
         let Some(call) = this.call.as_mut().as_pin_mut() else {
-            *this.permit = Some(permit); // unreachable: admitted calls are not done yet
+            // Unreachable: a call is dropped only together with its classifier.
+            *this.permit = Some(permit);
+            *this.classify = Some(classify);
             return Poll::Pending;
         };
         // A panic in the call unwinds through here and drops the permit, which
@@ -167,26 +209,34 @@ where
         match call.poll(cx) {
             Poll::Pending => {
                 *this.permit = Some(permit);
+                *this.classify = Some(classify);
                 Poll::Pending
             }
             Poll::Ready(result) => {
+                let outcome = classify(&result);
                 this.call.set(None);
-                match this.classify.take() {
-                    Some(classify) => permit.record(classify(&result)),
-                    None => drop(permit), // unreachable: classify is taken only here
-                }
+                permit.record(outcome);
                 Poll::Ready(result.map_err(Error::Inner))
             }
         }
     }
 }
 
+/// A poll of a [`CallAsync`] whose call panicked: the panic std's `async fn` gives.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn poisoned() -> ! {
+    panic!("`CallAsync` polled after its call panicked")
+}
+
 impl<F, K, C: Clock> fmt::Debug for CallAsync<'_, F, K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let stage = match (&self.permit, &self.classify) {
-            (Some(_), _) => "running",
-            (None, Some(_)) => "waiting",
-            (None, None) => "done",
+        let stage = match (&self.permit, &self.classify, &self.call) {
+            (Some(_), _, _) => "running",
+            (None, Some(_), _) => "waiting",
+            (None, None, Some(_)) => "panicked",
+            (None, None, None) => "done",
         };
         f.debug_struct("CallAsync")
             .field("stage", &stage)
@@ -240,6 +290,61 @@ mod tests {
         // Polling after completion is Pending, and records nothing more.
         assert!(poll_once(early.as_mut()).is_pending());
         assert_eq!(breaker.metrics().lifetime.rejected, 1);
+    }
+
+    /// A future that counts its polls and panics in each.
+    struct Panics<'a>(&'a std::cell::Cell<u32>);
+    impl Future for Panics<'_> {
+        type Output = Result<(), ()>;
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+            self.0.set(self.0.get() + 1);
+            panic!("the call panicked");
+        }
+    }
+
+    #[test]
+    fn a_poll_after_a_panic_panics_and_neither_admits_nor_polls_the_call_again() {
+        use std::panic::{AssertUnwindSafe, catch_unwind};
+        let clock = ManualClock::new();
+        let breaker = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let polls = std::cell::Cell::new(0);
+        let mut call = std::pin::pin!(breaker.call_async(Panics(&polls)));
+        let first = catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut())));
+        let first = first.unwrap_err();
+        assert_eq!(first.downcast_ref::<&str>(), Some(&"the call panicked"));
+        assert!(format!("{call:?}").contains("panicked"));
+        for _ in 0..3 {
+            let again = catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut())));
+            let message = again.unwrap_err();
+            assert_eq!(
+                message.downcast_ref::<&str>(),
+                Some(&"`CallAsync` polled after its call panicked")
+            );
+        }
+        assert_eq!(polls.get(), 1, "the panicked call was polled again");
+        let lifetime = breaker.metrics().lifetime;
+        assert_eq!(
+            (lifetime.admitted, lifetime.dropped, lifetime.failures),
+            (1, 1, 0),
+            "one permit, given back as dropped"
+        );
+        assert_eq!(breaker.state(), State::Closed);
+    }
+
+    #[test]
+    fn a_panicking_classifier_poisons_the_future_too() {
+        use std::panic::{AssertUnwindSafe, catch_unwind};
+        let breaker = CircuitBreaker::builder().build().unwrap();
+        let classify = |_: &Result<u8, ()>| -> crate::Outcome { panic!("classifier") };
+        let mut call = std::pin::pin!(breaker.call_async_with(classify, async { Ok(1) }));
+        assert!(catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut()))).is_err());
+        let again = catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut())));
+        assert!(again.is_err(), "polled after its classifier panicked");
+        assert_eq!(breaker.metrics().lifetime.admitted, 1);
     }
 
     #[test]

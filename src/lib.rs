@@ -64,6 +64,15 @@
 //! - [`retry`], [`retry_with_sleep`] and [`retry_async`] retry with full-jitter
 //!   exponential backoff ([`RetryPolicy`]); every attempt goes through the breaker,
 //!   and an open breaker ends the retries at once, without sleeping.
+//! - [Fallbacks](fallback): [`call_or_else`](CircuitBreaker::call_or_else) and
+//!   [`call_async_or_else`](CircuitBreaker::call_async_or_else) answer a rejection
+//!   (a cached or degraded value) instead of an error;
+//!   [`call_or_recover`](CircuitBreaker::call_or_recover) and
+//!   [`call_async_or_recover`](CircuitBreaker::call_async_or_recover) answer a
+//!   failure too. With the `tower` feature, `FallbackLayer` answers a
+//!   `CircuitBreakerLayer`'s rejections with a fallback service or function. A
+//!   fallback runs outside the breaker: it is not an outcome, and one that fails or
+//!   panics changes nothing in the breaker.
 //!
 //! ```
 //! use cutout::{CircuitBreaker, RetryPolicy, retry};
@@ -208,6 +217,7 @@
 //! - `future.rs`: `call_async`'s future; `tower.rs`: the layer (feature `tower`);
 //!   `http.rs`: the HTTP layer (feature `http`); `dropped.rs`: what a dropped
 //!   permit counts as;
+//!   `fallback.rs`: fallbacks, sync, async and tower;
 //!   `registry.rs`: breakers by key on a `papaya` map (feature `registry`);
 //!   `retry.rs`: backoff and the retry loops.
 
@@ -222,6 +232,7 @@ mod error;
 mod event;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
 pub mod export;
+pub mod fallback;
 mod future;
 #[cfg(feature = "http")]
 pub mod http;
@@ -248,6 +259,8 @@ pub use config::Builder;
 pub use dropped::Dropped;
 pub use error::{ConfigError, Error, Rejected};
 pub use event::{Reason, Transition, WindowCounts};
+#[cfg(feature = "tower")]
+pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, fallback_fn};
 pub use future::CallAsync;
 pub use permit::{Outcome, OwnedPermit, Permit};
 #[cfg(feature = "registry")]

@@ -13,26 +13,34 @@ pub(crate) fn streak_trips(config: &Config, streak: u64) -> bool {
         .is_some_and(|threshold| streak >= threshold)
 }
 
-/// Which rate policy, if any, trips on these window counts. The failure rate is
-/// checked first. A rate at exactly its threshold trips.
+/// Which rate policy, if any, trips on these window counts: the reason is always
+/// the policy whose own condition holds. The failure rate is checked first. A rate
+/// at exactly its threshold trips.
 pub(crate) fn rate_trip(config: &Config, c: WindowCounts) -> Option<Reason> {
     if c.calls < config.minimum_calls {
         return None;
     }
-    let calls = c.calls as f64;
     if config
         .failure_rate
-        .is_some_and(|t| c.failures as f64 >= t * calls)
+        .is_some_and(|t| rate_reached(c.failures, c.calls, t))
     {
         return Some(Reason::FailureRate);
     }
     if config
         .slow_calls
-        .is_some_and(|s| c.slow as f64 >= s.rate * calls)
+        .is_some_and(|s| rate_reached(c.slow, c.calls, s.rate))
     {
         return Some(Reason::SlowCallRate);
     }
     None
+}
+
+/// Whether `count / calls >= threshold`. A rate is never reached with a count of
+/// zero: the builder refuses a threshold of 0, and this keeps a policy from
+/// claiming a trip that none of its own events caused, whatever the threshold.
+#[inline]
+fn rate_reached(count: u64, calls: u64, threshold: f64) -> bool {
+    count > 0 && count as f64 >= threshold * calls as f64
 }
 
 #[cfg(all(test, not(cutout_loom)))]
@@ -72,6 +80,31 @@ mod tests {
         assert_eq!(rate_trip(&c, counts(4, 1, 3)), Some(Reason::SlowCallRate));
         assert_eq!(rate_trip(&c, counts(4, 2, 3)), Some(Reason::FailureRate));
         assert_eq!(rate_trip(&c, counts(4, 1, 2)), None);
+    }
+
+    #[test]
+    fn a_rate_is_never_reached_with_none_of_its_own_events() {
+        // The builder refuses a threshold of 0 (issue 15 item 5); a config that had
+        // one still could not report a policy whose condition has no event behind it.
+        let mut c = CircuitBreaker::builder()
+            .clock(ManualClock::new())
+            .failure_rate(0.5, 10)
+            .slow_calls(Duration::from_secs(1), 0.5)
+            .validate()
+            .unwrap();
+        let set_slow_rate = |c: &mut Config, rate| {
+            if let Some(s) = c.slow_calls.as_mut() {
+                s.rate = rate;
+            }
+        };
+        set_slow_rate(&mut c, 0.0);
+        assert_eq!(rate_trip(&c, counts(10, 1, 0)), None, "one fast failure");
+        assert_eq!(rate_trip(&c, counts(10, 1, 1)), Some(Reason::SlowCallRate));
+        set_slow_rate(&mut c, 0.5);
+        c.failure_rate = Some(0.0);
+        assert_eq!(rate_trip(&c, counts(10, 0, 1)), None, "one slow success");
+        assert_eq!(rate_trip(&c, counts(10, 1, 0)), Some(Reason::FailureRate));
+        assert_eq!(rate_trip(&c, counts(10, 0, 0)), None);
     }
 
     #[test]

@@ -405,9 +405,10 @@ where
 /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #     let mut f = std::pin::pin!(f);
 /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     loop {
+/// #     for _ in 0..1000 {
 /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
 /// #     }
+/// #     panic!("still pending after 1000 polls")
 /// # }
 ///
 /// let breaker = CircuitBreaker::builder().build()?;

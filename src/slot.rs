@@ -65,7 +65,8 @@ const UNASSIGNED: usize = usize::MAX - 1;
 pub(crate) const NOT_OWNED: NonZeroUsize = NonZeroUsize::MAX;
 
 /// Owned stripes per breaker, the same for every breaker in the process: twice the
-/// parallelism, within 2..=64, read once (`available_parallelism` is a system call).
+/// parallelism, within 2..=[`MAX_OWNED_STRIPES`](crate::stripe::MAX_OWNED_STRIPES) (64), read once
+/// (`available_parallelism` is a system call).
 pub(crate) fn owned_stripes() -> usize {
     #[cfg(cutout_loom)]
     {
@@ -76,7 +77,9 @@ pub(crate) fn owned_stripes() -> usize {
         static OWNED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *OWNED.get_or_init(|| {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
-            (2 * cores).clamp(2, 64)
+            cores
+                .saturating_mul(2)
+                .clamp(2, crate::stripe::MAX_OWNED_STRIPES)
         })
     }
 }

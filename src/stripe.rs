@@ -13,6 +13,16 @@
 //! bucket's tag, read by readers), plus padded lines for the window's buckets (see
 //! [`crate::window`]), four words each.
 //!
+//! # Limits
+//! The largest allocation a breaker makes is its stripes: up to [`MAX_STRIPES`] of
+//! [`stripe_bytes`] each. The bounds on it are constants here, in one place:
+//! [`MAX_BUCKETS`], [`MAX_STRIPE_BYTES`] and [`MAX_BREAKER_BYTES`].
+//! [`check_buckets`] checks all three when a configuration is validated, so a
+//! setting the breaker cannot honour is a `ConfigError` (field `window`), never an
+//! allocation the process cannot survive. With today's layout the bucket bound is
+//! the one that binds (a const assertion says so); the byte bounds hold whatever a
+//! stripe's layout becomes, and whether stripes are allocated up front or per thread.
+//!
 //! # Orderings
 //! Counter updates are `Relaxed`: a counter publishes nothing but its own value, and
 //! a reader's sum is a snapshot that may miss updates still in flight.
@@ -29,6 +39,66 @@ pub(crate) type Line = CachePadded<[Bucket; LINE_BUCKETS]>;
 /// Words of the counter line after the counters, written by the owner only (the
 /// window's live bucket: see [`crate::window`]).
 pub(crate) const SCRATCH: usize = 8;
+
+/// The most buckets a window may have: a reader sums them all, in every stripe,
+/// whenever a failure is recorded, so far fewer is faster.
+pub(crate) const MAX_BUCKETS: u32 = 4096;
+/// The most stripes a breaker has: [`MAX_OWNED_STRIPES`] owned ones and the shared one.
+pub(crate) const MAX_STRIPES: usize = MAX_OWNED_STRIPES + 1;
+/// The most owned stripes a breaker has (see [`crate::slot::owned_stripes`]).
+pub(crate) const MAX_OWNED_STRIPES: usize = 64;
+/// The most heap bytes one stripe may take.
+pub(crate) const MAX_STRIPE_BYTES: usize = 256 * 1024;
+/// The most heap bytes a breaker's stripes may take together.
+pub(crate) const MAX_BREAKER_BYTES: usize = 32 * 1024 * 1024;
+
+// Today's layout: the bucket bound keeps a stripe and a whole breaker within theirs.
+const _: () = {
+    let stripe = match stripe_bytes(MAX_BUCKETS as usize) {
+        Some(bytes) => bytes,
+        None => panic!("a stripe of MAX_BUCKETS buckets overflows usize"),
+    };
+    assert!(stripe <= MAX_STRIPE_BYTES);
+    assert!(MAX_STRIPE_BYTES.checked_mul(MAX_STRIPES).is_some());
+    assert!(MAX_STRIPE_BYTES * MAX_STRIPES <= MAX_BREAKER_BYTES);
+};
+
+/// The heap bytes of one stripe with room for `buckets` window buckets: its counter
+/// line and its lines of buckets. `None` if the size does not fit in a `usize`.
+pub(crate) const fn stripe_bytes(buckets: usize) -> Option<usize> {
+    let counters = std::mem::size_of::<CachePadded<[AtomicU64; COUNTERS + SCRATCH]>>();
+    match buckets
+        .div_ceil(LINE_BUCKETS)
+        .checked_mul(std::mem::size_of::<Line>())
+    {
+        Some(lines) => lines.checked_add(counters),
+        None => None,
+    }
+}
+
+/// Whether a window of `buckets` buckets is within every bound above: `Ok`, or
+/// the bound it breaks, in words. Checked arithmetic throughout: no setting can
+/// make a size computation overflow.
+pub(crate) fn check_buckets(buckets: u32) -> Result<(), String> {
+    if buckets > MAX_BUCKETS {
+        return Err(format!(
+            "{buckets} buckets are more than the {MAX_BUCKETS} a window may have"
+        ));
+    }
+    let stripe = usize::try_from(buckets)
+        .ok()
+        .and_then(stripe_bytes)
+        .filter(|&bytes| bytes <= MAX_STRIPE_BYTES)
+        .ok_or_else(|| {
+            format!("{buckets} buckets take more than the {MAX_STRIPE_BYTES} bytes a stripe may")
+        })?;
+    match stripe.checked_mul(MAX_STRIPES) {
+        Some(total) if total <= MAX_BREAKER_BYTES => Ok(()),
+        _ => Err(format!(
+            "{buckets} buckets in each of up to {MAX_STRIPES} stripes take more than the {MAX_BREAKER_BYTES} bytes a breaker may"
+        )),
+    }
+}
 
 /// Where the lean paths (a closed call's, a rejection's) load the words they read
 /// outside the stripes: bytes `0..LEAN_LOADS` of their lines (the breaker's `Hot`
@@ -157,8 +227,19 @@ fn zeroed<const N: usize>() -> [AtomicU64; N] {
 
 impl Stripes {
     /// Stripes with the counters and room for `buckets` window buckets each.
+    ///
+    /// `buckets` has passed [`check_buckets`] and there are at most
+    /// [`MAX_STRIPES`] stripes, so the sizes below stay within [`MAX_BREAKER_BYTES`]
+    /// and cannot overflow.
     pub(crate) fn new(buckets: usize) -> Stripes {
         let owned = slot::owned_stripes();
+        debug_assert!(owned < MAX_STRIPES);
+        debug_assert!(
+            stripe_bytes(buckets)
+                .and_then(|bytes| bytes.checked_mul(owned + 1))
+                .is_some_and(|bytes| bytes <= MAX_BREAKER_BYTES),
+            "{buckets} buckets were not checked"
+        );
         let lines_per_stripe = buckets.div_ceil(LINE_BUCKETS);
         Stripes {
             counters: (0..=owned).map(|_| CachePadded::new(zeroed())).collect(),
@@ -288,6 +369,20 @@ mod tests {
         });
         assert_eq!(stripes.total(Counter::Successes), 80_000);
         assert_eq!(stripes.total(Counter::Failures), 0);
+    }
+
+    #[test]
+    fn the_bucket_bound_keeps_a_breaker_within_its_byte_bounds() {
+        assert_eq!(check_buckets(MAX_BUCKETS), Ok(()));
+        assert!(check_buckets(MAX_BUCKETS + 1).is_err());
+        assert!(check_buckets(u32::MAX).is_err());
+        let largest = stripe_bytes(MAX_BUCKETS as usize).unwrap();
+        assert!(largest <= MAX_STRIPE_BYTES && largest * MAX_STRIPES <= MAX_BREAKER_BYTES);
+        // No size computation overflows, even for sizes no window may have.
+        assert_eq!(stripe_bytes(usize::MAX), None);
+        let stripes = Stripes::new(MAX_BUCKETS as usize);
+        assert!(stripes.heap_bytes() <= (stripes.owned + 1) * largest);
+        assert!(stripes.heap_bytes() <= MAX_BREAKER_BYTES);
     }
 
     #[test]

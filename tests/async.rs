@@ -272,3 +272,10 @@ async fn an_aborted_task_releases_its_probe() {
     probe.failure();
     assert_eq!(b.state(), State::Open);
 }
+
+#[test]
+#[should_panic(expected = "still pending after")]
+fn block_on_gives_up_on_a_future_that_never_completes() {
+    // The bound that makes a test of wrong code fail instead of hang.
+    block_on(std::future::pending::<()>());
+}

@@ -554,6 +554,99 @@ fn c16_bad_configuration_is_an_error_naming_the_field() {
     }
 }
 
+/// Issue 15 item 4 (contract line 20): a window the breaker could not allocate
+/// (687 GB of buckets) aborted the process; it is a `ConfigError` naming `window`.
+#[test]
+fn c20_a_window_too_large_to_allocate_is_an_error_not_an_abort() {
+    let err = CircuitBreaker::builder()
+        .window(Duration::from_secs(50 * 86_400), u32::MAX)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "window", "{err}");
+    // The largest window the docs promise builds, and counts.
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(4096), 4096)
+        .failure_rate(1.0, 1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    fail(&b);
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(4097), 4097)
+            .build()
+            .unwrap_err()
+            .field(),
+        "window"
+    );
+}
+
+/// Issue 15 item 5, first reproduction: `slow_calls(1 s, 0.0)` tripped on one fast
+/// failure among 10 calls, as `SlowCallRate` with no slow call.
+#[test]
+fn c16_a_zero_slow_call_rate_is_refused_and_no_fast_failure_trips_as_slow() {
+    let err = CircuitBreaker::builder()
+        .failure_rate(0.5, 10)
+        .slow_calls(SEC, 0.0)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "slow_calls", "{err}");
+    // The smallest rate that is allowed trips only on a slow call.
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .failure_rate(0.5, 10)
+        .slow_calls(SEC, f64::MIN_POSITIVE)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..9 {
+        assert!(b.call(|| Ok::<_, ()>(())).is_ok());
+    }
+    fail(&b);
+    assert_eq!(b.state(), State::Closed, "one fast failure in 10 calls");
+    let _ = b.call(|| {
+        clock.advance(2 * SEC);
+        Err::<(), _>("slow and failed")
+    });
+    assert_eq!(b.state(), State::Open);
+    let m = b.metrics();
+    assert_eq!(m.transitions(Reason::SlowCallRate), 1);
+    assert_eq!(m.transitions(Reason::FailureRate), 0);
+}
+
+/// Issue 15 item 5, second reproduction: `failure_rate(0.0, 1)` tripped on a slow
+/// success, as `FailureRate` with no failure.
+#[test]
+fn c16_a_zero_failure_rate_is_refused_and_no_success_trips_as_a_failure_rate() {
+    let err = CircuitBreaker::builder()
+        .failure_rate(0.0, 1)
+        .slow_calls(SEC, 0.5)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "failure_rate", "{err}");
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .failure_rate(f64::MIN_POSITIVE, 1)
+        .slow_calls(SEC, 1.0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert!(b.call(|| Ok::<_, ()>(())).is_ok());
+    let _ = b.call(|| {
+        clock.advance(2 * SEC);
+        Ok::<_, ()>(())
+    });
+    assert_eq!(b.state(), State::Closed, "one slow success in 2 calls");
+    let m = b.metrics();
+    assert_eq!(m.transitions(Reason::FailureRate), 0);
+    assert_eq!(m.transitions(Reason::SlowCallRate), 0);
+    fail(&b);
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.metrics().transitions(Reason::FailureRate), 1);
+}
+
 #[test]
 fn rejected_calls_never_run() {
     let (b, _) = consecutive(1, 1);

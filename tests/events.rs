@@ -5,6 +5,9 @@
 //! 8. A transition callback may call `state()`, `metrics()` and even `call()` without
 //!    deadlock, and a slow callback does not delay admission on other threads.
 
+mod common;
+
+use common::within;
 use cutout::{
     Builder, CircuitBreaker, Error, ManualClock, Reason, State, Transition, WindowCounts,
 };
@@ -14,6 +17,9 @@ use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 const SEC: Duration = Duration::from_secs(1);
+/// The longest a test waits for another thread: far beyond what a handshake needs,
+/// so it only ends a wait that would otherwise never end.
+const WAIT: Duration = Duration::from_secs(30);
 
 type Log = Arc<Mutex<Vec<Transition>>>;
 
@@ -193,6 +199,14 @@ fn a_slow_call_trip_carries_the_slow_count() {
 
 #[test]
 fn a_callback_may_read_and_call_through_its_own_breaker() {
+    // Bounded: wrong code here deadlocks its own thread.
+    within(
+        WAIT,
+        a_callback_may_read_and_call_through_its_own_breaker_body,
+    );
+}
+
+fn a_callback_may_read_and_call_through_its_own_breaker_body() {
     use State::*;
     let clock = ManualClock::new();
     let log = Log::default();
@@ -263,16 +277,23 @@ fn a_slow_callback_delays_only_its_own_caller() {
         .on_transition(move |t| {
             sink.lock().unwrap().push(*t);
             if t.reason == Reason::ConsecutiveFailures {
-                // The slow part: hold this caller until the main thread says go.
+                // The slow part: hold this caller until the main thread says go, or
+                // gives up (then the main thread's checks fail instead of hanging,
+                // if they were blocked by this callback).
                 entered_tx.send(()).unwrap();
-                go_rx.lock().unwrap().recv().unwrap();
+                let _ = go_rx.lock().unwrap().recv_timeout(WAIT);
             }
         })
         .build()
         .unwrap();
     thread::scope(|s| {
+        // Moved in, so that a failed check here drops it and the callback stops
+        // waiting at once.
+        let go_tx = go_tx;
         let tripper = s.spawn(|| fail(&b));
-        entered_rx.recv().unwrap();
+        entered_rx
+            .recv_timeout(WAIT)
+            .expect("the tripping call reached its callback");
         // The tripping thread is still inside its callback. Everyone else goes on.
         assert_eq!(b.state(), State::Open);
         assert!(matches!(b.try_acquire(), Err(r) if r.retry_after() == Some(SEC)));

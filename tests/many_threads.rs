@@ -34,8 +34,11 @@ fn owners_and_sharers_count_every_call_once() {
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
-                assert!(breaker.call(|| Ok::<_, ()>(())).is_ok());
+                let first = breaker.call(|| Ok::<_, ()>(()));
+                // Checked after the barrier: a thread that failed before it would
+                // leave the others waiting there for ever.
                 all_in.wait();
+                assert!(first.is_ok());
                 for i in 1..CALLS {
                     let fail = i % 10 == 0;
                     let _ = breaker.call(|| if fail { Err(()) } else { Ok(()) });

@@ -2,26 +2,18 @@
 //! and an open breaker that stops the retries at once without sleeping. Time is a
 //! `ManualClock` moved by a recording fake sleep (or tokio's paused clock).
 
+mod common;
+
+use common::block_on;
 use cutout::{
     CircuitBreaker, Error, ManualClock, RetryPolicy, Retryable, State, retry_async,
     retry_with_sleep,
 };
 use std::cell::RefCell;
 use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 const COOLDOWN: Duration = Duration::from_secs(30);
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(out) = f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            return out;
-        }
-    }
-}
 
 fn policy(max_attempts: u32, seed: u64) -> RetryPolicy {
     RetryPolicy::builder()

@@ -278,7 +278,11 @@ async fn the_hyper_example_answers_503_with_retry_after_over_loopback() {
     tokio::time::timeout(Duration::from_secs(20), exchange)
         .await
         .expect("the loopback exchange finished");
-    server.await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), server)
+        .await
+        .expect("the server stopped after its one connection")
+        .unwrap()
+        .unwrap();
     let m = b.metrics();
     assert_eq!((m.lifetime.rejected, m.lifetime.failures), (2, 3));
 }

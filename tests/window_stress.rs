@@ -38,6 +38,9 @@ fn window_sums_are_exact_and_never_go_back_while_owners_rotate() {
             let (breaker, clock, done, failed, writing) =
                 (&breaker, &clock, &done, &failed, &writing);
             s.spawn(move || {
+                // Counted out on drop, so that a writer that panics does not leave
+                // the reader below waiting for ever.
+                let _out = CountedOut(writing);
                 let mut i = w;
                 // The writers move time themselves, a millisecond a call: about a
                 // thousand calls per bucket between them.
@@ -51,7 +54,6 @@ fn window_sums_are_exact_and_never_go_back_while_owners_rotate() {
                     }
                     done.fetch_add(1, Ordering::SeqCst);
                 }
-                writing.fetch_sub(1, Ordering::SeqCst);
             });
         }
         let mut last = (0, 0);
@@ -88,4 +90,13 @@ fn window_sums_are_exact_and_never_go_back_while_owners_rotate() {
         reads > 10,
         "the reader raced the writers only {reads} times"
     );
+}
+
+/// Takes one writer off the count when dropped, by a return or a panic.
+struct CountedOut<'a>(&'a AtomicU64);
+
+impl Drop for CountedOut<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }

@@ -1,20 +1,55 @@
-//! Helpers shared by the integration tests (`mod common;` in each).
+//! Helpers shared by the integration tests (`mod common;` in each). Every wait here
+//! is bounded, so a test of wrong code fails instead of hanging.
+#![allow(dead_code)] // each test binary uses some of these
 
 use std::future::Future;
 use std::pin::{Pin, pin};
+use std::sync::mpsc;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 /// Polls once with a no-op waker.
 pub fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
     f.poll(&mut Context::from_waker(Waker::noop()))
 }
 
-/// Polls until ready; every future the tests pass is ready after finitely many polls.
+/// How many polls [`block_on`] makes before it gives up. The futures the tests
+/// pass need a handful; one that is still pending after this many never completes
+/// (a call the code under test should have rejected, stuck on a hanging service).
+pub const MAX_POLLS: u32 = 100_000;
+
+/// Polls until ready, and panics (a failed test, not a hung one) if the future is
+/// still pending after [`MAX_POLLS`] polls.
 pub fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
-    loop {
+    for _ in 0..MAX_POLLS {
         if let Poll::Ready(out) = poll_once(f.as_mut()) {
             return out;
+        }
+    }
+    panic!("the future was still pending after {MAX_POLLS} polls");
+}
+
+/// Runs `f` on a thread of its own and returns what it returns, or panics (a failed
+/// test, not a hung one) if it has not finished within `limit`: for a test whose
+/// wrong code could deadlock its own thread. A panic in `f` is the caller's panic.
+pub fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => {
+            let _ = worker.join();
+            out
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the worker sends before it returns"),
+        },
+        // The worker is left behind, blocked; the test binary exits without it.
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("not finished within {limit:?}: a deadlock?")
         }
     }
 }
