@@ -17,8 +17,8 @@ use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
 use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
-    Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TICKS_MAX, TagUpdate, TaggedWord,
-    TimeSlot, Update, next_generation, ticks_from_nanos,
+    Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
+    Update, next_generation, ticks_from_nanos,
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
@@ -69,6 +69,9 @@ pub struct CircuitBreaker<C = DefaultClock> {
     transitions: [AtomicU64; Reason::ALL.len()],
     clock: C,
     origin: u64,
+    /// The last tick this breaker's clock can reach (`u64::MAX` ns from `origin`):
+    /// deadlines saturate here, so a clock that saturates ends every cooldown.
+    ticks_max: u64,
     seed: u64,
     listener: Option<Listener>,
 }
@@ -188,6 +191,7 @@ impl<C: Clock> CircuitBreaker<C> {
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             clock,
             origin,
+            ticks_max: ticks_from_nanos(u64::MAX - origin),
             seed,
             listener,
         }
@@ -632,7 +636,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// The rejection of a call at clock reading `reading` by an Open phase whose
     /// deadline is `deadline`, if its cooldown is not over. One multiply and one
     /// compare: `reading`'s tick is below the deadline exactly when its nanoseconds
-    /// are below the deadline's (which fit: the deadline is at most `TICKS_MAX`,
+    /// are below the deadline's (which fit: the deadline is at most `ticks_max`,
     /// `u64::MAX` ns). The division that finds the time left is only made for a
     /// caller that reads it.
     #[inline(always)]
@@ -1044,7 +1048,7 @@ impl<C: Clock> CircuitBreaker<C> {
     fn fresh_ticks(&self, s: Snapshot, now: u64) -> u64 {
         if s.is(State::Open) {
             now.saturating_add(self.cooldown(s.level(), s.generation()))
-                .min(TICKS_MAX)
+                .min(self.ticks_max)
         } else {
             now
         }
