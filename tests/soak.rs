@@ -248,7 +248,7 @@ impl Soak {
                 _ => drop(p),
             }
         }
-        if moved % CYCLE != 0 {
+        if !moved.is_multiple_of(CYCLE) {
             let after = self.b.metrics();
             let stale = after.lifetime.stale - m.lifetime.stale;
             let dropped = after.lifetime.dropped - m.lifetime.dropped;
