@@ -511,12 +511,34 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// [`StateWord::transition`] on this breaker's word and time slot.
+    /// A closed phase starts with an empty streak and a half-open phase with an
+    /// empty round: the winner re-tags the word it starts (see
+    /// [`TaggedWord::begin`]), so no phase ever reads data tagged by an earlier one,
+    /// even one a whole generation cycle back.
     fn transition(
         &self,
         seen: Snapshot,
-        f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
+        mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
     ) -> Update {
-        self.hot.word.transition(&self.phase.time, seen, f)
+        // What each attempt saw of the word its phase starts, just before its CAS.
+        let mut before = 0;
+        let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
+            let next = f(cur)?;
+            before = match next.0.state() {
+                State::Closed => self.streak.raw(),
+                State::HalfOpen => self.phase.round.raw(),
+                _ => 0,
+            };
+            Some(next)
+        });
+        if let Update::Moved { to, .. } = update {
+            match to.state() {
+                State::Closed => self.streak.begin(before, to.generation()),
+                State::HalfOpen => self.phase.round.begin(before, to.generation()),
+                _ => {}
+            }
+        }
+        update
     }
 
     /// A snapshot of the breaker's state, window and lifetime counters.

@@ -520,6 +520,28 @@ impl TaggedWord {
         }
     }
 
+    /// The word as it is, for [`begin`](Self::begin). `Acquire`: as every load.
+    #[inline]
+    pub(crate) fn raw(&self) -> u64 {
+        // Acquire: pairs with the Release of the CAS that wrote it.
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Starts `generation`'s phase with empty data, if the word still holds `seen`
+    /// (what the transition's winner read just before its CAS): a write since then
+    /// is the new phase's own, and stays. The staleness rule alone already reads an
+    /// earlier phase's data as empty; this also empties data a whole generation
+    /// cycle old, whose tag the rule cannot tell from the current one.
+    pub(crate) fn begin(&self, seen: u64, generation: Generation) {
+        let fresh = TaggedWord::pack(generation, 0);
+        if seen != fresh {
+            // AcqRel: as in `update`. A failure means the word moved on: leave it.
+            let _ = self
+                .0
+                .compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
     /// A word holding `data` for `generation` (tests and restored breakers).
     #[allow(dead_code)]
     pub(crate) fn holding(generation: Generation, data: u32) -> TaggedWord {
