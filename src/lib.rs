@@ -244,6 +244,7 @@ mod policy;
 #[cfg(feature = "registry")]
 mod registry;
 mod retry;
+mod saved;
 mod slot;
 mod snapshot;
 mod state;
@@ -268,6 +269,7 @@ pub use registry::{Registry, RegistryBuilder};
 pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
+pub use saved::{SavedState, SavedWindow};
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
 #[cfg(feature = "tower")]
