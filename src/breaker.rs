@@ -15,6 +15,7 @@ use crate::config::{Builder, Config, Listener, SlowCalls, splitmix64};
 use crate::event::{Reason, Transition, WindowCounts};
 use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
+use crate::saved;
 use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
     Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
@@ -1133,6 +1134,63 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             State::ForcedOpen => None,
             State::Closed | State::Disabled => Some(Duration::ZERO),
+        }
+    }
+}
+
+// Save and restore: what `crate::saved` needs from the breaker's insides.
+impl<C: Clock> CircuitBreaker<C> {
+    /// A breaker built from `config` that starts at `start` instead of a new
+    /// breaker's Closed: a fresh generation (0), the phase's time counted from the
+    /// breaker's origin, the streak and the window's counts as given. Nothing is
+    /// shared yet, so plain writes do.
+    pub(crate) fn restored(
+        config: Config,
+        clock: C,
+        listener: Option<Listener>,
+        start: &saved::Start,
+    ) -> Self {
+        let mut b = Self::from_parts(config, clock, listener);
+        b.hot.word = StateWord::at(start.word);
+        b.phase.time = TimeSlot::starting(start.word, start.ticks);
+        *b.streak = TaggedWord::holding(start.word.generation(), start.streak);
+        if let (Some(w), Some(counts)) = (&b.window, start.window) {
+            w.seed(&b.hot.stripes, (start.word, &b.hot.word), b.origin, counts);
+        }
+        b
+    }
+
+    /// The breaker's state as [`save`](Self::save) records it, read without a
+    /// lock or a write, as [`metrics`](Self::metrics) reads it.
+    pub(crate) fn taken(&self) -> saved::Taken {
+        let s = self.hot.word.load();
+        let reading = self.clock.now();
+        let now = self.ticks_at(reading);
+        let ticks = self
+            .phase
+            .time
+            .ticks_of(s)
+            .unwrap_or_else(|| self.fresh_ticks(s, now));
+        let closed = s.is_closed();
+        saved::Taken {
+            state: s.state(),
+            level: s.level(),
+            open_in: s.is(State::Open).then_some((ticks, now)),
+            streak: match closed {
+                true => self.streak.data_for(s.generation()),
+                false => 0,
+            },
+            window: self
+                .window
+                .as_ref()
+                .zip(self.config.window)
+                .map(|(w, shape)| {
+                    let counts = match closed {
+                        true => w.counts(&self.hot.stripes, s.generation(), reading),
+                        false => WindowCounts::default(),
+                    };
+                    (shape, counts)
+                }),
         }
     }
 }

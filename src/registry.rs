@@ -12,14 +12,14 @@ use crate::config::{Builder, Listener, Parts};
 use crate::event::Transition;
 use crate::permit::Outcome;
 use crate::sync::{AtomicU64, Ordering};
-use crate::{CircuitBreaker, ConfigError, Error};
+use crate::{CircuitBreaker, ConfigError, Error, SavedState};
 use papaya::{HashMapRef, LocalGuard};
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The default idle resolution: how far a last-used timestamp may lag.
 const DEFAULT_RESOLUTION: Duration = Duration::from_secs(1);
@@ -118,6 +118,8 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
     idle_after: Option<u64>,
     /// Clock nanoseconds of the last automatic sweep.
     last_sweep: AtomicU64,
+    /// The initial state of each key created later (see `initial_state`).
+    initial: Option<InitialState<K>>,
 }
 
 impl<K, C> Registry<K, C>
@@ -165,6 +167,7 @@ where
             idle_after: None,
             resolution: None,
             hasher: RandomState::new(),
+            initial: None,
         }
     }
 }
@@ -399,8 +402,7 @@ where
                 parts.listener.clone(),
             )),
         };
-        let breaker =
-            CircuitBreaker::from_parts(parts.config.clone(), parts.clock.clone(), listener);
+        let breaker = self.new_breaker(&key, parts, listener);
         // If another thread inserted the key first, its breaker wins and ours is
         // dropped unused.
         map.get_or_insert(
@@ -500,6 +502,7 @@ pub struct RegistryBuilder<K, C: Clock = DefaultClock, S = RandomState> {
     idle_after: Option<Duration>,
     resolution: Option<Duration>,
     hasher: S,
+    initial: Option<InitialState<K>>,
 }
 
 impl<K, C, S> RegistryBuilder<K, C, S>
@@ -549,6 +552,7 @@ where
             idle_after: self.idle_after,
             resolution: self.resolution,
             hasher,
+            initial: self.initial,
         }
     }
 
@@ -589,6 +593,7 @@ where
             resolution: saturating_nanos(resolution).max(1),
             idle_after: idle_after.map(saturating_nanos),
             last_sweep: AtomicU64::new(now),
+            initial: self.initial,
         })
     }
 }
@@ -601,6 +606,228 @@ impl<K, C: Clock, S> fmt::Debug for RegistryBuilder<K, C, S> {
             .field("idle_after", &self.idle_after)
             .field("resolution", &self.resolution)
             .finish_non_exhaustive()
+    }
+}
+
+// ---- save and restore ----------------------------------------------------------
+
+type InitialState<K> = Arc<dyn Fn(&K) -> Option<SavedState> + Send + Sync>;
+
+impl<K, C, S> Registry<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Clone,
+    S: BuildHasher,
+{
+    /// Every key's breaker saved (see [`CircuitBreaker::save`]), at one wall-clock
+    /// reading. Takes no lock and writes nothing; keys added or removed meanwhile
+    /// may or may not be saved. Restore them with [`restore_all`](Self::restore_all).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, State};
+    ///
+    /// let registry: Registry<String> =
+    ///     Registry::new(CircuitBreaker::builder().consecutive_failures(1))?;
+    /// let _ = registry.call("db", || Err::<(), _>("down"));
+    /// registry.get("cache");
+    /// let mut saved = registry.save_all();
+    /// saved.sort_by(|a, b| a.0.cmp(&b.0));
+    /// assert_eq!(saved[0].0, "cache");
+    /// assert_eq!((saved[1].0.as_str(), saved[1].1.state), ("db", State::Open));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn save_all(&self) -> Vec<(K, SavedState)> {
+        self.save_all_at(SystemTime::now())
+    }
+
+    /// [`save_all`](Self::save_all) with the wall-clock time given (see
+    /// [`CircuitBreaker::save_at`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    /// use std::time::SystemTime;
+    ///
+    /// let registry: Registry<u16> = Registry::new(CircuitBreaker::builder())?;
+    /// registry.get(&5432);
+    /// let now = SystemTime::now();
+    /// let saved = registry.save_all_at(now);
+    /// assert_eq!(saved.len(), 1);
+    /// assert!(saved[0].1.saved_at <= now);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn save_all_at(&self, now: SystemTime) -> Vec<(K, SavedState)> {
+        let mut saved = Vec::with_capacity(self.len());
+        self.for_each(|key, breaker| saved.push((key.clone(), breaker.save_at(now))));
+        saved
+    }
+
+    /// Builds each key's breaker from its builder (the per-key one, if
+    /// [`configure`](RegistryBuilder::configure)d, else the shared one), restored
+    /// from its saved state by the rules of [`Builder::restore`], and puts it in
+    /// the registry, in place of the key's breaker if it has one (calls in flight
+    /// on that one finish there). Returns how many it restored.
+    ///
+    /// # Errors
+    /// All or nothing: if any state cannot be restored, the first such key and its
+    /// [`ConfigError`] are returned, and the registry is left as it was.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, State};
+    ///
+    /// let old: Registry<String> =
+    ///     Registry::new(CircuitBreaker::builder().consecutive_failures(1))?;
+    /// let _ = old.call("db", || Err::<(), _>("down"));
+    ///
+    /// // After a restart:
+    /// let new: Registry<String> =
+    ///     Registry::new(CircuitBreaker::builder().consecutive_failures(1))?;
+    /// assert_eq!(new.restore_all(old.save_all()), Ok(1));
+    /// assert_eq!(new.get("db").state(), State::Open);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn restore_all(
+        &self,
+        states: impl IntoIterator<Item = (K, SavedState)>,
+    ) -> Result<usize, (K, ConfigError)> {
+        self.restore_all_at(states, SystemTime::now())
+    }
+
+    /// [`restore_all`](Self::restore_all) with the wall-clock time of the restore
+    /// given (see [`Builder::restore_at`]).
+    ///
+    /// # Errors
+    /// As [`restore_all`](Self::restore_all).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, SavedState, State};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let registry: Registry<String> = Registry::new(CircuitBreaker::builder())?;
+    /// let now = SystemTime::now();
+    /// let mut saved = SavedState::new("db", State::Open, now);
+    /// saved.version = 99;
+    /// let (key, err) = registry.restore_all_at([("db".to_string(), saved)], now).unwrap_err();
+    /// assert_eq!((key.as_str(), err.field()), ("db", "restore"));
+    /// assert!(registry.is_empty(), "nothing restored");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn restore_all_at(
+        &self,
+        states: impl IntoIterator<Item = (K, SavedState)>,
+        now: SystemTime,
+    ) -> Result<usize, (K, ConfigError)> {
+        let mut built = Vec::new();
+        for (key, saved) in states {
+            let parts = self.overrides.get(&key).unwrap_or(&self.shared);
+            match saved.restoring(&parts.config, now) {
+                Ok(start) => {
+                    let listener = self.listener_of(&key, parts);
+                    let breaker = CircuitBreaker::restored(
+                        parts.config.clone(),
+                        parts.clock.clone(),
+                        listener,
+                        &start,
+                    );
+                    built.push((key, breaker));
+                }
+                Err(e) => return Err((key, e)),
+            }
+        }
+        let restored = built.len();
+        let map = self.map.pin();
+        let used = self.clock.now();
+        for (key, breaker) in built {
+            map.insert(
+                key,
+                Entry {
+                    breaker: Arc::new(breaker),
+                    last_used: AtomicU64::new(used),
+                },
+            );
+        }
+        Ok(restored)
+    }
+
+    /// A new breaker for `key` from `parts`: restored from the
+    /// [`initial_state`](RegistryBuilder::initial_state) hook's state if it gives
+    /// one that can be restored, else fresh.
+    fn new_breaker(
+        &self,
+        key: &K,
+        parts: &Parts<C>,
+        listener: Option<Listener>,
+    ) -> CircuitBreaker<C> {
+        let start = self
+            .initial
+            .as_ref()
+            .and_then(|initial| initial(key))
+            .and_then(|saved| saved.restoring(&parts.config, SystemTime::now()).ok());
+        match start {
+            Some(start) => CircuitBreaker::restored(
+                parts.config.clone(),
+                parts.clock.clone(),
+                listener,
+                &start,
+            ),
+            None => CircuitBreaker::from_parts(parts.config.clone(), parts.clock.clone(), listener),
+        }
+    }
+
+    /// The listener of `key`'s breaker built from `parts` (as `insert` builds it).
+    fn listener_of(&self, key: &K, parts: &Parts<C>) -> Option<Listener> {
+        match &self.on_transition {
+            None => parts.listener.clone(),
+            Some(keyed) => Some(keyed_listener(
+                key.clone(),
+                keyed.clone(),
+                parts.listener.clone(),
+            )),
+        }
+    }
+}
+
+impl<K, C, S> RegistryBuilder<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Clone,
+    S: BuildHasher,
+{
+    /// Gives the initial state of each key created later: when a lookup creates a
+    /// key's breaker, `f(key)` may return a [`SavedState`] to start it from (by the
+    /// rules of [`Builder::restore`], at the wall-clock time of the lookup). A
+    /// state that cannot be restored is skipped: the key starts fresh, as it does
+    /// when `f` returns `None`. For a fleet, `f` reads what the other instances
+    /// know; `f` runs on the lookup that creates the key, so keep it quick.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, SavedState, State};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let registry: Registry<String> = Registry::builder(CircuitBreaker::builder())
+    ///     .initial_state(|key: &String| {
+    ///         (key == "db").then(|| {
+    ///             let now = SystemTime::now();
+    ///             let mut saved = SavedState::new(key.as_str(), State::Open, now);
+    ///             saved.open_until = Some(now + Duration::from_secs(30));
+    ///             saved
+    ///         })
+    ///     })
+    ///     .build()?;
+    /// assert_eq!(registry.get("db").state(), State::Open);
+    /// assert_eq!(registry.get("cache").state(), State::Closed);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn initial_state(
+        mut self,
+        f: impl Fn(&K) -> Option<SavedState> + Send + Sync + 'static,
+    ) -> Self {
+        self.initial = Some(Arc::new(f));
+        self
     }
 }
 

@@ -224,6 +224,12 @@ impl Snapshot {
         )
     }
 
+    /// The first word of a restored breaker (see `Builder::restore`): `state` at
+    /// backoff `level`, generation 0, as a new breaker's.
+    pub(crate) fn starting(state: State, level: u8) -> Snapshot {
+        Snapshot::pack(state, level.min(LEVEL_MAX), 0)
+    }
+
     /// A closed phase's word, as the window's tests and loom models name one.
     #[cfg(any(test, cutout_loom))]
     pub(crate) fn closed(generation: Generation) -> Snapshot {
@@ -302,8 +308,7 @@ impl StateWord {
         StateWord(AtomicU64::new(Snapshot::INITIAL.0))
     }
 
-    /// A word holding `s` (tests and models).
-    #[cfg(any(test, cutout_loom))]
+    /// A word holding `s` (a restored breaker's first word, tests and models).
     pub(crate) fn at(s: Snapshot) -> StateWord {
         StateWord(AtomicU64::new(s.0))
     }
@@ -409,7 +414,6 @@ impl TimeSlot {
     }
 
     /// The slot as a restored breaker starts it (see `Builder::restore`).
-    #[allow(dead_code)]
     pub(crate) fn starting(s: Snapshot, ticks: u64) -> TimeSlot {
         TimeSlot(AtomicU64::new(TimeSlot::pack(s, ticks)))
     }
@@ -543,7 +547,6 @@ impl TaggedWord {
     }
 
     /// A word holding `data` for `generation` (tests and restored breakers).
-    #[allow(dead_code)]
     pub(crate) fn holding(generation: Generation, data: u32) -> TaggedWord {
         TaggedWord(AtomicU64::new(TaggedWord::pack(generation, data)))
     }
