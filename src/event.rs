@@ -31,8 +31,9 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, in declaration order.
-    pub const ALL: [Reason; 10] = [
+    /// Every reason, in declaration order. Private: a public array's length would
+    /// make every new reason a breaking change; [`Reason::iter`] is the public view.
+    pub(crate) const ALL: [Reason; 10] = [
         Reason::ConsecutiveFailures,
         Reason::FailureRate,
         Reason::SlowCallRate,
@@ -44,6 +45,21 @@ impl Reason {
         Reason::Disabled,
         Reason::Reset,
     ];
+
+    /// Every reason, in declaration order: for exporters that label a count per
+    /// reason (with [`Metrics::transitions`](crate::Metrics::transitions)). A later
+    /// release may yield more reasons.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::Reason;
+    ///
+    /// assert!(Reason::iter().any(|r| r == Reason::HalfOpenTimeout));
+    /// assert_eq!(Reason::iter().next(), Some(Reason::ConsecutiveFailures));
+    /// ```
+    pub fn iter() -> impl ExactSizeIterator<Item = Reason> + Clone {
+        Reason::ALL.into_iter()
+    }
 
     /// A snake_case name for logs and metric labels.
     pub const fn as_str(self) -> &'static str {
@@ -74,6 +90,7 @@ impl fmt::Display for Reason {
 
 /// Call counts over the sliding window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WindowCounts {
     /// Calls with a success or failure outcome.
     pub calls: u64,

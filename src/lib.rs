@@ -200,6 +200,8 @@
 //!   `retry.rs`: backoff and the retry loops.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// docs.rs labels every feature-gated item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod breaker;
@@ -208,6 +210,7 @@ mod config;
 mod error;
 mod event;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "metrics", feature = "tracing"))))]
 pub mod export;
 mod future;
 #[cfg(cutout_loom)]
@@ -235,6 +238,7 @@ pub use event::{Reason, Transition, WindowCounts};
 pub use future::CallAsync;
 pub use permit::{Outcome, OwnedPermit, Permit};
 #[cfg(feature = "registry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "registry")))]
 pub use registry::{Registry, RegistryBuilder};
 pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
@@ -242,6 +246,7 @@ pub use retry::{
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use tower::{
     CircuitBreakerLayer, CircuitBreakerService, Classify, ErrIsFailure, ResponseFuture,
 };
