@@ -592,7 +592,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// A rejection by `state` that admits a call in `ticks`.
     #[inline]
     fn reject(&self, r: StripeRef<'_>, state: State, ticks: u64) -> Rejected {
-        Stripes::bump(r, Counter::Rejected);
+        self.bump_and_check_clock(r, Counter::Rejected);
         Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
@@ -777,14 +777,11 @@ impl<C: Clock> CircuitBreaker<C> {
             Outcome::Failure => true,
         };
         let slow = self.is_slow(ticket);
-        Stripes::bump(
-            r,
-            if failed {
-                Counter::Failures
-            } else {
-                Counter::Successes
-            },
-        );
+        if failed {
+            self.bump_and_check_clock(r, Counter::Failures);
+        } else {
+            Stripes::bump(r, Counter::Successes);
+        }
         if slow {
             Stripes::bump(r, Counter::Slow);
         }
@@ -806,6 +803,25 @@ impl<C: Clock> CircuitBreaker<C> {
         {
             self.release_probe(ticket.generation());
         }
+    }
+
+    /// Bumps `counter` (a rejection's or a failure's), and on every
+    /// [`CLOCK_CHECK_EVERY`]th count in the stripe has the clock check that its
+    /// cheap reading still moves ([`Clock::revive`]: the default clock's refresh
+    /// thread does not survive a `fork()`). Those paths read no clock but the cheap
+    /// reading, so this is how a forked child's breaker notices; the test costs
+    /// two instructions.
+    #[inline(always)]
+    fn bump_and_check_clock(&self, r: StripeRef<'_>, counter: Counter) {
+        if Stripes::bump_get(r, counter) % CLOCK_CHECK_EVERY == 0 {
+            self.revive_clock();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn revive_clock(&self) {
+        self.clock.revive();
     }
 
     #[inline]
@@ -860,6 +876,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }
         }
         if let Some(reason) = reason {
+            self.revive_clock(); // a trip's cooldown starts at the true time
             let now = self.ticks();
             let update = self.hot.word.transition(s, |cur| {
                 (cur.generation() == generation && cur.is_closed())
@@ -952,7 +969,9 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// HalfOpen `s` → Open at the next backoff level. Returns the newest word.
+    /// (`now` was read by the caller; the clock is checked for the next reading.)
     fn reopen(&self, s: Snapshot, now: u64, reason: Reason) -> Snapshot {
+        self.revive_clock();
         let generation = s.generation();
         let level = s.level().saturating_add(1).min(self.config.max_level());
         let update = self.hot.word.transition(s, |cur| {
@@ -1059,6 +1078,11 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 }
+
+/// How often (in a stripe's count of rejections, and of failures) the breaker has
+/// its clock check that the cheap reading still moves: see
+/// [`CircuitBreaker::bump_and_check_clock`].
+const CLOCK_CHECK_EVERY: u64 = 256;
 
 fn ticks_to_duration(ticks: u64) -> Duration {
     Duration::from_nanos(ticks.saturating_mul(NANOS_PER_TICK))

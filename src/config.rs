@@ -110,7 +110,9 @@ struct Settings {
 impl Builder<DefaultClock> {
     pub(crate) fn new() -> Builder<DefaultClock> {
         Builder {
-            clock: DefaultClock::new(),
+            // Started by `build()`'s first reading, never by a builder whose clock
+            // `.clock(...)` replaces.
+            clock: DefaultClock::lazy(),
             settings: Settings {
                 name: Cow::Borrowed(DEFAULT_NAME),
                 consecutive_failures: None,

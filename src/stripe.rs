@@ -255,6 +255,23 @@ impl Stripes {
         Stripes::add(r, &r.counters[counter as usize], 1);
     }
 
+    /// [`bump`](Self::bump), returning the stripe's new count (the same load and
+    /// store, or atomic add, whose result the caller may test for free).
+    #[inline]
+    pub(crate) fn bump_get(r: StripeRef<'_>, counter: Counter) -> u64 {
+        let word = &r.counters[counter as usize];
+        match r.as_owned() {
+            Some(_) => {
+                // Relaxed: as in Owned::add; this thread is the only writer.
+                let n = word.load(Ordering::Relaxed).wrapping_add(1);
+                word.store(n, Ordering::Relaxed);
+                n
+            }
+            // Relaxed: the counter publishes nothing but itself.
+            None => word.fetch_add(1, Ordering::Relaxed).wrapping_add(1),
+        }
+    }
+
     /// The sum of one counter over every stripe.
     pub(crate) fn total(&self, counter: Counter) -> u64 {
         self.counters
