@@ -231,7 +231,11 @@ mod tests {
         assert_eq!(r.to_string(), "circuit breaker is open; retry after 250ms");
         let e: Error<std::io::Error> = r.into();
         assert!(e.is_rejected());
-        assert_eq!(e.to_string(), r.to_string(), "a rejection is this layer's own");
+        assert_eq!(
+            e.to_string(),
+            r.to_string(),
+            "a rejection is this layer's own"
+        );
         assert!(std::error::Error::source(&e).is_none());
         assert_eq!(e.rejected(), Some(&r));
     }

@@ -149,7 +149,10 @@ fn a_rate_trip_carries_the_window_figures_that_tripped_it() {
         (t.from, t.to, t.reason),
         (State::Closed, State::Open, Reason::FailureRate)
     );
-    assert_eq!((t.window.calls, t.window.failures, t.window.slow), (4, 2, 0));
+    assert_eq!(
+        (t.window.calls, t.window.failures, t.window.slow),
+        (4, 2, 0)
+    );
     assert_eq!(t.window.failure_rate(), 0.5);
 }
 
@@ -431,10 +434,7 @@ fn contended_stream(threads: u64, ops: u64) {
         Reason::ProbeFailed,
         Reason::Reset,
     ] {
-        assert!(
-            m.transitions(reason) > 0,
-            "no {reason} in {m:?}"
-        );
+        assert!(m.transitions(reason) > 0, "no {reason} in {m:?}");
     }
     assert!(m.transitions(Reason::ConsecutiveFailures) + m.transitions(Reason::FailureRate) > 0);
 }

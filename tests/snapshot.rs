@@ -31,7 +31,10 @@ fn the_snapshot_reports_state_time_window_and_every_lifetime_counter() {
     assert_eq!((m.state, m.generation, m.level), (State::Closed, 0, 0));
     assert_eq!(m.time_in_state, Duration::from_millis(150));
     assert_eq!(m.retry_after, Some(Duration::ZERO));
-    assert_eq!((m.window.calls, m.window.failures, m.window.slow), (3, 1, 1));
+    assert_eq!(
+        (m.window.calls, m.window.failures, m.window.slow),
+        (3, 1, 1)
+    );
     assert_eq!(m.window.failure_rate(), 1.0 / 3.0);
     assert_eq!(m.window.slow_call_rate(), 1.0 / 3.0);
 

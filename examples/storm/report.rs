@@ -46,7 +46,6 @@ impl Style {
             Some(State::ForcedOpen) => ("FORCED", "1;31"),
             Some(State::Disabled) => ("disabled", "2"),
             Some(_) => ("other", "2"), // `State` is non-exhaustive
-
         };
         self.paint(&format!("{name:<width$}"), code)
     }
