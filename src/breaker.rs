@@ -543,6 +543,26 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
+    /// Calls admitted and not yet finished (recorded, or dropped unrecorded), from
+    /// the lifetime counters. The outcomes are read before the admissions, so a
+    /// call finishing meanwhile reads as in flight, never the other way round; a
+    /// count read mid-update may wrap, which reads as in flight too.
+    #[cfg(feature = "registry")]
+    pub(crate) fn in_flight(&self) -> u64 {
+        let total = |c| self.hot.stripes.total(c);
+        let finished = [
+            Counter::Successes,
+            Counter::Failures,
+            Counter::Ignored,
+            Counter::Stale,
+            Counter::Dropped,
+        ]
+        .map(total)
+        .into_iter()
+        .fold(0, u64::wrapping_add);
+        total(Counter::Admitted).wrapping_sub(finished)
+    }
+
     /// Heap bytes this breaker holds (its stripes and backoff table).
     pub fn heap_bytes(&self) -> usize {
         self.hot.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns)
@@ -813,7 +833,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// two instructions.
     #[inline(always)]
     fn bump_and_check_clock(&self, r: StripeRef<'_>, counter: Counter) {
-        if Stripes::bump_get(r, counter) % CLOCK_CHECK_EVERY == 0 {
+        if Stripes::bump_get(r, counter) & (CLOCK_CHECK_EVERY - 1) == 0 {
             self.revive_clock();
         }
     }
@@ -1083,6 +1103,7 @@ impl<C: Clock> CircuitBreaker<C> {
 /// its clock check that the cheap reading still moves: see
 /// [`CircuitBreaker::bump_and_check_clock`].
 const CLOCK_CHECK_EVERY: u64 = 256;
+const _: () = assert!(CLOCK_CHECK_EVERY.is_power_of_two());
 
 fn ticks_to_duration(ticks: u64) -> Duration {
     Duration::from_nanos(ticks.saturating_mul(NANOS_PER_TICK))
