@@ -49,8 +49,9 @@
 //!   `examples/tower_http.rs`), and a `Classify` can make a `503` response a failure
 //!   and a `404` a success.
 //! - With the `registry` feature (on by default), a `Registry` holds one breaker per
-//!   dependency key, built on first use from a shared [`Builder`], with lock-free
-//!   lookups and optional idle eviction.
+//!   dependency key, built on first use from a shared [`Builder`] and named after
+//!   its key, with lock-free lookups and optional idle eviction (only of breakers
+//!   that behave like new ones; a call in flight keeps its own breaker, and only it).
 //! - [`retry`], [`retry_with_sleep`] and [`retry_async`] retry with full-jitter
 //!   exponential backoff ([`RetryPolicy`]); every attempt goes through the breaker,
 //!   and an open breaker ends the retries at once, without sleeping.
@@ -79,9 +80,10 @@
 //!   held.
 //! - [`metrics`](CircuitBreaker::metrics): a [`Metrics`] snapshot of the state, the
 //!   window and striped lifetime counters.
-//! - Feature `metrics`: `CircuitBreaker::publish_metrics` and the
-//!   `export::metrics` module publish the snapshot through the `metrics` crate
-//!   facade, with a `breaker` label from [`Builder::name`].
+//! - Feature `metrics`: `CircuitBreaker::publish_metrics`, `Registry::publish_metrics`
+//!   and the `export::metrics` module publish the snapshot through the `metrics`
+//!   crate facade, with a `breaker` label from [`Builder::name`] (a registry's
+//!   breakers are named after their keys).
 //! - Feature `tracing`: one `tracing` event per transition (`WARN` when the breaker
 //!   opens, `INFO` otherwise), documented in `export::tracing`.
 //!
