@@ -825,15 +825,15 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    /// Bumps `counter` (a rejection's or a failure's), and on every
-    /// [`CLOCK_CHECK_EVERY`]th count in the stripe has the clock check that its
+    /// Bumps `counter` (a rejection's or a failure's), and on every 256th count in
+    /// the stripe has the clock check that its
     /// cheap reading still moves ([`Clock::revive`]: the default clock's refresh
     /// thread does not survive a `fork()`). Those paths read no clock but the cheap
     /// reading, so this is how a forked child's breaker notices; the test costs
     /// two instructions.
     #[inline(always)]
     fn bump_and_check_clock(&self, r: StripeRef<'_>, counter: Counter) {
-        if Stripes::bump_get(r, counter) & (CLOCK_CHECK_EVERY - 1) == 0 {
+        if Stripes::bump_to_multiple_of_256(r, counter) {
             self.revive_clock();
         }
     }
@@ -1098,12 +1098,6 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 }
-
-/// How often (in a stripe's count of rejections, and of failures) the breaker has
-/// its clock check that the cheap reading still moves: see
-/// [`CircuitBreaker::bump_and_check_clock`].
-const CLOCK_CHECK_EVERY: u64 = 256;
-const _: () = assert!(CLOCK_CHECK_EVERY.is_power_of_two());
 
 fn ticks_to_duration(ticks: u64) -> Duration {
     Duration::from_nanos(ticks.saturating_mul(NANOS_PER_TICK))

@@ -255,20 +255,23 @@ impl Stripes {
         Stripes::add(r, &r.counters[counter as usize], 1);
     }
 
-    /// [`bump`](Self::bump), returning the stripe's new count (the same load and
-    /// store, or atomic add, whose result the caller may test for free).
-    #[inline]
-    pub(crate) fn bump_get(r: StripeRef<'_>, counter: Counter) -> u64 {
+    /// [`bump`](Self::bump), then whether the stripe's count is a multiple of 256:
+    /// one compare of the count's low byte in memory after each kind of bump, which
+    /// leaves the owner's bump a single increment.
+    #[inline(always)]
+    pub(crate) fn bump_to_multiple_of_256(r: StripeRef<'_>, counter: Counter) -> bool {
         let word = &r.counters[counter as usize];
+        // Relaxed (the loads): a statistic; another thread's add to the shared
+        // stripe may or may not be seen.
         match r.as_owned() {
-            Some(_) => {
-                // Relaxed: as in Owned::add; this thread is the only writer.
-                let n = word.load(Ordering::Relaxed).wrapping_add(1);
-                word.store(n, Ordering::Relaxed);
-                n
+            Some(owned) => {
+                owned.add(word, 1);
+                word.load(Ordering::Relaxed) as u8 == 0
             }
-            // Relaxed: the counter publishes nothing but itself.
-            None => word.fetch_add(1, Ordering::Relaxed).wrapping_add(1),
+            None => {
+                // Relaxed: the counter publishes nothing but itself.
+                word.fetch_add(1, Ordering::Relaxed) as u8 == 255
+            }
         }
     }
 
