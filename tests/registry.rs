@@ -368,16 +368,6 @@ fn each_breaker_is_named_by_its_key() {
     assert_eq!((r.get(&443).name(), r.get(&80).name()), ("tls", "plain"));
 }
 
-#[cfg(feature = "tracing")]
-#[test]
-fn names_reach_the_listener_events_of_each_key() {
-    // The keyed listener sees the key; the breaker's name is the key too.
-    let r: Registry<String> =
-        Registry::new(CircuitBreaker::builder().consecutive_failures(1)).unwrap();
-    let _ = r.call("a", || Err::<(), _>(()));
-    assert_eq!(r.get("a").name(), "a");
-}
-
 #[cfg(feature = "metrics")]
 #[test]
 fn publish_metrics_gives_every_key_its_own_series() {
