@@ -968,6 +968,56 @@ mod tests {
     }
 
     #[test]
+    fn a_lookup_that_finds_a_claimed_entry_finishes_its_removal_and_starts_afresh() {
+        let clock = ManualClock::new();
+        let r = registry(&clock, Duration::from_millis(100));
+        let old = r.get("k");
+        old.force_open();
+        // A sweep's claim, as if it had read no call in flight.
+        r.map
+            .pin()
+            .get("k")
+            .unwrap()
+            .last_used
+            .store(EVICTED, Ordering::Relaxed);
+        let new = r.get("k");
+        assert!(
+            !Arc::ptr_eq(&old, &new),
+            "a claimed breaker is never handed out"
+        );
+        assert_eq!(new.state(), State::Closed);
+        assert_eq!(r.len(), 1);
+        // A call that finds a claimed entry is admitted by a fresh breaker too.
+        r.map
+            .pin()
+            .get("k")
+            .unwrap()
+            .last_used
+            .store(EVICTED, Ordering::Relaxed);
+        assert!(r.call("k", || Ok::<_, ()>(())).is_ok());
+        assert_eq!(r.get("k").metrics().lifetime.successes, 1);
+        assert_eq!(new.metrics().lifetime.admitted, 0);
+    }
+
+    #[test]
+    fn a_clock_at_its_maximum_never_reads_as_a_claim() {
+        let clock = ManualClock::new();
+        let r = registry(&clock, Duration::from_millis(100));
+        let b = r.get("k");
+        clock.advance(Duration::MAX);
+        assert!(Arc::ptr_eq(&b, &r.get("k")));
+        assert_eq!(
+            r.map
+                .pin()
+                .get("k")
+                .unwrap()
+                .last_used
+                .load(Ordering::Relaxed),
+            EVICTED - 1
+        );
+    }
+
+    #[test]
     fn the_default_resolution_follows_a_short_idle_period() {
         let r: Registry<u8> = Registry::builder(CircuitBreaker::builder())
             .evict_idle_after(Duration::from_millis(400))
