@@ -125,14 +125,15 @@ fn behaves_like_new<C: Clock>(breaker: &CircuitBreaker<C>) -> bool {
 /// nothing that keeps other breakers alive. When it returns they look the key up
 /// again and record the outcome on the same breaker (told apart from a later one
 /// for the key by an id). The price is that second lookup (a hash and a probe, no
-/// shared write): 794 instructions a call on a 11-byte `String` key (callgrind),
-/// where holding the map's guard through the call took 443. The alternative, an
-/// `Arc` clone and drop per call, costs fewer instructions but two locked
-/// read-modify-writes of a line that every thread calling the key writes, which
-/// does not stay flat as threads are added; the crate's call paths write no shared
-/// line, and this keeps it so. A sweep never
-/// evicts a breaker with a call in flight (below), so the second lookup finds it;
-/// only a breaker [`remove`](Registry::remove)d meanwhile loses the outcome.
+/// shared write): about 850 instructions a call on a 11-byte `String` key, two of
+/// them locked (each lookup's epoch guard marks the calling thread's own slot),
+/// where holding the guard through the call took 443 and one (callgrind). The
+/// alternative, an `Arc` clone and drop per call, takes 436 instructions and
+/// three locked, two of them on a line that every thread calling the key writes,
+/// which does not stay flat as threads are added; the crate's call paths write no
+/// shared line, and this keeps it so. A sweep never evicts a breaker with a call in
+/// flight (below), so the second lookup finds it; only a breaker
+/// [`remove`](Registry::remove)d meanwhile loses the outcome.
 ///
 /// [`with`](Registry::with) instead holds the map's epoch guard while its closure
 /// runs, so the borrowed breaker, and any breaker evicted meanwhile, is freed only
