@@ -601,6 +601,26 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
+    /// Calls admitted and not yet finished (recorded, or dropped unrecorded), from
+    /// the lifetime counters. The outcomes are read before the admissions, so a
+    /// call finishing meanwhile reads as in flight, never the other way round; a
+    /// count read mid-update may wrap, which reads as in flight too.
+    #[cfg(feature = "registry")]
+    pub(crate) fn in_flight(&self) -> u64 {
+        let total = |c| self.hot.stripes.total(c);
+        let finished = [
+            Counter::Successes,
+            Counter::Failures,
+            Counter::Ignored,
+            Counter::Stale,
+            Counter::Dropped,
+        ]
+        .map(total)
+        .into_iter()
+        .fold(0, u64::wrapping_add);
+        total(Counter::Admitted).wrapping_sub(finished)
+    }
+
     /// Heap bytes this breaker holds (its stripes and backoff table).
     pub fn heap_bytes(&self) -> usize {
         self.hot.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns)
@@ -652,7 +672,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// A rejection by `state` that admits a call in `ticks`.
     #[inline]
     fn reject(&self, r: StripeRef<'_>, state: State, ticks: u64) -> Rejected {
-        Stripes::bump(r, Counter::Rejected);
+        self.bump_and_check_clock(r, Counter::Rejected);
         Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
@@ -818,14 +838,11 @@ impl<C: Clock> CircuitBreaker<C> {
             Outcome::Failure => true,
         };
         let slow = self.is_slow(ticket);
-        Stripes::bump(
-            r,
-            if failed {
-                Counter::Failures
-            } else {
-                Counter::Successes
-            },
-        );
+        if failed {
+            self.bump_and_check_clock(r, Counter::Failures);
+        } else {
+            Stripes::bump(r, Counter::Successes);
+        }
         if slow {
             Stripes::bump(r, Counter::Slow);
         }
@@ -869,6 +886,25 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             Kind::Closed | Kind::Disabled => {}
         }
+    }
+
+    /// Bumps `counter` (a rejection's or a failure's), and on every 256th count in
+    /// the stripe has the clock check that its
+    /// cheap reading still moves ([`Clock::revive`]: the default clock's refresh
+    /// thread does not survive a `fork()`). Those paths read no clock but the cheap
+    /// reading, so this is how a forked child's breaker notices; the test costs
+    /// two instructions.
+    #[inline(always)]
+    fn bump_and_check_clock(&self, r: StripeRef<'_>, counter: Counter) {
+        if Stripes::bump_to_multiple_of_256(r, counter) {
+            self.revive_clock();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn revive_clock(&self) {
+        self.clock.revive();
     }
 
     #[inline]
@@ -936,6 +972,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }
         }
         if let Some(reason) = reason {
+            self.revive_clock(); // a trip's cooldown starts at the true time
             let now = self.ticks();
             let update = self.transition(s, |cur| {
                 (cur.generation() == generation && cur.is_closed())
@@ -993,7 +1030,9 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// HalfOpen `s` → Open at the next backoff level. Returns the newest word.
+    /// (`now` was read by the caller; the clock is checked for the next reading.)
     fn reopen(&self, s: Snapshot, now: u64, reason: Reason) -> Snapshot {
+        self.revive_clock();
         let generation = s.generation();
         let level = self.next_level(s);
         let update = self.transition(s, |cur| {

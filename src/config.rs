@@ -31,7 +31,7 @@ const DEFAULT_MULTIPLIER: f64 = 2.0;
 const DEFAULT_MAX_OPEN_DURATION: Duration = Duration::from_secs(60);
 const DEFAULT_HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The name of a breaker built without [`Builder::name`].
-const DEFAULT_NAME: &str = "default";
+pub(crate) const DEFAULT_NAME: &str = "default";
 
 /// Configures and builds a [`CircuitBreaker`]; start with
 /// [`CircuitBreaker::builder`].
@@ -125,7 +125,9 @@ struct Settings {
 impl Builder<DefaultClock> {
     pub(crate) fn new() -> Builder<DefaultClock> {
         Builder {
-            clock: DefaultClock::new(),
+            // Started by `build()`'s first reading, never by a builder whose clock
+            // `.clock(...)` replaces.
+            clock: DefaultClock::lazy(),
             settings: Settings {
                 name: Cow::Borrowed(DEFAULT_NAME),
                 consecutive_failures: None,

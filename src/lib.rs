@@ -59,8 +59,9 @@
 //!   In axum 0.8: `.route_layer(cutout::http::HttpLayer::new(breaker))`. See
 //!   `examples/axum.rs`.
 //! - With the `registry` feature (on by default), a `Registry` holds one breaker per
-//!   dependency key, built on first use from a shared [`Builder`], with lock-free
-//!   lookups and optional idle eviction.
+//!   dependency key, built on first use from a shared [`Builder`] and named after
+//!   its key, with lock-free lookups and optional idle eviction (only of breakers
+//!   that behave like new ones; a call in flight keeps its own breaker, and only it).
 //! - [`retry`], [`retry_with_sleep`] and [`retry_async`] retry with full-jitter
 //!   exponential backoff ([`RetryPolicy`]); every attempt goes through the breaker,
 //!   and an open breaker ends the retries at once, without sleeping.
@@ -98,9 +99,10 @@
 //!   held.
 //! - [`metrics`](CircuitBreaker::metrics): a [`Metrics`] snapshot of the state, the
 //!   window and striped lifetime counters.
-//! - Feature `metrics`: `CircuitBreaker::publish_metrics` and the
-//!   `export::metrics` module publish the snapshot through the `metrics` crate
-//!   facade, with a `breaker` label from [`Builder::name`].
+//! - Feature `metrics`: `CircuitBreaker::publish_metrics`, `Registry::publish_metrics`
+//!   and the `export::metrics` module publish the snapshot through the `metrics`
+//!   crate facade, with a `breaker` label from [`Builder::name`] (a registry's
+//!   breakers are named after their keys).
 //! - Feature `tracing`: one `tracing` event per transition (`WARN` when the breaker
 //!   opens, `INFO` otherwise), documented in `export::tracing`.
 //!
@@ -267,6 +269,8 @@
 //!   `retry.rs`: backoff and the retry loops.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// docs.rs labels every feature-gated item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod breaker;
@@ -276,6 +280,7 @@ mod dropped;
 mod error;
 mod event;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "metrics", feature = "tracing"))))]
 pub mod export;
 pub mod fallback;
 mod future;
@@ -310,6 +315,7 @@ pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, f
 pub use future::CallAsync;
 pub use permit::{Outcome, OwnedPermit, Permit};
 #[cfg(feature = "registry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "registry")))]
 pub use registry::{Registry, RegistryBuilder};
 pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
@@ -318,6 +324,7 @@ pub use saved::{SavedState, SavedWindow};
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use tower::{
     CircuitBreakerLayer, CircuitBreakerService, Classify, ErrIsFailure, ResponseFuture,
 };

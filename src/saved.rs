@@ -249,7 +249,7 @@ impl SavedState {
 /// let saved = breaker.save();
 /// let w: SavedWindow = saved.window.expect("the breaker has a window");
 /// assert_eq!((w.length, w.buckets), (Duration::from_secs(10), 10));
-/// assert_eq!(w.counts, WindowCounts { calls: 1, failures: 1, slow: 0 });
+/// assert_eq!(w.counts, WindowCounts::new(1, 1, 0));
 /// # Ok::<(), cutout::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,7 +271,7 @@ impl SavedWindow {
     /// use cutout::{SavedWindow, WindowCounts};
     /// use std::time::Duration;
     ///
-    /// let counts = WindowCounts { calls: 40, failures: 25, slow: 0 };
+    /// let counts = WindowCounts::new(40, 25, 0);
     /// let w = SavedWindow::new(Duration::from_secs(10), 10, counts);
     /// assert_eq!(w.counts.failures, 25);
     /// ```

@@ -86,6 +86,7 @@ use std::fmt;
 /// # Ok::<(), cutout::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum State {
     /// Calls go through; outcomes are counted against the trip policies.
     Closed,

@@ -263,14 +263,7 @@ fn the_window_totals_are_restored_and_count_toward_the_next_trip() {
     let saved = old.save_at(t0());
     let w = saved.window.expect("a window");
     assert_eq!((w.length, w.buckets), (secs(10), 10));
-    assert_eq!(
-        w.counts,
-        WindowCounts {
-            calls: 3,
-            failures: 1,
-            slow: 0
-        }
-    );
+    assert_eq!(w.counts, WindowCounts::new(3, 1, 0));
 
     let clock = ManualClock::new();
     let new = windowed(&clock, secs(10), 10)
@@ -407,11 +400,7 @@ fn bad_input_is_refused_with_a_reason() {
     ));
     assert!(refusal(s, t0()).contains("window"));
     let mut s = closed;
-    let counts = WindowCounts {
-        calls: 1,
-        failures: 2,
-        slow: 0,
-    };
+    let counts = WindowCounts::new(1, 2, 0);
     s.window = Some(SavedWindow::new(secs(10), 10, counts));
     assert!(refusal(s, t0()).contains("2 failures"));
 }
@@ -496,11 +485,11 @@ fn any_window() -> impl Strategy<Value = Option<SavedWindow>> {
                 SavedWindow::new(
                     length,
                     buckets % 20,
-                    WindowCounts {
-                        calls: calls % 1_000_000,
-                        failures: small(failures) % 1_000_000,
-                        slow: small(slow) % 1_000_000,
-                    },
+                    WindowCounts::new(
+                        calls % 1_000_000,
+                        small(failures) % 1_000_000,
+                        small(slow) % 1_000_000,
+                    ),
                 )
             }),
     )

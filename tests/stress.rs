@@ -123,7 +123,7 @@ fn stress(threads: usize, calls_per_thread: usize) {
     );
 
     let events = events.lock().unwrap();
-    let total: u64 = m.transitions.iter().sum();
+    let total: u64 = m.total_transitions();
     assert_eq!(
         events.len() as u64,
         total,
