@@ -523,15 +523,20 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Update {
         // What each attempt saw of the word its phase starts, just before its CAS.
         let mut before = 0;
-        let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
-            let next = f(cur)?;
-            before = match next.0.state() {
-                State::Closed => self.streak.raw(),
-                State::HalfOpen => self.phase.round.raw(),
-                _ => 0,
-            };
-            Some(next)
-        });
+        let update = self.hot.word.transition(
+            &self.phase.time,
+            seen,
+            |cur| {
+                let next = f(cur)?;
+                before = match next.0.state() {
+                    State::Closed => self.streak.raw(),
+                    State::HalfOpen => self.phase.round.raw(),
+                    _ => 0,
+                };
+                Some(next)
+            },
+            |s, start| self.time_of(s, start),
+        );
         if let Update::Moved { to, .. } = update {
             match to.state() {
                 State::Closed => self.streak.begin(before, to.generation()),
@@ -577,13 +582,7 @@ impl<C: Clock> CircuitBreaker<C> {
             stale: total(Counter::Stale),
             dropped: total(Counter::Dropped),
         };
-        // A read only: where the phase's time is not published yet (its transition
-        // is a moment old), the time it would be given now.
-        let ticks = self
-            .phase
-            .time
-            .ticks_of(s)
-            .unwrap_or_else(|| self.fresh_ticks(s, now));
+        let ticks = self.peek_ticks(s, now);
         Metrics {
             state: s.state(),
             generation,
@@ -707,7 +706,10 @@ impl<C: Clock> CircuitBreaker<C> {
                 State::Open => {
                     let reading = self.clock.now();
                     let now = self.ticks_at(reading);
-                    let deadline = self.phase_ticks(s, now);
+                    let Some(deadline) = self.phase_ticks(s) else {
+                        s = self.hot.word.load(); // `s` is over: look again
+                        continue;
+                    };
                     if let Some(rejected) = self.reject_in_cooldown(r, deadline, reading) {
                         return Err(rejected);
                     }
@@ -718,9 +720,11 @@ impl<C: Clock> CircuitBreaker<C> {
                 }
                 State::HalfOpen => {
                     let now = self.ticks();
-                    let ends = self
-                        .phase_ticks(s, now)
-                        .saturating_add(self.config.half_open_timeout);
+                    let Some(started) = self.phase_ticks(s) else {
+                        s = self.hot.word.load(); // `s` is over: look again
+                        continue;
+                    };
+                    let ends = started.saturating_add(self.config.half_open_timeout);
                     if now >= ends {
                         // A round without a verdict for the whole timeout failed.
                         self.reopen(s, now, Reason::HalfOpenTimeout)
@@ -1096,38 +1100,43 @@ impl<C: Clock> CircuitBreaker<C> {
         ticks_from_nanos(reading.saturating_sub(self.origin))
     }
 
-    /// The Open word that follows `cur` at `now`, at backoff `level`, and its
-    /// deadline: `now` plus the cooldown of its level and generation (jittered, the
-    /// same for every thread), so a rejection compares the clock with the deadline
-    /// and computes nothing.
+    /// The Open word that follows `cur` at `now`, at backoff `level`, and when it
+    /// starts.
     fn opened(&self, cur: Snapshot, level: u8, now: u64) -> (Snapshot, u64) {
-        let next = cur.next(State::Open, level);
-        (next, self.fresh_ticks(next, now))
+        (cur.next(State::Open, level), now)
     }
 
-    /// The time phase `s` is given if it starts at `now`: for Open its deadline,
-    /// otherwise `now`.
-    fn fresh_ticks(&self, s: Snapshot, now: u64) -> u64 {
+    /// The time of phase `s` if it starts at `start` (see [`TimeSlot`]): for Open
+    /// its deadline, `start` plus the cooldown of its level and generation
+    /// (jittered, the same for every thread), so a rejection compares the clock
+    /// with the deadline and computes nothing; otherwise `start`.
+    fn time_of(&self, s: Snapshot, start: u64) -> u64 {
         if s.is(State::Open) {
-            now.saturating_add(self.cooldown(s.level(), s.generation()))
+            start
+                .saturating_add(self.cooldown(s.level(), s.generation()))
                 .min(self.ticks_max)
         } else {
-            now
+            start
         }
     }
 
-    /// The time of phase `s` (see [`TimeSlot`]): the one published, or, if its
-    /// transition's winner has not published it yet, the one this thread publishes
-    /// for it (starting at `now`). A phase's time is the same for every thread.
+    /// The time of phase `s` (see [`TimeSlot::ticks`]), the same for every
+    /// thread; `None` if the breaker has moved past `s`: the caller's word is stale.
     #[inline]
-    fn phase_ticks(&self, s: Snapshot, now: u64) -> u64 {
-        match self.phase.time.ticks_of(s) {
-            Some(ticks) => ticks,
-            None => self
-                .phase
-                .time
-                .publish(&self.hot.word, s, self.fresh_ticks(s, now)),
-        }
+    fn phase_ticks(&self, s: Snapshot) -> Option<u64> {
+        self.phase
+            .time
+            .ticks(&self.hot.word, s, |s, start| self.time_of(s, start))
+    }
+
+    /// The time of phase `s` for a reader that writes nothing (metrics, save): as
+    /// [`phase_ticks`](Self::phase_ticks), computed but not published, or, if `s`
+    /// is over already, what it would be had it started at `now`.
+    fn peek_ticks(&self, s: Snapshot, now: u64) -> u64 {
+        self.phase
+            .time
+            .peek(s, |s, start| self.time_of(s, start))
+            .unwrap_or_else(|| self.time_of(s, now))
     }
 
     /// When phase `s`, whose time is `ticks`, began: `ticks`, except for Open, whose
@@ -1205,11 +1214,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let s = self.hot.word.load();
         let reading = self.clock.now();
         let now = self.ticks_at(reading);
-        let ticks = self
-            .phase
-            .time
-            .ticks_of(s)
-            .unwrap_or_else(|| self.fresh_ticks(s, now));
+        let ticks = self.peek_ticks(s, now);
         let closed = s.is_closed();
         saved::Taken {
             state: s.state(),
