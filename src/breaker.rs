@@ -366,7 +366,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }
         };
         o.bump(Counter::Admitted);
-        let permit = Permit::new(self, Ticket::new(s.generation(), Kind::Closed, started));
+        let permit = Permit::new(self, Ticket::new(s, started));
         let result = f(); // a panic drops the permit: recorded as dropped
         let outcome = classify(&result);
         let ticket = permit.into_ticket();
@@ -402,7 +402,7 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Result<T, Error<E>> {
         let r = self.hot.stripes.mine();
         let ticket = match s.is_closed() {
-            true => self.admit(r, s, Kind::Closed),
+            true => self.admit(r, s),
             false => self.acquire_not_closed(r, s).map_err(Error::Rejected)?,
         };
         let permit = Permit::new(self, ticket); // recorded as dropped on a panic
@@ -637,7 +637,7 @@ impl<C: Clock> CircuitBreaker<C> {
     fn acquire_in(&self, r: StripeRef<'_>) -> Result<Ticket, Rejected> {
         let s = self.hot.word.load();
         if s.is_closed() {
-            return Ok(self.admit(r, s, Kind::Closed));
+            return Ok(self.admit(r, s));
         }
         self.acquire_not_closed(r, s)
     }
@@ -659,13 +659,15 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     #[inline]
-    fn admit(&self, r: StripeRef<'_>, s: Snapshot, kind: Kind) -> Ticket {
+    /// Admits a call in phase `s` (Closed, HalfOpen for a probe whose slot is
+    /// taken, or Disabled): its ticket.
+    fn admit(&self, r: StripeRef<'_>, s: Snapshot) -> Ticket {
         Stripes::bump(r, Counter::Admitted);
         let started = match self.hot.lean.has(Lean::TIMED | Lean::PRECISE) {
             true => self.age_reading(),
             false => 0,
         };
-        Ticket::new(s.generation(), kind, started)
+        Ticket::new(s, started)
     }
 
     /// A rejection by `state` that admits a call in `ticks`.
@@ -697,8 +699,7 @@ impl<C: Clock> CircuitBreaker<C> {
     fn acquire_slow(&self, r: StripeRef<'_>, mut s: Snapshot) -> Result<Ticket, Rejected> {
         loop {
             s = match s.state() {
-                State::Closed => return Ok(self.admit(r, s, Kind::Closed)),
-                State::Disabled => return Ok(self.admit(r, s, Kind::Disabled)),
+                State::Closed | State::Disabled => return Ok(self.admit(r, s)),
                 State::ForcedOpen => {
                     Stripes::bump(r, Counter::Rejected);
                     return Err(Rejected::until_reset(State::ForcedOpen));
@@ -730,7 +731,7 @@ impl<C: Clock> CircuitBreaker<C> {
                         self.reopen(s, now, Reason::HalfOpenTimeout)
                     } else {
                         match self.take_probe(s) {
-                            Probe::Taken => return Ok(self.admit(r, s, Kind::Probe)),
+                            Probe::Taken => return Ok(self.admit(r, s)),
                             Probe::Full => {
                                 let retry = self.half_open_retry(s, ends, now);
                                 return Err(self.reject(r, State::HalfOpen, retry));
@@ -809,7 +810,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // The same generation means the same word: the phase the call was
             // admitted in, still Closed.
             let current = self.hot.word.load();
-            if current.generation() == ticket.generation()
+            if current == ticket.phase()
                 && self.record_lean_success(r, current, ticket, self.hot.lean)
             {
                 return;
@@ -824,7 +825,7 @@ impl<C: Clock> CircuitBreaker<C> {
     #[inline(never)]
     fn record_slow(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
         let s = self.hot.word.load();
-        if s.generation() != ticket.generation() {
+        if s != ticket.phase() {
             // Admitted under an earlier phase: the breaker has moved on, and this
             // result must not decide the new phase.
             Stripes::bump(r, Counter::Stale);
@@ -869,7 +870,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let r = self.hot.stripes.mine();
         Stripes::bump(r, Counter::Dropped);
         let s = self.hot.word.load();
-        if s.generation() != ticket.generation() {
+        if s != ticket.phase() {
             return; // stale: the breaker has moved on
         }
         let failed = self
