@@ -70,6 +70,11 @@ pub struct CircuitBreaker<C = DefaultClock> {
     transitions: [AtomicU64; Reason::ALL.len()],
     clock: C,
     origin: u64,
+    /// The tick of `origin`: the longest cooldown. Ticks count from one longest
+    /// cooldown before the breaker was built, so that a restored Open phase, whose
+    /// deadline may come sooner than a whole cooldown after the build, still has a
+    /// start (its deadline less its cooldown) that a tick can hold.
+    bias: u64,
     /// The last tick this breaker's clock can reach (`u64::MAX` ns from `origin`):
     /// deadlines saturate here, so a clock that saturates ends every cooldown.
     ticks_max: u64,
@@ -170,6 +175,7 @@ fn unlikely() {}
 impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let origin = clock.now();
+        let bias = config.max_cooldown();
         let window = config.window.map(|w| Window::new(w, origin));
         let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
         let seed = splitmix64(origin ^ next_seed());
@@ -183,7 +189,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 stripes,
             }),
             phase: CachePadded::new(Phase {
-                time: TimeSlot::new(),
+                time: TimeSlot::starting(Snapshot::INITIAL, bias),
                 round: TaggedWord::new(),
             }),
             streak: CachePadded::new(TaggedWord::new()),
@@ -192,7 +198,8 @@ impl<C: Clock> CircuitBreaker<C> {
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             clock,
             origin,
-            ticks_max: ticks_from_nanos(u64::MAX - origin),
+            bias,
+            ticks_max: bias + ticks_from_nanos(u64::MAX - origin),
             seed,
             listener,
         }
@@ -522,20 +529,15 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Update {
         // What each attempt saw of the word its phase starts, just before its CAS.
         let mut before = 0;
-        let update = self.hot.word.transition(
-            &self.phase.time,
-            seen,
-            |cur| {
-                let next = f(cur)?;
-                before = match next.0.state() {
-                    State::Closed => self.streak.raw(),
-                    State::HalfOpen => self.phase.round.raw(),
-                    _ => 0,
-                };
-                Some(next)
-            },
-            |s, start| self.time_of(s, start),
-        );
+        let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
+            let next = f(cur)?;
+            before = match next.0.state() {
+                State::Closed => self.streak.raw(),
+                State::HalfOpen => self.phase.round.raw(),
+                _ => 0,
+            };
+            Some(next)
+        });
         if let Update::Moved { to, .. } = update {
             match to.state() {
                 State::Closed => self.streak.begin(before, to.generation()),
@@ -581,12 +583,14 @@ impl<C: Clock> CircuitBreaker<C> {
             stale: total(Counter::Stale),
             dropped: total(Counter::Dropped),
         };
-        let ticks = self.peek_ticks(s, now);
+        // A read only: if `s` is over already, as if it started now.
+        let start = self.phase.time.start_of(s).unwrap_or(now);
+        let ticks = self.time_of(s, start);
         Metrics {
             state: s.state(),
             generation,
             level: s.level(),
-            time_in_state: ticks_to_duration(now.saturating_sub(self.entered(s, ticks))),
+            time_in_state: ticks_to_duration(now.saturating_sub(start)),
             retry_after: self.retry_after(s, ticks, now),
             window,
             consecutive_failures: match s.state() {
@@ -648,7 +652,7 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cold]
     fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
-            if let Some(deadline) = self.phase.time.ticks_of(s) {
+            if let Some(deadline) = self.phase_ticks(s) {
                 if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, self.clock.now()) {
                     return Err(rejected);
                 }
@@ -690,7 +694,9 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Option<Rejected> {
         // No overflow: a deadline is at most `ticks_max`, the last tick a reading
         // can reach from `origin`.
-        let at = self.origin.saturating_add(deadline * NANOS_PER_TICK);
+        let at = self
+            .origin
+            .saturating_add(deadline.saturating_sub(self.bias) * NANOS_PER_TICK);
         if reading >= at {
             return None;
         }
@@ -1085,7 +1091,7 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Snapshot {
         let (from, to, ticks) = match update {
             Update::Declined(cur) => return cur,
-            Update::Moved { from, to, ticks } => (from, to, ticks),
+            Update::Moved { from, to, start } => (from, to, start),
         };
         // Relaxed: a statistic; the event itself is ordered by the CAS.
         self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
@@ -1094,7 +1100,7 @@ impl<C: Clock> CircuitBreaker<C> {
             to: to.state(),
             generation: to.generation(),
             reason,
-            at: ticks_to_duration(self.entered(to, ticks)),
+            at: ticks_to_duration(ticks.saturating_sub(self.bias)),
             level: to.level(),
             window,
             consecutive_failures: streak,
@@ -1111,7 +1117,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     // ---- time ------------------------------------------------------------------
 
-    /// The current tick (milliseconds since the breaker was built).
+    /// The current tick (milliseconds since the breaker was built, plus `bias`).
     #[inline]
     fn ticks(&self) -> u64 {
         self.ticks_at(self.clock.now())
@@ -1120,7 +1126,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// The tick of the clock reading `reading`.
     #[inline]
     fn ticks_at(&self, reading: u64) -> u64 {
-        ticks_from_nanos(reading.saturating_sub(self.origin))
+        self.bias + ticks_from_nanos(reading.saturating_sub(self.origin))
     }
 
     /// The Open word that follows `cur` at `now`, at backoff `level`, and when it
@@ -1143,34 +1149,20 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    /// The time of phase `s` (see [`TimeSlot::ticks`]), the same for every
+    /// The time of phase `s` (see [`time_of`](Self::time_of)), the same for every
     /// thread; `None` if the breaker has moved past `s`: the caller's word is stale.
     #[inline]
     fn phase_ticks(&self, s: Snapshot) -> Option<u64> {
         self.phase
             .time
-            .ticks(&self.hot.word, s, |s, start| self.time_of(s, start))
+            .start_of(s)
+            .map(|start| self.time_of(s, start))
     }
 
-    /// The time of phase `s` for a reader that writes nothing (metrics, save): as
-    /// [`phase_ticks`](Self::phase_ticks), computed but not published, or, if `s`
-    /// is over already, what it would be had it started at `now`.
+    /// As [`phase_ticks`](Self::phase_ticks), or, if `s` is over already, what it
+    /// would be had it started at `now` (a reader that only reports).
     fn peek_ticks(&self, s: Snapshot, now: u64) -> u64 {
-        self.phase
-            .time
-            .peek(s, |s, start| self.time_of(s, start))
-            .unwrap_or_else(|| self.time_of(s, now))
-    }
-
-    /// When phase `s`, whose time is `ticks`, began: `ticks`, except for Open, whose
-    /// time is its deadline and began one cooldown earlier (less, if the deadline
-    /// saturated).
-    fn entered(&self, s: Snapshot, ticks: u64) -> u64 {
-        if s.is(State::Open) {
-            ticks.saturating_sub(self.cooldown(s.level(), s.generation()))
-        } else {
-            ticks
-        }
+        self.time_of(s, self.phase.time.start_of(s).unwrap_or(now))
     }
 
     /// The jittered cooldown, in ticks, of an Open phase at `level` in `generation`.
@@ -1223,7 +1215,14 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Self {
         let mut b = Self::from_parts(config, clock, listener);
         b.hot.word = StateWord::at(start.word);
-        b.phase.time = TimeSlot::starting(start.word, start.ticks);
+        // An Open phase's deadline is `start.ticks` after the build; it started one
+        // cooldown before (see `bias`). Any other phase starts at the build.
+        let started = match start.word.state() {
+            State::Open => (b.bias + start.ticks)
+                .saturating_sub(b.cooldown(start.word.level(), start.word.generation())),
+            _ => b.bias,
+        };
+        b.phase.time = TimeSlot::starting(start.word, started);
         *b.streak = TaggedWord::holding(start.word.generation(), start.streak);
         if let (Some(w), Some(counts)) = (&b.window, start.window) {
             w.seed(&b.hot.stripes, (start.word, &b.hot.word), b.origin, counts);

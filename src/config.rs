@@ -617,7 +617,7 @@ impl SlowCalls {
 const SLOW_RESOLUTIONS: u128 = 100;
 
 impl Config {
-    fn max_cooldown(&self) -> u64 {
+    pub(crate) fn max_cooldown(&self) -> u64 {
         self.cooldowns.last().copied().unwrap_or(0)
     }
 
