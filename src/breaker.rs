@@ -60,13 +60,11 @@ use std::time::Duration;
 pub struct CircuitBreaker<C = DefaultClock> {
     /// The state word and what the lean paths read with it (see [`Hot`]).
     hot: CachePadded<Hot>,
-    /// The current phase's time and the half-open round (see [`Phase`]).
+    /// The current phase's time, the half-open round, the streak and the
+    /// transition counts (see [`Phase`]).
     phase: CachePadded<Phase>,
-    /// Consecutive failures of the closed phase, tagged with its generation.
-    streak: CachePadded<TaggedWord>,
     window: Option<Window>,
     config: Config,
-    transitions: [AtomicU64; Reason::ALL.len()],
     clock: C,
     origin: u64,
     seed: u64,
@@ -106,12 +104,19 @@ struct Hot {
 
 /// The current phase's time, first in its line: an open rejection loads it (see
 /// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS)). Beside it the half-open round,
-/// written only while HalfOpen, when no rejection takes the lean path.
+/// written only while HalfOpen, when no rejection takes the lean path; the streak,
+/// which a closed call loads (also within `LEAN_LOADS`) and only a failure writes;
+/// and the transition counts, written with the time. One line for all four keeps
+/// the breaker small (a `Registry` may hold many) and writes no line on the lean
+/// paths.
 #[repr(C)]
 struct Phase {
     time: TimeSlot,
     /// The half-open round, tagged with its generation (see [`Round`]).
     round: TaggedWord,
+    /// Consecutive failures of the closed phase, tagged with its generation.
+    streak: TaggedWord,
+    transitions: [AtomicU64; Reason::ALL.len()],
 }
 
 /// What [`CircuitBreaker::take_probe`] found.
@@ -181,11 +186,11 @@ impl<C: Clock> CircuitBreaker<C> {
             phase: CachePadded::new(Phase {
                 time: TimeSlot::new(),
                 round: TaggedWord::new(),
+                streak: TaggedWord::new(),
+                transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             }),
-            streak: CachePadded::new(TaggedWord::new()),
             window,
             config,
-            transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             clock,
             origin,
             seed,
@@ -334,7 +339,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 if let (Some(now), Some(deadline)) =
                     (self.clock.now_if_cheap(), self.phase.time.ticks_of(s))
                 {
-                    let r = self.hot.stripes.mine_if_assigned();
+                    let r = self.hot.stripes.mine_inline();
                     if let Some(rejected) = self.reject_in_cooldown(r, deadline, now) {
                         return Err(Error::Rejected(rejected));
                     }
@@ -423,7 +428,7 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> bool {
         // The streak word is read whatever the policy (without one it stays empty):
         // a load costs less here than a branch around it.
-        if !self.streak.is_empty_relaxed() {
+        if !self.phase.streak.is_empty_relaxed() {
             return false;
         }
         if lean.has(Lean::WINDOW) {
@@ -565,12 +570,12 @@ impl<C: Clock> CircuitBreaker<C> {
             retry_after: self.retry_after(s, ticks, now),
             window,
             consecutive_failures: match s.state() {
-                State::Closed => u64::from(self.streak.data_for(generation)),
+                State::Closed => u64::from(self.phase.streak.data_for(generation)),
                 _ => 0,
             },
             lifetime,
             // Relaxed: a snapshot of independent counters.
-            transitions: std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed)),
+            transitions: std::array::from_fn(|i| self.phase.transitions[i].load(Ordering::Relaxed)),
         }
     }
 
@@ -923,6 +928,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// phase's streak). Saturates at `u32::MAX`.
     fn bump_streak(&self, generation: Generation) -> u64 {
         match self
+            .phase
             .streak
             .update(generation, &self.hot.word, |n| Some(n.saturating_add(1)))
         {
@@ -936,7 +942,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// this one already; emptying it keeps the next successes on the lean path). A
     /// later phase's streak is left alone, and an empty word is not written.
     fn clear_streak(&self, generation: Generation) {
-        let _ = self.streak.update(generation, &self.hot.word, |_| Some(0));
+        let _ = self
+            .phase
+            .streak
+            .update(generation, &self.hot.word, |_| Some(0));
     }
 
     fn probe_succeeded(&self, s: Snapshot) {
@@ -995,7 +1004,7 @@ impl<C: Clock> CircuitBreaker<C> {
             Update::Moved { from, to, ticks } => (from, to, ticks),
         };
         // Relaxed: a statistic; the event itself is ordered by the CAS.
-        self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.phase.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
         let event = Transition {
             from: from.state(),
             to: to.state(),
@@ -1283,7 +1292,7 @@ mod tests {
             end(&b.hot.lean_slow_nanos, 8),
             // The counter lines' pointer and length: the first field of `Stripes`.
             end(&b.hot.stripes, 2 * size_of::<usize>()),
-            end(&*b.streak, 8),
+            end(&b.phase.streak, 8),
             end(&b.phase.time, 8),
         ] {
             assert!(
@@ -1296,29 +1305,33 @@ mod tests {
     #[test]
     fn a_stale_failure_leaves_a_later_phases_streak_alone() {
         let mut b = at_generation(3);
-        *b.streak = TaggedWord::holding(3, 3);
+        b.phase.streak = TaggedWord::holding(3, 3);
         assert_eq!(b.bump_streak(2), 0, "generation 2 is over");
-        assert_eq!(b.streak.data_for(3), 3);
+        assert_eq!(b.phase.streak.data_for(3), 3);
         assert_eq!(b.bump_streak(3), 4);
         b.reset();
         assert_eq!(b.bump_streak(4), 1, "a new phase starts its own streak");
-        assert_eq!(b.streak.data_for(4), 1);
+        assert_eq!(b.phase.streak.data_for(4), 1);
     }
 
     #[test]
     fn a_success_empties_its_own_or_an_earlier_streak_but_not_a_later_one() {
         let mut b = at_generation(3);
-        *b.streak = TaggedWord::holding(3, 3);
+        b.phase.streak = TaggedWord::holding(3, 3);
         b.clear_streak(2);
-        assert_eq!(b.streak.data_for(3), 3, "a later phase's streak stays");
+        assert_eq!(
+            b.phase.streak.data_for(3),
+            3,
+            "a later phase's streak stays"
+        );
         b.clear_streak(3);
-        assert!(b.streak.is_empty_relaxed());
-        *b.streak = TaggedWord::holding(3, 3);
+        assert!(b.phase.streak.is_empty_relaxed());
+        b.phase.streak = TaggedWord::holding(3, 3);
         b.reset();
         b.reset();
         b.clear_streak(5);
         assert!(
-            b.streak.is_empty_relaxed(),
+            b.phase.streak.is_empty_relaxed(),
             "an earlier phase's streak is emptied"
         );
     }

@@ -268,6 +268,8 @@ pub use registry::{Registry, RegistryBuilder};
 pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
+#[doc(hidden)]
+pub use slot::simulate_parallelism;
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
 #[cfg(feature = "tower")]
