@@ -3,7 +3,7 @@
 //! See [`CircuitBreakerLayer`] for how readiness, calls and errors behave.
 
 use crate::clock::{Clock, DefaultClock};
-use crate::permit::{Outcome, OwnedPermit};
+use crate::permit::{Outcome, Ticket};
 use crate::{CircuitBreaker, Error, Rejected};
 use ::tower::{Layer, Service};
 use pin_project_lite::pin_project;
@@ -161,7 +161,7 @@ impl<S, C: Clock, K: Clone> Layer<S> for CircuitBreakerLayer<C, K> {
     fn layer(&self, inner: S) -> Self::Service {
         CircuitBreakerService {
             inner,
-            breaker: self.breaker.clone(),
+            lease: Lease::new(self.breaker.clone()),
             classify: self.classify.clone(),
         }
     }
@@ -205,8 +205,62 @@ impl<C: Clock, K> fmt::Debug for CircuitBreakerLayer<C, K> {
 /// ```
 pub struct CircuitBreakerService<S, C: Clock = DefaultClock, K = ErrIsFailure> {
     inner: S,
-    breaker: Arc<CircuitBreaker<C>>,
+    lease: Arc<Lease<C>>,
     classify: K,
+}
+
+/// A service's hold on its breaker, which its response futures share: an admitted
+/// call's future clones this `Arc`, not the breaker's, so the reference count it
+/// writes (twice a call) is the service's own, on a line of its own, not one
+/// that every thread's service writes. The service and its clones share one lease;
+/// [`CircuitBreakerLayer::layer`] and [`CircuitBreakerService::new`] make a new one
+/// (one allocation), so a service built for each connection or thread writes only
+/// its own line (see `docs/PERFORMANCE.md`, "The tower path").
+///
+/// Aligned to 128 bytes: the counts of the `Arc` come first in its allocation and
+/// take a whole 128-byte block (two lines, for the adjacent-line prefetcher), so no
+/// neighbouring allocation shares it.
+#[repr(align(128))]
+struct Lease<C: Clock> {
+    breaker: Arc<CircuitBreaker<C>>,
+}
+
+impl<C: Clock> Lease<C> {
+    fn new(breaker: Arc<CircuitBreaker<C>>) -> Arc<Lease<C>> {
+        Arc::new(Lease { breaker })
+    }
+}
+
+/// An admitted call's permit in a response future: [`OwnedPermit`](crate::OwnedPermit)
+/// with the service's lease instead of the breaker's `Arc`.
+struct LeasedPermit<C: Clock> {
+    lease: Arc<Lease<C>>,
+    /// `None` once recorded.
+    ticket: Option<Ticket>,
+}
+
+impl<C: Clock> LeasedPermit<C> {
+    fn record(mut self, outcome: Outcome) {
+        if let Some(ticket) = self.ticket.take() {
+            self.lease.breaker.record(ticket, outcome);
+        }
+    }
+}
+
+impl<C: Clock> Drop for LeasedPermit<C> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.lease.breaker.abandon(ticket);
+        }
+    }
+}
+
+impl<C: Clock> fmt::Debug for LeasedPermit<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("ticket", &self.ticket)
+            .finish()
+    }
 }
 
 impl<S, C: Clock> CircuitBreakerService<S, C> {
@@ -215,7 +269,7 @@ impl<S, C: Clock> CircuitBreakerService<S, C> {
     pub fn new(inner: S, breaker: Arc<CircuitBreaker<C>>) -> Self {
         CircuitBreakerService {
             inner,
-            breaker,
+            lease: Lease::new(breaker),
             classify: ErrIsFailure,
         }
     }
@@ -226,14 +280,14 @@ impl<S, C: Clock, K> CircuitBreakerService<S, C, K> {
     pub fn classify<K2>(self, classify: K2) -> CircuitBreakerService<S, C, K2> {
         CircuitBreakerService {
             inner: self.inner,
-            breaker: self.breaker,
+            lease: self.lease,
             classify,
         }
     }
 
     /// The shared breaker.
     pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
-        &self.breaker
+        &self.lease.breaker
     }
 
     /// The inner service.
@@ -270,10 +324,13 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        match self.breaker.try_acquire_owned() {
-            Ok(permit) => ResponseFuture {
+        match self.lease.breaker.acquire() {
+            Ok(ticket) => ResponseFuture {
                 response: Some(self.inner.call(request)),
-                permit: Some(permit),
+                permit: Some(LeasedPermit {
+                    lease: self.lease.clone(),
+                    ticket: Some(ticket),
+                }),
                 classify: Some(self.classify.clone()),
                 rejected: None,
             },
@@ -291,7 +348,7 @@ impl<S: Clone, C: Clock, K: Clone> Clone for CircuitBreakerService<S, C, K> {
     fn clone(&self) -> Self {
         CircuitBreakerService {
             inner: self.inner.clone(),
-            breaker: self.breaker.clone(),
+            lease: self.lease.clone(),
             classify: self.classify.clone(),
         }
     }
@@ -301,7 +358,7 @@ impl<S: fmt::Debug, C: Clock, K> fmt::Debug for CircuitBreakerService<S, C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerService")
             .field("inner", &self.inner)
-            .field("breaker", &self.breaker)
+            .field("breaker", &self.lease.breaker)
             .finish_non_exhaustive()
     }
 }
@@ -319,7 +376,7 @@ pin_project! {
         // `None` when rejected, and once completed.
         #[pin]
         response: Option<F>,
-        permit: Option<OwnedPermit<C>>,
+        permit: Option<LeasedPermit<C>>,
         classify: Option<K>,
         rejected: Option<Rejected>,
     }
