@@ -888,6 +888,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Counts a closed-phase outcome and trips if a policy says so. A sample that
     /// is no failure clears the streak if `clears_streak` (a success does; a slow
     /// dropped call does not).
+    // Inlined into its callers: called, it costs the failure path about 30
+    // instructions of saved registers (callgrind: 136 against 106 a failure).
+    #[inline(always)]
     fn record_closed(&self, r: StripeRef<'_>, s: Snapshot, sample: Sample, clears_streak: bool) {
         let generation = s.generation();
         let mut streak = 0;

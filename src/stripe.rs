@@ -178,19 +178,21 @@ const _: () = {
     assert!(std::mem::offset_of!(Stripes, slots) == 0);
 };
 
-/// Where this thread writes: a stripe and its index. Two words, so it travels in
-/// registers. A thread refers to a stripe other than a shared one (`0..SHARED`)
-/// only if it owns it (see [`crate::slot`]).
+/// Where this thread writes: a stripe, and whether the thread owns it (a stripe
+/// other than a shared one, `0..SHARED`, which a thread refers to only if it owns
+/// it: see [`crate::slot`]). Two words, so it travels in registers; the flag is
+/// set where the stripe is found, so the compiler knows it on the paths that find
+/// an owned stripe, and drops the branch between a plain and a locked increment.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StripeRef<'a> {
     stripe: &'a Head,
-    index: usize,
+    owned: bool,
 }
 
 impl<'a> StripeRef<'a> {
     #[inline]
     fn owned(self) -> bool {
-        self.index >= SHARED
+        self.owned
     }
 
     /// The stripe as its owner's, if the calling thread owns it.
@@ -304,7 +306,10 @@ impl Stripes {
     pub(crate) fn mine_if_owned(&self) -> Option<Owned<'_>> {
         let index = slot::owned().get();
         let stripe = self.slots.get(index)?.get()?;
-        Some(Owned(StripeRef { stripe, index }))
+        Some(Owned(StripeRef {
+            stripe,
+            owned: true,
+        }))
     }
 
     /// [`mine`](Self::mine), with the owner's case inline and the rest (a thread
@@ -328,7 +333,10 @@ impl Stripes {
     #[inline]
     pub(crate) fn stripe(&self, index: usize) -> StripeRef<'_> {
         let stripe = self.slots[index].get_or_init(|| self.allocate());
-        StripeRef { stripe, index }
+        StripeRef {
+            stripe,
+            owned: index >= SHARED,
+        }
     }
 
     /// Bucket `b` of a stripe.
@@ -353,7 +361,7 @@ impl Stripes {
         self.slots.iter().enumerate().filter_map(|(index, slot)| {
             slot.get().map(|stripe| StripeRef {
                 stripe: &**stripe,
-                index,
+                owned: index >= SHARED,
             })
         })
     }
