@@ -334,13 +334,17 @@ impl<C: Clock> CircuitBreaker<C> {
         // need saving.
         if !s.is_closed() {
             // An Open rejection inside the cooldown, inline too: one compare of the
-            // clock with the deadline the word holds.
+            // clock with the deadline the word holds. Only for a thread that owns
+            // its stripe here; any other (its first call to this breaker included)
+            // takes `call_off_lean`, which gives it its slot and stripe. So the
+            // path calls nothing, and saves no registers for a call.
             if s.is(State::Open) {
-                if let (Some(now), Some(deadline)) =
-                    (self.clock.now_if_cheap(), self.phase.time.ticks_of(s))
-                {
-                    let r = self.hot.stripes.mine_inline();
-                    if let Some(rejected) = self.reject_in_cooldown(r, deadline, now) {
+                if let (Some(now), Some(deadline), Some(o)) = (
+                    self.clock.now_if_cheap(),
+                    self.phase.time.ticks_of(s),
+                    self.hot.stripes.mine_if_owned(),
+                ) {
+                    if let Some(rejected) = self.reject_in_cooldown(o.stripe(), deadline, now) {
                         return Err(Error::Rejected(rejected));
                     }
                 }

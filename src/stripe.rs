@@ -312,22 +312,6 @@ impl Stripes {
         }))
     }
 
-    /// [`mine`](Self::mine), with the owner's case inline and the rest (a thread
-    /// without a slot, without an owned stripe, or new to this breaker) out of line.
-    #[inline]
-    pub(crate) fn mine_inline(&self) -> StripeRef<'_> {
-        match self.mine_if_owned() {
-            Some(owned) => owned.stripe(),
-            None => self.mine_out_of_line(),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn mine_out_of_line(&self) -> StripeRef<'_> {
-        self.mine()
-    }
-
     /// Stripe `index`, allocated if no thread has written it yet: a thread's own
     /// (see [`mine`](Self::mine)), or any stripe as a test writes it.
     #[inline]
