@@ -583,7 +583,9 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    /// Heap bytes this breaker holds (its stripes and backoff table).
+    /// Heap bytes this breaker holds: the room for its stripes (a pointer each),
+    /// the stripes its threads have written (one per thread that called it, each
+    /// allocated on that thread's first call), and its backoff table.
     pub fn heap_bytes(&self) -> usize {
         self.hot.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns)
     }

@@ -344,7 +344,7 @@ impl Stripes {
     pub(crate) fn all(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
         self.slots.iter().enumerate().filter_map(|(index, slot)| {
             slot.get().map(|stripe| StripeRef {
-                stripe: &**stripe,
+                stripe,
                 owned: index >= SHARED,
             })
         })
