@@ -327,17 +327,18 @@ where
         match self.lease.breaker.acquire() {
             Ok(ticket) => ResponseFuture {
                 response: Some(self.inner.call(request)),
-                permit: Some(LeasedPermit {
-                    lease: self.lease.clone(),
-                    ticket: Some(ticket),
-                }),
-                classify: Some(self.classify.clone()),
+                permit: Some((
+                    LeasedPermit {
+                        lease: self.lease.clone(),
+                        ticket: Some(ticket),
+                    },
+                    self.classify.clone(),
+                )),
                 rejected: None,
             },
             Err(rejected) => ResponseFuture {
                 response: None,
                 permit: None,
-                classify: None,
                 rejected: Some(rejected),
             },
         }
@@ -376,8 +377,8 @@ pin_project! {
         // `None` when rejected, and once completed.
         #[pin]
         response: Option<F>,
-        permit: Option<LeasedPermit<C>>,
-        classify: Option<K>,
+        // The permit and the classifier, taken together when the response arrives.
+        permit: Option<(LeasedPermit<C>, K)>,
         rejected: Option<Rejected>,
     }
 }
@@ -392,15 +393,16 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if let Some(rejected) = this.rejected.take() {
-            return Poll::Ready(Err(Error::Rejected(rejected)));
-        }
+        // No response: a rejection (resolved once), or a call already completed.
         let Some(response) = this.response.as_mut().as_pin_mut() else {
-            return Poll::Pending; // polled after completion
+            return match this.rejected.take() {
+                Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
+                None => Poll::Pending, // polled after completion
+            };
         };
         let result = ready!(response.poll(cx));
         this.response.set(None);
-        if let (Some(permit), Some(classify)) = (this.permit.take(), this.classify.take()) {
+        if let Some((permit, classify)) = this.permit.take() {
             permit.record(classify.classify(&result));
         }
         Poll::Ready(result.map_err(Error::Inner))
@@ -410,7 +412,7 @@ where
 impl<F, K, C: Clock> fmt::Debug for ResponseFuture<F, K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
-            .field("permit", &self.permit)
+            .field("permit", &self.permit.as_ref().map(|(permit, _)| permit))
             .field("rejected", &self.rejected)
             .finish_non_exhaustive()
     }
