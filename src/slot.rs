@@ -36,7 +36,7 @@ use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
 
 /// The slot of a thread whose thread-local storage is already torn down (a permit
-/// dropped from another thread-local's destructor): it always takes the shared stripe.
+/// dropped from another thread-local's destructor): it always takes shared stripe 0.
 pub(crate) const NO_SLOT: usize = usize::MAX;
 
 struct Registry {
@@ -177,7 +177,7 @@ struct Guard;
 #[cfg(not(cutout_loom))]
 impl Drop for Guard {
     fn drop(&mut self) {
-        // After this, the exiting thread's remaining destructors take the shared stripe.
+        // After this, the exiting thread's remaining destructors take shared stripe 0.
         let slot = SLOT.with(|s| s.replace(NO_SLOT));
         STRIPE.with(|s| s.set(NOT_OWNED));
         if slot != NO_SLOT && slot != UNASSIGNED {
