@@ -279,8 +279,10 @@
 //! # Implementation notes
 //! - `state.rs`: the packed word and its single CAS helper.
 //! - `window.rs` / `stripe.rs` / `slot.rs`: per-thread stripes of counters and window
-//!   buckets. Threads beyond a breaker's owned stripes (twice the core count, up to
-//!   64) share one stripe with atomic read-modify-writes.
+//!   buckets, each allocated on its thread's first call to the breaker, so a
+//!   breaker's memory follows the threads that use it. Threads beyond a breaker's
+//!   owned stripes (twice the core count, up to 64) spread over four shared stripes
+//!   with atomic read-modify-writes, and take an owned one when one comes free.
 //! - `policy.rs`: pure trip decisions. `breaker.rs`: the only code that reads the clock.
 //! - `event.rs` / `snapshot.rs`: what observers see; `export/`: the `metrics` and
 //!   `tracing` integrations, each behind its feature.
@@ -345,6 +347,8 @@ pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
 pub use saved::{SavedState, SavedWindow};
+#[doc(hidden)]
+pub use slot::simulate_parallelism;
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
 #[cfg(feature = "tower")]
