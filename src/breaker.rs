@@ -351,10 +351,8 @@ impl<C: Clock> CircuitBreaker<C> {
             // takes `call_off_lean`, which gives it its slot and stripe. So the
             // path calls nothing, and saves no registers for a call.
             if s.is(State::Open) {
-                if let (Some(o), Some(now)) =
-                    (self.hot.stripes.mine_if_owned(), self.clock.now_if_cheap())
-                {
-                    if let Some(rejected) = self.reject_cached(o, s, now) {
+                if let Some(o) = self.hot.stripes.mine_if_owned() {
+                    if let Some(rejected) = self.reject_cached(o, s) {
                         return Err(Error::Rejected(rejected));
                     }
                 }
@@ -718,19 +716,24 @@ impl<C: Clock> CircuitBreaker<C> {
         Some(self.reject(r, State::Open, (at - reading).div_ceil(NANOS_PER_TICK)))
     }
 
-    /// The lean rejection: the rejection of a call at clock reading `now` by the
-    /// Open phase `s` if the calling thread has its deadline in its stripe (see
-    /// [`reject_in_cooldown`](Self::reject_in_cooldown)) and it is not over. Two
-    /// loads and two compares; the division that finds the time left is only made
-    /// for a caller that reads it.
+    /// The lean rejection: the rejection of a call by the Open phase `s` if the
+    /// calling thread has its deadline in its stripe (see
+    /// [`reject_in_cooldown`](Self::reject_in_cooldown)) and a cheap clock reading
+    /// says it is not over. Three loads and three compares; the division that finds
+    /// the time left is only made for a caller that reads it.
     #[inline(always)]
-    fn reject_cached(&self, o: Owned<'_>, s: Snapshot, now: u64) -> Option<Rejected> {
+    fn reject_cached(&self, o: Owned<'_>, s: Snapshot) -> Option<Rejected> {
         // Relaxed: private to the owner, which wrote both (a phase has one word, so
         // a deadline cached for `s` is `s`'s).
-        let cached = o.scratch(PHASE_KEY).load(Ordering::Relaxed) == s.key();
+        if o.scratch(PHASE_KEY).load(Ordering::Relaxed) != s.key() {
+            return None;
+        }
+        let now = self.clock.now_if_cheap()?;
         let at = o.scratch(OPEN_DEADLINE).load(Ordering::Relaxed);
-        (cached & (now < at))
-            .then(|| self.reject(o.stripe(), State::Open, (at - now).div_ceil(NANOS_PER_TICK)))
+        // `at - now` is at least 1 here: its milliseconds, rounded up, are one more
+        // than those of one nanosecond less, rounded down.
+        (now < at)
+            .then(|| self.reject(o.stripe(), State::Open, (at - now - 1) / NANOS_PER_TICK + 1))
     }
 
     #[inline(never)]
