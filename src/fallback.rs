@@ -209,6 +209,7 @@ impl<C: Clock> CircuitBreaker<C> {
 }
 
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use self::service::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, fallback_fn};
 
 /// The tower form: [`FallbackLayer`] over a [`CircuitBreakerLayer`](crate::CircuitBreakerLayer).

@@ -311,6 +311,7 @@ pub mod export;
 pub mod fallback;
 mod future;
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
 #[cfg(cutout_loom)]
 #[doc(hidden)]
@@ -337,6 +338,7 @@ pub use dropped::Dropped;
 pub use error::{ConfigError, Error, Rejected};
 pub use event::{Reason, Transition, WindowCounts};
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, fallback_fn};
 pub use future::CallAsync;
 pub use permit::{Outcome, OwnedPermit, Permit};
