@@ -13,10 +13,10 @@
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Config, Listener, SlowCalls, splitmix64};
 use crate::event::{Reason, Transition, WindowCounts};
+use crate::metrics::{Lifetime, Metrics};
 use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
 use crate::saved;
-use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
     Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
     Update, next_generation, ticks_from_nanos,

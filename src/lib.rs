@@ -284,7 +284,7 @@
 //!   owned stripes (twice the core count, up to 64) spread over four shared stripes
 //!   with atomic read-modify-writes, and take an owned one when one comes free.
 //! - `policy.rs`: pure trip decisions. `breaker.rs`: the only code that reads the clock.
-//! - `event.rs` / `snapshot.rs`: what observers see; `export/`: the `metrics` and
+//! - `event.rs` / `metrics.rs`: what observers see; `export/`: the `metrics` and
 //!   `tracing` integrations, each behind its feature.
 //! - `future.rs`: `call_async`'s future; `tower.rs`: the layer (feature `tower`);
 //!   `http.rs`: the HTTP layer (feature `http`); `dropped.rs`: what a dropped
@@ -316,6 +316,7 @@ pub mod http;
 #[cfg(cutout_loom)]
 #[doc(hidden)]
 pub mod loom_hooks;
+mod metrics;
 mod permit;
 mod policy;
 #[cfg(feature = "registry")]
@@ -323,7 +324,6 @@ mod registry;
 mod retry;
 mod saved;
 mod slot;
-mod snapshot;
 mod state;
 mod stripe;
 mod sync;
@@ -341,6 +341,7 @@ pub use event::{Reason, Transition, WindowCounts};
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, fallback_fn};
 pub use future::CallAsync;
+pub use metrics::{Lifetime, Metrics};
 pub use permit::{Outcome, OwnedPermit, Permit};
 #[cfg(feature = "registry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "registry")))]
@@ -351,7 +352,6 @@ pub use retry::{
 pub use saved::{SavedState, SavedWindow};
 #[doc(hidden)]
 pub use slot::simulate_parallelism;
-pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]

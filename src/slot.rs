@@ -39,7 +39,7 @@ use std::num::NonZeroUsize;
 /// dropped from another thread-local's destructor): it always takes shared stripe 0.
 pub(crate) const NO_SLOT: usize = usize::MAX;
 
-struct Registry {
+struct SlotPool {
     /// Released slots, lowest first: a new thread takes the lowest free slot, so the
     /// owned stripes (the lowest slots) go to live threads even when threads come
     /// and go.
@@ -49,7 +49,7 @@ struct Registry {
     free_owned: crate::sync::AtomicUsize,
 }
 
-impl Registry {
+impl SlotPool {
     fn acquire(&self) -> usize {
         let reused = self.free.lock().ok().and_then(|mut free| {
             let Reverse(slot) = free.pop()?;
@@ -117,23 +117,20 @@ pub(crate) const NOT_OWNED: NonZeroUsize = NonZeroUsize::MAX;
 /// (`available_parallelism` is a system call). A breaker allocates only those its
 /// threads write; the count sets the room it keeps for them (a pointer each).
 pub(crate) fn owned_stripes() -> usize {
-    #[cfg(cutout_loom)]
-    {
-        2
+    // Under loom: 2, the models' layout.
+    if crate::sync::LOOM {
+        return 2;
     }
-    #[cfg(not(cutout_loom))]
-    {
-        *OWNED.get_or_init(|| {
-            let cores = std::env::var("CUTOUT_TEST_PARALLELISM")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-            owned_for(cores)
-        })
-    }
+    *OWNED.get_or_init(|| {
+        let cores = std::env::var("CUTOUT_TEST_PARALLELISM")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+        owned_for(cores)
+    })
 }
 
-#[cfg(not(cutout_loom))]
+/// Not modelled by loom: read once per process, before any model runs.
 static OWNED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
 fn owned_for(cores: usize) -> usize {
@@ -148,15 +145,7 @@ fn owned_for(cores: usize) -> usize {
 /// breaker). Returns `false`, changing nothing, once a breaker has been built (or
 /// under loom).
 pub fn simulate_parallelism(cores: usize) -> bool {
-    #[cfg(cutout_loom)]
-    {
-        let _ = cores;
-        false
-    }
-    #[cfg(not(cutout_loom))]
-    {
-        OWNED.set(owned_for(cores)).is_ok()
-    }
+    !crate::sync::LOOM && OWNED.set(owned_for(cores)).is_ok()
 }
 
 /// The stripe a thread with `slot` owns: `SHARED + slot` if its slot is below
@@ -171,57 +160,41 @@ fn owned_by(slot: usize) -> NonZeroUsize {
 /// Gives the thread's slot back when the thread exits.
 struct Guard;
 
-// Not under loom: loom destroys a thread's locals after `join` has returned, when the
-// model's statics (the registry) may already be gone. Each loom execution starts
-// with a fresh registry anyway, so slots need not be recycled there.
-#[cfg(not(cutout_loom))]
 impl Drop for Guard {
     fn drop(&mut self) {
+        // Not under loom: loom destroys a thread's locals after `join` has
+        // returned, when the model's statics (the pool) may already be gone. Each
+        // loom execution starts with a fresh pool anyway, so slots need not be
+        // recycled there.
+        if crate::sync::LOOM {
+            return;
+        }
         // After this, the exiting thread's remaining destructors take shared stripe 0.
         let slot = SLOT.with(|s| s.replace(NO_SLOT));
         STRIPE.with(|s| s.set(NOT_OWNED));
         if slot != NO_SLOT && slot != UNASSIGNED {
-            with_registry(|r| r.release(slot));
+            with_pool(|r| r.release(slot));
         }
     }
 }
 
-#[cfg(not(cutout_loom))]
-fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
-    static REGISTRY: Registry = Registry {
-        free: Mutex::new(BinaryHeap::new()),
-        next: crate::sync::AtomicUsize::new(0),
-        free_owned: crate::sync::AtomicUsize::new(0),
-    };
-    f(&REGISTRY)
-}
-
-#[cfg(cutout_loom)]
-fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
-    loom::lazy_static! {
-        static ref REGISTRY: Registry = Registry {
+fn with_pool<R>(f: impl FnOnce(&SlotPool) -> R) -> R {
+    crate::sync::lazy_static! {
+        static ref POOL: SlotPool = SlotPool {
             free: Mutex::new(BinaryHeap::new()),
             next: crate::sync::AtomicUsize::new(0),
             free_owned: crate::sync::AtomicUsize::new(0),
         };
     }
-    f(&REGISTRY)
+    f(&POOL)
 }
 
 // The slot and its owned stripe are `const` thread-locals without a destructor:
 // reading one is a single load, with no lazy-initialisation check. The guard,
 // registered once per thread on first use, carries the destructor.
-#[cfg(not(cutout_loom))]
-std::thread_local! {
-    static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(UNASSIGNED) };
-    // Non-zero, which tells the compiler an owned stripe is never the shared one.
-    static STRIPE: std::cell::Cell<NonZeroUsize> = const { std::cell::Cell::new(NOT_OWNED) };
-    static GUARD: Guard = const { Guard };
-}
-
-#[cfg(cutout_loom)]
-loom::thread_local! {
+crate::sync::thread_locals! {
     static SLOT: std::cell::Cell<usize> = std::cell::Cell::new(UNASSIGNED);
+    // Non-zero, which tells the compiler an owned stripe is never the shared one.
     static STRIPE: std::cell::Cell<NonZeroUsize> = std::cell::Cell::new(NOT_OWNED);
     static GUARD: Guard = Guard;
 }
@@ -267,8 +240,8 @@ fn not_owned() -> usize {
     if slot == NO_SLOT {
         return 0;
     }
-    if with_registry(Registry::owned_free) {
-        if let Some(low) = with_registry(|r| r.trade(slot)) {
+    if with_pool(SlotPool::owned_free) {
+        if let Some(low) = with_pool(|r| r.trade(slot)) {
             SLOT.with(|s| s.set(low));
             let owned = owned_by(low);
             STRIPE.with(|s| s.set(owned));
@@ -292,7 +265,7 @@ fn assign() -> NonZeroUsize {
     let slot = if GUARD.try_with(|_| ()).is_err() {
         NO_SLOT
     } else {
-        with_registry(Registry::acquire)
+        with_pool(SlotPool::acquire)
     };
     SLOT.with(|s| s.set(slot));
     let owned = owned_by(slot);
@@ -314,17 +287,17 @@ mod tests {
 
     #[test]
     fn the_lowest_released_slot_is_handed_out_before_new_ones() {
-        let registry = Registry {
+        let pool = SlotPool {
             free: Mutex::new(BinaryHeap::new()),
             next: crate::sync::AtomicUsize::new(0),
             free_owned: crate::sync::AtomicUsize::new(0),
         };
-        let slots: Vec<usize> = (0..4).map(|_| registry.acquire()).collect();
+        let slots: Vec<usize> = (0..4).map(|_| pool.acquire()).collect();
         assert_eq!(slots, [0, 1, 2, 3]);
-        registry.release(3);
-        registry.release(1);
-        assert_eq!(registry.acquire(), 1, "the lowest free slot first");
-        assert_eq!(registry.acquire(), 3);
-        assert_eq!(registry.acquire(), 4);
+        pool.release(3);
+        pool.release(1);
+        assert_eq!(pool.acquire(), 1, "the lowest free slot first");
+        assert_eq!(pool.acquire(), 3);
+        assert_eq!(pool.acquire(), 4);
     }
 }

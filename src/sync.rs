@@ -5,7 +5,10 @@
 //! library code. Otherwise the atomics are [`portable_atomic`]'s (64-bit atomics on
 //! every target, with a fallback where the hardware has none) and the rest is `std`.
 //!
-//! Nothing outside this module imports an atomic type directly.
+//! Nothing outside this module imports an atomic type directly, and no other file
+//! says `cfg(cutout_loom)` (apart from test-module gates and test-only helpers):
+//! the thread-locals ([`thread_locals`]), the lazily built statics
+//! ([`lazy_static`]) and the one constant that differs ([`LOOM`]) come from here.
 
 #[cfg(cutout_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
@@ -31,3 +34,39 @@ pub(crate) use once_cell::race::OnceBox;
 
 /// Whether a breaker allocates all its stripes when built: only under loom.
 pub(crate) const EAGER_STRIPES: bool = cfg!(cutout_loom);
+
+/// Whether this build runs under loom: for the few decisions that differ there
+/// (see [`crate::slot`]) without a `cfg` outside this module.
+pub(crate) const LOOM: bool = cfg!(cutout_loom);
+
+/// Thread-locals of `Cell`s: std's `const` form (a single load to read, no lazy
+/// initialization check), or loom's, which has no `const` form.
+#[cfg(not(cutout_loom))]
+macro_rules! thread_locals {
+    ($( $(#[$attr:meta])* static $name:ident: $ty:ty = $init:expr; )*) => {
+        std::thread_local! { $( $(#[$attr])* static $name: $ty = const { $init }; )* }
+    };
+}
+#[cfg(cutout_loom)]
+macro_rules! thread_locals {
+    ($( $(#[$attr:meta])* static $name:ident: $ty:ty = $init:expr; )*) => {
+        loom::thread_local! { $( $(#[$attr])* static $name: $ty = $init; )* }
+    };
+}
+pub(crate) use thread_locals;
+
+/// A static built on first use: std's `LazyLock`, or, under loom, one built afresh
+/// in every model execution.
+#[cfg(not(cutout_loom))]
+macro_rules! lazy_static {
+    (static ref $name:ident: $ty:ty = $init:expr;) => {
+        static $name: std::sync::LazyLock<$ty> = std::sync::LazyLock::new(|| $init);
+    };
+}
+#[cfg(cutout_loom)]
+macro_rules! lazy_static {
+    (static ref $name:ident: $ty:ty = $init:expr;) => {
+        loom::lazy_static! { static ref $name: $ty = $init; }
+    };
+}
+pub(crate) use lazy_static;

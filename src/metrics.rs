@@ -1,4 +1,5 @@
-//! The metrics snapshot.
+//! [`Metrics`]: a snapshot of a breaker for a scrape or a dashboard. (The state
+//! word's decoded copy is `state::Snapshot`; the exporters are in `export/`.)
 
 use crate::State;
 use crate::event::{Reason, WindowCounts};
