@@ -18,7 +18,7 @@ use crate::policy;
 use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
     Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TICKS_MAX, TagUpdate, TaggedWord,
-    TimeSlot, Update, next_generation, ticks_from_nanos,
+    TimeSlot, Update, next_generation, ticks_from_duration, ticks_from_nanos,
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
@@ -496,6 +496,70 @@ impl<C: Clock> CircuitBreaker<C> {
             Some((s.next(State::Closed, 0), now))
         });
         self.announce(update, Reason::Reset, WindowCounts::default(), 0);
+    }
+
+    /// Opens a Closed breaker for `duration` from now, reported as
+    /// [`Reason::External`]: a decision made outside the breaker's own policies (a
+    /// fleet of peers that all see the dependency down, an operator's signal).
+    /// Returns whether this call opened it.
+    ///
+    /// Only a Closed breaker opens: an Open or HalfOpen one (a probe round in
+    /// progress decides for itself), a ForcedOpen or a Disabled one is left as it
+    /// is, and nothing ever closes through this method. The Open phase keeps the
+    /// current backoff level and ends like any other: after the deadline the next
+    /// call half-opens it and the probes decide. Calls in flight become stale. A
+    /// `duration` under a millisecond (the breaker's tick) opens nothing; one beyond
+    /// the clock's range saturates.
+    ///
+    /// (An externally opened phase is not a cooldown of the configured length, so
+    /// [`Metrics::time_in_state`] reads it as if the phase began one cooldown
+    /// before its deadline; the [`Transition`] reports the true time.)
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock, Reason, State};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let reasons = Arc::new(Mutex::new(Vec::new()));
+    /// let log = reasons.clone();
+    /// let breaker = CircuitBreaker::builder()
+    ///     .clock(clock.clone())
+    ///     .on_transition(move |t| log.lock().unwrap().push(t.reason))
+    ///     .build()?;
+    /// assert!(breaker.open_for(Duration::from_secs(5)));
+    /// assert_eq!(breaker.state(), State::Open);
+    /// let rejected = breaker.try_acquire().unwrap_err();
+    /// assert_eq!(rejected.retry_after(), Some(Duration::from_secs(5)));
+    /// assert!(!breaker.open_for(Duration::from_secs(60))); // already open
+    ///
+    /// clock.advance(Duration::from_secs(5));
+    /// breaker.try_acquire()?.success(); // the probe decides
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// assert_eq!(reasons.lock().unwrap()[0], Reason::External);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_for(&self, duration: Duration) -> bool {
+        let ticks = ticks_from_duration(duration).unwrap_or(TICKS_MAX);
+        if ticks == 0 {
+            return false;
+        }
+        let now = self.ticks();
+        let deadline = now.saturating_add(ticks).min(TICKS_MAX);
+        let update = self.transition(self.hot.word.load(), |cur| {
+            cur.is_closed()
+                .then(|| (cur.next(State::Open, cur.level()), deadline))
+        });
+        let moved = matches!(update, Update::Moved { .. });
+        let _ = self.deliver(
+            update,
+            Reason::External,
+            WindowCounts::default(),
+            0,
+            |_, _| now,
+        );
+        moved
     }
 
     fn manual(&self, to: State, reason: Reason) {
@@ -990,6 +1054,21 @@ impl<C: Clock> CircuitBreaker<C> {
         window: WindowCounts,
         streak: u64,
     ) -> Snapshot {
+        self.deliver(update, reason, window, streak, |to, ticks| {
+            self.entered(to, ticks)
+        })
+    }
+
+    /// [`announce`](Self::announce), with the transition's time given by `at`
+    /// (from the new word and its published time).
+    fn deliver(
+        &self,
+        update: Update,
+        reason: Reason,
+        window: WindowCounts,
+        streak: u64,
+        at: impl FnOnce(Snapshot, u64) -> u64,
+    ) -> Snapshot {
         let (from, to, ticks) = match update {
             Update::Declined(cur) => return cur,
             Update::Moved { from, to, ticks } => (from, to, ticks),
@@ -1001,10 +1080,11 @@ impl<C: Clock> CircuitBreaker<C> {
             to: to.state(),
             generation: to.generation(),
             reason,
-            at: ticks_to_duration(self.entered(to, ticks)),
+            at: ticks_to_duration(at(to, ticks)),
             level: to.level(),
             window,
             consecutive_failures: streak,
+            open_until: to.is(State::Open).then(|| ticks_to_duration(ticks)),
         };
         #[cfg(feature = "metrics")]
         crate::export::metrics::transition(self.config.name.clone(), &event);
