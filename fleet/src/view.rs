@@ -464,7 +464,10 @@ mod tests {
 
     #[test]
     fn a_quorum_needs_k_live_peers_and_takes_the_earliest_deadline() {
-        let (now, wall) = (Instant::now(), SystemTime::now());
+        // Whole milliseconds, as the wire carries them.
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
         let q = Quorum::AtLeast(NonZeroUsize::new(2).unwrap());
         let mut v = ViewState::new("me".into(), LIVE, MAX);
         let soon = wall + Duration::from_secs(2);
