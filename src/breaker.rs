@@ -15,10 +15,11 @@ use crate::config::{Builder, Config, Listener, SlowCalls, splitmix64};
 use crate::event::{Reason, Transition, WindowCounts};
 use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
+use crate::saved;
 use crate::snapshot::{Lifetime, Metrics};
 use crate::state::{
-    Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TICKS_MAX, TagUpdate, TaggedWord,
-    TimeSlot, Update, next_generation, ticks_from_duration, ticks_from_nanos,
+    Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
+    Update, next_generation, ticks_from_duration, ticks_from_nanos,
 };
 use crate::stripe::{Counter, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
@@ -69,6 +70,9 @@ pub struct CircuitBreaker<C = DefaultClock> {
     transitions: [AtomicU64; Reason::ALL.len()],
     clock: C,
     origin: u64,
+    /// The last tick this breaker's clock can reach (`u64::MAX` ns from `origin`):
+    /// deadlines saturate here, so a clock that saturates ends every cooldown.
+    ticks_max: u64,
     seed: u64,
     listener: Option<Listener>,
 }
@@ -188,6 +192,7 @@ impl<C: Clock> CircuitBreaker<C> {
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             clock,
             origin,
+            ticks_max: ticks_from_nanos(u64::MAX - origin),
             seed,
             listener,
         }
@@ -361,7 +366,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }
         };
         o.bump(Counter::Admitted);
-        let permit = Permit::new(self, Ticket::new(s.generation(), Kind::Closed, started));
+        let permit = Permit::new(self, Ticket::new(s, started));
         let result = f(); // a panic drops the permit: recorded as dropped
         let outcome = classify(&result);
         let ticket = permit.into_ticket();
@@ -397,7 +402,7 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Result<T, Error<E>> {
         let r = self.hot.stripes.mine();
         let ticket = match s.is_closed() {
-            true => self.admit(r, s, Kind::Closed),
+            true => self.admit(r, s),
             false => self.acquire_not_closed(r, s).map_err(Error::Rejected)?,
         };
         let permit = Permit::new(self, ticket); // recorded as dropped on a panic
@@ -509,7 +514,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// current backoff level and ends like any other: after the deadline the next
     /// call half-opens it and the probes decide. Calls in flight become stale. A
     /// `duration` under a millisecond (the breaker's tick) opens nothing; one beyond
-    /// the clock's range saturates.
+    /// the clock's range saturates. The deadline is where it was asked, except
+    /// within the first cooldown after the breaker was built, when it is one
+    /// cooldown after the build (later, never earlier).
     ///
     /// (An externally opened phase is not a cooldown of the configured length, so
     /// [`Metrics::time_in_state`] reads it as if the phase began one cooldown
@@ -541,15 +548,24 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open_for(&self, duration: Duration) -> bool {
-        let ticks = ticks_from_duration(duration).unwrap_or(TICKS_MAX);
+        let ticks = ticks_from_duration(duration).unwrap_or(u64::MAX);
         if ticks == 0 {
             return false;
         }
         let now = self.ticks();
-        let deadline = now.saturating_add(ticks).min(TICKS_MAX);
+        let deadline = now.saturating_add(ticks).min(self.ticks_max);
+        // An Open phase's time is its start plus the cooldown of its level and
+        // generation (`time_of`, which every thread computes alike): so the phase
+        // is given the start that puts its deadline where it was asked, as a trip
+        // at that start would have. (Before one cooldown has passed since the
+        // breaker was built, no start can: the deadline is then one cooldown after
+        // the build, later than asked, never earlier.)
         let update = self.transition(self.hot.word.load(), |cur| {
-            cur.is_closed()
-                .then(|| (cur.next(State::Open, cur.level()), deadline))
+            cur.is_closed().then(|| {
+                let next = cur.next(State::Open, cur.level());
+                let cooldown = self.cooldown(next.level(), next.generation());
+                (next, deadline.saturating_sub(cooldown))
+            })
         });
         let moved = matches!(update, Update::Moved { .. });
         let _ = self.deliver(
@@ -571,12 +587,39 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// [`StateWord::transition`] on this breaker's word and time slot.
+    /// A closed phase starts with an empty streak and a half-open phase with an
+    /// empty round: the winner re-tags the word it starts (see
+    /// [`TaggedWord::begin`]), so no phase ever reads data tagged by an earlier one,
+    /// even one a whole generation cycle back.
     fn transition(
         &self,
         seen: Snapshot,
-        f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
+        mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
     ) -> Update {
-        self.hot.word.transition(&self.phase.time, seen, f)
+        // What each attempt saw of the word its phase starts, just before its CAS.
+        let mut before = 0;
+        let update = self.hot.word.transition(
+            &self.phase.time,
+            seen,
+            |cur| {
+                let next = f(cur)?;
+                before = match next.0.state() {
+                    State::Closed => self.streak.raw(),
+                    State::HalfOpen => self.phase.round.raw(),
+                    _ => 0,
+                };
+                Some(next)
+            },
+            |s, start| self.time_of(s, start),
+        );
+        if let Update::Moved { to, .. } = update {
+            match to.state() {
+                State::Closed => self.streak.begin(before, to.generation()),
+                State::HalfOpen => self.phase.round.begin(before, to.generation()),
+                _ => {}
+            }
+        }
+        update
     }
 
     /// A snapshot of the breaker's state, window and lifetime counters.
@@ -614,13 +657,7 @@ impl<C: Clock> CircuitBreaker<C> {
             stale: total(Counter::Stale),
             dropped: total(Counter::Dropped),
         };
-        // A read only: where the phase's time is not published yet (its transition
-        // is a moment old), the time it would be given now.
-        let ticks = self
-            .phase
-            .time
-            .ticks_of(s)
-            .unwrap_or_else(|| self.fresh_ticks(s, now));
+        let ticks = self.peek_ticks(s, now);
         Metrics {
             state: s.state(),
             generation,
@@ -636,6 +673,26 @@ impl<C: Clock> CircuitBreaker<C> {
             // Relaxed: a snapshot of independent counters.
             transitions: std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed)),
         }
+    }
+
+    /// Calls admitted and not yet finished (recorded, or dropped unrecorded), from
+    /// the lifetime counters. The outcomes are read before the admissions, so a
+    /// call finishing meanwhile reads as in flight, never the other way round; a
+    /// count read mid-update may wrap, which reads as in flight too.
+    #[cfg(feature = "registry")]
+    pub(crate) fn in_flight(&self) -> u64 {
+        let total = |c| self.hot.stripes.total(c);
+        let finished = [
+            Counter::Successes,
+            Counter::Failures,
+            Counter::Ignored,
+            Counter::Stale,
+            Counter::Dropped,
+        ]
+        .map(total)
+        .into_iter()
+        .fold(0, u64::wrapping_add);
+        total(Counter::Admitted).wrapping_sub(finished)
     }
 
     /// Heap bytes this breaker holds (its stripes and backoff table).
@@ -655,7 +712,7 @@ impl<C: Clock> CircuitBreaker<C> {
     fn acquire_in(&self, r: StripeRef<'_>) -> Result<Ticket, Rejected> {
         let s = self.hot.word.load();
         if s.is_closed() {
-            return Ok(self.admit(r, s, Kind::Closed));
+            return Ok(self.admit(r, s));
         }
         self.acquire_not_closed(r, s)
     }
@@ -677,26 +734,28 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     #[inline]
-    fn admit(&self, r: StripeRef<'_>, s: Snapshot, kind: Kind) -> Ticket {
+    /// Admits a call in phase `s` (Closed, HalfOpen for a probe whose slot is
+    /// taken, or Disabled): its ticket.
+    fn admit(&self, r: StripeRef<'_>, s: Snapshot) -> Ticket {
         Stripes::bump(r, Counter::Admitted);
         let started = match self.hot.lean.has(Lean::TIMED | Lean::PRECISE) {
             true => self.age_reading(),
             false => 0,
         };
-        Ticket::new(s.generation(), kind, started)
+        Ticket::new(s, started)
     }
 
     /// A rejection by `state` that admits a call in `ticks`.
     #[inline]
     fn reject(&self, r: StripeRef<'_>, state: State, ticks: u64) -> Rejected {
-        Stripes::bump(r, Counter::Rejected);
+        self.bump_and_check_clock(r, Counter::Rejected);
         Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
     /// The rejection of a call at clock reading `reading` by an Open phase whose
     /// deadline is `deadline`, if its cooldown is not over. One multiply and one
     /// compare: `reading`'s tick is below the deadline exactly when its nanoseconds
-    /// are below the deadline's (which fit: the deadline is at most `TICKS_MAX`,
+    /// are below the deadline's (which fit: the deadline is at most `ticks_max`,
     /// `u64::MAX` ns). The division that finds the time left is only made for a
     /// caller that reads it.
     #[inline(always)]
@@ -715,8 +774,7 @@ impl<C: Clock> CircuitBreaker<C> {
     fn acquire_slow(&self, r: StripeRef<'_>, mut s: Snapshot) -> Result<Ticket, Rejected> {
         loop {
             s = match s.state() {
-                State::Closed => return Ok(self.admit(r, s, Kind::Closed)),
-                State::Disabled => return Ok(self.admit(r, s, Kind::Disabled)),
+                State::Closed | State::Disabled => return Ok(self.admit(r, s)),
                 State::ForcedOpen => {
                     Stripes::bump(r, Counter::Rejected);
                     return Err(Rejected::until_reset(State::ForcedOpen));
@@ -724,7 +782,10 @@ impl<C: Clock> CircuitBreaker<C> {
                 State::Open => {
                     let reading = self.clock.now();
                     let now = self.ticks_at(reading);
-                    let deadline = self.phase_ticks(s, now);
+                    let Some(deadline) = self.phase_ticks(s) else {
+                        s = self.hot.word.load(); // `s` is over: look again
+                        continue;
+                    };
                     if let Some(rejected) = self.reject_in_cooldown(r, deadline, reading) {
                         return Err(rejected);
                     }
@@ -735,15 +796,17 @@ impl<C: Clock> CircuitBreaker<C> {
                 }
                 State::HalfOpen => {
                     let now = self.ticks();
-                    let ends = self
-                        .phase_ticks(s, now)
-                        .saturating_add(self.config.half_open_timeout);
+                    let Some(started) = self.phase_ticks(s) else {
+                        s = self.hot.word.load(); // `s` is over: look again
+                        continue;
+                    };
+                    let ends = started.saturating_add(self.config.half_open_timeout);
                     if now >= ends {
                         // A round without a verdict for the whole timeout failed.
                         self.reopen(s, now, Reason::HalfOpenTimeout)
                     } else {
                         match self.take_probe(s) {
-                            Probe::Taken => return Ok(self.admit(r, s, Kind::Probe)),
+                            Probe::Taken => return Ok(self.admit(r, s)),
                             Probe::Full => {
                                 let retry = self.half_open_retry(s, ends, now);
                                 return Err(self.reject(r, State::HalfOpen, retry));
@@ -822,7 +885,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // The same generation means the same word: the phase the call was
             // admitted in, still Closed.
             let current = self.hot.word.load();
-            if current.generation() == ticket.generation()
+            if current == ticket.phase()
                 && self.record_lean_success(r, current, ticket, self.hot.lean)
             {
                 return;
@@ -837,7 +900,7 @@ impl<C: Clock> CircuitBreaker<C> {
     #[inline(never)]
     fn record_slow(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
         let s = self.hot.word.load();
-        if s.generation() != ticket.generation() {
+        if s != ticket.phase() {
             // Admitted under an earlier phase: the breaker has moved on, and this
             // result must not decide the new phase.
             Stripes::bump(r, Counter::Stale);
@@ -855,14 +918,11 @@ impl<C: Clock> CircuitBreaker<C> {
             Outcome::Failure => true,
         };
         let slow = self.is_slow(ticket);
-        Stripes::bump(
-            r,
-            if failed {
-                Counter::Failures
-            } else {
-                Counter::Successes
-            },
-        );
+        if failed {
+            self.bump_and_check_clock(r, Counter::Failures);
+        } else {
+            Stripes::bump(r, Counter::Successes);
+        }
         if slow {
             Stripes::bump(r, Counter::Slow);
         }
@@ -885,7 +945,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let r = self.hot.stripes.mine();
         Stripes::bump(r, Counter::Dropped);
         let s = self.hot.word.load();
-        if s.generation() != ticket.generation() {
+        if s != ticket.phase() {
             return; // stale: the breaker has moved on
         }
         let failed = self
@@ -906,6 +966,25 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             Kind::Closed | Kind::Disabled => {}
         }
+    }
+
+    /// Bumps `counter` (a rejection's or a failure's), and on every 256th count in
+    /// the stripe has the clock check that its
+    /// cheap reading still moves ([`Clock::revive`]: the default clock's refresh
+    /// thread does not survive a `fork()`). Those paths read no clock but the cheap
+    /// reading, so this is how a forked child's breaker notices; the test costs
+    /// two instructions.
+    #[inline(always)]
+    fn bump_and_check_clock(&self, r: StripeRef<'_>, counter: Counter) {
+        if Stripes::bump_to_multiple_of_256(r, counter) {
+            self.revive_clock();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn revive_clock(&self) {
+        self.clock.revive();
     }
 
     #[inline]
@@ -973,6 +1052,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }
         }
         if let Some(reason) = reason {
+            self.revive_clock(); // a trip's cooldown starts at the true time
             let now = self.ticks();
             let update = self.transition(s, |cur| {
                 (cur.generation() == generation && cur.is_closed())
@@ -1030,7 +1110,9 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// HalfOpen `s` → Open at the next backoff level. Returns the newest word.
+    /// (`now` was read by the caller; the clock is checked for the next reading.)
     fn reopen(&self, s: Snapshot, now: u64, reason: Reason) -> Snapshot {
+        self.revive_clock();
         let generation = s.generation();
         let level = self.next_level(s);
         let update = self.transition(s, |cur| {
@@ -1110,38 +1192,43 @@ impl<C: Clock> CircuitBreaker<C> {
         ticks_from_nanos(reading.saturating_sub(self.origin))
     }
 
-    /// The Open word that follows `cur` at `now`, at backoff `level`, and its
-    /// deadline: `now` plus the cooldown of its level and generation (jittered, the
-    /// same for every thread), so a rejection compares the clock with the deadline
-    /// and computes nothing.
+    /// The Open word that follows `cur` at `now`, at backoff `level`, and when it
+    /// starts.
     fn opened(&self, cur: Snapshot, level: u8, now: u64) -> (Snapshot, u64) {
-        let next = cur.next(State::Open, level);
-        (next, self.fresh_ticks(next, now))
+        (cur.next(State::Open, level), now)
     }
 
-    /// The time phase `s` is given if it starts at `now`: for Open its deadline,
-    /// otherwise `now`.
-    fn fresh_ticks(&self, s: Snapshot, now: u64) -> u64 {
+    /// The time of phase `s` if it starts at `start` (see [`TimeSlot`]): for Open
+    /// its deadline, `start` plus the cooldown of its level and generation
+    /// (jittered, the same for every thread), so a rejection compares the clock
+    /// with the deadline and computes nothing; otherwise `start`.
+    fn time_of(&self, s: Snapshot, start: u64) -> u64 {
         if s.is(State::Open) {
-            now.saturating_add(self.cooldown(s.level(), s.generation()))
-                .min(TICKS_MAX)
+            start
+                .saturating_add(self.cooldown(s.level(), s.generation()))
+                .min(self.ticks_max)
         } else {
-            now
+            start
         }
     }
 
-    /// The time of phase `s` (see [`TimeSlot`]): the one published, or, if its
-    /// transition's winner has not published it yet, the one this thread publishes
-    /// for it (starting at `now`). A phase's time is the same for every thread.
+    /// The time of phase `s` (see [`TimeSlot::ticks`]), the same for every
+    /// thread; `None` if the breaker has moved past `s`: the caller's word is stale.
     #[inline]
-    fn phase_ticks(&self, s: Snapshot, now: u64) -> u64 {
-        match self.phase.time.ticks_of(s) {
-            Some(ticks) => ticks,
-            None => self
-                .phase
-                .time
-                .publish(&self.hot.word, s, self.fresh_ticks(s, now)),
-        }
+    fn phase_ticks(&self, s: Snapshot) -> Option<u64> {
+        self.phase
+            .time
+            .ticks(&self.hot.word, s, |s, start| self.time_of(s, start))
+    }
+
+    /// The time of phase `s` for a reader that writes nothing (metrics, save): as
+    /// [`phase_ticks`](Self::phase_ticks), computed but not published, or, if `s`
+    /// is over already, what it would be had it started at `now`.
+    fn peek_ticks(&self, s: Snapshot, now: u64) -> u64 {
+        self.phase
+            .time
+            .peek(s, |s, start| self.time_of(s, start))
+            .unwrap_or_else(|| self.time_of(s, now))
     }
 
     /// When phase `s`, whose time is `ticks`, began: `ticks`, except for Open, whose
@@ -1187,6 +1274,59 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             State::ForcedOpen => None,
             State::Closed | State::Disabled => Some(Duration::ZERO),
+        }
+    }
+}
+
+// Save and restore: what `crate::saved` needs from the breaker's insides.
+impl<C: Clock> CircuitBreaker<C> {
+    /// A breaker built from `config` that starts at `start` instead of a new
+    /// breaker's Closed: a fresh generation (0), the phase's time counted from the
+    /// breaker's origin, the streak and the window's counts as given. Nothing is
+    /// shared yet, so plain writes do.
+    pub(crate) fn restored(
+        config: Config,
+        clock: C,
+        listener: Option<Listener>,
+        start: &saved::Start,
+    ) -> Self {
+        let mut b = Self::from_parts(config, clock, listener);
+        b.hot.word = StateWord::at(start.word);
+        b.phase.time = TimeSlot::starting(start.word, start.ticks);
+        *b.streak = TaggedWord::holding(start.word.generation(), start.streak);
+        if let (Some(w), Some(counts)) = (&b.window, start.window) {
+            w.seed(&b.hot.stripes, (start.word, &b.hot.word), b.origin, counts);
+        }
+        b
+    }
+
+    /// The breaker's state as [`save`](Self::save) records it, read without a
+    /// lock or a write, as [`metrics`](Self::metrics) reads it.
+    pub(crate) fn taken(&self) -> saved::Taken {
+        let s = self.hot.word.load();
+        let reading = self.clock.now();
+        let now = self.ticks_at(reading);
+        let ticks = self.peek_ticks(s, now);
+        let closed = s.is_closed();
+        saved::Taken {
+            state: s.state(),
+            level: s.level(),
+            open_in: s.is(State::Open).then_some((ticks, now)),
+            streak: match closed {
+                true => self.streak.data_for(s.generation()),
+                false => 0,
+            },
+            window: self
+                .window
+                .as_ref()
+                .zip(self.config.window)
+                .map(|(w, shape)| {
+                    let counts = match closed {
+                        true => w.counts(&self.hot.stripes, s.generation(), reading),
+                        false => WindowCounts::default(),
+                    };
+                    (shape, counts)
+                }),
         }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! | clock            | `now()` cost here | resolution | use                                  |
 //! |------------------|-------------------|------------|--------------------------------------|
-//! | [`DefaultClock`] | ~1 ns (one load)  | 1 ms       | production: a cached reading refreshed every millisecond from quanta's TSC clock by one background thread per process |
+//! | [`DefaultClock`] | ~1 ns (one load)  | 1 ms       | production: a cached reading refreshed every millisecond from quanta's TSC clock by one background thread per process, started by the first breaker built with this clock |
 //! | [`StdClock`]     | 25-50 ns          | 1 ns       | where no background thread is wanted  |
 //! | [`ManualClock`]  | one atomic load   | 1 ns       | tests, including your own             |
 //!
@@ -64,15 +64,48 @@ pub trait Clock: Send + Sync {
     fn now_if_cheap(&self) -> Option<u64> {
         Some(self.now())
     }
+
+    /// Not part of the API: it may change in any release, and implementations need
+    /// not override it. Called off the lean paths now and then (on every trip and
+    /// reopening, and on every 256th rejection or failure a thread counts): a clock
+    /// whose cheap reading is kept fresh by someone else checks that it still is
+    /// (see [`DefaultClock`]'s fork safety). Defaults to nothing.
+    #[doc(hidden)]
+    fn revive(&self) {}
 }
 
 /// The default clock: a cached reading (one load), refreshed every millisecond by a
-/// background thread that the first `DefaultClock` starts once per process.
+/// background thread (named `cutout-clock`), one per process.
 /// [`precise`](Clock::precise) reads quanta's `Instant::now()` (the TSC where it is
 /// reliable, ~25 ns).
 ///
-/// If the refresh thread cannot be started, [`now`](Clock::now) falls back to
+/// # The refresh thread
+/// It starts with the first reading: [`DefaultClock::new`], or the first breaker
+/// built with the default clock. [`CircuitBreaker::builder`](crate::CircuitBreaker::builder)
+/// alone starts nothing, so a breaker built with `.clock(StdClock::new())` or a
+/// [`ManualClock`] leaves the process without the thread.
+///
+/// If the thread cannot be started, [`now`](Clock::now) falls back to
 /// [`precise`](Clock::precise): slower, never wrong.
+///
+/// quanta has a recent-time thread of its own (`quanta::Upkeep` with
+/// `Instant::recent`), but its reading is one global of the quanta crate shared by
+/// every library in the process: the first `Upkeep` started sets the interval for
+/// all, a second one fails to start, and when its owner drops the handle the thread
+/// stops and `recent()` keeps returning its last value. A thread of cutout's own
+/// cannot be stopped or retuned by another library.
+///
+/// # Fork safety
+/// A `fork()`ed child has no refresh thread (only the forking thread survives), but
+/// inherits the cached reading. The breaker notices: every trip and reopening, and
+/// every 256th rejection or failure counted by a thread, compares the cached
+/// reading with a precise one (off the lean paths, which still cost one load). A
+/// reading more than 100 ms behind means the thread is gone (or starved): the
+/// reading is brought up to date and, in a process that has not started one, a new
+/// refresh thread is started. So in a child, a breaker that trips computes its
+/// cooldown from the true time, and one inherited Open reaches its probe after at
+/// most 256 rejections on a thread past the cooldown. A plain
+/// [`now`](Clock::now) call does not check.
 ///
 /// # Examples
 /// ```
@@ -90,11 +123,22 @@ pub struct DefaultClock {
 /// How often the refresh thread updates the cached reading.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(1);
 
-/// The cached reading: nanoseconds since [`origin`], at least 1 once a
-/// `DefaultClock` exists; 0 if the refresh thread could not start.
+/// How far the cached reading may lag a precise one before [`revive`] takes the
+/// refresh thread for gone.
+const STALE_AFTER: u64 = 100_000_000;
+
+/// The cached reading: nanoseconds since [`origin`], at least 1 while a refresh
+/// thread runs; 0 before the first reading, or if the thread could not start.
 // Padded: at the start of its own line, so never at a stripe counter's place in a
 // line (see `stripe::LEAN_LOADS`).
 static RECENT: CachePadded<ProcessAtomicU64> = CachePadded::new(ProcessAtomicU64::new(0));
+
+/// The process id of the process whose refresh thread runs (0: none started),
+/// with [`NO_THREAD`] set if it could not start there.
+static OWNER: ProcessAtomicU64 = ProcessAtomicU64::new(0);
+
+/// In [`OWNER`]: the refresh thread could not be started; `now` reads precisely.
+const NO_THREAD: u64 = 1 << 32;
 
 fn origin() -> quanta::Instant {
     static ORIGIN: OnceLock<quanta::Instant> = OnceLock::new();
@@ -109,30 +153,83 @@ fn precise_nanos() -> u64 {
     u64::try_from(nanos).unwrap_or(u64::MAX)
 }
 
+/// Starts the refresh thread in this process unless one runs here already (or
+/// could not start here). `pid` is this process's id.
+#[cold]
+fn start_refresh(pid: u64) {
+    // Acquire/AcqRel: the owner word picks the one thread of this process that
+    // starts the refresh thread; the loser reads precisely until it runs.
+    let owner = OWNER.load(Ordering::Acquire);
+    if owner & !NO_THREAD == pid
+        || OWNER
+            .compare_exchange(owner, pid, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    {
+        return;
+    }
+    // Relaxed (here and below): a time reading publishes nothing else. Every
+    // writer takes the maximum, so the reading never goes backwards.
+    RECENT.fetch_max(precise_nanos().max(1), Ordering::Relaxed);
+    let refresh = || {
+        loop {
+            std::thread::sleep(REFRESH_INTERVAL);
+            RECENT.fetch_max(precise_nanos().max(1), Ordering::Relaxed);
+        }
+    };
+    if std::thread::Builder::new()
+        .name("cutout-clock".into())
+        .spawn(refresh)
+        .is_err()
+    {
+        // Without the thread, `now` falls back to `precise`, which is never behind
+        // the reading stored above: time still does not go backwards.
+        OWNER.store(pid | NO_THREAD, Ordering::Release);
+        RECENT.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The reading when the cached one is 0: the first reading in the process (which
+/// starts the refresh thread), or every reading where the thread could not start.
+#[cold]
+fn first_or_precise() -> u64 {
+    // Acquire: pairs with start_refresh's owner writes.
+    if OWNER.load(Ordering::Acquire) == 0 {
+        start_refresh(u64::from(std::process::id()));
+    }
+    precise_nanos()
+}
+
+/// Brings a cached reading that lags by more than [`STALE_AFTER`] up to date, and
+/// starts a refresh thread if this process has none (a `fork()`ed child).
+#[cold]
+#[inline(never)]
+fn revive() {
+    // Relaxed: see start_refresh.
+    let recent = RECENT.load(Ordering::Relaxed);
+    if recent == 0 {
+        return; // not started, or no thread: `now` reads precisely
+    }
+    let precise = precise_nanos();
+    if precise.saturating_sub(recent) <= STALE_AFTER {
+        return;
+    }
+    // Relaxed: as above.
+    RECENT.fetch_max(precise, Ordering::Relaxed);
+    start_refresh(u64::from(std::process::id()));
+}
+
 impl DefaultClock {
     /// A handle on the process-wide clock; starts the refresh thread the first time.
     pub fn new() -> DefaultClock {
-        static STARTED: OnceLock<()> = OnceLock::new();
-        STARTED.get_or_init(|| {
-            // Relaxed (here and below): a time reading publishes nothing else;
-            // coherence keeps each thread's successive reads from going backwards.
-            RECENT.store(precise_nanos().max(1), Ordering::Relaxed);
-            let refresh = || {
-                loop {
-                    std::thread::sleep(REFRESH_INTERVAL);
-                    RECENT.store(precise_nanos().max(1), Ordering::Relaxed);
-                }
-            };
-            if std::thread::Builder::new()
-                .name("cutout-clock".into())
-                .spawn(refresh)
-                .is_err()
-            {
-                // Without the thread, `now` falls back to `precise`, which is never
-                // behind the reading stored above: time still does not go backwards.
-                RECENT.store(0, Ordering::Relaxed);
-            }
-        });
+        let clock = DefaultClock::lazy();
+        let _ = clock.now();
+        clock
+    }
+
+    /// A handle that starts nothing until it is first read: what
+    /// [`CircuitBreaker::builder`](crate::CircuitBreaker::builder) holds until
+    /// `.clock(...)` replaces it or `build()` reads it.
+    pub(crate) const fn lazy() -> DefaultClock {
         DefaultClock { _private: () }
     }
 }
@@ -148,7 +245,7 @@ impl Clock for DefaultClock {
     fn now(&self) -> u64 {
         // Relaxed: see the refresh thread.
         match RECENT.load(Ordering::Relaxed) {
-            0 => precise_nanos(),
+            0 => first_or_precise(),
             n => n,
         }
     }
@@ -168,6 +265,10 @@ impl Clock for DefaultClock {
             0 => None,
             n => Some(n),
         }
+    }
+
+    fn revive(&self) {
+        revive();
     }
 }
 
@@ -288,6 +389,9 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     }
     fn now_if_cheap(&self) -> Option<u64> {
         (**self).now_if_cheap()
+    }
+    fn revive(&self) {
+        (**self).revive()
     }
 }
 

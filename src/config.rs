@@ -7,6 +7,7 @@
 use crate::clock::{Clock, DefaultClock};
 use crate::dropped::Dropped;
 use crate::event::Transition;
+use crate::saved::Restore;
 use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_duration};
 use crate::stripe;
 use crate::{CircuitBreaker, ConfigError};
@@ -30,7 +31,7 @@ const DEFAULT_MULTIPLIER: f64 = 2.0;
 const DEFAULT_MAX_OPEN_DURATION: Duration = Duration::from_secs(60);
 const DEFAULT_HALF_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The name of a breaker built without [`Builder::name`].
-const DEFAULT_NAME: &str = "default";
+pub(crate) const DEFAULT_NAME: &str = "default";
 
 /// Configures and builds a [`CircuitBreaker`]; start with
 /// [`CircuitBreaker::builder`].
@@ -99,6 +100,8 @@ pub struct Builder<C = DefaultClock> {
     clock: C,
     settings: Settings,
     on_transition: Option<Listener>,
+    /// What [`Builder::restore`] gave, if anything (see [`crate::saved`]).
+    pub(crate) restore: Restore,
 }
 
 /// Every setting as given, checked only in [`Builder::build`].
@@ -122,7 +125,9 @@ struct Settings {
 impl Builder<DefaultClock> {
     pub(crate) fn new() -> Builder<DefaultClock> {
         Builder {
-            clock: DefaultClock::new(),
+            // Started by `build()`'s first reading, never by a builder whose clock
+            // `.clock(...)` replaces.
+            clock: DefaultClock::lazy(),
             settings: Settings {
                 name: Cow::Borrowed(DEFAULT_NAME),
                 consecutive_failures: None,
@@ -139,6 +144,7 @@ impl Builder<DefaultClock> {
                 on_drop: Dropped::Ignored,
             },
             on_transition: None,
+            restore: Restore::default(),
         }
     }
 }
@@ -318,6 +324,7 @@ impl<C: Clock> Builder<C> {
             clock,
             settings: self.settings,
             on_transition: self.on_transition,
+            restore: self.restore,
         }
     }
 
@@ -329,20 +336,31 @@ impl<C: Clock> Builder<C> {
     /// NaN; a jitter outside `0..=1`; a multiplier below 1; a maximum below the
     /// base; a duration below the 1 ms tick or beyond the 17 years the state word
     /// holds; a window bucket shorter than the clock's resolution, or more than
-    /// 4096 buckets (see [`window`](Self::window)).
+    /// 4096 buckets (see [`window`](Self::window)); or, with
+    /// [`restore`](Self::restore), one naming `restore` that says why the saved
+    /// state cannot be restored.
     pub fn build(self) -> Result<CircuitBreaker<C>, ConfigError> {
         let config = self.validate()?;
-        Ok(CircuitBreaker::from_parts(
-            config,
-            self.clock,
-            self.on_transition,
-        ))
+        match self.restore.start(&config)? {
+            None => Ok(CircuitBreaker::from_parts(
+                config,
+                self.clock,
+                self.on_transition,
+            )),
+            Some(start) => Ok(CircuitBreaker::restored(
+                config,
+                self.clock,
+                self.on_transition,
+                &start,
+            )),
+        }
     }
 
     /// Checks every setting once and keeps what building a breaker needs, so a
     /// registry can build many breakers from one builder without checking again.
     #[cfg_attr(not(feature = "registry"), allow(dead_code))]
     pub(crate) fn into_parts(self) -> Result<Parts<C>, ConfigError> {
+        self.restore.refuse_shared()?;
         Ok(Parts {
             config: self.validate()?,
             clock: self.clock,

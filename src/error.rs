@@ -141,19 +141,38 @@ impl<E> From<Rejected> for Error<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for Error<E> {
+/// Says what happened at this layer only, as the API guidelines ask: a rejection
+/// prints the [`Rejected`] message, and a failed call prints "the call through the
+/// breaker failed", leaving the call's own error to [`source`](std::error::Error::source),
+/// so an error reporter that walks the chain prints each message once.
+///
+/// # Examples
+/// ```
+/// use std::error::Error as _;
+///
+/// let breaker = cutout::CircuitBreaker::builder().build()?;
+/// let err = breaker
+///     .call(|| Err::<(), _>(std::io::Error::other("connection refused")))
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "the call through the breaker failed");
+/// assert_eq!(err.source().unwrap().to_string(), "connection refused");
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+impl<E> fmt::Display for Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Rejected(r) => r.fmt(f),
-            Error::Inner(e) => e.fmt(f),
+            Error::Inner(_) => f.write_str("the call through the breaker failed"),
         }
     }
 }
 
+/// [`source`](std::error::Error::source) is the call's own error for
+/// [`Error::Inner`], and `None` for a rejection (its message says it all).
 impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Rejected(r) => Some(r),
+            Error::Rejected(_) => None,
             Error::Inner(e) => Some(e),
         }
     }
@@ -212,7 +231,12 @@ mod tests {
         assert_eq!(r.to_string(), "circuit breaker is open; retry after 250ms");
         let e: Error<std::io::Error> = r.into();
         assert!(e.is_rejected());
-        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(
+            e.to_string(),
+            r.to_string(),
+            "a rejection is this layer's own"
+        );
+        assert!(std::error::Error::source(&e).is_none());
         assert_eq!(e.rejected(), Some(&r));
     }
 
@@ -231,7 +255,19 @@ mod tests {
     fn inner_error_is_returned_unchanged() {
         let e = Error::Inner("boom");
         assert!(!e.is_rejected());
-        assert_eq!(e.to_string(), "boom");
         assert_eq!(e.into_inner(), Some("boom"));
+    }
+
+    #[test]
+    fn an_inner_error_is_printed_once_by_a_chain_walker() {
+        let e: Error<std::io::Error> = Error::Inner(std::io::Error::other("refused"));
+        assert_eq!(e.to_string(), "the call through the breaker failed");
+        let mut chain = vec![e.to_string()];
+        let mut next = std::error::Error::source(&e);
+        while let Some(cause) = next {
+            chain.push(cause.to_string());
+            next = cause.source();
+        }
+        assert_eq!(chain, ["the call through the breaker failed", "refused"]);
     }
 }

@@ -35,8 +35,9 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, in declaration order.
-    pub const ALL: [Reason; 11] = [
+    /// Every reason, in declaration order. Private: a public array's length would
+    /// make every new reason a breaking change; [`Reason::iter`] is the public view.
+    pub(crate) const ALL: [Reason; 11] = [
         Reason::ConsecutiveFailures,
         Reason::FailureRate,
         Reason::SlowCallRate,
@@ -49,6 +50,21 @@ impl Reason {
         Reason::Reset,
         Reason::External,
     ];
+
+    /// Every reason, in declaration order: for exporters that label a count per
+    /// reason (with [`Metrics::transitions`](crate::Metrics::transitions)). A later
+    /// release may yield more reasons.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::Reason;
+    ///
+    /// assert!(Reason::iter().any(|r| r == Reason::HalfOpenTimeout));
+    /// assert_eq!(Reason::iter().next(), Some(Reason::ConsecutiveFailures));
+    /// ```
+    pub fn iter() -> impl ExactSizeIterator<Item = Reason> + Clone {
+        Reason::ALL.into_iter()
+    }
 
     /// A snake_case name for logs and metric labels.
     pub const fn as_str(self) -> &'static str {
@@ -80,6 +96,7 @@ impl fmt::Display for Reason {
 
 /// Call counts over the sliding window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WindowCounts {
     /// Calls with a success or failure outcome.
     pub calls: u64,
@@ -90,6 +107,22 @@ pub struct WindowCounts {
 }
 
 impl WindowCounts {
+    /// Counts of `calls`, of which `failures` failed and `slow` were slow (to build
+    /// a [`SavedWindow`](crate::SavedWindow), or to compare with a breaker's).
+    ///
+    /// # Examples
+    /// ```
+    /// let c = cutout::WindowCounts::new(4, 1, 2);
+    /// assert_eq!((c.calls, c.failure_rate(), c.slow_call_rate()), (4, 0.25, 0.5));
+    /// ```
+    pub const fn new(calls: u64, failures: u64, slow: u64) -> WindowCounts {
+        WindowCounts {
+            calls,
+            failures,
+            slow,
+        }
+    }
+
     /// `failures / calls`, or 0 with no calls.
     pub fn failure_rate(&self) -> f64 {
         ratio(self.failures, self.calls)

@@ -59,8 +59,9 @@
 //!   In axum 0.8: `.route_layer(cutout::http::HttpLayer::new(breaker))`. See
 //!   `examples/axum.rs`.
 //! - With the `registry` feature (on by default), a `Registry` holds one breaker per
-//!   dependency key, built on first use from a shared [`Builder`], with lock-free
-//!   lookups and optional idle eviction.
+//!   dependency key, built on first use from a shared [`Builder`] and named after
+//!   its key, with lock-free lookups and optional idle eviction (only of breakers
+//!   that behave like new ones; a call in flight keeps its own breaker, and only it).
 //! - [`retry`], [`retry_with_sleep`] and [`retry_async`] retry with full-jitter
 //!   exponential backoff ([`RetryPolicy`]); every attempt goes through the breaker,
 //!   and an open breaker ends the retries at once, without sleeping.
@@ -98,13 +99,58 @@
 //!   held.
 //! - [`metrics`](CircuitBreaker::metrics): a [`Metrics`] snapshot of the state, the
 //!   window and striped lifetime counters.
-//! - Feature `metrics`: `CircuitBreaker::publish_metrics` and the
-//!   `export::metrics` module publish the snapshot through the `metrics` crate
-//!   facade, with a `breaker` label from [`Builder::name`].
+//! - Feature `metrics`: `CircuitBreaker::publish_metrics`, `Registry::publish_metrics`
+//!   and the `export::metrics` module publish the snapshot through the `metrics`
+//!   crate facade, with a `breaker` label from [`Builder::name`] (a registry's
+//!   breakers are named after their keys).
 //! - Feature `tracing`: one `tracing` event per transition (`WARN` when the breaker
 //!   opens, `INFO` otherwise), documented in `export::tracing`.
 //!
 //! None of them adds work to a closed-state success.
+//!
+//! # Restarts and fleets
+//! A breaker is per process: it knows what its own calls saw, and nothing is
+//! shared between processes on the call path (gobreaker's distributed breaker
+//! takes a Redis lock per call; cutout never puts a remote round trip there). What
+//! a breaker knows can travel off the call path:
+//! - [`CircuitBreaker::save`] takes a [`SavedState`]: the state, the backoff level,
+//!   an Open deadline as wall-clock time, the consecutive failures, the window's
+//!   totals and the name, read with loads only, so no call waits for it.
+//! - [`Builder::restore`] builds a breaker that starts from it: Open until the saved
+//!   deadline (the wall-clock time left is turned into a deadline on the breaker's
+//!   monotonic clock once, at the build), ready to probe once it has passed,
+//!   HalfOpen as a fresh round, ForcedOpen and Disabled kept, a fresh generation. A
+//!   state saved under other settings restores what still makes sense, and bad input
+//!   is a [`ConfigError`]; [`Builder::restore`] has the rules.
+//! - With the `serde` feature, `SavedState` is `Serialize` / `Deserialize` in a
+//!   stable, versioned format, documented on [`SavedState`].
+//! - A `Registry` saves and restores every key (`save_all`, `restore_all`), and
+//!   `RegistryBuilder::initial_state` gives each key created later its first state.
+//!
+//! So a restarted process starts Open against a dependency its predecessor knew was
+//! down (`examples/restart.rs`), and a **config reload** keeps the state: save,
+//! build with the new settings and restore, then swap the breaker where callers
+//! find it (for example an `ArcSwap`). A breaker's settings never change in place,
+//! which would cost every call a load. For a fleet, save/restore is the exchange
+//! format: a new instance starts from what the others know, and an instance can
+//! adopt a peer's Open state by restoring it; deciding when to do so (a quorum,
+//! freshness) belongs to the fleet layer, off the call path.
+//!
+//! ```
+//! use cutout::{CircuitBreaker, State};
+//! use std::sync::{Arc, RwLock};
+//!
+//! // Callers find the breaker here (an `ArcSwap` avoids the lock).
+//! let current = RwLock::new(Arc::new(CircuitBreaker::builder().consecutive_failures(1).build()?));
+//! let _ = current.read().unwrap().call(|| Err::<(), _>("down"));
+//!
+//! // A config reload that keeps the state.
+//! let saved = current.read().unwrap().save();
+//! let reloaded = CircuitBreaker::builder().consecutive_failures(5).restore(saved).build()?;
+//! *current.write().unwrap() = Arc::new(reloaded);
+//! assert_eq!(current.read().unwrap().state(), State::Open);
+//! # Ok::<(), cutout::ConfigError>(())
+//! ```
 //!
 //! # Examples
 //! Tests drive time with [`ManualClock`]; no sleeps:
@@ -219,9 +265,12 @@
 //!   permit counts as;
 //!   `fallback.rs`: fallbacks, sync, async and tower;
 //!   `registry.rs`: breakers by key on a `papaya` map (feature `registry`);
+//!   `saved.rs`: save and restore, and the `serde` format (feature `serde`);
 //!   `retry.rs`: backoff and the retry loops.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// docs.rs labels every feature-gated item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod breaker;
@@ -231,6 +280,7 @@ mod dropped;
 mod error;
 mod event;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "metrics", feature = "tracing"))))]
 pub mod export;
 pub mod fallback;
 mod future;
@@ -244,6 +294,7 @@ mod policy;
 #[cfg(feature = "registry")]
 mod registry;
 mod retry;
+mod saved;
 mod slot;
 mod snapshot;
 mod state;
@@ -264,13 +315,16 @@ pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, f
 pub use future::CallAsync;
 pub use permit::{Outcome, OwnedPermit, Permit};
 #[cfg(feature = "registry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "registry")))]
 pub use registry::{Registry, RegistryBuilder};
 pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
+pub use saved::{SavedState, SavedWindow};
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use tower::{
     CircuitBreakerLayer, CircuitBreakerService, Classify, ErrIsFailure, ResponseFuture,
 };

@@ -2,7 +2,7 @@
 
 use crate::breaker::CircuitBreaker;
 use crate::clock::{Clock, DefaultClock};
-use crate::state::Generation;
+use crate::state::{Generation, Snapshot, State};
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -45,36 +45,43 @@ pub(crate) enum Kind {
     Disabled = 2,
 }
 
-/// What an admission hands the outcome: the generation the call was admitted
-/// under, what kind of call it is, and (when the slow-call policy times calls) the
-/// clock reading at admission, else 0. Sixteen bytes, so that it (and a `Result`
-/// of it, which keeps its discriminant in `kind`'s spare values) travels in two
-/// registers.
+/// What an admission hands the outcome: the state word the call was admitted
+/// under (its phase: every transition moves the generation on, so a phase has one
+/// word, and the call's kind follows from its state) and, when the slow-call policy
+/// or `on_drop` times calls, the clock reading at admission, else 0. Two words,
+/// both already in registers on the lean path: nothing to extract or pack.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ticket {
+    phase: Snapshot,
     started: u64,
-    generation: Generation,
-    kind: Kind,
 }
 
 impl Ticket {
     #[inline]
-    pub(crate) fn new(generation: Generation, kind: Kind, started: u64) -> Ticket {
-        Ticket {
-            started,
-            generation,
-            kind,
-        }
+    pub(crate) fn new(phase: Snapshot, started: u64) -> Ticket {
+        Ticket { phase, started }
+    }
+
+    /// The state word the call was admitted under.
+    #[inline]
+    pub(crate) fn phase(self) -> Snapshot {
+        self.phase
     }
 
     #[inline]
     pub(crate) fn generation(self) -> Generation {
-        self.generation
+        self.phase.generation()
     }
 
+    /// What the call is: a closed phase's call, a half-open probe, or a disabled
+    /// breaker's call (the only states that admit).
     #[inline]
     pub(crate) fn kind(self) -> Kind {
-        self.kind
+        match self.phase.state() {
+            State::Closed => Kind::Closed,
+            State::HalfOpen => Kind::Probe,
+            _ => Kind::Disabled,
+        }
     }
 
     /// Nanoseconds from admission to `now` (a reading of the same clock; 0 if it
@@ -88,8 +95,7 @@ impl Ticket {
 impl fmt::Debug for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ticket")
-            .field("generation", &self.generation)
-            .field("kind", &self.kind)
+            .field("phase", &self.phase)
             .field("started", &self.started)
             .finish()
     }
@@ -257,16 +263,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_ticket_keeps_its_fields_and_times_any_call() {
-        for kind in [Kind::Closed, Kind::Probe, Kind::Disabled] {
-            let t = Ticket::new(0xdead_beef, kind, 5_000);
-            assert_eq!((t.generation(), t.kind()), (0xdead_beef, kind));
+    fn a_ticket_keeps_its_phase_and_times_any_call() {
+        for (state, kind) in [
+            (State::Closed, Kind::Closed),
+            (State::HalfOpen, Kind::Probe),
+            (State::Disabled, Kind::Disabled),
+        ] {
+            let phase = Snapshot::starting(state, 3);
+            let t = Ticket::new(phase, 5_000);
+            assert_eq!((t.phase(), t.kind(), t.generation()), (phase, kind, 0));
             assert_eq!(t.elapsed(7_500), 2_500);
             assert_eq!(t.elapsed(4_000), 0, "a reading before admission is 0");
         }
-        let long = Ticket::new(1, Kind::Closed, 3);
+        let long = Ticket::new(Snapshot::INITIAL, 3);
         assert_eq!(long.elapsed(u64::MAX), u64::MAX - 3, "no modulus");
-        // Two registers' worth, on every pointer width.
-        assert_eq!(std::mem::size_of::<Result<Ticket, crate::Rejected>>(), 16);
+        // Two words (the lean path builds it from two registers); a rejection is
+        // one word.
+        assert_eq!(size_of::<Ticket>(), 2 * size_of::<u64>());
+        assert_eq!(size_of::<crate::Rejected>(), size_of::<u64>());
     }
 }

@@ -1,50 +1,92 @@
 //! [`Registry`]: one breaker per dependency, created on first use from a shared
 //! builder (the `registry` feature, on by default).
 //!
-//! The map's choice and the cost of idle tracking are documented on [`Registry`].
+//! The map's choice, the cost of idle tracking and the eviction rule are documented
+//! on [`Registry`].
 //!
 //! # Orderings
-//! The last-used timestamps and the last-sweep time are `Relaxed`: they are hints
-//! that order no other memory. The map orders its own contents.
+//! The last-sweep time and the entry ids are `Relaxed`: they order no other memory.
+//! An entry's last-used word is `Relaxed` too, but it is also the eviction protocol's
+//! one shared word: a sweep claims an entry by a compare-and-swap from the idle
+//! timestamp it read to [`EVICTED`], and a lookup that finds the timestamp stale
+//! writes it with `fetch_max`. Both are read-modify-writes of one word, so one of
+//! the two sees the other, whatever the ordering: the claim fails, or the lookup
+//! sees the claim and looks again. The map orders its own contents.
 
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Listener, Parts};
 use crate::event::Transition;
-use crate::permit::Outcome;
+use crate::permit::{Outcome, Permit, Ticket};
 use crate::sync::{AtomicU64, Ordering};
-use crate::{CircuitBreaker, ConfigError, Error};
+use crate::{CircuitBreaker, ConfigError, Error, Rejected, SavedState, State};
 use papaya::{HashMapRef, LocalGuard};
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The default idle resolution: how far a last-used timestamp may lag.
 const DEFAULT_RESOLUTION: Duration = Duration::from_secs(1);
 
 type KeyedListener<K> = Arc<dyn Fn(&K, &Transition) + Send + Sync>;
+type Namer<K> = Arc<dyn Fn(&K) -> Cow<'static, str> + Send + Sync>;
 type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
+
+/// The last-used value of an entry a sweep has claimed: no clock reading takes it
+/// (readings are capped one below), and it is the maximum, so a lookup's
+/// `fetch_max` leaves it in place and sees it.
+const EVICTED: u64 = u64::MAX;
 
 /// One key's breaker and when it was last used.
 struct Entry<C: Clock> {
     breaker: Arc<CircuitBreaker<C>>,
-    /// Clock nanoseconds, written at most once per resolution period.
+    /// Clock nanoseconds, written at most once per resolution period; [`EVICTED`]
+    /// once a sweep has claimed the entry.
     last_used: AtomicU64,
+    /// Unique in the registry: tells this entry from a later one for the same key.
+    id: u64,
 }
 
 impl<C: Clock> Entry<C> {
+    /// Marks the entry used at `now`. `false` if a sweep has claimed it: the
+    /// caller must look the key up again.
     #[inline]
-    fn touch(&self, now: u64, resolution: u64) {
-        // Relaxed: an eviction hint; it publishes nothing.
+    fn touch(&self, now: u64, resolution: u64) -> bool {
+        // Relaxed: see the module's Orderings.
         let seen = self.last_used.load(Ordering::Relaxed);
-        if now.saturating_sub(seen) >= resolution {
-            // Relaxed: as above; `fetch_max` keeps the hint from going backwards
-            // when threads that read the clock at different times race here.
-            self.last_used.fetch_max(now, Ordering::Relaxed);
+        if seen == EVICTED {
+            return false;
         }
+        if now.saturating_sub(seen) < resolution {
+            return true;
+        }
+        // Relaxed: as above. `fetch_max` keeps the hint from going backwards when
+        // threads that read the clock at different times race here, and is the
+        // read-modify-write that a sweep's claim cannot miss.
+        self.last_used
+            .fetch_max(now.min(EVICTED - 1), Ordering::Relaxed)
+            != EVICTED
     }
+
+    /// Whether a sweep has claimed the entry.
+    #[inline]
+    fn is_claimed(&self) -> bool {
+        // Relaxed: see the module's Orderings.
+        self.last_used.load(Ordering::Relaxed) == EVICTED
+    }
+}
+
+/// Whether `breaker` would behave exactly like a new one: Closed, no call in
+/// flight, no consecutive failure, nothing in its window. (Generation, lifetime
+/// counters and transition counts differ, but decide nothing.)
+fn behaves_like_new<C: Clock>(breaker: &CircuitBreaker<C>) -> bool {
+    if breaker.in_flight() != 0 {
+        return false;
+    }
+    let m = breaker.metrics();
+    m.state == State::Closed && m.consecutive_failures == 0 && m.window.calls == 0
 }
 
 /// Circuit breakers keyed by dependency, created on first use from one shared
@@ -66,8 +108,36 @@ impl<C: Clock> Entry<C> {
 /// machine, `benches/registry.rs`) on a 12-byte `String` key, most of it std's
 /// SipHash and the probe; about 270 with a multiply-rotate hasher set by
 /// [`RegistryBuilder::hasher`]. [`with`](Registry::with) and [`call`](Registry::call)
-/// borrow the breaker; [`get`](Registry::get) also clones its `Arc`, a write to a
-/// line shared by every thread using the key.
+/// touch no reference count; [`get`](Registry::get) clones the breaker's `Arc`, a
+/// write to a line shared by every thread using the key.
+///
+/// # Names
+/// Each breaker is named after its key (see [`Builder::name`]): the `breaker` label
+/// of its metrics and the `breaker` field of its tracing events, so keys stay apart
+/// in both. [`Registry::new`] and [`Registry::builder`] name a breaker by the key's
+/// `Display` (they need `K: Display`); [`Registry::builder_named`] takes a naming
+/// closure for any key type, and [`RegistryBuilder::name`] replaces the closure. A
+/// per-key builder ([`RegistryBuilder::configure`]) given its own name keeps it.
+///
+/// # Calls in flight
+/// [`call`](Registry::call) and [`call_with`](Registry::call_with) look the key up,
+/// take a permit and let go of the map before running the call: a call holds
+/// nothing that keeps other breakers alive. When it returns they look the key up
+/// again and record the outcome on the same breaker (told apart from a later one
+/// for the key by an id). The price is that second lookup (a hash and a probe, no
+/// shared write): about 850 instructions a call on a 11-byte `String` key, two of
+/// them locked (each lookup's epoch guard marks the calling thread's own slot),
+/// where holding the guard through the call took 443 and one (callgrind). The
+/// alternative, an `Arc` clone and drop per call, takes 436 instructions and
+/// three locked, two of them on a line that every thread calling the key writes,
+/// which does not stay flat as threads are added; the crate's call paths write no
+/// shared line, and this keeps it so. A sweep never evicts a breaker with a call in
+/// flight (below), so the second lookup finds it; only a breaker
+/// [`remove`](Registry::remove)d meanwhile loses the outcome.
+///
+/// [`with`](Registry::with) instead holds the map's epoch guard while its closure
+/// runs, so the borrowed breaker, and any breaker evicted meanwhile, is freed only
+/// after it returns: keep its closure short.
 ///
 /// # Idle eviction
 /// Each entry keeps the time it was last used, but a lookup writes it only when it
@@ -80,11 +150,21 @@ impl<C: Clock> Entry<C> {
 /// unused for `older_than` plus the resolution: it never evicts a breaker used within
 /// `older_than`.
 ///
-/// An entry whose breaker is held elsewhere (an `Arc` from [`get`](Registry::get)) is never
-/// evicted, so a held breaker and the registry never disagree about a key. A call
-/// that looks up a key at the very moment its idle entry is evicted runs on the
-/// evicted breaker (and a `get` at that moment returns it); only that call's
-/// outcome is lost, and the next lookup creates a fresh breaker.
+/// Only a breaker that behaves like a new one is evicted: idle for `older_than`
+/// (plus the resolution), Closed, no call in flight (admitted and not yet recorded
+/// or dropped, from its lifetime counters), no consecutive failure and nothing in
+/// its sliding window (so idle for longer than its window, or with no call in it).
+/// An Open breaker keeps its cooldown, a failing streak its count. An entry whose
+/// breaker is held elsewhere (an `Arc` from [`get`](Registry::get)) is never
+/// evicted either, so a held breaker and the registry never disagree about a key.
+///
+/// A sweep claims an entry with a compare-and-swap on its last-used word, which a
+/// lookup of an idle entry writes (the resolution has passed): a lookup racing the
+/// sweep either makes the claim fail or sees it and creates a fresh breaker. A
+/// [`call`](Registry::call) also checks for a claim after its admission is counted,
+/// for a caller stalled between its lookup and its admission for longer than the
+/// idle period. Checking costs no shared write per call: a hit reads the clock and
+/// the last-used word, as before, plus one more load of that word.
 ///
 /// With [`RegistryBuilder::evict_idle_after`], a lookup that creates a new entry also
 /// sweeps the map when the last sweep is at least that long ago. Memory then stays
@@ -111,21 +191,27 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
     shared: Parts<C>,
     overrides: HashMap<K, Parts<C>>,
     on_transition: Option<KeyedListener<K>>,
+    namer: Namer<K>,
     clock: C,
+    /// The next entry's id.
+    next_id: AtomicU64,
     /// Nanoseconds a last-used timestamp may lag.
     resolution: u64,
     /// Automatic sweeps: evict entries idle this long (nanoseconds).
     idle_after: Option<u64>,
     /// Clock nanoseconds of the last automatic sweep.
     last_sweep: AtomicU64,
+    /// The initial state of each key created later (see `initial_state`).
+    initial: Option<InitialState<K>>,
 }
 
 impl<K, C> Registry<K, C>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Hash + Eq + Clone + Send + Sync + fmt::Display + 'static,
     C: Clock + Clone,
 {
-    /// A registry whose breakers are all built from `builder`.
+    /// A registry whose breakers are all built from `builder`, each named by its
+    /// key's `Display` (see [Names](Registry#names)).
     ///
     /// # Errors
     /// The [`ConfigError`] that `builder.build()` would return.
@@ -142,7 +228,9 @@ where
     }
 
     /// A [`RegistryBuilder`] for per-key builders, keyed transition events and idle
-    /// eviction.
+    /// eviction. Breakers are named by their key's `Display` unless
+    /// [`RegistryBuilder::name`] says otherwise; for a key type without `Display`,
+    /// use [`Registry::builder_named`].
     ///
     /// # Examples
     /// ```
@@ -158,13 +246,53 @@ where
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn builder(builder: Builder<C>) -> RegistryBuilder<K, C> {
+        Registry::builder_named(builder, |key: &K| key.to_string())
+    }
+}
+
+impl<K, C> Registry<K, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Clone,
+{
+    /// A [`RegistryBuilder`] whose breakers are named by `name(key)`: for keys
+    /// without `Display`, or names other than the key's (see
+    /// [Names](Registry#names)).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    ///
+    /// #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    /// struct Upstream {
+    ///     host: &'static str,
+    ///     port: u16,
+    /// }
+    ///
+    /// let registry = Registry::builder_named(CircuitBreaker::builder(), |u: &Upstream| {
+    ///     format!("{}:{}", u.host, u.port)
+    /// })
+    /// .build()?;
+    /// let db = Upstream { host: "db", port: 5432 };
+    /// assert_eq!(registry.get(&db).name(), "db:5432");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn builder_named<N>(
+        builder: Builder<C>,
+        name: impl Fn(&K) -> N + Send + Sync + 'static,
+    ) -> RegistryBuilder<K, C>
+    where
+        N: Into<Cow<'static, str>>,
+    {
         RegistryBuilder {
             shared: builder,
             overrides: Vec::new(),
             on_transition: None,
+            namer: Arc::new(move |key: &K| name(key).into()),
             idle_after: None,
             resolution: None,
             hasher: RandomState::new(),
+            initial: None,
         }
     }
 }
@@ -178,8 +306,11 @@ where
     /// Runs `f` with `key`'s breaker, creating it on first use. The breaker is
     /// borrowed, not cloned: no reference count is touched.
     ///
-    /// The lookup's epoch guard is held while `f` runs, so a breaker evicted or
-    /// removed meanwhile is freed only after `f` returns.
+    /// The lookup's epoch guard is held while `f` runs, so the breaker, and every
+    /// breaker evicted or removed meanwhile, is freed only after `f` returns: keep
+    /// `f` short (a permit, a state read). A call that may take long belongs in
+    /// [`call`](Self::call) or [`call_with`](Self::call_with), which hold nothing
+    /// while it runs.
     ///
     /// # Examples
     /// ```
@@ -201,6 +332,10 @@ where
 
     /// [`CircuitBreaker::call`] on `key`'s breaker.
     ///
+    /// No lock, guard or reference count is held while `f` runs (see
+    /// [Calls in flight](Registry#calls-in-flight)), and the breaker is not evicted
+    /// until its outcome is recorded.
+    ///
     /// # Errors
     /// As [`CircuitBreaker::call`].
     ///
@@ -219,10 +354,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.with(key, |breaker| breaker.call(f))
+        self.call_with(key, Outcome::of, f)
     }
 
-    /// [`CircuitBreaker::call_with`] on `key`'s breaker.
+    /// [`CircuitBreaker::call_with`] on `key`'s breaker, holding nothing while `f`
+    /// runs, as [`call`](Self::call).
     ///
     /// # Errors
     /// As [`CircuitBreaker::call`].
@@ -252,7 +388,57 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.with(key, |breaker| breaker.call_with(classify, f))
+        let (ticket, id) = self.admit(key).map_err(Error::Rejected)?;
+        // Records the call as dropped if `f` panics.
+        let mut in_flight = InFlight {
+            registry: self,
+            key,
+            id,
+            ticket: Some(ticket),
+        };
+        let result = f();
+        let outcome = classify(&result);
+        if let Some(ticket) = in_flight.ticket.take() {
+            self.finish(key, id, ticket, Some(outcome));
+        }
+        result.map_err(Error::Inner)
+    }
+
+    /// Admits a call on `key`'s breaker: its ticket and the entry's id.
+    fn admit<Q>(&self, key: &Q) -> Result<(Ticket, u64), Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let map = self.map.pin();
+        loop {
+            let entry = self.live_entry(&map, key);
+            let ticket = entry.breaker.acquire()?;
+            // A caller stalled between its lookup and its admission for longer than
+            // the idle period may find its entry claimed by a sweep that counted no
+            // call in flight: then the breaker is going, and the admission with it.
+            if !entry.is_claimed() {
+                return Ok((ticket, entry.id));
+            }
+            self.finish_claim(&map, key, entry);
+        }
+    }
+
+    /// Records `ticket`'s outcome (`None`: dropped unrecorded) on `key`'s breaker if
+    /// it is still entry `id`'s; a breaker removed meanwhile loses it.
+    fn finish<Q>(&self, key: &Q, id: u64, ticket: Ticket, outcome: Option<Outcome>)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let map = self.map.pin();
+        if let Some(entry) = map.get(key).filter(|e| e.id == id) {
+            let permit = Permit::new(&*entry.breaker, ticket);
+            match outcome {
+                Some(outcome) => permit.record(outcome),
+                None => drop(permit), // recorded as dropped
+            }
+        }
     }
 
     /// `key`'s breaker, created on first use, as an `Arc` to keep: for async calls,
@@ -280,7 +466,9 @@ where
     }
 
     /// Removes `key`'s breaker; the next lookup creates a fresh one. Returns the
-    /// removed breaker, if there was one.
+    /// removed breaker, if there was one. Unlike eviction, this removes a breaker
+    /// whatever its state; the outcome of a [`call`](Self::call) in flight on it is
+    /// then lost.
     ///
     /// # Examples
     /// ```
@@ -325,10 +513,32 @@ where
         }
     }
 
-    /// Removes the breakers not used for more than `older_than` and not held
-    /// elsewhere (see [`get`](Self::get)); returns how many it removed. An entry
-    /// goes once it has been idle for `older_than` plus the idle resolution (see
-    /// [`RegistryBuilder::idle_resolution`]).
+    /// Publishes every breaker's metrics ([`CircuitBreaker::publish_metrics`]), each
+    /// with its own `breaker` label (its name: see [Names](Registry#names)). Call it
+    /// on every scrape or on a timer.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    ///
+    /// let registry: Registry<String> = Registry::new(CircuitBreaker::builder())?;
+    /// let _ = registry.call("payments", || Ok::<_, ()>(()));
+    /// let _ = registry.call("search", || Err::<(), _>(()));
+    /// // circuit_breaker_calls_total{breaker="payments",outcome="success"} 1
+    /// // circuit_breaker_calls_total{breaker="search",outcome="failure"} 1 ...
+    /// registry.publish_metrics();
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn publish_metrics(&self) {
+        self.for_each(|_, breaker| breaker.publish_metrics());
+    }
+
+    /// Removes the breakers not used for more than `older_than` that behave like
+    /// new ones and are not held elsewhere (see [Idle eviction](Registry#idle-eviction));
+    /// returns how many it removed. An entry goes once it has been idle for
+    /// `older_than` plus the idle resolution (see [`RegistryBuilder::idle_resolution`]).
     ///
     /// # Examples
     /// ```
@@ -351,11 +561,26 @@ where
     }
 
     /// How many breakers the registry holds.
+    ///
+    /// # Examples
+    /// ```
+    /// let registry: cutout::Registry<u16> = cutout::Registry::new(cutout::CircuitBreaker::builder())?;
+    /// registry.get(&80);
+    /// assert_eq!(registry.len(), 1);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
     /// Whether the registry holds no breaker.
+    ///
+    /// # Examples
+    /// ```
+    /// let registry: cutout::Registry<u16> = cutout::Registry::new(cutout::CircuitBreaker::builder())?;
+    /// assert!(registry.is_empty());
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -369,47 +594,72 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let map = self.map.pin();
-        let now = self.clock.now();
-        let entry = self.entry(&map, key, now);
-        entry.touch(now, self.resolution);
-        f(entry)
+        f(self.live_entry(&map, key))
     }
 
+    /// `key`'s entry, created on first use and marked as used now; never one a
+    /// sweep has claimed.
     #[inline]
-    fn entry<'r, Q>(&self, map: &'r Pinned<'_, K, C, S>, key: &Q, now: u64) -> &'r Entry<C>
+    fn live_entry<'r, Q>(&self, map: &'r Pinned<'_, K, C, S>, key: &Q) -> &'r Entry<C>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        match map.get(key) {
-            Some(entry) => entry,
-            None => self.insert(map, key.to_owned(), now),
+        loop {
+            let entry = match map.get(key) {
+                Some(entry) => entry,
+                None => self.insert(map, key.to_owned()),
+            };
+            // The clock is read after the lookup: a reading older than the entry's
+            // last-used word could make a stale word look fresh.
+            if entry.touch(self.clock.now(), self.resolution) {
+                return entry;
+            }
+            self.finish_claim(map, key, entry);
         }
     }
 
+    /// Removes `entry`, which a sweep has claimed, if the sweep has not yet (both
+    /// may: the second finds it gone).
     #[cold]
-    fn insert<'r>(&self, map: &'r Pinned<'_, K, C, S>, key: K, now: u64) -> &'r Entry<C> {
+    #[inline(never)]
+    fn finish_claim<Q>(&self, map: &Pinned<'_, K, C, S>, key: &Q, entry: &Entry<C>)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let _ = map.remove_if(key, |_, e| e.id == entry.id);
+    }
+
+    #[cold]
+    fn insert<'r>(&self, map: &'r Pinned<'_, K, C, S>, key: K) -> &'r Entry<C> {
+        let now = self.clock.now().min(EVICTED - 1);
         self.maybe_sweep(now);
         let parts = self.overrides.get(&key).unwrap_or(&self.shared);
-        let listener = match &self.on_transition {
-            None => parts.listener.clone(),
-            Some(keyed) => Some(keyed_listener(
-                key.clone(),
-                keyed.clone(),
-                parts.listener.clone(),
-            )),
-        };
-        let breaker =
-            CircuitBreaker::from_parts(parts.config.clone(), parts.clock.clone(), listener);
+        let breaker = self.new_breaker(&key, parts);
         // If another thread inserted the key first, its breaker wins and ours is
         // dropped unused.
-        map.get_or_insert(
-            key,
-            Entry {
-                breaker: Arc::new(breaker),
-                last_used: AtomicU64::new(now),
-            },
-        )
+        map.get_or_insert(key, self.entry(breaker, now))
+    }
+
+    /// A new map entry holding `breaker`, last used at `now`.
+    fn entry(&self, breaker: CircuitBreaker<C>, now: u64) -> Entry<C> {
+        Entry {
+            breaker: Arc::new(breaker),
+            last_used: AtomicU64::new(now),
+            // Relaxed: a unique number; it orders nothing.
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The configuration of `key`'s breaker from `parts`: the naming closure names
+    /// every breaker, except one whose per-key builder was given a name of its own.
+    fn config_of(&self, key: &K, parts: &Parts<C>) -> crate::config::Config {
+        let mut config = parts.config.clone();
+        if std::ptr::eq(parts, &self.shared) || config.name == crate::config::DEFAULT_NAME {
+            config.name = (self.namer)(key);
+        }
+        config
     }
 
     /// Sweeps if automatic eviction is on and the last sweep is old enough.
@@ -434,13 +684,54 @@ where
         let limit = older_than.saturating_add(self.resolution);
         let mut evicted = 0;
         self.map.pin().retain(|_, entry| {
-            // Relaxed: see Entry::touch.
-            let idle = now.saturating_sub(entry.last_used.load(Ordering::Relaxed)) >= limit;
-            let evict = idle && Arc::strong_count(&entry.breaker) == 1;
+            // Relaxed: see the module's Orderings.
+            let seen = entry.last_used.load(Ordering::Relaxed);
+            // Claimed by an earlier sweep whose removal a lookup is finishing.
+            if seen == EVICTED {
+                return false;
+            }
+            let evict = now.saturating_sub(seen) >= limit
+                && Arc::strong_count(&entry.breaker) == 1
+                && behaves_like_new(&entry.breaker)
+                // The claim: fails if a lookup wrote the word since it was read.
+                // Relaxed: see the module's Orderings.
+                && entry
+                    .last_used
+                    .compare_exchange(seen, EVICTED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok();
             evicted += usize::from(evict);
             !evict
         });
         evicted
+    }
+}
+
+/// A call through [`Registry::call_with`] while it runs: if the call panics, its
+/// drop records the permit as dropped, as a [`Permit`]'s drop would.
+struct InFlight<'r, 'q, K, C: Clock, S, Q: ?Sized>
+where
+    K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,
+    C: Clock + Clone,
+    S: BuildHasher,
+    Q: Hash + Eq,
+{
+    registry: &'r Registry<K, C, S>,
+    key: &'q Q,
+    id: u64,
+    ticket: Option<Ticket>,
+}
+
+impl<K, C, S, Q> Drop for InFlight<'_, '_, K, C, S, Q>
+where
+    K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,
+    C: Clock + Clone,
+    S: BuildHasher,
+    Q: Hash + Eq + ?Sized,
+{
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.registry.finish(self.key, self.id, ticket, None);
+        }
     }
 }
 
@@ -497,9 +788,11 @@ pub struct RegistryBuilder<K, C: Clock = DefaultClock, S = RandomState> {
     shared: Builder<C>,
     overrides: Vec<(K, Builder<C>)>,
     on_transition: Option<KeyedListener<K>>,
+    namer: Namer<K>,
     idle_after: Option<Duration>,
     resolution: Option<Duration>,
     hasher: S,
+    initial: Option<InitialState<K>>,
 }
 
 impl<K, C, S> RegistryBuilder<K, C, S>
@@ -509,7 +802,9 @@ where
     S: BuildHasher,
 {
     /// Builds `key`'s breaker from `builder` instead of the shared one. Checked by
-    /// [`build`](Self::build), like the shared builder.
+    /// [`build`](Self::build), like the shared builder. The breaker is named by the
+    /// registry's naming closure, unless `builder` was given a
+    /// [`name`](Builder::name) of its own.
     pub fn configure(mut self, key: K, builder: Builder<C>) -> Self {
         self.overrides.push((key, builder));
         self
@@ -540,15 +835,40 @@ where
         self
     }
 
+    /// Names each breaker `name(key)` instead of the default (the key's `Display`
+    /// from [`Registry::builder`], or the closure given to
+    /// [`Registry::builder_named`]): the `breaker` label of its metrics and field of
+    /// its tracing events.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    ///
+    /// let registry: Registry<u16> = Registry::builder(CircuitBreaker::builder())
+    ///     .name(|port: &u16| format!("upstream-{port}"))
+    ///     .build()?;
+    /// assert_eq!(registry.get(&8080).name(), "upstream-8080");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn name<N>(mut self, name: impl Fn(&K) -> N + Send + Sync + 'static) -> Self
+    where
+        N: Into<Cow<'static, str>>,
+    {
+        self.namer = Arc::new(move |key: &K| name(key).into());
+        self
+    }
+
     /// Hashes keys with `hasher` (default: std's `RandomState`).
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> RegistryBuilder<K, C, S2> {
         RegistryBuilder {
             shared: self.shared,
             overrides: self.overrides,
             on_transition: self.on_transition,
+            namer: self.namer,
             idle_after: self.idle_after,
             resolution: self.resolution,
             hasher,
+            initial: self.initial,
         }
     }
 
@@ -585,10 +905,13 @@ where
             shared,
             overrides,
             on_transition: self.on_transition,
+            namer: self.namer,
             clock,
+            next_id: AtomicU64::new(0),
             resolution: saturating_nanos(resolution).max(1),
             idle_after: idle_after.map(saturating_nanos),
             last_sweep: AtomicU64::new(now),
+            initial: self.initial,
         })
     }
 }
@@ -601,6 +924,213 @@ impl<K, C: Clock, S> fmt::Debug for RegistryBuilder<K, C, S> {
             .field("idle_after", &self.idle_after)
             .field("resolution", &self.resolution)
             .finish_non_exhaustive()
+    }
+}
+
+// ---- save and restore ----------------------------------------------------------
+
+type InitialState<K> = Arc<dyn Fn(&K) -> Option<SavedState> + Send + Sync>;
+
+impl<K, C, S> Registry<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Clone,
+    S: BuildHasher,
+{
+    /// Every key's breaker saved (see [`CircuitBreaker::save`]), at one wall-clock
+    /// reading. Takes no lock and writes nothing; keys added or removed meanwhile
+    /// may or may not be saved. Restore them with [`restore_all`](Self::restore_all).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, State};
+    ///
+    /// let registry: Registry<String> =
+    ///     Registry::new(CircuitBreaker::builder().consecutive_failures(1))?;
+    /// let _ = registry.call("db", || Err::<(), _>("down"));
+    /// registry.get("cache");
+    /// let mut saved = registry.save_all();
+    /// saved.sort_by(|a, b| a.0.cmp(&b.0));
+    /// assert_eq!(saved[0].0, "cache");
+    /// assert_eq!((saved[1].0.as_str(), saved[1].1.state), ("db", State::Open));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn save_all(&self) -> Vec<(K, SavedState)> {
+        self.save_all_at(SystemTime::now())
+    }
+
+    /// [`save_all`](Self::save_all) with the wall-clock time given (see
+    /// [`CircuitBreaker::save_at`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    /// use std::time::SystemTime;
+    ///
+    /// let registry: Registry<u16> = Registry::new(CircuitBreaker::builder())?;
+    /// registry.get(&5432);
+    /// let now = SystemTime::now();
+    /// let saved = registry.save_all_at(now);
+    /// assert_eq!(saved.len(), 1);
+    /// assert!(saved[0].1.saved_at <= now);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn save_all_at(&self, now: SystemTime) -> Vec<(K, SavedState)> {
+        let mut saved = Vec::with_capacity(self.len());
+        self.for_each(|key, breaker| saved.push((key.clone(), breaker.save_at(now))));
+        saved
+    }
+
+    /// Builds each key's breaker from its builder (the per-key one, if
+    /// [`configure`](RegistryBuilder::configure)d, else the shared one), restored
+    /// from its saved state by the rules of [`Builder::restore`], and puts it in
+    /// the registry, in place of the key's breaker if it has one (calls in flight
+    /// on that one finish there). Returns how many it restored.
+    ///
+    /// # Errors
+    /// All or nothing: if any state cannot be restored, the first such key and its
+    /// [`ConfigError`] are returned, and the registry is left as it was.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, State};
+    ///
+    /// let old: Registry<String> =
+    ///     Registry::new(CircuitBreaker::builder().consecutive_failures(1))?;
+    /// let _ = old.call("db", || Err::<(), _>("down"));
+    ///
+    /// // After a restart:
+    /// let new: Registry<String> =
+    ///     Registry::new(CircuitBreaker::builder().consecutive_failures(1))?;
+    /// assert_eq!(new.restore_all(old.save_all()), Ok(1));
+    /// assert_eq!(new.get("db").state(), State::Open);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn restore_all(
+        &self,
+        states: impl IntoIterator<Item = (K, SavedState)>,
+    ) -> Result<usize, (K, ConfigError)> {
+        self.restore_all_at(states, SystemTime::now())
+    }
+
+    /// [`restore_all`](Self::restore_all) with the wall-clock time of the restore
+    /// given (see [`Builder::restore_at`]).
+    ///
+    /// # Errors
+    /// As [`restore_all`](Self::restore_all).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, SavedState, State};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let registry: Registry<String> = Registry::new(CircuitBreaker::builder())?;
+    /// let now = SystemTime::now();
+    /// let mut saved = SavedState::new("db", State::Open, now);
+    /// saved.version = 99;
+    /// let (key, err) = registry.restore_all_at([("db".to_string(), saved)], now).unwrap_err();
+    /// assert_eq!((key.as_str(), err.field()), ("db", "restore"));
+    /// assert!(registry.is_empty(), "nothing restored");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn restore_all_at(
+        &self,
+        states: impl IntoIterator<Item = (K, SavedState)>,
+        now: SystemTime,
+    ) -> Result<usize, (K, ConfigError)> {
+        let mut built = Vec::new();
+        for (key, saved) in states {
+            let parts = self.overrides.get(&key).unwrap_or(&self.shared);
+            match saved.restoring(&parts.config, now) {
+                Ok(start) => {
+                    let breaker = CircuitBreaker::restored(
+                        self.config_of(&key, parts),
+                        parts.clock.clone(),
+                        self.listener_of(&key, parts),
+                        &start,
+                    );
+                    built.push((key, breaker));
+                }
+                Err(e) => return Err((key, e)),
+            }
+        }
+        let restored = built.len();
+        let map = self.map.pin();
+        let used = self.clock.now();
+        for (key, breaker) in built {
+            map.insert(key, self.entry(breaker, used));
+        }
+        Ok(restored)
+    }
+
+    /// A new breaker for `key` from `parts`: restored from the
+    /// [`initial_state`](RegistryBuilder::initial_state) hook's state if it gives
+    /// one that can be restored, else fresh.
+    fn new_breaker(&self, key: &K, parts: &Parts<C>) -> CircuitBreaker<C> {
+        let config = self.config_of(key, parts);
+        let listener = self.listener_of(key, parts);
+        let start = self
+            .initial
+            .as_ref()
+            .and_then(|initial| initial(key))
+            .and_then(|saved| saved.restoring(&config, SystemTime::now()).ok());
+        match start {
+            Some(start) => CircuitBreaker::restored(config, parts.clock.clone(), listener, &start),
+            None => CircuitBreaker::from_parts(config, parts.clock.clone(), listener),
+        }
+    }
+
+    /// The listener of `key`'s breaker built from `parts` (as `insert` builds it).
+    fn listener_of(&self, key: &K, parts: &Parts<C>) -> Option<Listener> {
+        match &self.on_transition {
+            None => parts.listener.clone(),
+            Some(keyed) => Some(keyed_listener(
+                key.clone(),
+                keyed.clone(),
+                parts.listener.clone(),
+            )),
+        }
+    }
+}
+
+impl<K, C, S> RegistryBuilder<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Clone,
+    S: BuildHasher,
+{
+    /// Gives the initial state of each key created later: when a lookup creates a
+    /// key's breaker, `f(key)` may return a [`SavedState`] to start it from (by the
+    /// rules of [`Builder::restore`], at the wall-clock time of the lookup). A
+    /// state that cannot be restored is skipped: the key starts fresh, as it does
+    /// when `f` returns `None`. For a fleet, `f` reads what the other instances
+    /// know; `f` runs on the lookup that creates the key, so keep it quick.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, SavedState, State};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let registry: Registry<String> = Registry::builder(CircuitBreaker::builder())
+    ///     .initial_state(|key: &String| {
+    ///         (key == "db").then(|| {
+    ///             let now = SystemTime::now();
+    ///             let mut saved = SavedState::new(key.as_str(), State::Open, now);
+    ///             saved.open_until = Some(now + Duration::from_secs(30));
+    ///             saved
+    ///         })
+    ///     })
+    ///     .build()?;
+    /// assert_eq!(registry.get("db").state(), State::Open);
+    /// assert_eq!(registry.get("cache").state(), State::Closed);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn initial_state(
+        mut self,
+        f: impl Fn(&K) -> Option<SavedState> + Send + Sync + 'static,
+    ) -> Self {
+        self.initial = Some(Arc::new(f));
+        self
     }
 }
 
@@ -647,6 +1177,56 @@ mod tests {
         // Unused for more than 1 s: evicted.
         assert_eq!(r.evict_idle(Duration::from_secs(1)), 1);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_lookup_that_finds_a_claimed_entry_finishes_its_removal_and_starts_afresh() {
+        let clock = ManualClock::new();
+        let r = registry(&clock, Duration::from_millis(100));
+        let old = r.get("k");
+        old.force_open();
+        // A sweep's claim, as if it had read no call in flight.
+        r.map
+            .pin()
+            .get("k")
+            .unwrap()
+            .last_used
+            .store(EVICTED, Ordering::Relaxed);
+        let new = r.get("k");
+        assert!(
+            !Arc::ptr_eq(&old, &new),
+            "a claimed breaker is never handed out"
+        );
+        assert_eq!(new.state(), State::Closed);
+        assert_eq!(r.len(), 1);
+        // A call that finds a claimed entry is admitted by a fresh breaker too.
+        r.map
+            .pin()
+            .get("k")
+            .unwrap()
+            .last_used
+            .store(EVICTED, Ordering::Relaxed);
+        assert!(r.call("k", || Ok::<_, ()>(())).is_ok());
+        assert_eq!(r.get("k").metrics().lifetime.successes, 1);
+        assert_eq!(new.metrics().lifetime.admitted, 0);
+    }
+
+    #[test]
+    fn a_clock_at_its_maximum_never_reads_as_a_claim() {
+        let clock = ManualClock::new();
+        let r = registry(&clock, Duration::from_millis(100));
+        let b = r.get("k");
+        clock.advance(Duration::MAX);
+        assert!(Arc::ptr_eq(&b, &r.get("k")));
+        assert_eq!(
+            r.map
+                .pin()
+                .get("k")
+                .unwrap()
+                .last_used
+                .load(Ordering::Relaxed),
+            EVICTED - 1
+        );
     }
 
     #[test]

@@ -30,15 +30,47 @@ pub struct Metrics {
     pub consecutive_failures: u64,
     /// Counters since the breaker was built.
     pub lifetime: Lifetime,
-    /// Transitions since the breaker was built, indexed like [`Reason::ALL`]; see
-    /// [`Metrics::transitions`].
-    pub transitions: [u64; Reason::ALL.len()],
+    /// Transitions since the breaker was built, by reason: read with
+    /// [`Metrics::transitions`]. Private, so that a new [`Reason`] changes no type.
+    pub(crate) transitions: [u64; Reason::ALL.len()],
 }
 
 impl Metrics {
-    /// How many transitions happened for `reason`.
+    /// How many transitions happened for `reason` since the breaker was built.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Reason};
+    ///
+    /// let breaker = CircuitBreaker::builder().build()?;
+    /// breaker.force_open();
+    /// breaker.reset();
+    /// let m = breaker.metrics();
+    /// assert_eq!(m.transitions(Reason::ForcedOpen), 1);
+    /// assert_eq!(m.transitions(Reason::Reset), 1);
+    /// assert_eq!(m.transitions(Reason::FailureRate), 0);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
     pub fn transitions(&self, reason: Reason) -> u64 {
         self.transitions[reason.index()]
+    }
+
+    /// Transitions since the breaker was built, whatever their reason.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Reason};
+    ///
+    /// let breaker = CircuitBreaker::builder().build()?;
+    /// breaker.force_open();
+    /// breaker.reset();
+    /// let m = breaker.metrics();
+    /// assert_eq!(m.total_transitions(), 2);
+    /// assert_eq!(m.total_transitions(), Reason::iter().map(|r| m.transitions(r)).sum());
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn total_transitions(&self) -> u64 {
+        self.transitions.iter().sum()
     }
 }
 
@@ -65,6 +97,7 @@ impl Metrics {
 /// [`metrics`](crate::CircuitBreaker::metrics) reads `8 x stripes` words for these
 /// counters, on top of `buckets x stripes` buckets for the window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Lifetime {
     /// Calls let through.
     pub admitted: u64,

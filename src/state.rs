@@ -22,7 +22,8 @@
 //! # The time slot
 //! A phase's time (Open: its deadline, when a call may half-open it; HalfOpen: when
 //! the round started; otherwise when the phase began) does not fit beside a 32-bit
-//! generation, so it lives in a word of its own:
+//! generation, so it lives in a [`TimeSlot`] of two words, each tagged with (the
+//! low 16 bits of) the generation it belongs to:
 //!
 //! ```text
 //!  63                                              16 15              0
@@ -31,18 +32,24 @@
 //! +--------------------------------------------------+----------------+
 //! ```
 //!
-//! The thread whose CAS made a transition publishes the new phase's time right
-//! after it. A reader that finds the slot tagged for another phase (the publisher
-//! has not got there yet) does not wait: it *helps*, publishing a time of its own
-//! for the phase (its clock reading, or for Open that reading plus the cooldown),
-//! and the first time published wins. So no thread ever waits on another, and every
-//! thread agrees on one time per phase. A publication is a CAS from the exact slot
-//! value the publisher saw, made only while the state word still shows its phase,
-//! so a late publisher never overwrites a later phase's time.
+//! `time` holds the current phase's time; `start` holds when the newest phase
+//! started. A thread about to make a transition first *claims* the new phase's
+//! start: it writes its clock reading into `start`, tagged with the new generation,
+//! unless another candidate for the same transition did first (then it takes that
+//! one). Only then does it CAS the state word, and the winner publishes the phase's
+//! time in `time`: for Open, the start plus the cooldown of the word's level and
+//! generation; otherwise the start. A reader that finds `time` tagged for another
+//! phase (the winner has not published yet) does not wait: it computes the same
+//! time from `start` (the claim came before the word's CAS, so the reader sees
+//! it) and publishes it. So no thread ever waits on another, and every thread
+//! agrees on one time per phase: the clock reading of its transition's first
+//! candidate. A candidate publishes the current phase's time before it overwrites
+//! its start, and every write is a CAS from the exact value seen, made only while
+//! the state word still shows the phase it is for, so nothing a later phase wrote
+//! is ever overwritten.
 //!
-//! The tag is 16 bits: a slot value could be taken for the current phase's only if
-//! it were 65,536 transitions old, that is, if 65,536 successive transitions had
-//! all stalled between their CAS and their publication.
+//! The tags are 16 bits: a slot value could be taken for the current phase's only
+//! if it were 65,536 transitions old.
 //!
 //! # Tagged words
 //! The half-open round and the consecutive-failure streak are [`TaggedWord`]s: 32
@@ -86,6 +93,7 @@ use std::fmt;
 /// # Ok::<(), cutout::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum State {
     /// Calls go through; outcomes are counted against the trip policies.
     Closed,
@@ -224,6 +232,12 @@ impl Snapshot {
         )
     }
 
+    /// The first word of a restored breaker (see `Builder::restore`): `state` at
+    /// backoff `level`, generation 0, as a new breaker's.
+    pub(crate) fn starting(state: State, level: u8) -> Snapshot {
+        Snapshot::pack(state, level.min(LEVEL_MAX), 0)
+    }
+
     /// A closed phase's word, as the window's tests and loom models name one.
     #[cfg(any(test, cutout_loom))]
     pub(crate) fn closed(generation: Generation) -> Snapshot {
@@ -302,8 +316,7 @@ impl StateWord {
         StateWord(AtomicU64::new(Snapshot::INITIAL.0))
     }
 
-    /// A word holding `s` (tests and models).
-    #[cfg(any(test, cutout_loom))]
+    /// A word holding `s` (a restored breaker's first word, tests and models).
     pub(crate) fn at(s: Snapshot) -> StateWord {
         StateWord(AtomicU64::new(s.0))
     }
@@ -315,17 +328,24 @@ impl StateWord {
     }
 
     /// The only way the word changes: offer `f` the current word (starting from
-    /// `seen`) until it declines or this thread's CAS installs its answer, the next
-    /// word and its time (see [`TimeSlot`]), which is then published in `slot`.
+    /// `seen`) until it declines or this thread's CAS installs its answer: the next
+    /// word and the time it starts at. The new phase's time is then published in
+    /// `slot` (see [`TimeSlot`]): `time_of(next, start)`, where `start` is the time
+    /// the first candidate for this transition claimed.
     pub(crate) fn transition(
         &self,
         slot: &TimeSlot,
         mut seen: Snapshot,
         mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
+        time_of: impl Fn(Snapshot, u64) -> u64,
     ) -> Update {
         loop {
-            let Some((next, ticks)) = f(seen) else {
+            let Some((next, now)) = f(seen) else {
                 return Update::Declined(seen);
+            };
+            let Some(start) = slot.claim(self, seen, next, now, &time_of) else {
+                seen = self.load(); // the word moved on: offer `f` the new one
+                continue;
             };
             // AcqRel: see the module's Orderings.
             match self
@@ -333,7 +353,10 @@ impl StateWord {
                 .compare_exchange(seen.0, next.0, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    let ticks = slot.publish(self, next, ticks);
+                    let ticks = time_of(next, start);
+                    // If the word has moved on already, the time is the one this
+                    // thread computed: what its announcement reports.
+                    let ticks = slot.publish(self, next, ticks).unwrap_or(ticks);
                     return Update::Moved {
                         from: seen,
                         to: next,
@@ -349,14 +372,31 @@ impl StateWord {
 const SLOT_TAG_BITS: u32 = 16;
 const SLOT_TICKS_BITS: u32 = 64 - SLOT_TAG_BITS;
 
-/// The time of the current phase, tagged with (the low 16 bits of) its generation:
-/// see the module docs.
-pub(crate) struct TimeSlot(AtomicU64);
+/// The time of the current phase, tagged with (the low 16 bits of) its generation,
+/// and the start claimed for the next one: see the module docs. `time` comes first:
+/// an open rejection loads it.
+#[repr(C)]
+pub(crate) struct TimeSlot {
+    /// The current phase's time: Open: its deadline; otherwise its start.
+    time: AtomicU64,
+    /// When the newest phase started (or the one a candidate is about to start):
+    /// the clock reading of the first candidate for its transition.
+    start: AtomicU64,
+}
 
 impl TimeSlot {
     /// The initial phase's time: tick 0.
     pub(crate) fn new() -> TimeSlot {
-        TimeSlot(AtomicU64::new(TimeSlot::pack(Snapshot::INITIAL, 0)))
+        TimeSlot::starting(Snapshot::INITIAL, 0)
+    }
+
+    /// The slot of a breaker that starts in phase `s` at time `ticks` (a new or
+    /// restored breaker).
+    pub(crate) fn starting(s: Snapshot, ticks: u64) -> TimeSlot {
+        TimeSlot {
+            time: AtomicU64::new(TimeSlot::pack(s, ticks)),
+            start: AtomicU64::new(TimeSlot::pack(s, ticks)),
+        }
     }
 
     #[inline]
@@ -369,49 +409,115 @@ impl TimeSlot {
         ticks.min(TICKS_MAX) << SLOT_TAG_BITS | TimeSlot::tag(s)
     }
 
-    /// The time of phase `s`, if it has been published. One load and a compare.
+    /// The value of `word` (`time` or `start`) if tagged for phase `s`.
+    #[inline]
+    fn of(word: u64, s: Snapshot) -> Option<u64> {
+        (word & mask(SLOT_TAG_BITS) == TimeSlot::tag(s)).then_some(word >> SLOT_TAG_BITS)
+    }
+
+    /// The time of phase `s`, if it has been published. One load and a compare:
+    /// the lean rejection's test.
     #[inline]
     pub(crate) fn ticks_of(&self, s: Snapshot) -> Option<u64> {
         // Acquire: pairs with the Release of the CAS that published it.
-        let slot = self.0.load(Ordering::Acquire);
-        (slot & mask(SLOT_TAG_BITS) == TimeSlot::tag(s)).then_some(slot >> SLOT_TAG_BITS)
+        TimeSlot::of(self.time.load(Ordering::Acquire), s)
+    }
+
+    /// The time of phase `s`: the published one, or, if its transition's winner has
+    /// not published it yet, the one this thread computes from the phase's start
+    /// (`time_of(s, start)`: every thread computes the same) and publishes for it.
+    /// `None` if the state word has moved past `s`: the caller's word is stale, and
+    /// no time of it may decide anything.
+    pub(crate) fn ticks(
+        &self,
+        word: &StateWord,
+        s: Snapshot,
+        time_of: impl Fn(Snapshot, u64) -> u64,
+    ) -> Option<u64> {
+        if let Some(ticks) = self.ticks_of(s) {
+            return Some(ticks);
+        }
+        // Acquire: pairs with the Release of the claim, made before the word's CAS
+        // that this thread's load of `s` saw. If `start` holds a later phase's, that
+        // phase's candidate published `s`'s time first, and `time` has moved past it
+        // too: `s` is over.
+        let start = TimeSlot::of(self.start.load(Ordering::Acquire), s)?;
+        self.publish(word, s, time_of(s, start))
+    }
+
+    /// [`ticks`](Self::ticks) for a reader that writes nothing: the time of phase
+    /// `s`, published or computed from its start; `None` if `s` is over.
+    pub(crate) fn peek(&self, s: Snapshot, time_of: impl Fn(Snapshot, u64) -> u64) -> Option<u64> {
+        self.ticks_of(s).or_else(|| {
+            // Acquire: as in `ticks`.
+            TimeSlot::of(self.start.load(Ordering::Acquire), s).map(|start| time_of(s, start))
+        })
     }
 
     /// Publishes `ticks` as the time of phase `s` unless a time is published for it
-    /// already, and returns the phase's time: the published one, or `ticks` if the
-    /// state word has moved past `s` (the caller's word is stale; it will find out).
-    /// Used by the transition's winner and by any reader that finds the slot behind
-    /// (see the module docs).
-    pub(crate) fn publish(&self, word: &StateWord, s: Snapshot, ticks: u64) -> u64 {
+    /// already, and returns the phase's time, or `None` if the state word has moved
+    /// past `s`.
+    fn publish(&self, word: &StateWord, s: Snapshot, ticks: u64) -> Option<u64> {
         // Acquire: pairs with the Release of the CAS that published it.
-        let mut seen = self.0.load(Ordering::Acquire);
+        let mut seen = self.time.load(Ordering::Acquire);
         loop {
-            if seen & mask(SLOT_TAG_BITS) == TimeSlot::tag(s) {
-                return seen >> SLOT_TAG_BITS;
+            if let Some(published) = TimeSlot::of(seen, s) {
+                return Some(published);
             }
             // Only while the word still shows `s`: a later phase's time must not be
             // overwritten (its publisher compares against the value loaded above,
             // so if it publishes after this check, this CAS fails).
             if word.load() != s {
-                return ticks;
+                return None;
             }
             // AcqRel: Release publishes the time; Acquire hands back a newer one.
-            match self.0.compare_exchange(
+            match self.time.compare_exchange(
                 seen,
                 TimeSlot::pack(s, ticks),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return ticks.min(TICKS_MAX),
+                Ok(_) => return Some(ticks.min(TICKS_MAX)),
                 Err(actual) => seen = actual,
             }
         }
     }
 
-    /// The slot as a restored breaker starts it (see `Builder::restore`).
-    #[allow(dead_code)]
-    pub(crate) fn starting(s: Snapshot, ticks: u64) -> TimeSlot {
-        TimeSlot(AtomicU64::new(TimeSlot::pack(s, ticks)))
+    /// Claims `now` as the start of phase `next`, which a candidate is about to
+    /// install over `seen`, unless another candidate claimed first; returns the
+    /// claimed start, or `None` if the state word has moved past `seen`. `seen`'s
+    /// time is published first, so overwriting its start loses nothing.
+    fn claim(
+        &self,
+        word: &StateWord,
+        seen: Snapshot,
+        next: Snapshot,
+        now: u64,
+        time_of: impl Fn(Snapshot, u64) -> u64,
+    ) -> Option<u64> {
+        self.ticks(word, seen, time_of)?;
+        // Acquire: pairs with the Release of the claim that wrote it.
+        let mut claimed = self.start.load(Ordering::Acquire);
+        loop {
+            if let Some(start) = TimeSlot::of(claimed, next) {
+                return Some(start);
+            }
+            // Only while the word still shows `seen` (as in `publish`).
+            if word.load() != seen {
+                return None;
+            }
+            // AcqRel: Release publishes the start to whoever sees `next` (this CAS
+            // comes before the word's); Acquire hands back a newer claim.
+            match self.start.compare_exchange(
+                claimed,
+                TimeSlot::pack(next, now),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(now.min(TICKS_MAX)),
+                Err(actual) => claimed = actual,
+            }
+        }
     }
 }
 
@@ -520,8 +626,29 @@ impl TaggedWord {
         }
     }
 
+    /// The word as it is, for [`begin`](Self::begin). `Acquire`: as every load.
+    #[inline]
+    pub(crate) fn raw(&self) -> u64 {
+        // Acquire: pairs with the Release of the CAS that wrote it.
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Starts `generation`'s phase with empty data, if the word still holds `seen`
+    /// (what the transition's winner read just before its CAS): a write since then
+    /// is the new phase's own, and stays. The staleness rule alone already reads an
+    /// earlier phase's data as empty; this also empties data a whole generation
+    /// cycle old, whose tag the rule cannot tell from the current one.
+    pub(crate) fn begin(&self, seen: u64, generation: Generation) {
+        let fresh = TaggedWord::pack(generation, 0);
+        if seen != fresh {
+            // AcqRel: as in `update`. A failure means the word moved on: leave it.
+            let _ = self
+                .0
+                .compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
     /// A word holding `data` for `generation` (tests and restored breakers).
-    #[allow(dead_code)]
     pub(crate) fn holding(generation: Generation, data: u32) -> TaggedWord {
         TaggedWord(AtomicU64::new(TaggedWord::pack(generation, data)))
     }
@@ -650,41 +777,57 @@ mod tests {
         );
     }
 
+    /// A phase's time as the breaker computes it: Open's is its start plus 100.
+    fn time_of(s: Snapshot, start: u64) -> u64 {
+        if s.is(State::Open) {
+            start + 100
+        } else {
+            start
+        }
+    }
+
     #[test]
-    fn a_transition_publishes_its_time_and_the_first_time_published_wins() {
+    fn a_transition_publishes_its_time_and_every_thread_agrees() {
         let word = StateWord::new();
         let slot = TimeSlot::new();
         let seen = word.load();
         assert_eq!(slot.ticks_of(seen), Some(0));
         assert_eq!(
-            word.transition(&slot, seen, |_| None),
+            word.transition(&slot, seen, |_| None, time_of),
             Update::Declined(seen)
         );
         let Update::Moved { from, to, ticks } =
-            word.transition(&slot, seen, |s| Some((s.next(State::Open, 0), 7)))
+            word.transition(&slot, seen, |s| Some((s.next(State::Open, 0), 7)), time_of)
         else {
             panic!("the CAS on an unchanged word must succeed");
         };
         assert_eq!(
             (from, to.state(), word.load(), ticks),
-            (seen, State::Open, to, 7)
+            (seen, State::Open, to, 107)
         );
-        assert_eq!(slot.ticks_of(to), Some(7));
-        // A helper that comes later finds the time published and takes it.
-        assert_eq!(slot.publish(&word, to, 99), 7);
-        // A stale helper (the word moved on) writes nothing.
-        assert_eq!(slot.publish(&word, seen, 5), 5);
-        assert_eq!(slot.ticks_of(to), Some(7));
+        assert_eq!(slot.ticks_of(to), Some(107));
+        assert_eq!(slot.ticks(&word, to, time_of), Some(107));
+        // A thread still holding the earlier word learns that it is stale.
+        assert_eq!(slot.ticks(&word, seen, time_of), None);
     }
 
     #[test]
-    fn a_helper_publishes_a_phase_whose_winner_has_not() {
-        let word = word_at(State::HalfOpen, 5);
-        let s = word.load();
-        let slot = TimeSlot::starting(Snapshot::pack(State::Open, 0, 4), 3);
-        assert_eq!(slot.ticks_of(s), None);
-        assert_eq!(slot.publish(&word, s, 40), 40);
-        assert_eq!(slot.ticks_of(s), Some(40));
+    fn a_helper_publishes_the_time_a_stalled_winner_claimed() {
+        let word = StateWord::new();
+        let slot = TimeSlot::new();
+        let seen = word.load();
+        let next = seen.next(State::Open, 0);
+        // The first candidate claims 40 as the start; a later one adopts it.
+        assert_eq!(slot.claim(&word, seen, next, 40, time_of), Some(40));
+        let other = seen.next(State::ForcedOpen, 0);
+        assert_eq!(slot.claim(&word, seen, other, 55, time_of), Some(40));
+        // The first candidate's CAS succeeds, then it stalls before publishing.
+        word.0.store(next.0, Ordering::Relaxed);
+        assert_eq!(slot.ticks_of(next), None);
+        // Any reader computes and publishes the same time from the claimed start.
+        assert_eq!(slot.ticks(&word, next, time_of), Some(140));
+        assert_eq!(slot.ticks_of(next), Some(140));
+        assert_eq!(slot.publish(&word, next, 999), Some(140), "published once");
     }
 
     #[test]

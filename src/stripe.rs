@@ -336,6 +336,26 @@ impl Stripes {
         Stripes::add(r, &r.counters[counter as usize], 1);
     }
 
+    /// [`bump`](Self::bump), then whether the stripe's count is a multiple of 256:
+    /// one compare of the count's low byte in memory after each kind of bump, which
+    /// leaves the owner's bump a single increment.
+    #[inline(always)]
+    pub(crate) fn bump_to_multiple_of_256(r: StripeRef<'_>, counter: Counter) -> bool {
+        let word = &r.counters[counter as usize];
+        // Relaxed (the loads): a statistic; another thread's add to the shared
+        // stripe may or may not be seen.
+        match r.as_owned() {
+            Some(owned) => {
+                owned.add(word, 1);
+                word.load(Ordering::Relaxed) as u8 == 0
+            }
+            None => {
+                // Relaxed: the counter publishes nothing but itself.
+                word.fetch_add(1, Ordering::Relaxed) as u8 == 255
+            }
+        }
+    }
+
     /// The sum of one counter over every stripe.
     pub(crate) fn total(&self, counter: Counter) -> u64 {
         self.counters

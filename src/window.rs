@@ -407,6 +407,24 @@ impl Window {
         Some(bucket)
     }
 
+    /// Puts `counts` in the shared stripe's bucket for `now` and `phase`: a
+    /// restored breaker's window (see `Builder::restore`), written before the
+    /// breaker is shared, so they count as calls recorded at `now` would.
+    pub(crate) fn seed(
+        &self,
+        stripes: &Stripes,
+        (phase, word): (Snapshot, &StateWord),
+        now: u64,
+        counts: WindowCounts,
+    ) {
+        let r = stripes.stripe(0);
+        if let Some(bucket) = self.rotate_shared(stripes, r, (phase, word), now) {
+            Stripes::add(r, &bucket[CALLS], counts.calls);
+            Stripes::add(r, &bucket[FAILURES], counts.failures);
+            Stripes::add(r, &bucket[SLOW], counts.slow);
+        }
+    }
+
     /// The window's counts for `generation` as seen at clock reading `now`.
     pub(crate) fn counts(
         &self,

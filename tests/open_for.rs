@@ -113,3 +113,31 @@ fn calls_in_flight_become_stale() {
     assert_eq!(b.state(), State::Closed);
     assert_eq!(b.metrics().lifetime.stale, 1);
 }
+
+#[test]
+fn the_deadline_is_exact_with_jitter_and_never_early_in_a_young_breaker() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(2)
+        .open_duration(Duration::from_secs(10))
+        .jitter(0.5)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // Young: less than one cooldown since the build. Never earlier than asked.
+    assert!(b.open_for(Duration::from_millis(200)));
+    let early = b.try_acquire().unwrap_err().retry_after().unwrap();
+    assert!(
+        early >= Duration::from_millis(200) && early <= Duration::from_secs(10),
+        "{early:?}"
+    );
+    b.reset();
+    // Older: exactly as asked, whatever the jitter.
+    clock.advance(Duration::from_secs(60));
+    for ms in [1, 3_000, 25_000] {
+        assert!(b.open_for(Duration::from_millis(ms)));
+        let r = b.try_acquire().unwrap_err();
+        assert_eq!(r.retry_after(), Some(Duration::from_millis(ms)));
+        b.reset();
+    }
+}

@@ -1,9 +1,14 @@
-//! `Registry`: one breaker per key, per-key builders, keyed events, iteration and
-//! idle eviction (bounded memory for keys that never repeat).
+//! `Registry`: one breaker per key, per-key builders, names, keyed events,
+//! iteration, idle eviction (bounded memory for keys that never repeat) and what
+//! a call in flight keeps alive.
 
 use cutout::{CircuitBreaker, ManualClock, Reason, Registry, State};
+use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
+
+/// How long a test waits for another thread before it fails instead of hanging.
+const BOUND: Duration = Duration::from_secs(10);
 
 fn manual(clock: &ManualClock) -> cutout::Builder<ManualClock> {
     CircuitBreaker::builder()
@@ -161,7 +166,7 @@ fn evict_idle_removes_idle_breakers_but_not_held_or_recent_ones() {
         .idle_resolution(Duration::from_millis(100))
         .build()
         .unwrap();
-    r.get("idle").force_open();
+    let _ = r.call("idle", || Ok::<_, ()>(()));
     let held = r.get("held");
     clock.advance(Duration::from_secs(50));
     r.get("recent");
@@ -172,12 +177,249 @@ fn evict_idle_removes_idle_breakers_but_not_held_or_recent_ones() {
     left.sort();
     assert_eq!(left, ["held", "recent"]);
     // An evicted key comes back as a fresh breaker.
-    assert_eq!(r.get("idle").state(), State::Closed);
+    assert_eq!(r.get("idle").metrics().lifetime.admitted, 0);
     // Once let go, the held one is evicted too.
     drop(held);
     clock.advance(Duration::from_secs(31));
     assert_eq!(r.evict_idle(Duration::from_secs(30)), 3);
     assert!(r.is_empty());
+}
+
+#[test]
+fn only_a_breaker_that_behaves_like_a_new_one_is_evicted() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(
+        CircuitBreaker::builder()
+            .consecutive_failures(3)
+            .window(Duration::from_secs(3600), 60)
+            .failure_rate(0.5, 100)
+            .clock(clock.clone()),
+    )
+    .idle_resolution(Duration::from_millis(100))
+    .build()
+    .unwrap();
+    r.get("forced").force_open();
+    for _ in 0..3 {
+        let _ = r.call("open", || Err::<(), _>("down"));
+    }
+    let _ = r.call("streak", || Err::<(), _>("down"));
+    let _ = r.call("window", || Ok::<_, ()>(()));
+    r.get("fresh");
+    assert_eq!(r.get("open").state(), State::Open);
+    clock.advance(Duration::from_secs(60));
+    // Idle for a minute: only the breaker with nothing to remember goes. The
+    // streak (1 of 3), the window's call (an hour's window) and the two open
+    // states would all be lost by a fresh breaker.
+    assert_eq!(r.evict_idle(Duration::from_secs(30)), 1);
+    assert_eq!(r.len(), 4);
+    assert_eq!(r.with("streak", |b| b.metrics().consecutive_failures), 1);
+    assert_eq!(r.with("open", |b| b.state()), State::Open);
+    // Once the window has emptied (but the streak and the states persist).
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(r.evict_idle(Duration::from_secs(30)), 1);
+    let mut left = Vec::new();
+    r.for_each(|k, _| left.push(k.clone()));
+    left.sort();
+    assert_eq!(left, ["forced", "open", "streak"]);
+}
+
+/// Runs `registry.call(key, ...)` on a thread of its own; the call blocks until
+/// `finish` sends its result. Returns once the call is running.
+fn call_in_flight(
+    registry: &Arc<Registry<String, ManualClock>>,
+    key: &'static str,
+) -> (
+    mpsc::Sender<Result<(), &'static str>>,
+    std::thread::JoinHandle<()>,
+) {
+    let (finish, result) = mpsc::channel();
+    let (running, started) = mpsc::channel();
+    let registry = registry.clone();
+    let thread = std::thread::spawn(move || {
+        let _ = registry.call(key, || {
+            running.send(()).unwrap();
+            result
+                .recv_timeout(BOUND)
+                .expect("the test never finished the call")
+        });
+    });
+    started.recv_timeout(BOUND).expect("the call never started");
+    (finish, thread)
+}
+
+#[test]
+fn a_breaker_with_a_call_in_flight_is_not_evicted_and_gets_its_outcome() {
+    let clock = ManualClock::new();
+    let r = Arc::new(
+        Registry::builder(manual(&clock).consecutive_failures(1))
+            .evict_idle_after(Duration::from_secs(1))
+            .build()
+            .unwrap(),
+    );
+    let (finish, thread) = call_in_flight(&r, "hung");
+    // The call hangs for two minutes while other keys come and go, sweeping.
+    for i in 0..120 {
+        clock.advance(Duration::from_secs(1));
+        r.get(&format!("churn-{i}"));
+    }
+    assert_eq!(
+        r.evict_idle(Duration::from_secs(1)),
+        0,
+        "only fresh keys left"
+    );
+    assert_eq!(r.with("hung", |b| b.metrics().lifetime.admitted), 1);
+    // It fails: the outcome trips the registry's breaker, not an orphan.
+    finish.send(Err("timed out")).unwrap();
+    thread.join().unwrap();
+    assert_eq!(r.get("hung").state(), State::Open);
+    assert_eq!(r.get("hung").metrics().lifetime.failures, 1);
+}
+
+#[test]
+fn a_slow_call_pins_only_its_own_breaker() {
+    let clock = ManualClock::new();
+    let r = Arc::new(
+        Registry::builder(manual(&clock))
+            .idle_resolution(Duration::from_millis(10))
+            .build()
+            .unwrap(),
+    );
+    let (finish, thread) = call_in_flight(&r, "slow");
+    // While it runs, 500 other keys are used once, go idle and are evicted.
+    let mut evicted = Vec::new();
+    for i in 0..500 {
+        let b = r.get(&format!("key-{i}"));
+        evicted.push(Arc::downgrade(&b));
+    }
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(r.evict_idle(Duration::from_secs(5)), 500);
+    // Freed, not pinned by the call in flight: all but a reclamation batch or two
+    // (the map frees retired entries in batches of 32).
+    let alive = evicted.iter().filter(|w| w.strong_count() > 0).count();
+    assert!(
+        alive <= 64,
+        "{alive} of 500 evicted breakers are still alive"
+    );
+    finish.send(Ok(())).unwrap();
+    thread.join().unwrap();
+    assert_eq!(r.get("slow").metrics().lifetime.successes, 1);
+}
+
+#[test]
+fn a_panicking_call_counts_as_dropped_on_its_breaker() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::new(manual(&clock)).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = r.call("p", || -> Result<(), ()> { panic!("boom") });
+    }));
+    assert!(panicked.is_err());
+    let l = r.get("p").metrics().lifetime;
+    assert_eq!((l.admitted, l.dropped), (1, 1));
+    // Nothing in flight: it may go.
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(r.evict_idle(Duration::from_secs(1)), 1);
+}
+
+#[test]
+fn a_removed_breaker_loses_the_outcome_of_a_call_in_flight() {
+    let clock = ManualClock::new();
+    let r = Arc::new(Registry::new(manual(&clock).consecutive_failures(1)).unwrap());
+    let (finish, thread) = call_in_flight(&r, "k");
+    let removed = r.remove("k").unwrap();
+    finish.send(Err("down")).unwrap();
+    thread.join().unwrap();
+    // Neither the removed breaker nor the key's new one counts it.
+    assert_eq!(r.get("k").state(), State::Closed);
+    assert_eq!(removed.state(), State::Closed);
+    assert_eq!(r.get("k").metrics().lifetime.failures, 0);
+}
+
+#[test]
+fn each_breaker_is_named_by_its_key() {
+    let r: Registry<String> = Registry::builder(CircuitBreaker::builder().name("shared"))
+        .configure(
+            "db".to_string(),
+            CircuitBreaker::builder().name("primary-db"),
+        )
+        .configure("cache".to_string(), CircuitBreaker::builder())
+        .build()
+        .unwrap();
+    assert_eq!(r.get("payments").name(), "payments");
+    assert_eq!(r.get("search").name(), "search");
+    assert_eq!(r.get("cache").name(), "cache");
+    assert_eq!(
+        r.get("db").name(),
+        "primary-db",
+        "a per-key name of its own wins"
+    );
+
+    let r: Registry<(String, u16)> =
+        Registry::builder_named(CircuitBreaker::builder(), |(host, port): &(String, u16)| {
+            format!("{host}:{port}")
+        })
+        .build()
+        .unwrap();
+    assert_eq!(r.get(&("db".to_string(), 5432)).name(), "db:5432");
+
+    let r: Registry<u16> = Registry::builder(CircuitBreaker::builder())
+        .name(|port: &u16| if *port == 443 { "tls" } else { "plain" })
+        .build()
+        .unwrap();
+    assert_eq!((r.get(&443).name(), r.get(&80).name()), ("tls", "plain"));
+}
+
+#[cfg(feature = "metrics")]
+#[test]
+fn publish_metrics_gives_every_key_its_own_series() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::new(manual(&clock).consecutive_failures(1)).unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = r.call("payments", || Err::<(), _>("down"));
+        let _ = r.call("search", || Ok::<_, ()>(()));
+        r.publish_metrics();
+    });
+    // (name, sorted labels) -> value
+    let seen: std::collections::BTreeMap<(String, Vec<(String, String)>), DebugValue> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let mut labels: Vec<_> = key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            ((key.key().name().to_owned(), labels), value)
+        })
+        .collect();
+    let state = |breaker: &str, state: &str| {
+        let labels = vec![
+            ("breaker".to_string(), breaker.to_string()),
+            ("state".to_string(), state.to_string()),
+        ];
+        match seen.get(&("circuit_breaker_state".to_string(), labels)) {
+            Some(DebugValue::Gauge(x)) => Some(x.into_inner()),
+            other => panic!("{breaker}/{state}: {other:?}"),
+        }
+    };
+    assert_eq!(state("payments", "open"), Some(1.0));
+    assert_eq!(state("search", "closed"), Some(1.0));
+    assert_eq!(state("search", "open"), Some(0.0));
+    // Two keys, two series of every metric: none is labelled "default".
+    let breakers: std::collections::BTreeSet<&str> = seen
+        .keys()
+        .filter(|(name, _)| name == "circuit_breaker_calls_total")
+        .flat_map(|(_, labels)| labels.iter().filter(|(k, _)| k == "breaker"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        breakers.into_iter().collect::<Vec<_>>(),
+        ["payments", "search"]
+    );
 }
 
 #[test]

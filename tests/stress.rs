@@ -4,6 +4,13 @@
 //! once and in generation order per delivering thread.
 //!
 //! `cargo test --release --test stress -- --include-ignored` runs the large variant.
+//!
+//! Under `--cfg cutout_tiny_generations` (3-bit generations, wrapping every 8
+//! transitions; CI runs it so) a probe held through a whole cycle is counted with
+//! a later round of the same tag, and generations no longer order events, so the
+//! probe bound and the generation checks are left to the loom models and the soak;
+//! what is checked is that every admitted call is accounted for exactly once and
+//! every transition reported exactly once, across hundreds of wraps.
 
 use cutout::{CircuitBreaker, ManualClock, Outcome, Transition};
 use std::collections::HashMap;
@@ -11,6 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const PROBES: u32 = 3;
+/// Whether generations are wide enough not to wrap in a run (see the module docs).
+const WIDE: bool = !cfg!(cutout_tiny_generations);
 
 /// A tiny deterministic PRNG per thread (xorshift64*).
 struct Rng(u64);
@@ -42,7 +51,7 @@ fn stress(threads: usize, calls_per_thread: usize) {
         .unwrap();
     let in_flight: Mutex<HashMap<u32, u32>> = Mutex::default();
     let finish = |permit: cutout::Permit<'_, ManualClock>, roll: u64| {
-        if permit.is_probe() {
+        if permit.is_probe() && WIDE {
             *in_flight
                 .lock()
                 .unwrap()
@@ -71,7 +80,7 @@ fn stress(threads: usize, calls_per_thread: usize) {
                     let Ok(permit) = breaker.try_acquire() else {
                         continue;
                     };
-                    if permit.is_probe() {
+                    if permit.is_probe() && WIDE {
                         let mut map = in_flight.lock().unwrap();
                         let n = map.entry(permit.generation()).or_default();
                         *n += 1;
@@ -114,7 +123,7 @@ fn stress(threads: usize, calls_per_thread: usize) {
     );
 
     let events = events.lock().unwrap();
-    let total: u64 = m.transitions.iter().sum();
+    let total: u64 = m.total_transitions();
     assert_eq!(
         events.len() as u64,
         total,
@@ -125,8 +134,11 @@ fn stress(threads: usize, calls_per_thread: usize) {
         l.stale > 0 && l.slow > 0 && l.dropped > 0,
         "every path exercised: {l:?}"
     );
-    // Generations are 16 bits; this run stays far below the wrap.
-    assert!(total < 30_000);
+    if !WIDE {
+        return;
+    }
+    // This run stays far below the 32-bit generation's wrap.
+    assert!(total < u64::from(u32::MAX));
     let mut generations: Vec<u32> = events.iter().map(|(_, t)| t.generation).collect();
     generations.sort_unstable();
     let expected: Vec<u32> = (1..=total as u32).collect();

@@ -161,3 +161,25 @@ fn one_event_per_transition_warn_when_opening_info_otherwise() {
     assert_eq!(reopen.u64("backoff_level"), 1);
     assert_eq!(reopen.u64("window_calls"), 0);
 }
+
+/// Issue 17: a registry's breakers were all named "default", so the events of
+/// different keys could not be told apart.
+#[cfg(feature = "registry")]
+#[test]
+fn a_registrys_events_name_their_key() {
+    let capture = Capture::default();
+    let clock = ManualClock::new();
+    tracing::subscriber::with_default(capture.clone(), || {
+        let registry: cutout::Registry<String, _> = cutout::Registry::new(
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .clock(clock.clone()),
+        )
+        .unwrap();
+        let _ = registry.call("payments", || Err::<(), _>(()));
+        let _ = registry.call("search", || Err::<(), _>(()));
+    });
+    let events = capture.0.lock().unwrap();
+    let names: Vec<_> = events.iter().map(|e| e.str("breaker")).collect();
+    assert_eq!(names, ["payments", "search"]);
+}

@@ -438,7 +438,7 @@ mod tests {
             m.lifetime.successes + m.lifetime.failures + m.lifetime.stale,
             with.ok + with.failed
         );
-        assert_eq!(m.transitions.iter().sum::<u64>(), log.len() as u64);
+        assert_eq!(m.total_transitions(), log.len() as u64);
     }
 
     #[test]

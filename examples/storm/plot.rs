@@ -439,7 +439,8 @@ fn state_color(st: State) -> &'static str {
         State::Closed => "#34a853",
         State::Open | State::ForcedOpen => "#d93025",
         State::HalfOpen => "#fbbc04",
-        State::Disabled => "#9aa0a6",
+        // Disabled, and any state a later cutout adds (`State` is non-exhaustive).
+        _ => "#9aa0a6",
     }
 }
 

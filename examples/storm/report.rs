@@ -45,6 +45,7 @@ impl Style {
             Some(State::HalfOpen) => ("half-open", "33"),
             Some(State::ForcedOpen) => ("FORCED", "1;31"),
             Some(State::Disabled) => ("disabled", "2"),
+            Some(_) => ("other", "2"), // `State` is non-exhaustive
         };
         self.paint(&format!("{name:<width$}"), code)
     }
@@ -448,7 +449,7 @@ pub fn metrics(m: &cutout::Metrics) -> String {
         count(l.slow),
         count(l.stale),
         m.state,
-        m.transitions.iter().sum::<u64>()
+        m.total_transitions()
     )
 }
 

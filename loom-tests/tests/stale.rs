@@ -52,7 +52,7 @@ fn stale(a: Outcome) {
         assert_eq!(probe.generation(), 2);
         assert_eq!(m.transitions(Reason::ConsecutiveFailures), 1);
         assert_eq!(m.transitions(Reason::CooldownElapsed), 1);
-        assert_eq!(m.transitions.iter().sum::<u64>(), 2);
+        assert_eq!(m.total_transitions(), 2);
         assert_eq!(
             m.retry_after,
             Some(Duration::ZERO),

@@ -136,6 +136,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// breaker.publish_metrics(); // circuit_breaker_calls_total{breaker="search",outcome="success"} 1
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
         let m = self.metrics();
         let name = self.label();

@@ -1,0 +1,60 @@
+//! `cutout-clock`, the default clock's refresh thread, is started only by a breaker
+//! that uses the default clock (issue 17, item 4). A test binary of its own, so that
+//! no other test starts the thread first; Linux only (it reads
+//! `/proc/self/task/*/comm`).
+#![cfg(target_os = "linux")]
+
+use cutout::{CircuitBreaker, ManualClock, StdClock};
+use std::time::Duration;
+
+fn clock_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "cutout-clock")
+        .count()
+}
+
+/// One test, so the steps run in order in this process.
+#[test]
+fn only_the_default_clock_starts_the_refresh_thread() {
+    let clock = ManualClock::new();
+    let manual = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let std = CircuitBreaker::builder()
+        .window(Duration::from_secs(1), 10)
+        .slow_calls(Duration::from_millis(100), 0.5)
+        .clock(StdClock::new())
+        .build()
+        .unwrap();
+    // Use them every way that reads a clock: calls, a trip, rejections, a probe.
+    for _ in 0..300 {
+        let _ = manual.call(|| Err::<(), _>("down"));
+        let _ = std.call(|| Ok::<_, ()>(()));
+    }
+    clock.advance(Duration::from_secs(1));
+    assert!(manual.call(|| Ok::<_, ()>(())).is_ok());
+    let _ = (manual.metrics(), std.metrics());
+    #[cfg(feature = "registry")]
+    {
+        let registry: cutout::Registry<String, ManualClock> =
+            cutout::Registry::new(CircuitBreaker::builder().clock(clock.clone())).unwrap();
+        let _ = registry.call("a", || Ok::<_, ()>(()));
+    }
+    assert_eq!(clock_threads(), 0, "no default clock, no refresh thread");
+
+    // The control: the default clock does start it, once.
+    let default = CircuitBreaker::builder().build().unwrap();
+    let _ = default.call(|| Ok::<_, ()>(()));
+    let _other = CircuitBreaker::builder().build().unwrap();
+    // A new thread names itself once it runs: wait for that, boundedly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while clock_threads() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(clock_threads(), 1);
+}

@@ -1,0 +1,159 @@
+//! The default clock in a `fork()`ed child (issue 15, item 3): the refresh thread
+//! does not survive the fork, yet the child's breakers must see time move.
+//!
+//! A test binary of its own, with `harness = false`: the parent is single-threaded
+//! apart from the clock's own refresh thread when it forks, so the child cannot
+//! inherit a lock that some other test's thread held. Every wait is bounded: the
+//! child exits on its own within seconds, and the parent kills it past a deadline.
+
+#[cfg(target_os = "linux")]
+fn main() {
+    linux::main();
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    println!("fork: skipped (Linux only)");
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use cutout::{CircuitBreaker, Clock, DefaultClock, State};
+    use std::time::{Duration, Instant};
+
+    /// Names of this process's threads.
+    fn threads() -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .map(|tasks| {
+                tasks
+                    .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                    .map(|name| name.trim().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether a `cutout-clock` thread runs, waiting up to 5 s for a new thread to
+    /// name itself.
+    fn clock_thread_runs() -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if threads().iter().any(|t| t == "cutout-clock") {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Runs `child` in a forked child process and returns its exit code; the child
+    /// is killed if it has not exited within 20 s.
+    fn in_child(child: impl FnOnce() -> Result<(), String>) -> i32 {
+        // SAFETY: the parent has no thread but the clock's refresh thread, which
+        // holds no lock the child needs (it sleeps and stores one atomic). The
+        // child only uses the breaker, std's thread spawning, sleeping and the file
+        // system, and leaves with `_exit`, running no destructor the parent owns.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)) {
+                Ok(Ok(())) => 0,
+                Ok(Err(why)) => {
+                    eprintln!("fork child: {why}");
+                    1
+                }
+                Err(_) => 2,
+            };
+            // SAFETY: ends the child at once, without running the parent's exit
+            // handlers a second time.
+            unsafe { libc::_exit(code) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut status = 0;
+        loop {
+            // SAFETY: waits for our own child without blocking.
+            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if done == pid {
+                break;
+            }
+            assert!(done == 0, "waitpid failed");
+            if Instant::now() > deadline {
+                // SAFETY: kills and reaps our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child hung");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(libc::WIFEXITED(status), "the child did not exit: {status}");
+        libc::WEXITSTATUS(status)
+    }
+
+    pub(super) fn main() {
+        let cooldown = Duration::from_millis(100);
+        // Tripped in the child: its cooldown must end.
+        let fresh = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(cooldown)
+            .build()
+            .unwrap();
+        // Open when the parent forks: the child inherits a deadline it must reach.
+        let inherited = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(cooldown)
+            .build()
+            .unwrap();
+        assert!(clock_thread_runs(), "{:?}", threads());
+        let parent = DefaultClock::new().now();
+
+        // Child 1: a trip checks the clock, and the child gets a refresh thread of
+        // its own.
+        let code = in_child(|| {
+            if threads().iter().any(|t| t == "cutout-clock") {
+                return Err("a forked child has no refresh thread".into());
+            }
+            std::thread::sleep(Duration::from_millis(150)); // the cached reading goes stale
+            let _ = fresh.call(|| Err::<(), _>("down"));
+            if fresh.state() != State::Open {
+                return Err(format!("not tripped: {:?}", fresh.state()));
+            }
+            if !clock_thread_runs() {
+                return Err(format!("no refresh thread after a trip: {:?}", threads()));
+            }
+            let tripped = DefaultClock::new().now();
+            if tripped < parent + 150_000_000 {
+                return Err(format!("the reading did not move: {parent} then {tripped}"));
+            }
+            std::thread::sleep(cooldown + Duration::from_millis(50));
+            if fresh.call(|| Ok::<_, ()>(())).is_err() || fresh.state() != State::Closed {
+                return Err("the child's own trip never reached its probe".into());
+            }
+            Ok(())
+        });
+        assert_eq!(code, 0, "child 1 failed (see its message above)");
+
+        // Child 2: nothing trips; the breaker inherited Open is past its cooldown, and
+        // its rejections check the clock every 256 counts in a stripe, so a probe is
+        // admitted after at most that many.
+        let _ = inherited.call(|| Err::<(), _>("down"));
+        assert_eq!(inherited.state(), State::Open);
+        let code = in_child(|| {
+            std::thread::sleep(cooldown + Duration::from_millis(50));
+            let admitted = (0..1000).position(|_| inherited.call(|| Ok::<_, ()>(())).is_ok());
+            match admitted {
+                // Rejected first: the frozen reading is still inside the cooldown.
+                Some(1..=256) if inherited.state() == State::Closed => Ok(()),
+                other => Err(format!(
+                    "inherited Open: admitted at call {other:?}, {:?}",
+                    inherited.state()
+                )),
+            }
+        });
+        assert_eq!(code, 0, "child 2 failed (see its message above)");
+        println!("fork: ok");
+    }
+}
