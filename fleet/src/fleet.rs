@@ -5,7 +5,9 @@ use crate::config::{FleetConfig, FleetError};
 use crate::message::{Heartbeat, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry, Report};
 use crate::view::{Counters, FleetView, ViewState};
 use crossbeam_queue::ArrayQueue;
-use cutout::{Builder, CircuitBreaker, Clock, ConfigError, Registry, State, Transition};
+use cutout::{
+    Builder, CircuitBreaker, Clock, ConfigError, Reason, Registry, SavedState, State, Transition,
+};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -191,24 +193,55 @@ impl Fleet {
         }
     }
 
-    /// Builds a breaker named `key` that publishes its transitions and that the
-    /// quorum may open: [`Builder::name`], [`Builder::on_transition`] (replacing
-    /// any listener the builder had; to keep yours, call [`listener`](Self::listener)
-    /// from it and use [`attach`](Self::attach)), then [`attach`](Self::attach).
+    /// What the fleet's current picture says `key` should start as: if a quorum
+    /// of live peers reports it Open, a [`SavedState`] Open until the earliest
+    /// reported deadline (at the lowest reported backoff level); otherwise
+    /// `None` (start fresh). For [`Builder::restore`], or a registry's
+    /// [`initial_state`](cutout::RegistryBuilder::initial_state) (see
+    /// [`initial_state`](Self::initial_state)).
+    pub fn saved_state(&self, key: &str) -> Option<SavedState> {
+        self.inner.saved_state(key)
+    }
+
+    /// A registry's initial-state hook: each key the registry creates later
+    /// starts from the fleet's picture ([`saved_state`](Self::saved_state)). Give
+    /// it to [`RegistryBuilder::initial_state`](cutout::RegistryBuilder::initial_state).
+    /// It takes the view's lock briefly, on the lookup that creates the key.
+    pub fn initial_state<K: AsRef<str>>(
+        &self,
+    ) -> impl Fn(&K) -> Option<SavedState> + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        move |key: &K| inner.upgrade()?.saved_state(key.as_ref())
+    }
+
+    /// Builds a breaker named `key` that starts from the fleet's picture
+    /// ([`saved_state`](Self::saved_state) through [`Builder::restore`]: Open, if
+    /// a quorum of live peers reports `key` Open), publishes its transitions, and
+    /// that the quorum may open: [`Builder::name`], [`Builder::on_transition`]
+    /// (replacing any listener the builder had; to keep yours, call
+    /// [`listener`](Self::listener) from it and use [`attach`](Self::attach)), then
+    /// [`attach`](Self::attach).
     ///
     /// # Errors
     /// The builder's [`ConfigError`].
-    pub fn breaker<C: Clock + 'static>(
+    pub fn breaker<C: Clock + Clone + 'static>(
         &self,
         key: &str,
         builder: Builder<C>,
     ) -> Result<Arc<CircuitBreaker<C>>, ConfigError> {
-        let breaker = Arc::new(
-            builder
-                .name(key.to_owned())
-                .on_transition(self.listener(key))
-                .build()?,
-        );
+        let builder = builder
+            .name(key.to_owned())
+            .on_transition(self.listener(key));
+        // A picture the builder refuses (a deadline past its clock skew
+        // tolerance, say) is dropped: the breaker starts fresh, and `attach`
+        // still applies the quorum.
+        let restored = self
+            .saved_state(key)
+            .and_then(|saved| builder.clone().restore(saved).build().ok());
+        let breaker = Arc::new(match restored {
+            Some(b) => b,
+            None => builder.build()?,
+        });
         self.attach(key, &breaker);
         Ok(breaker)
     }
@@ -310,6 +343,18 @@ impl Inner {
         if let Some(publisher) = self.publisher.get() {
             publisher.unpark();
         }
+    }
+
+    fn saved_state(&self, key: &str) -> Option<SavedState> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let (until, reports) = self
+            .view
+            .lock()
+            .verdict(key, self.config.quorum, now, wall)?;
+        let mut saved = SavedState::new(key, State::Open, wall);
+        saved.open_until = Some(until);
+        saved.level = reports.iter().map(|r| r.level).min().unwrap_or(0);
+        Some(saved)
     }
 
     /// How long a quorum of live peers says `key` should stay Open, if one does.
@@ -488,6 +533,7 @@ fn publish_loop(inner: &Inner) {
                             until,
                             generation: report.generation,
                             level: report.level,
+                            external: report.reason == Reason::External.as_str(),
                         },
                     );
                 }

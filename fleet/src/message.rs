@@ -29,20 +29,22 @@ const MAX_REASON_BYTES: usize = 40;
 /// ```
 /// use cutout::State;
 /// use cutout_fleet::{Message, Report};
-/// use std::time::{Duration, SystemTime};
+/// use std::time::{Duration, UNIX_EPOCH};
 ///
+/// // The wire carries whole milliseconds.
+/// let now = UNIX_EPOCH + Duration::from_millis(1_800_000_000_000);
 /// let report = Report {
 ///     key: "db".into(),
 ///     instance: "a".into(),
 ///     generation: 7,
 ///     state: State::Open,
-///     open_until: Some(SystemTime::now() + Duration::from_secs(2)),
+///     open_until: Some(now + Duration::from_secs(2)),
 ///     level: 1,
 ///     reason: "consecutive_failures".into(),
 /// };
 /// let bytes = Message::Transition(report.clone()).encode();
-/// # let max = Duration::from_secs(600);
-/// assert_eq!(Message::decode(&bytes, SystemTime::now(), max)?, Message::Transition(report));
+/// let max_open = Duration::from_secs(600);
+/// assert_eq!(Message::decode(&bytes, now, max_open)?, Message::Transition(report));
 /// # Ok::<(), cutout_fleet::Invalid>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +76,10 @@ pub struct OpenEntry {
     pub generation: u32,
     /// Its backoff level.
     pub level: u8,
+    /// Whether it opened by [`Reason::External`](cutout::Reason::External) (a
+    /// quorum of its own peers, for instance): shown, but no independent evidence,
+    /// so it never counts toward a quorum.
+    pub external: bool,
 }
 
 /// An instance's heartbeat: it is alive, and these are the keys it holds Open.
@@ -167,6 +173,12 @@ struct WireEntry {
     until_ms: u64,
     generation: u32,
     level: u8,
+    #[serde(default, skip_serializing_if = "is_false")]
+    external: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Milliseconds since the Unix epoch (0 before it, saturating after `u64::MAX`).
@@ -220,6 +232,7 @@ impl Message {
                         until_ms: to_ms(e.until),
                         generation: e.generation,
                         level: e.level,
+                        external: e.external,
                     })
                     .collect(),
             },
@@ -306,6 +319,7 @@ impl Message {
                             key: e.key,
                             generation: e.generation,
                             level: e.level,
+                            external: e.external,
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -347,6 +361,7 @@ mod tests {
                 until: at(3_000),
                 generation: u32::MAX,
                 level: 63,
+                external: true,
             }],
         });
         assert_eq!(Message::decode(&h.encode(), at(1_000), MAX), Ok(h));

@@ -29,6 +29,10 @@ pub struct OpenReport {
     pub generation: u32,
     /// The peer's backoff level.
     pub level: u8,
+    /// Whether the peer opened by [`Reason::External`](cutout::Reason::External)
+    /// (its own fleet quorum, say): no independent evidence, so it never counts
+    /// toward a quorum.
+    pub external: bool,
 }
 
 /// What the view has received and what became of it, and what this instance's
@@ -167,6 +171,7 @@ impl ViewState {
                             until,
                             generation: r.generation,
                             level: r.level,
+                            external: r.reason == cutout::Reason::External.as_str(),
                         };
                         peer.open.insert(r.key.clone(), entry);
                     }
@@ -235,6 +240,7 @@ impl ViewState {
                     until: e.until,
                     generation: e.generation,
                     level: e.level,
+                    external: e.external,
                 })
             })
             .collect();
@@ -266,7 +272,8 @@ impl ViewState {
     }
 
     /// What a quorum of live peers says about `key`: the earliest deadline among
-    /// their reports, if enough of them report it Open.
+    /// their reports, if enough of them report it Open. Reports of an external
+    /// open (an echo of some quorum) do not count.
     pub(crate) fn verdict(
         &self,
         key: &str,
@@ -274,7 +281,8 @@ impl ViewState {
         now: Instant,
         wall: SystemTime,
     ) -> Option<(SystemTime, Vec<OpenReport>)> {
-        let reports = self.open_reports(key, now, wall);
+        let mut reports = self.open_reports(key, now, wall);
+        reports.retain(|r| !r.external);
         let needed = quorum.needed(self.live_peers(now));
         (reports.len() >= needed).then(|| (reports[0].until, reports))
     }
@@ -443,6 +451,7 @@ mod tests {
                     until: *until,
                     generation: 1,
                     level: 0,
+                    external: false,
                 })
                 .collect(),
         })
@@ -491,6 +500,32 @@ mod tests {
         // A close withdraws the report.
         v.apply(&transition("b", State::HalfOpen, None), now, wall);
         assert_eq!(v.open_reports("db", now, wall).len(), 1);
+    }
+
+    #[test]
+    fn an_external_open_is_an_echo_and_never_counts() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let q = Quorum::AtLeast(NonZeroUsize::new(2).unwrap());
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let until = wall + Duration::from_secs(5);
+        for id in ["a", "b"] {
+            v.apply(&heartbeat(id, wall, &[]), now, wall);
+        }
+        v.apply(&transition("a", State::Open, Some(until)), now, wall);
+        let echo = Message::Transition(Report {
+            key: "db".into(),
+            instance: "b".into(),
+            generation: 9,
+            state: State::Open,
+            open_until: Some(until),
+            level: 0,
+            reason: "external".into(),
+        });
+        v.apply(&echo.encode(), now, wall);
+        assert_eq!(v.open_reports("db", now, wall).len(), 2, "shown");
+        assert_eq!(v.verdict("db", q, now, wall), None, "not counted");
     }
 
     #[test]
