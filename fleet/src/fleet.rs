@@ -33,6 +33,9 @@ impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String,
     }
 }
 
+/// The reports a quorum rests on: (instance, generation) of each.
+type ReportIds = HashSet<(String, u32)>;
+
 #[derive(Default)]
 struct Attached {
     /// Breakers attached under their key.
@@ -42,7 +45,7 @@ struct Attached {
     /// Per key, the reports (instance, generation) a quorum was last applied
     /// from: the same reports do not open a breaker again after its own probes
     /// closed it.
-    applied: HashMap<String, HashSet<(String, u32)>>,
+    applied: HashMap<String, ReportIds>,
 }
 
 struct Inner {
@@ -373,7 +376,7 @@ impl Inner {
     /// probes closed it; a new report (a peer's new trip) does.
     fn apply_quorum(&self, keys: &[String]) {
         let (now, wall) = (Instant::now(), SystemTime::now());
-        let verdicts: Vec<(String, SystemTime, HashSet<(String, u32)>)> = {
+        let verdicts: Vec<(String, SystemTime, ReportIds)> = {
             let view = self.view.lock();
             keys.iter()
                 .filter_map(|key| {
