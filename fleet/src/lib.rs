@@ -20,14 +20,20 @@
 //!   probes on its own. Only a Closed breaker opens: a half-open round decides
 //!   for itself, a forced-open or disabled breaker is left alone. The same reports
 //!   open a breaker once: after its own probes close it, only a new report (a
-//!   peer's new trip) can open it again.
+//!   peer's new trip) can open it again. An open a quorum caused is published
+//!   with its reason, and counts toward no other quorum (it is an echo, not
+//!   evidence).
 //! - **Joins from the picture.** [`Fleet::start`] subscribes, then reads every
-//!   live heartbeat, and waits up to [`join_wait`](FleetConfig::join_wait) (500
-//!   ms by default) for that. A breaker attached after it
-//!   ([`Fleet::breaker`], [`Fleet::attach`], [`Fleet::attach_registry`]) starts
-//!   Open if a quorum reports its key Open. **Before the picture is read** (Redis
-//!   slow or down at start), breakers start Closed and decide locally; the
-//!   picture is adopted when it arrives.
+//!   live heartbeat, waiting up to [`join_wait`](FleetConfig::join_wait) (500 ms
+//!   by default) for that. A breaker built after it with [`Fleet::breaker`]
+//!   starts from the picture: if a quorum reports its key Open, the builder
+//!   restores a [`SavedState`](cutout::SavedState) Open until the earliest
+//!   reported deadline ([`Fleet::saved_state`], [`Builder::restore`](cutout::Builder::restore)).
+//!   For a [`Registry`](cutout::Registry) whose keys are created on first use,
+//!   [`Fleet::initial_state`] is the `RegistryBuilder::initial_state` hook that
+//!   does the same per key. **Before the picture is read** (Redis slow or down at
+//!   start), breakers start Closed and decide locally; when the picture arrives,
+//!   the quorum opens the attached ones it concerns.
 //!
 //! # What it does not promise
 //! - **Eventual.** A peer's trip reaches this instance after a publish and a
@@ -75,8 +81,26 @@
 //! ```
 //!
 //! With a [`Registry`](cutout::Registry) of `String` keys, give
-//! [`Fleet::registry_listener`] to `RegistryBuilder::on_transition` and call
-//! [`Fleet::attach_registry`].
+//! [`Fleet::registry_listener`] to `RegistryBuilder::on_transition` and
+//! [`Fleet::initial_state`] to `RegistryBuilder::initial_state`, then call
+//! [`Fleet::attach_registry`]:
+//!
+//! ```no_run
+//! use cutout::{CircuitBreaker, Registry};
+//! use cutout_fleet::{Fleet, FleetConfig};
+//! use std::sync::Arc;
+//!
+//! let fleet = Fleet::start(FleetConfig::new("redis://127.0.0.1:6379/"))?;
+//! let registry: Arc<Registry<String>> = Arc::new(
+//!     Registry::builder(CircuitBreaker::builder())
+//!         .on_transition(fleet.registry_listener())
+//!         .initial_state(fleet.initial_state())
+//!         .build()?,
+//! );
+//! fleet.attach_registry(&registry);
+//! let _ = registry.call("inventory", || Ok::<_, std::io::Error>(()));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # Features
 //! - `metrics`: [`FleetView::record_metrics`] publishes the view through the

@@ -329,6 +329,9 @@ impl ViewState {
 pub struct FleetView {
     pub(crate) state: Arc<Mutex<ViewState>>,
     pub(crate) counters: Arc<Counters>,
+    /// The keys whose gauge the last `record_metrics` set.
+    #[cfg(feature = "metrics")]
+    shown: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl FleetView {
@@ -336,6 +339,8 @@ impl FleetView {
         FleetView {
             state: Arc::new(Mutex::new(state)),
             counters,
+            #[cfg(feature = "metrics")]
+            shown: Arc::default(),
         }
     }
 
@@ -385,7 +390,6 @@ impl FleetView {
     #[cfg(feature = "metrics")]
     pub fn record_metrics(&self) {
         use std::collections::HashSet;
-        static SHOWN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
         let (now, wall) = (Instant::now(), SystemTime::now());
         let (live, reports) = {
             let state = self.lock();
@@ -400,8 +404,7 @@ impl FleetView {
             (state.live_peers(now), reports)
         };
         metrics::gauge!("cutout_fleet_live_peers").set(live as f64);
-        let mut shown = SHOWN.lock().unwrap_or_else(PoisonError::into_inner);
-        let shown = shown.get_or_insert_with(HashSet::new);
+        let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
         let current: HashSet<String> = reports.iter().map(|(k, _)| k.clone()).collect();
         for gone in shown.difference(&current) {
             metrics::gauge!("cutout_fleet_open_reports", "key" => gone.clone()).set(0.0);
