@@ -21,7 +21,7 @@ use crate::state::{
     Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
     Update, next_generation, ticks_from_duration, ticks_from_nanos,
 };
-use crate::stripe::{Counter, StripeRef, Stripes};
+use crate::stripe::{Counter, OPEN_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 use crate::window::{self, Sample, Window};
 use crate::{Error, Rejected, State};
@@ -336,11 +336,10 @@ impl<C: Clock> CircuitBreaker<C> {
             // An Open rejection inside the cooldown, inline too: one compare of the
             // clock with the deadline the word holds.
             if s.is(State::Open) {
-                if let (Some(now), Some(deadline)) =
-                    (self.clock.now_if_cheap(), self.phase.time.ticks_of(s))
+                if let (Some(o), Some(now)) =
+                    (self.hot.stripes.mine_if_owned(), self.clock.now_if_cheap())
                 {
-                    let r = self.hot.stripes.mine_if_assigned();
-                    if let Some(rejected) = self.reject_in_cooldown(r, deadline, now) {
+                    if let Some(rejected) = self.reject_cached(o, s, now) {
                         return Err(Error::Rejected(rejected));
                     }
                 }
@@ -725,7 +724,7 @@ impl<C: Clock> CircuitBreaker<C> {
     fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
             if let Some(deadline) = self.phase.time.ticks_of(s) {
-                if let Some(rejected) = self.reject_in_cooldown(r, deadline, self.clock.now()) {
+                if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, self.clock.now()) {
                     return Err(rejected);
                 }
             }
@@ -752,22 +751,45 @@ impl<C: Clock> CircuitBreaker<C> {
         Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
-    /// The rejection of a call at clock reading `reading` by an Open phase whose
-    /// deadline is `deadline`, if its cooldown is not over. One multiply and one
-    /// compare: `reading`'s tick is below the deadline exactly when its nanoseconds
-    /// are below the deadline's (which fit: the deadline is at most `ticks_max`,
-    /// `u64::MAX` ns). The division that finds the time left is only made for a
-    /// caller that reads it.
-    #[inline(always)]
+    /// The rejection of a call at clock reading `reading` by the Open phase `s`,
+    /// whose deadline is tick `deadline`, if its cooldown is not over. A thread that
+    /// owns its stripe keeps the deadline, as a clock reading, in its stripe (see
+    /// [`OPEN_DEADLINE`]): its next rejections in this phase take the lean path,
+    /// [`reject_cached`](Self::reject_cached).
     fn reject_in_cooldown(
         &self,
         r: StripeRef<'_>,
+        s: Snapshot,
         deadline: u64,
         reading: u64,
     ) -> Option<Rejected> {
-        let elapsed = reading.saturating_sub(self.origin);
-        (elapsed < deadline * NANOS_PER_TICK)
-            .then(|| self.reject(r, State::Open, deadline - ticks_from_nanos(elapsed)))
+        // No overflow: a deadline is at most `ticks_max`, the last tick a reading
+        // can reach from `origin`.
+        let at = self.origin.saturating_add(deadline * NANOS_PER_TICK);
+        if reading >= at {
+            return None;
+        }
+        if let Some(o) = r.as_owned() {
+            // Relaxed: private to the owner (see `reject_cached`).
+            o.scratch(OPEN_DEADLINE).store(at, Ordering::Relaxed);
+            o.scratch(PHASE_KEY).store(s.key(), Ordering::Relaxed);
+        }
+        Some(self.reject(r, State::Open, (at - reading).div_ceil(NANOS_PER_TICK)))
+    }
+
+    /// The lean rejection: the rejection of a call at clock reading `now` by the
+    /// Open phase `s` if the calling thread has its deadline in its stripe (see
+    /// [`reject_in_cooldown`](Self::reject_in_cooldown)) and it is not over. Two
+    /// loads and two compares; the division that finds the time left is only made
+    /// for a caller that reads it.
+    #[inline(always)]
+    fn reject_cached(&self, o: Owned<'_>, s: Snapshot, now: u64) -> Option<Rejected> {
+        // Relaxed: private to the owner, which wrote both (a phase has one word, so
+        // a deadline cached for `s` is `s`'s).
+        let cached = o.scratch(PHASE_KEY).load(Ordering::Relaxed) == s.key();
+        let at = o.scratch(OPEN_DEADLINE).load(Ordering::Relaxed);
+        (cached & (now < at))
+            .then(|| self.reject(o.stripe(), State::Open, (at - now).div_ceil(NANOS_PER_TICK)))
     }
 
     #[inline(never)]
@@ -786,7 +808,7 @@ impl<C: Clock> CircuitBreaker<C> {
                         s = self.hot.word.load(); // `s` is over: look again
                         continue;
                     };
-                    if let Some(rejected) = self.reject_in_cooldown(r, deadline, reading) {
+                    if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, reading) {
                         return Err(rejected);
                     }
                     let update = self.transition(s, |cur| {
@@ -1488,6 +1510,64 @@ mod tests {
         let ms = Duration::from_millis;
         assert_eq!(lean.0, [Some(ms(700)), Some(ms(400)), Some(ms(100))]);
         assert_eq!((lean.1.rejected, lean.1.successes), (3, 1));
+    }
+
+    /// The owner's cached deadline belongs to one Open phase: a later Open phase,
+    /// with an earlier deadline, is never judged by it, and the window's
+    /// live-bucket cache, which shares its key word, counts right after it.
+    #[test]
+    fn a_cached_open_deadline_follows_the_phase() {
+        let clock = ManualClock::new();
+        let b = CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.5, 2)
+            .open_duration(Duration::from_secs(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let ms = Duration::from_millis;
+        let retry = |b: &CircuitBreaker<ManualClock>| match b.call(|| Ok::<_, ()>(())) {
+            Err(Error::Rejected(r)) => r.retry_after(),
+            other => panic!("expected a rejection, got {other:?}"),
+        };
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    for _ in 0..2 {
+                        let _ = b.call(|| Err::<(), _>(()));
+                    }
+                    assert_eq!(retry(&b), Some(ms(1000))); // fills the cache
+                    let o = b.hot.stripes.mine_if_owned().expect("an owned stripe");
+                    assert_eq!(
+                        o.scratch(PHASE_KEY).load(Ordering::Relaxed),
+                        b.hot.word.load().key()
+                    );
+                    clock.advance(ms(400));
+                    assert_eq!(retry(&b), Some(ms(600))); // from the cache
+                    clock.advance(ms(600));
+                    let _ = b.call(|| Err::<(), _>(())); // the probe fails: 2 s
+                    assert_eq!(retry(&b), Some(ms(2000))); // cached: 2 s from now
+                    // A new Open phase with a shorter cooldown: the cached deadline,
+                    // a second later than its end, is another phase's.
+                    b.reset();
+                    for _ in 0..2 {
+                        let _ = b.call(|| Err::<(), _>(()));
+                    }
+                    clock.advance(ms(1000));
+                    assert!(b.call(|| Ok::<_, ()>(())).is_ok()); // the probe closes
+                    for _ in 0..3 {
+                        assert!(b.call(|| Ok::<_, ()>(())).is_ok());
+                    }
+                    let m = b.metrics();
+                    assert_eq!(
+                        (m.state, m.window.calls, m.window.failures),
+                        (State::Closed, 3, 0)
+                    );
+                    assert_eq!(m.lifetime.rejected, 3);
+                })
+                .join()
+                .unwrap();
+        });
     }
 
     #[test]

@@ -196,7 +196,15 @@ fn first_or_precise() -> u64 {
     if OWNER.load(Ordering::Acquire) == 0 {
         start_refresh(u64::from(std::process::id()));
     }
-    precise_nanos()
+    let precise = precise_nanos();
+    // Relaxed: as in start_refresh. The cached reading, if there is one, must not
+    // be behind the one returned here, or this thread's next reading would go
+    // backwards (by the microseconds since the refresh thread's first reading: a
+    // breaker built now would count its clock from after its next reading).
+    if RECENT.load(Ordering::Relaxed) != 0 {
+        RECENT.fetch_max(precise, Ordering::Relaxed);
+    }
+    precise
 }
 
 /// Brings a cached reading that lags by more than [`STALE_AFTER`] up to date, and

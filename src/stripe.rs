@@ -138,6 +138,21 @@ pub(crate) enum Counter {
 /// How many lifetime counters a stripe has.
 pub(crate) const COUNTERS: usize = 8;
 
+/// Scratch word: the phase (the state word) the owner last cached something for:
+/// its live window bucket while Closed (see [`crate::window`]), or, while Open,
+/// the deadline in [`OPEN_DEADLINE`]. One word serves both, since a phase is
+/// Closed or Open, never both; whichever cache a word does not match is simply
+/// missed and refilled.
+pub(crate) const PHASE_KEY: usize = 1;
+/// Scratch word: the deadline of the Open phase in [`PHASE_KEY`], as a clock
+/// reading, which the owner's lean rejections compare the clock with (one load
+/// and one compare: see `CircuitBreaker::call_with`). Filled by the owner's first
+/// rejection in that phase, off the lean path. Within the line's first
+/// [`LEAN_LOADS`] bytes, as the lean paths' loads must be.
+pub(crate) const OPEN_DEADLINE: usize = 4;
+const _: () = assert!((COUNTERS + OPEN_DEADLINE) * 8 % 64 < LEAN_LOADS);
+const _: () = assert!((COUNTERS + PHASE_KEY) * 8 % 64 < LEAN_LOADS);
+
 // The words the lean paths store, and the lines' pointer they load, where
 // `LEAN_LOADS` says.
 const _: () = {
@@ -265,13 +280,6 @@ impl Stripes {
         let index = slot::owned().get();
         let counters = self.counters.get(index)?;
         Some(Owned(StripeRef { counters, index }))
-    }
-
-    /// [`mine`](Self::mine), or the shared stripe for a thread that has no slot yet.
-    #[inline]
-    pub(crate) fn mine_if_assigned(&self) -> StripeRef<'_> {
-        self.mine_if_owned()
-            .map_or_else(|| self.stripe(0), Owned::stripe)
     }
 
     /// Stripe `index`: a thread's own (see [`mine`](Self::mine)), or any stripe as

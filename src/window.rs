@@ -82,7 +82,7 @@
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
 use crate::state::{Generation, Snapshot, StateWord};
-use crate::stripe::{Bucket, COUNTERS, Owned, StripeRef, Stripes};
+use crate::stripe::{Bucket, COUNTERS, OPEN_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 
 const TAG: usize = 0;
@@ -92,7 +92,9 @@ const SLOW: usize = 3;
 
 /// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY`, `CACHE_POS` and
 /// `CACHE_SPAN` are the owner's cache of its live bucket: that bucket's start (a
-/// clock reading), the phase it counts (the closed state word), its position among
+/// clock reading), the phase it counts (the closed state word; `CACHE_KEY` is
+/// [`PHASE_KEY`], which the owner's open-deadline cache shares: see
+/// [`crate::stripe::OPEN_DEADLINE`]), its position among
 /// the stripes' buckets (see [`Stripes::position`]), and its length in nanoseconds
 /// (so the hot path reads only the owner's line; 0 while nothing is cached, which
 /// no reading falls within). The owner sets them whenever it has made sure the bucket
@@ -103,14 +105,23 @@ const SLOW: usize = 3;
 /// call the owner put in a live bucket; `LIVE_BASE` is its value when the current
 /// live bucket went live.
 const CACHE_START: usize = 0;
-const CACHE_KEY: usize = 1;
+const CACHE_KEY: usize = PHASE_KEY;
 const CACHE_POS: usize = 2;
 const NEWEST: usize = 3;
-const LIVE_BASE: usize = 4;
 const CACHE_SPAN: usize = 5;
+const LIVE_BASE: usize = 6;
 /// Last, clear of the lean paths' loads (see [`crate::stripe::LEAN_LOADS`]).
 const LIVE_CALLS: usize = 7;
 const _: () = assert!(crate::stripe::clear_of_lean_loads(COUNTERS + LIVE_CALLS));
+// The open-deadline cache keeps clear of the window's words.
+const _: () = assert!(
+    OPEN_DEADLINE != CACHE_START
+        && OPEN_DEADLINE != CACHE_POS
+        && OPEN_DEADLINE != NEWEST
+        && OPEN_DEADLINE != CACHE_SPAN
+        && OPEN_DEADLINE != LIVE_BASE
+        && OPEN_DEADLINE != LIVE_CALLS
+);
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
 const LIVE: u64 = u64::MAX;
 

@@ -4,7 +4,7 @@
 //! `/proc/self/task/*/comm`).
 #![cfg(target_os = "linux")]
 
-use cutout::{CircuitBreaker, ManualClock, StdClock};
+use cutout::{CircuitBreaker, Clock, DefaultClock, ManualClock, StdClock};
 use std::time::Duration;
 
 fn clock_threads() -> usize {
@@ -47,7 +47,13 @@ fn only_the_default_clock_starts_the_refresh_thread() {
     }
     assert_eq!(clock_threads(), 0, "no default clock, no refresh thread");
 
-    // The control: the default clock does start it, once.
+    // The control: the default clock does start it, once. Its first reading (the
+    // one that starts it) is not ahead of the next: before, the next one read the
+    // refresh thread's first value, a few microseconds earlier, so a breaker built
+    // on the first reading saw its next reading before its own origin, and its
+    // first rejection said `Retry-After: 2` for a 1 s cooldown.
+    let first = DefaultClock::new().now();
+    assert!(DefaultClock::new().now() >= first, "the clock went back");
     let default = CircuitBreaker::builder().build().unwrap();
     let _ = default.call(|| Ok::<_, ()>(()));
     let _other = CircuitBreaker::builder().build().unwrap();
