@@ -60,6 +60,16 @@
 //! ([`FleetStats`]). A namespace ([`FleetConfig::namespace`]) separates fleets on
 //! one Redis.
 //!
+//! Wall clocks matter twice, and both are bounded: a deadline travels as
+//! wall-clock time (a peer whose clock runs ahead reports deadlines up to
+//! [`max_open`](FleetConfig::max_open) late, never more), and a heartbeat's age is
+//! read against this host's clock (a peer whose clock runs behind by more than
+//! [`live_after`](FleetConfig::live_after) never looks live, so its reports count
+//! for nothing: keep hosts on NTP).
+//!
+//! Dropping a [`Fleet`] stops its threads and waits for them: at most about one
+//! [`io_timeout`](FleetConfig::io_timeout), if a Redis command is in flight.
+//!
 //! # Examples
 //! ```no_run
 //! use cutout::CircuitBreaker;
