@@ -31,12 +31,13 @@ if ! command -v valgrind >/dev/null; then
 fi
 
 # Line tables for the pieces below, without making every bench build carry them.
-CARGO_PROFILE_BENCH_DEBUG=line-tables-only cargo build -q --profile bench --example instructions
+CARGO_PROFILE_BENCH_DEBUG=line-tables-only cargo build -q --profile bench --example instructions --features tower
 BIN=target/release/examples/instructions
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-# profile SCENARIO NAME CALLS OUT [THREADS]: one callgrind run.
+# profile SCENARIO NAME CALLS OUT [THREADS]: one callgrind run (SHAPE from the
+# environment: see examples/instructions.rs).
 profile() {
     valgrind --tool=callgrind --collect-bus=yes --toggle-collect='*drive_*' \
         --compress-strings=no --compress-pos=no --demangle=no \
@@ -88,6 +89,39 @@ for name in $("$BIN" list contended); do
             'BEGIN { printf " %.1f, %.2f |", ir / c, ge / c }')
     done
     echo "$row"
+done
+
+# The call shapes and thread histories of issue 16 (SHAPE in examples/instructions.rs).
+for shape in helper dyn crowd fresh; do
+    case $shape in
+        helper) scenario=closed; title="closed success, through one shared generic helper (not inlined)" ;;
+        dyn) scenario=closed; title="closed success, through a \`&dyn Fn\`" ;;
+        crowd) scenario=closed; title="closed success, a thread started while a crowd held every owned slot, after the crowd left" ;;
+        fresh) scenario=open; title="open rejection, from a thread whose first call is a rejection" ;;
+    esac
+    echo
+    echo "| $title ($CALLS calls) | instructions/call | locked/call |"
+    echo "|---|---|---|"
+    for name in $("$BIN" list "$scenario"); do
+        SHAPE=$shape profile "$scenario" "$name" 0 "$TMP/zero.out"
+        SHAPE=$shape profile "$scenario" "$name" "$CALLS" "$TMP/shape.out"
+        read -r ir0 ge0 < <(totals "$TMP/zero.out")
+        read -r ir ge < <(totals "$TMP/shape.out")
+        awk -v n="$name" -v c="$CALLS" -v ir="$((ir - ir0))" -v ge="$((ge - ge0))" \
+            'BEGIN { printf "| %s | %.1f | %.2f |\n", n, ir / c, ge / c }'
+    done
+done
+
+echo
+echo "| cutout, closed (default window), async and tower ($CALLS calls) | instructions/call | locked/call |"
+echo "|---|---|---|"
+for name in $("$BIN" list tower); do
+    profile tower "$name" 0 "$TMP/zero.out"
+    profile tower "$name" "$CALLS" "$TMP/tower.out"
+    read -r ir0 ge0 < <(totals "$TMP/zero.out")
+    read -r ir ge < <(totals "$TMP/tower.out")
+    awk -v n="$name" -v c="$CALLS" -v ir="$((ir - ir0))" -v ge="$((ge - ge0))" \
+        'BEGIN { printf "| %s | %.1f | %.2f |\n", n, ir / c, ge / c }'
 done
 
 [[ $PIECES == 1 ]] || exit 0

@@ -9,6 +9,17 @@
 //! argument runs that many threads on the one breaker, each making `calls` calls
 //! (callgrind runs them one at a time, so this counts what each call executes when
 //! threads share a breaker, not how they contend).
+//!
+//! `SHAPE` (environment) changes how or where the calls are made:
+//! - `helper`: through one shared generic helper that is not inlined
+//!   (`#[inline(never)]`, as a helper called from many places would be);
+//! - `dyn`: through a `&dyn Fn() -> bool`;
+//! - `fresh`: on a thread whose first call is the measured kind (for `open`: a
+//!   rejection first; the breaker was tripped by another thread);
+//! - `crowd`: on a thread started while a crowd of threads held every owned stripe
+//!   slot, measured after the crowd exited (its slot history);
+//! - `tower`: closed, for cutout only: `call`, `call_async`, the tower layer, and
+//!   the tower layer's former shape (a permit holding the breaker's `Arc`).
 
 #[allow(dead_code)]
 #[path = "../benches/common/mod.rs"]
@@ -36,7 +47,42 @@ fn drive_fail<S: Subject>(s: &S, calls: u64) -> u64 {
     ran
 }
 
+/// The shared helper of `SHAPE=helper`: one instantiation per subject type,
+/// called from the loop, not inlined.
+#[inline(never)]
+fn helper<S: Subject>(s: &S) -> bool {
+    succeed!(s)
+}
+
+#[inline(never)]
+fn drive_helper<S: Subject>(s: &S, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(helper(black_box(s)));
+    }
+    ran
+}
+
+#[inline(never)]
+fn drive_dyn(f: &dyn Fn() -> bool, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(black_box(f)());
+    }
+    ran
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Inline,
+    Helper,
+    Dyn,
+    Fresh,
+    Crowd,
+}
+
 struct Drive {
+    shape: Shape,
     fail: bool,
     calls: u64,
     threads: usize,
@@ -50,16 +96,67 @@ impl Drive {
         // Warm-up, not counted.
         let _ = if self.fail { fail!(s) } else { succeed!(s) };
         started.wait();
-        if self.fail {
-            drive_fail(s, self.calls)
-        } else {
-            drive_succeed(s, self.calls)
+        match (self.fail, self.shape) {
+            (true, _) => drive_fail(s, self.calls),
+            (false, Shape::Helper) => drive_helper(s, self.calls),
+            (false, Shape::Dyn) => drive_dyn(&|| succeed!(s), self.calls),
+            (false, _) => drive_succeed(s, self.calls),
         }
+    }
+
+    /// One thread started while a crowd held every owned slot (two per core, as
+    /// cutout has), measured after the crowd left.
+    fn after_a_crowd<S: Subject>(&self, s: &S) -> u64 {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let crowd = (2 * cores).min(64);
+        let holding = Barrier::new(crowd + 1);
+        let leave = Barrier::new(crowd + 1);
+        let (started, measure) = (Barrier::new(2), Barrier::new(2));
+        std::thread::scope(|scope| {
+            let crowd: Vec<_> = (0..crowd)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let _ = succeed!(s);
+                        holding.wait();
+                        leave.wait();
+                    })
+                })
+                .collect();
+            holding.wait();
+            let pool = scope.spawn(|| {
+                let _ = succeed!(s); // behind the crowd
+                started.wait();
+                measure.wait();
+                self.one(s, &Barrier::new(1))
+            });
+            started.wait();
+            leave.wait();
+            // Joined: each has exited and released its slot.
+            for thread in crowd {
+                thread.join().unwrap();
+            }
+            measure.wait();
+            pool.join().unwrap()
+        })
     }
 }
 
 impl Run for Drive {
     fn run<S: Subject>(&mut self, s: &S) {
+        if self.shape == Shape::Fresh {
+            let this = &*self;
+            self.ran = std::thread::scope(|scope| {
+                scope
+                    .spawn(move || this.one(s, &Barrier::new(1)))
+                    .join()
+                    .unwrap()
+            });
+            return;
+        }
+        if self.shape == Shape::Crowd {
+            self.ran = self.after_a_crowd(s);
+            return;
+        }
         if self.threads <= 1 {
             self.ran = self.one(s, &Barrier::new(1));
             return;
@@ -81,6 +178,11 @@ fn main() {
     let usage =
         "usage: instructions <closed|open|failing> <name> <calls> | instructions list <scenario>";
     match args.as_slice() {
+        [list, scenario] if list == "list" && scenario == "tower" => {
+            for name in tower::NAMES {
+                println!("{name}");
+            }
+        }
         [list, scenario] if list == "list" => {
             for name in common::names(scenario) {
                 println!("{name}");
@@ -89,7 +191,19 @@ fn main() {
         [scenario, name, calls, rest @ ..] if rest.len() <= 1 => {
             let calls: u64 = calls.parse().expect(usage);
             let threads: usize = rest.first().map_or(1, |t| t.parse().expect(usage));
+            let shape = match std::env::var("SHAPE").as_deref() {
+                Ok("helper") => Shape::Helper,
+                Ok("dyn") => Shape::Dyn,
+                Ok("fresh") => Shape::Fresh,
+                Ok("crowd") => Shape::Crowd,
+                _ => Shape::Inline,
+            };
+            if scenario == "tower" {
+                tower::run(name, calls);
+                return;
+            }
             let mut drive = Drive {
+                shape,
                 fail: scenario == "failing",
                 calls,
                 threads,
@@ -108,5 +222,76 @@ fn main() {
             eprintln!("{usage}");
             std::process::exit(2);
         }
+    }
+}
+
+/// The async and tower shapes of one closed breaker (10 s window, the default),
+/// each polled once with a no-op waker.
+mod tower {
+    use super::black_box;
+    use cutout::{CircuitBreaker, CircuitBreakerLayer, Outcome};
+    use std::future::{Future, Ready, ready};
+    use std::pin::pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
+    use tower::{Layer, Service, service_fn};
+
+    pub const NAMES: [&str; 4] = ["call", "call_async", "tower_layer", "tower_arc_permit"];
+
+    fn poll_once<F: Future>(f: F) -> F::Output {
+        match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => unreachable!("the future is ready"),
+        }
+    }
+
+    pub fn run(name: &str, calls: u64) {
+        let breaker = Arc::new(CircuitBreaker::builder().build().unwrap());
+        let echo = service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) });
+        let mut service = CircuitBreakerLayer::new(breaker.clone()).layer(echo);
+        let ran = match name {
+            "call" => drive_tower(
+                || breaker.call(|| Ok::<_, ()>(black_box(1u64))).is_ok(),
+                calls,
+            ),
+            "call_async" => drive_tower(
+                || poll_once(breaker.call_async(ready(Ok::<_, ()>(black_box(1u64))))).is_ok(),
+                calls,
+            ),
+            "tower_layer" => {
+                drive_tower(|| poll_once(service.call(black_box(1u64))).is_ok(), calls)
+            }
+            // What the layer did before its lease: a permit that clones the
+            // breaker's `Arc`, recorded when the ready response arrives.
+            "tower_arc_permit" => drive_tower(
+                || match breaker.try_acquire_owned() {
+                    Ok(permit) => {
+                        let result = poll_once(ready(Ok::<_, ()>(black_box(1u64))));
+                        permit.record(Outcome::of(&result));
+                        result.is_ok()
+                    }
+                    Err(_) => false,
+                },
+                calls,
+            ),
+            _ => panic!("no tower shape {name}"),
+        };
+        assert_eq!(ran, calls);
+        println!("tower {name}: {calls} calls");
+    }
+
+    /// One warm-up call (the thread's slot and stripe), then the measured ones.
+    fn drive_tower(mut once: impl FnMut() -> bool, calls: u64) -> u64 {
+        let _ = once();
+        drive_tower_calls(&mut once, calls)
+    }
+
+    #[inline(never)]
+    fn drive_tower_calls(once: &mut impl FnMut() -> bool, calls: u64) -> u64 {
+        let mut ran = 0;
+        for _ in 0..calls {
+            ran += u64::from(once());
+        }
+        ran
     }
 }

@@ -55,22 +55,28 @@ fn main() {
         "| `size_of::<CircuitBreaker<ManualClock>>()` | {} |",
         std::mem::size_of_val(&manual)
     );
-    println!(
-        "| `heap_bytes()`, default window (10 s, 10 buckets), {cores} cores | {} |",
-        default.heap_bytes()
-    );
-    println!(
-        "| `heap_bytes()`, consecutive failures only, {cores} cores | {} |",
-        consecutive.heap_bytes()
-    );
     let long = CircuitBreaker::builder()
         .window(Duration::from_secs(60), 60)
         .build()
         .unwrap();
-    println!(
-        "| `heap_bytes()`, 60-bucket window, {cores} cores | {} |",
-        long.heap_bytes()
-    );
+    // Stripes come with the threads that write them: none before a call, one per
+    // writing thread after.
+    for (name, b) in [
+        ("default window (10 s, 10 buckets)", &default),
+        ("consecutive failures only", &consecutive),
+        ("60-bucket window", &long),
+    ] {
+        let unused = b.heap_bytes();
+        let _ = b.call(|| Ok::<_, ()>(()));
+        let one = b.heap_bytes();
+        std::thread::scope(|s| {
+            s.spawn(|| b.call(|| Ok::<_, ()>(())));
+        });
+        println!(
+            "| `heap_bytes()`, {name}, {cores} cores: unused / one thread / two threads | {unused} / {one} / {} |",
+            b.heap_bytes()
+        );
+    }
     println!();
     println!(
         "| allocations per call | closed success | open rejection | failure below threshold |"

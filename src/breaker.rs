@@ -61,15 +61,18 @@ use std::time::Duration;
 pub struct CircuitBreaker<C = DefaultClock> {
     /// The state word and what the lean paths read with it (see [`Hot`]).
     hot: CachePadded<Hot>,
-    /// The current phase's time and the half-open round (see [`Phase`]).
+    /// The current phase's time, the half-open round, the streak and the
+    /// transition counts (see [`Phase`]).
     phase: CachePadded<Phase>,
-    /// Consecutive failures of the closed phase, tagged with its generation.
-    streak: CachePadded<TaggedWord>,
     window: Option<Window>,
     config: Config,
-    transitions: [AtomicU64; Reason::ALL.len()],
     clock: C,
     origin: u64,
+    /// The tick of `origin`: the longest cooldown. Ticks count from one longest
+    /// cooldown before the breaker was built, so that a restored Open phase, whose
+    /// deadline may come sooner than a whole cooldown after the build, still has a
+    /// start (its deadline less its cooldown) that a tick can hold.
+    bias: u64,
     /// The last tick this breaker's clock can reach (`u64::MAX` ns from `origin`):
     /// deadlines saturate here, so a clock that saturates ends every cooldown.
     ticks_max: u64,
@@ -110,12 +113,19 @@ struct Hot {
 
 /// The current phase's time, first in its line: an open rejection loads it (see
 /// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS)). Beside it the half-open round,
-/// written only while HalfOpen, when no rejection takes the lean path.
+/// written only while HalfOpen, when no rejection takes the lean path; the streak,
+/// which a closed call loads (also within `LEAN_LOADS`) and only a failure writes;
+/// and the transition counts, written with the time. One line for all four keeps
+/// the breaker small (a `Registry` may hold many) and writes no line on the lean
+/// paths.
 #[repr(C)]
 struct Phase {
     time: TimeSlot,
     /// The half-open round, tagged with its generation (see [`Round`]).
     round: TaggedWord,
+    /// Consecutive failures of the closed phase, tagged with its generation.
+    streak: TaggedWord,
+    transitions: [AtomicU64; Reason::ALL.len()],
 }
 
 /// What [`CircuitBreaker::take_probe`] found.
@@ -170,6 +180,7 @@ fn unlikely() {}
 impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let origin = clock.now();
+        let bias = config.max_cooldown();
         let window = config.window.map(|w| Window::new(w, origin));
         let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
         let seed = splitmix64(origin ^ next_seed());
@@ -183,16 +194,17 @@ impl<C: Clock> CircuitBreaker<C> {
                 stripes,
             }),
             phase: CachePadded::new(Phase {
-                time: TimeSlot::new(),
+                time: TimeSlot::starting(Snapshot::INITIAL, bias),
                 round: TaggedWord::new(),
+                streak: TaggedWord::new(),
+                transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             }),
-            streak: CachePadded::new(TaggedWord::new()),
             window,
             config,
-            transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             clock,
             origin,
-            ticks_max: ticks_from_nanos(u64::MAX - origin),
+            bias,
+            ticks_max: bias + ticks_from_nanos(u64::MAX - origin),
             seed,
             listener,
         }
@@ -334,12 +346,13 @@ impl<C: Clock> CircuitBreaker<C> {
         // need saving.
         if !s.is_closed() {
             // An Open rejection inside the cooldown, inline too: one compare of the
-            // clock with the deadline the word holds.
+            // clock with the deadline the word holds. Only for a thread that owns
+            // its stripe here; any other (its first call to this breaker included)
+            // takes `call_off_lean`, which gives it its slot and stripe. So the
+            // path calls nothing, and saves no registers for a call.
             if s.is(State::Open) {
-                if let (Some(o), Some(now)) =
-                    (self.hot.stripes.mine_if_owned(), self.clock.now_if_cheap())
-                {
-                    if let Some(rejected) = self.reject_cached(o, s, now) {
+                if let Some(o) = self.hot.stripes.mine_if_owned() {
+                    if let Some(rejected) = self.reject_cached(o, s) {
                         return Err(Error::Rejected(rejected));
                     }
                 }
@@ -427,7 +440,7 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> bool {
         // The streak word is read whatever the policy (without one it stays empty):
         // a load costs less here than a branch around it.
-        if !self.streak.is_empty_relaxed() {
+        if !self.phase.streak.is_empty_relaxed() {
             return false;
         }
         if lean.has(Lean::WINDOW) {
@@ -513,9 +526,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// current backoff level and ends like any other: after the deadline the next
     /// call half-opens it and the probes decide. Calls in flight become stale. A
     /// `duration` under a millisecond (the breaker's tick) opens nothing; one beyond
-    /// the clock's range saturates. The deadline is where it was asked, except
-    /// within the first cooldown after the breaker was built, when it is one
-    /// cooldown after the build (later, never earlier).
+    /// the clock's range saturates.
     ///
     /// (An externally opened phase is not a cooldown of the configured length, so
     /// [`Metrics::time_in_state`] reads it as if the phase began one cooldown
@@ -556,9 +567,8 @@ impl<C: Clock> CircuitBreaker<C> {
         // An Open phase's time is its start plus the cooldown of its level and
         // generation (`time_of`, which every thread computes alike): so the phase
         // is given the start that puts its deadline where it was asked, as a trip
-        // at that start would have. (Before one cooldown has passed since the
-        // breaker was built, no start can: the deadline is then one cooldown after
-        // the build, later than asked, never earlier.)
+        // at that start would have. Ticks count from one longest cooldown before
+        // the build (`bias`), so that start is never before tick 0.
         let update = self.transition(self.hot.word.load(), |cur| {
             cur.is_closed().then(|| {
                 let next = cur.next(State::Open, cur.level());
@@ -597,23 +607,18 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Update {
         // What each attempt saw of the word its phase starts, just before its CAS.
         let mut before = 0;
-        let update = self.hot.word.transition(
-            &self.phase.time,
-            seen,
-            |cur| {
-                let next = f(cur)?;
-                before = match next.0.state() {
-                    State::Closed => self.streak.raw(),
-                    State::HalfOpen => self.phase.round.raw(),
-                    _ => 0,
-                };
-                Some(next)
-            },
-            |s, start| self.time_of(s, start),
-        );
+        let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
+            let next = f(cur)?;
+            before = match next.0.state() {
+                State::Closed => self.phase.streak.raw(),
+                State::HalfOpen => self.phase.round.raw(),
+                _ => 0,
+            };
+            Some(next)
+        });
         if let Update::Moved { to, .. } = update {
             match to.state() {
-                State::Closed => self.streak.begin(before, to.generation()),
+                State::Closed => self.phase.streak.begin(before, to.generation()),
                 State::HalfOpen => self.phase.round.begin(before, to.generation()),
                 _ => {}
             }
@@ -656,21 +661,23 @@ impl<C: Clock> CircuitBreaker<C> {
             stale: total(Counter::Stale),
             dropped: total(Counter::Dropped),
         };
-        let ticks = self.peek_ticks(s, now);
+        // A read only: if `s` is over already, as if it started now.
+        let start = self.phase.time.start_of(s).unwrap_or(now);
+        let ticks = self.time_of(s, start);
         Metrics {
             state: s.state(),
             generation,
             level: s.level(),
-            time_in_state: ticks_to_duration(now.saturating_sub(self.entered(s, ticks))),
+            time_in_state: ticks_to_duration(now.saturating_sub(start)),
             retry_after: self.retry_after(s, ticks, now),
             window,
             consecutive_failures: match s.state() {
-                State::Closed => u64::from(self.streak.data_for(generation)),
+                State::Closed => u64::from(self.phase.streak.data_for(generation)),
                 _ => 0,
             },
             lifetime,
             // Relaxed: a snapshot of independent counters.
-            transitions: std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed)),
+            transitions: std::array::from_fn(|i| self.phase.transitions[i].load(Ordering::Relaxed)),
         }
     }
 
@@ -694,7 +701,9 @@ impl<C: Clock> CircuitBreaker<C> {
         total(Counter::Admitted).wrapping_sub(finished)
     }
 
-    /// Heap bytes this breaker holds (its stripes and backoff table).
+    /// Heap bytes this breaker holds: the room for its stripes (a pointer each),
+    /// the stripes its threads have written (one per thread that called it, each
+    /// allocated on that thread's first call), and its backoff table.
     pub fn heap_bytes(&self) -> usize {
         self.hot.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns)
     }
@@ -723,7 +732,7 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cold]
     fn acquire_not_closed(&self, r: StripeRef<'_>, s: Snapshot) -> Result<Ticket, Rejected> {
         if s.is(State::Open) {
-            if let Some(deadline) = self.phase.time.ticks_of(s) {
+            if let Some(deadline) = self.phase_ticks(s) {
                 if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, self.clock.now()) {
                     return Err(rejected);
                 }
@@ -765,7 +774,9 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Option<Rejected> {
         // No overflow: a deadline is at most `ticks_max`, the last tick a reading
         // can reach from `origin`.
-        let at = self.origin.saturating_add(deadline * NANOS_PER_TICK);
+        let at = self
+            .origin
+            .saturating_add(deadline.saturating_sub(self.bias) * NANOS_PER_TICK);
         if reading >= at {
             return None;
         }
@@ -777,19 +788,24 @@ impl<C: Clock> CircuitBreaker<C> {
         Some(self.reject(r, State::Open, (at - reading).div_ceil(NANOS_PER_TICK)))
     }
 
-    /// The lean rejection: the rejection of a call at clock reading `now` by the
-    /// Open phase `s` if the calling thread has its deadline in its stripe (see
-    /// [`reject_in_cooldown`](Self::reject_in_cooldown)) and it is not over. Two
-    /// loads and two compares; the division that finds the time left is only made
-    /// for a caller that reads it.
+    /// The lean rejection: the rejection of a call by the Open phase `s` if the
+    /// calling thread has its deadline in its stripe (see
+    /// [`reject_in_cooldown`](Self::reject_in_cooldown)) and a cheap clock reading
+    /// says it is not over. Three loads and three compares; the division that finds
+    /// the time left is only made for a caller that reads it.
     #[inline(always)]
-    fn reject_cached(&self, o: Owned<'_>, s: Snapshot, now: u64) -> Option<Rejected> {
+    fn reject_cached(&self, o: Owned<'_>, s: Snapshot) -> Option<Rejected> {
         // Relaxed: private to the owner, which wrote both (a phase has one word, so
         // a deadline cached for `s` is `s`'s).
-        let cached = o.scratch(PHASE_KEY).load(Ordering::Relaxed) == s.key();
+        if o.scratch(PHASE_KEY).load(Ordering::Relaxed) != s.key() {
+            return None;
+        }
+        let now = self.clock.now_if_cheap()?;
         let at = o.scratch(OPEN_DEADLINE).load(Ordering::Relaxed);
-        (cached & (now < at))
-            .then(|| self.reject(o.stripe(), State::Open, (at - now).div_ceil(NANOS_PER_TICK)))
+        // `at - now` is at least 1 here: its milliseconds, rounded up, are one more
+        // than those of one nanosecond less, rounded down.
+        (now < at)
+            .then(|| self.reject(o.stripe(), State::Open, (at - now - 1) / NANOS_PER_TICK + 1))
     }
 
     #[inline(never)]
@@ -1048,6 +1064,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Counts a closed-phase outcome and trips if a policy says so. A sample that
     /// is no failure clears the streak if `clears_streak` (a success does; a slow
     /// dropped call does not).
+    // Inlined into its callers: called, it costs the failure path about 30
+    // instructions of saved registers (callgrind: 136 against 106 a failure).
+    #[inline(always)]
     fn record_closed(&self, r: StripeRef<'_>, s: Snapshot, sample: Sample, clears_streak: bool) {
         let generation = s.generation();
         let mut streak = 0;
@@ -1089,6 +1108,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// phase's streak). Saturates at `u32::MAX`.
     fn bump_streak(&self, generation: Generation) -> u64 {
         match self
+            .phase
             .streak
             .update(generation, &self.hot.word, |n| Some(n.saturating_add(1)))
         {
@@ -1102,7 +1122,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// this one already; emptying it keeps the next successes on the lean path). A
     /// later phase's streak is left alone, and an empty word is not written.
     fn clear_streak(&self, generation: Generation) {
-        let _ = self.streak.update(generation, &self.hot.word, |_| Some(0));
+        let _ = self
+            .phase
+            .streak
+            .update(generation, &self.hot.word, |_| Some(0));
     }
 
     fn probe_succeeded(&self, s: Snapshot) {
@@ -1158,13 +1181,11 @@ impl<C: Clock> CircuitBreaker<C> {
         window: WindowCounts,
         streak: u64,
     ) -> Snapshot {
-        self.deliver(update, reason, window, streak, |to, ticks| {
-            self.entered(to, ticks)
-        })
+        self.deliver(update, reason, window, streak, |_, start| start)
     }
 
     /// [`announce`](Self::announce), with the transition's time given by `at`
-    /// (from the new word and its published time).
+    /// (from the new word and its start).
     fn deliver(
         &self,
         update: Update,
@@ -1173,22 +1194,24 @@ impl<C: Clock> CircuitBreaker<C> {
         streak: u64,
         at: impl FnOnce(Snapshot, u64) -> u64,
     ) -> Snapshot {
-        let (from, to, ticks) = match update {
+        let (from, to, start) = match update {
             Update::Declined(cur) => return cur,
-            Update::Moved { from, to, ticks } => (from, to, ticks),
+            Update::Moved { from, to, start } => (from, to, start),
         };
         // Relaxed: a statistic; the event itself is ordered by the CAS.
-        self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.phase.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
         let event = Transition {
             from: from.state(),
             to: to.state(),
             generation: to.generation(),
             reason,
-            at: ticks_to_duration(at(to, ticks)),
+            at: ticks_to_duration(at(to, start).saturating_sub(self.bias)),
             level: to.level(),
             window,
             consecutive_failures: streak,
-            open_until: to.is(State::Open).then(|| ticks_to_duration(ticks)),
+            open_until: to
+                .is(State::Open)
+                .then(|| ticks_to_duration(self.time_of(to, start).saturating_sub(self.bias))),
         };
         #[cfg(feature = "metrics")]
         crate::export::metrics::transition(self.config.name.clone(), &event);
@@ -1202,7 +1225,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     // ---- time ------------------------------------------------------------------
 
-    /// The current tick (milliseconds since the breaker was built).
+    /// The current tick (milliseconds since the breaker was built, plus `bias`).
     #[inline]
     fn ticks(&self) -> u64 {
         self.ticks_at(self.clock.now())
@@ -1211,7 +1234,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// The tick of the clock reading `reading`.
     #[inline]
     fn ticks_at(&self, reading: u64) -> u64 {
-        ticks_from_nanos(reading.saturating_sub(self.origin))
+        self.bias + ticks_from_nanos(reading.saturating_sub(self.origin))
     }
 
     /// The Open word that follows `cur` at `now`, at backoff `level`, and when it
@@ -1234,34 +1257,20 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
-    /// The time of phase `s` (see [`TimeSlot::ticks`]), the same for every
+    /// The time of phase `s` (see [`time_of`](Self::time_of)), the same for every
     /// thread; `None` if the breaker has moved past `s`: the caller's word is stale.
     #[inline]
     fn phase_ticks(&self, s: Snapshot) -> Option<u64> {
         self.phase
             .time
-            .ticks(&self.hot.word, s, |s, start| self.time_of(s, start))
+            .start_of(s)
+            .map(|start| self.time_of(s, start))
     }
 
-    /// The time of phase `s` for a reader that writes nothing (metrics, save): as
-    /// [`phase_ticks`](Self::phase_ticks), computed but not published, or, if `s`
-    /// is over already, what it would be had it started at `now`.
+    /// As [`phase_ticks`](Self::phase_ticks), or, if `s` is over already, what it
+    /// would be had it started at `now` (a reader that only reports).
     fn peek_ticks(&self, s: Snapshot, now: u64) -> u64 {
-        self.phase
-            .time
-            .peek(s, |s, start| self.time_of(s, start))
-            .unwrap_or_else(|| self.time_of(s, now))
-    }
-
-    /// When phase `s`, whose time is `ticks`, began: `ticks`, except for Open, whose
-    /// time is its deadline and began one cooldown earlier (less, if the deadline
-    /// saturated).
-    fn entered(&self, s: Snapshot, ticks: u64) -> u64 {
-        if s.is(State::Open) {
-            ticks.saturating_sub(self.cooldown(s.level(), s.generation()))
-        } else {
-            ticks
-        }
+        self.time_of(s, self.phase.time.start_of(s).unwrap_or(now))
     }
 
     /// The jittered cooldown, in ticks, of an Open phase at `level` in `generation`.
@@ -1314,8 +1323,15 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> Self {
         let mut b = Self::from_parts(config, clock, listener);
         b.hot.word = StateWord::at(start.word);
-        b.phase.time = TimeSlot::starting(start.word, start.ticks);
-        *b.streak = TaggedWord::holding(start.word.generation(), start.streak);
+        // An Open phase's deadline is `start.ticks` after the build; it started one
+        // cooldown before (see `bias`). Any other phase starts at the build.
+        let started = match start.word.state() {
+            State::Open => (b.bias + start.ticks)
+                .saturating_sub(b.cooldown(start.word.level(), start.word.generation())),
+            _ => b.bias,
+        };
+        b.phase.time = TimeSlot::starting(start.word, started);
+        b.phase.streak = TaggedWord::holding(start.word.generation(), start.streak);
         if let (Some(w), Some(counts)) = (&b.window, start.window) {
             w.seed(&b.hot.stripes, (start.word, &b.hot.word), b.origin, counts);
         }
@@ -1335,7 +1351,7 @@ impl<C: Clock> CircuitBreaker<C> {
             level: s.level(),
             open_in: s.is(State::Open).then_some((ticks, now)),
             streak: match closed {
-                true => self.streak.data_for(s.generation()),
+                true => self.phase.streak.data_for(s.generation()),
                 false => 0,
             },
             window: self
@@ -1583,7 +1599,7 @@ mod tests {
             end(&b.hot.lean_slow_nanos, 8),
             // The counter lines' pointer and length: the first field of `Stripes`.
             end(&b.hot.stripes, 2 * size_of::<usize>()),
-            end(&*b.streak, 8),
+            end(&b.phase.streak, 8),
             end(&b.phase.time, 8),
         ] {
             assert!(
@@ -1596,29 +1612,33 @@ mod tests {
     #[test]
     fn a_stale_failure_leaves_a_later_phases_streak_alone() {
         let mut b = at_generation(3);
-        *b.streak = TaggedWord::holding(3, 3);
+        b.phase.streak = TaggedWord::holding(3, 3);
         assert_eq!(b.bump_streak(2), 0, "generation 2 is over");
-        assert_eq!(b.streak.data_for(3), 3);
+        assert_eq!(b.phase.streak.data_for(3), 3);
         assert_eq!(b.bump_streak(3), 4);
         b.reset();
         assert_eq!(b.bump_streak(4), 1, "a new phase starts its own streak");
-        assert_eq!(b.streak.data_for(4), 1);
+        assert_eq!(b.phase.streak.data_for(4), 1);
     }
 
     #[test]
     fn a_success_empties_its_own_or_an_earlier_streak_but_not_a_later_one() {
         let mut b = at_generation(3);
-        *b.streak = TaggedWord::holding(3, 3);
+        b.phase.streak = TaggedWord::holding(3, 3);
         b.clear_streak(2);
-        assert_eq!(b.streak.data_for(3), 3, "a later phase's streak stays");
+        assert_eq!(
+            b.phase.streak.data_for(3),
+            3,
+            "a later phase's streak stays"
+        );
         b.clear_streak(3);
-        assert!(b.streak.is_empty_relaxed());
-        *b.streak = TaggedWord::holding(3, 3);
+        assert!(b.phase.streak.is_empty_relaxed());
+        b.phase.streak = TaggedWord::holding(3, 3);
         b.reset();
         b.reset();
         b.clear_streak(5);
         assert!(
-            b.streak.is_empty_relaxed(),
+            b.phase.streak.is_empty_relaxed(),
             "an earlier phase's streak is emptied"
         );
     }

@@ -178,10 +178,11 @@ impl<C: Clock> Builder<C> {
     ///
     /// At most 4096 buckets, each at least 1 ms long (and at least the clock's
     /// resolution). The bound keeps what a breaker allocates bounded: each of its
-    /// stripes (at most 65: two per core, up to 64, and a shared one) holds the
-    /// window's buckets, 32 bytes each, so a breaker's stripes take at most 256 KiB
-    /// each and 32 MiB together. More buckets are a [`ConfigError`], never an
-    /// allocation the process cannot survive.
+    /// stripes (at most 68: two per core, up to 64, and four shared ones; only
+    /// those the breaker's threads have written exist) holds the window's buckets,
+    /// 32 bytes each, so a breaker's stripes take at most 256 KiB each and 32 MiB
+    /// together. More buckets are a [`ConfigError`], never an allocation the
+    /// process cannot survive (a thread's first call allocates its stripe).
     ///
     /// # Examples
     /// ```
@@ -617,7 +618,7 @@ impl SlowCalls {
 const SLOW_RESOLUTIONS: u128 = 100;
 
 impl Config {
-    fn max_cooldown(&self) -> u64 {
+    pub(crate) fn max_cooldown(&self) -> u64 {
         self.cooldowns.last().copied().unwrap_or(0)
     }
 
@@ -812,7 +813,7 @@ mod tests {
                 MAX_STRIPE_BYTES,
                 MAX_BREAKER_BYTES
             ),
-            (4096, 65, 256 << 10, 32 << 20)
+            (4096, 68, 256 << 10, 32 << 20)
         );
         // Issue 15 item 4: this passed validation and aborted on a 687 GB allocation.
         let err = builder()

@@ -192,42 +192,64 @@
 //! transition builds its labelled metric key. The futures use `pin-project-lite`,
 //! whose macro expands to `unsafe` projections.)
 //!
-//! **One state word.** State, backoff level, generation and a timestamp share one
-//! `AtomicU64`, changed only by compare-and-swap:
+//! **One state word.** State, backoff level and generation share one `AtomicU64`,
+//! changed only by compare-and-swap:
 //!
 //! | bits   | field      | meaning |
 //! |--------|------------|---------|
 //! | 0-2    | state      | Closed, Open, HalfOpen, ForcedOpen, Disabled |
 //! | 3-8    | level      | backoff level (the cap is reached within 63 levels, or the builder refuses the multiplier) |
-//! | 9-24   | generation | bumped by every transition, wrapping at 2^16 |
-//! | 25-63  | ticks      | ms since the breaker was built: in Open the deadline (opened-at plus the jittered cooldown of its level and generation), the round's start in HalfOpen; saturates after 17.4 years |
+//! | 9-40   | generation | bumped by every transition, wrapping at 2^32 |
+//! | 41-63  | unused     | |
 //!
-//! So no thread can see Open without its opened-at (the deadline less a cooldown that
-//! the word itself determines), or a generation with another state. Keeping the
-//! deadline rather than opened-at makes a rejection one compare with the clock. The
-//! half-open round's (issued, succeeded) counts and the consecutive failure count
-//! live in two more words, each tagged with the generation it belongs to; data
-//! tagged with another generation reads as empty, so a phase never sees another
-//! phase's data. A probe slot is taken by CAS on the round word and then
-//! validated against the state word, so exactly `half_open_probes` probes are
-//! admitted per round however many threads arrive at once.
+//! Every transition moves the generation on, so a phase has exactly one word: no
+//! thread can see a generation with another state or level. A phase's time (Open:
+//! its deadline; HalfOpen: when the round started; otherwise when the phase began)
+//! follows from the word and the phase's start, which sits beside the word in a
+//! time slot tagged with the phase's generation. The first candidate for a
+//! transition claims the new phase's start before the word's CAS, so every thread
+//! that sees the word sees its start, all agree on it, and none waits for another
+//! (see the `state` module's docs). Each thread also keeps the deadline of the
+//! Open phase it was last rejected by in its own stripe, keyed by the state word,
+//! so a rejection is a compare of the clock with a word the thread wrote itself. The half-open round's (issued, succeeded)
+//! counts and the consecutive-failure count live in two more words, each tagged with
+//! the generation it belongs to, and a transition's winner starts the new phase's
+//! word empty. One rule reads a tag, at any generation distance: the caller's own
+//! generation is its phase's data; any other is an earlier phase's (empty) unless
+//! the state word has moved past the caller, who is then the stale one and writes
+//! nothing. A probe slot is taken by CAS on the round word and then validated
+//! against the state word, so exactly `half_open_probes` probes are admitted per
+//! round however many threads arrive at once.
 //!
-//! **Generations.** Every admitted call carries the generation it was admitted
-//! under. Its outcome is compared with the current generation; if the breaker has
-//! moved on, the outcome is discarded and counted as `stale`. A late success cannot
-//! close a breaker, a late failure cannot reopen one or extend its cooldown.
+//! **Generations.** Every admitted call carries the state word it was admitted
+//! under. Its outcome is compared with the current word; if the breaker has moved
+//! on, the outcome is discarded and counted as `stale`. A late success cannot close
+//! a breaker, a late failure cannot reopen one or extend its cooldown. The window's
+//! buckets are tagged with the 32-bit generation of the closed phase that wrote them,
+//! and read by the same rule, so a new closed phase always starts from an empty
+//! window, however many transitions came before it.
 //!
-//! **ABA window.** The generation is 16 bits. A stale outcome could pass as fresh
-//! only if exactly a multiple of 65,536 transitions happened while its call was in
-//! flight. Each trip cycle (Closed → Open → HalfOpen → Closed) is three transitions
-//! and contains at least one cooldown of at least 1 ms, so that takes 21,846
-//! cooldowns during one call: 22 s of back-to-back 1 ms cooldowns, or six hours at
-//! the default 1 s. Only manual `reset`/`force_open`/`disable` loops faster than that.
-//! The window's buckets compare generations within half the ring (32,768).
+//! **ABA window.** The generation is 32 bits. A stale outcome could pass as fresh
+//! only if exactly a multiple of 2^32 = 4,294,967,296 transitions happened while its
+//! call was in flight. At the fastest a single breaker moves (about 140 ns a
+//! transition for a loop of nothing but `force_open` and `reset`: 65,536 of them
+//! in 9 ms) that is 10 minutes of uninterrupted manual transitions during one call; through trips, each cycle (Closed → Open → HalfOpen → Closed) is
+//! three transitions around a cooldown of at least 1 ms, so 1.43 billion cooldowns:
+//! 16.6 days of back-to-back 1 ms cooldowns, or 45 years at the default 1 s. The
+//! tags of the time slot are 16 bits: one could be misread only by a reader that
+//! held a word through 65,536 transitions between two adjacent loads. The window's epoch
+//! keys repeat every 2^32 - 1 buckets (49.7 days of the shortest, 1 ms buckets; 136
+//! years of the default 1 s ones); a bucket left untouched for exactly that long in
+//! one unbroken closed phase is read once more as current, for one window (see the
+//! `window` module's docs). `tests/long_life.rs` and `tests/soak.rs` drive the
+//! breaker through these distances, and through 20 years of simulated time.
 //!
-//! **Orderings.** The state word is loaded `Acquire` and changed by `AcqRel` CAS; the
-//! tagged words likewise. Counters are `Relaxed`: they publish nothing but
-//! themselves. Each module with atomics explains its choices under "Orderings".
+//! **Orderings.** The state word is loaded `Acquire` and changed by `AcqRel` CAS,
+//! which publishes the claimed start of its phase with it. The tagged words'
+//! `AcqRel`/`Acquire` let a thread that reads a later phase's tag see that phase in
+//! the state word too (`loom-tests/tests/two_rounds.rs` fails without them). Counters are `Relaxed`: they
+//! publish nothing but themselves. Each module with atomics explains its choices
+//! under "Orderings".
 //!
 //! **Proofs.** The `loom-tests` crate model-checks the interleavings of tripping,
 //! half-open admission, stale outcomes, probe verdicts, permit drops, window
@@ -241,22 +263,26 @@
 //! as threads are added. With a window it also reads the cached clock (one load) and
 //! the start and generation of the thread's live bucket, whose calls it counts in
 //! the same line. A failure costs more: a CAS on the streak
-//! word and a sum over the window's buckets. An open-state rejection is a load, a
-//! clock read compared with the deadline the state word holds, and a counter.
+//! word and a sum over the window's buckets. An open-state rejection is a load of
+//! the state word, a clock read compared with the deadline the thread keeps in its
+//! own stripe for that word, and a counter.
 //!
 //! Measured on a 2-vCPU AMD EPYC VM (criterion medians, one thread, the call
 //! inlined at its call site as the compiler does for a closure written there): a
 //! closed call 1.5 ns with the consecutive policy and 2.0 ns with the rate window, an
 //! open rejection 1.4 ns, against 8-11 ns and 28-30 ns for failsafe, recloser and a
 //! `Mutex` breaker; at 2 threads the aggregate cost per call falls to 0.9 ns (1.2 ns
-//! with the window) while theirs rises. The admission ticket and the rejection are one word each, so they
-//! travel in registers. `docs/PERFORMANCE.md` has the full report and how to rerun it.
+//! with the window) while theirs rises. The admission ticket is the admitting state
+//! word and a start time, two words in registers; the rejection one word.
+//! `docs/PERFORMANCE.md` has the full report and how to rerun it.
 //!
 //! # Implementation notes
 //! - `state.rs`: the packed word and its single CAS helper.
 //! - `window.rs` / `stripe.rs` / `slot.rs`: per-thread stripes of counters and window
-//!   buckets. Threads beyond a breaker's owned stripes (twice the core count, up to
-//!   64) share one stripe with atomic read-modify-writes.
+//!   buckets, each allocated on its thread's first call to the breaker, so a
+//!   breaker's memory follows the threads that use it. Threads beyond a breaker's
+//!   owned stripes (twice the core count, up to 64) spread over four shared stripes
+//!   with atomic read-modify-writes, and take an owned one when one comes free.
 //! - `policy.rs`: pure trip decisions. `breaker.rs`: the only code that reads the clock.
 //! - `event.rs` / `snapshot.rs`: what observers see; `export/`: the `metrics` and
 //!   `tracing` integrations, each behind its feature.
@@ -321,6 +347,8 @@ pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
 pub use saved::{SavedState, SavedWindow};
+#[doc(hidden)]
+pub use slot::simulate_parallelism;
 pub use snapshot::{Lifetime, Metrics};
 pub use state::State;
 #[cfg(feature = "tower")]

@@ -2,11 +2,19 @@
 //!
 //! Every thread that touches a breaker is given a small process-wide index, its
 //! *slot*, the first time it does so; the index goes back to a free list when the
-//! thread exits and is handed to the next new thread. Slot `i` owns stripe `i + 1`
-//! of every breaker (see [`crate::stripe`]): it is the only thread that writes
-//! there, so it may update its counters with a plain load and store instead of a
-//! locked read-modify-write. Threads whose slot is beyond a breaker's owned stripes
-//! share stripe 0 with atomic read-modify-writes.
+//! thread exits and is handed to the next new thread. Slot `i` owns stripe
+//! `SHARED + i` of every breaker (see [`crate::stripe`]): it is the only thread that
+//! writes there, so it may update its counters with a plain load and store instead
+//! of a locked read-modify-write. Threads whose slot is beyond the owned stripes
+//! spread over the [`SHARED`] shared stripes by slot number, with atomic
+//! read-modify-writes.
+//!
+//! A thread beyond the owned stripes is not stuck there: when an owned slot is
+//! released (its thread exited), the next call of such a thread that is off the
+//! lean path (every call of a thread that owns no stripe is) sees it through one
+//! relaxed load of a process-wide count and trades its slot for it. So a pool
+//! started while a crowd held the owned slots owns stripes once the crowd is gone.
+//! The lean path, which only owners take, pays nothing for it.
 //!
 //! A thread-local holds the index of the stripe the thread owns, or [`NOT_OWNED`]
 //! (beyond every breaker's stripes) for a thread that owns none: one without a slot
@@ -18,15 +26,17 @@
 //! # Orderings
 //! The free list is a `Mutex`: a slot handed from an exited thread to a new one is
 //! published by the lock, so the new owner's first plain load sees the old owner's
-//! last store.
+//! last store. The count of free owned slots is changed under the lock and read
+//! `Relaxed` outside it, as a hint: a thread that acts on it takes the lock.
 
+use crate::stripe::SHARED;
 use crate::sync::{Mutex, Ordering};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
 
 /// The slot of a thread whose thread-local storage is already torn down (a permit
-/// dropped from another thread-local's destructor): it always takes the shared stripe.
+/// dropped from another thread-local's destructor): it always takes shared stripe 0.
 pub(crate) const NO_SLOT: usize = usize::MAX;
 
 struct Registry {
@@ -35,16 +45,17 @@ struct Registry {
     /// and go.
     free: Mutex<BinaryHeap<Reverse<usize>>>,
     next: crate::sync::AtomicUsize,
+    /// How many slots in `free` own a stripe (are below [`owned_stripes`]).
+    free_owned: crate::sync::AtomicUsize,
 }
 
 impl Registry {
     fn acquire(&self) -> usize {
-        let reused = self
-            .free
-            .lock()
-            .ok()
-            .and_then(|mut free| free.pop())
-            .map(|Reverse(slot)| slot);
+        let reused = self.free.lock().ok().and_then(|mut free| {
+            let Reverse(slot) = free.pop()?;
+            self.counted(slot, false);
+            Some(slot)
+        });
         // Relaxed: the counter only hands out distinct numbers; nothing is published
         // through it.
         reused.unwrap_or_else(|| self.next.fetch_add(1, Ordering::Relaxed))
@@ -54,6 +65,43 @@ impl Registry {
     fn release(&self, slot: usize) {
         if let Ok(mut free) = self.free.lock() {
             free.push(Reverse(slot));
+            self.counted(slot, true);
+        }
+    }
+
+    /// Keeps `free_owned` up to date as `slot` enters (`freed`) or leaves the free
+    /// list; called under its lock.
+    fn counted(&self, slot: usize, freed: bool) {
+        if slot < owned_stripes() {
+            // Relaxed: changed under the lock, which orders it; outside the lock
+            // it is only a hint (see the module's Orderings).
+            match freed {
+                true => _ = self.free_owned.fetch_add(1, Ordering::Relaxed),
+                false => _ = self.free_owned.fetch_sub(1, Ordering::Relaxed),
+            }
+        }
+    }
+
+    /// Whether an owned slot is free: a hint, one load of a line written only when
+    /// an owner exits or a thread takes its slot.
+    fn owned_free(&self) -> bool {
+        // Relaxed: a hint; `trade` takes the lock.
+        self.free_owned.load(Ordering::Relaxed) != 0
+    }
+
+    /// Trades `slot`, which owns no stripe, for the lowest free slot if that one
+    /// owns a stripe.
+    fn trade(&self, slot: usize) -> Option<usize> {
+        let mut free = self.free.lock().ok()?;
+        match free.peek() {
+            Some(&Reverse(low)) if low < owned_stripes() && low < slot => {
+                free.pop();
+                self.counted(low, false);
+                free.push(Reverse(slot));
+                self.counted(slot, true);
+                Some(low)
+            }
+            _ => None,
         }
     }
 }
@@ -66,7 +114,8 @@ pub(crate) const NOT_OWNED: NonZeroUsize = NonZeroUsize::MAX;
 
 /// Owned stripes per breaker, the same for every breaker in the process: twice the
 /// parallelism, within 2..=[`MAX_OWNED_STRIPES`](crate::stripe::MAX_OWNED_STRIPES) (64), read once
-/// (`available_parallelism` is a system call).
+/// (`available_parallelism` is a system call). A breaker allocates only those its
+/// threads write; the count sets the room it keeps for them (a pointer each).
 pub(crate) fn owned_stripes() -> usize {
     #[cfg(cutout_loom)]
     {
@@ -74,21 +123,47 @@ pub(crate) fn owned_stripes() -> usize {
     }
     #[cfg(not(cutout_loom))]
     {
-        static OWNED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *OWNED.get_or_init(|| {
-            let cores = std::thread::available_parallelism().map_or(1, usize::from);
-            cores
-                .saturating_mul(2)
-                .clamp(2, crate::stripe::MAX_OWNED_STRIPES)
+            let cores = std::env::var("CUTOUT_TEST_PARALLELISM")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+            owned_for(cores)
         })
     }
 }
 
-/// The stripe a thread with `slot` owns: `slot + 1` if its slot is below
+#[cfg(not(cutout_loom))]
+static OWNED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+fn owned_for(cores: usize) -> usize {
+    cores
+        .saturating_mul(2)
+        .clamp(2, crate::stripe::MAX_OWNED_STRIPES)
+}
+
+/// **For tests and benchmarks only; not part of the API.** Makes every breaker in
+/// this process size its stripes as if the machine had `cores` cores, as the
+/// environment variable `CUTOUT_TEST_PARALLELISM` does when read (once, at the first
+/// breaker). Returns `false`, changing nothing, once a breaker has been built (or
+/// under loom).
+pub fn simulate_parallelism(cores: usize) -> bool {
+    #[cfg(cutout_loom)]
+    {
+        let _ = cores;
+        false
+    }
+    #[cfg(not(cutout_loom))]
+    {
+        OWNED.set(owned_for(cores)).is_ok()
+    }
+}
+
+/// The stripe a thread with `slot` owns: `SHARED + slot` if its slot is below
 /// [`owned_stripes`], else none.
 fn owned_by(slot: usize) -> NonZeroUsize {
     match slot < owned_stripes() {
-        true => NonZeroUsize::MIN.saturating_add(slot),
+        true => NonZeroUsize::MIN.saturating_add(SHARED - 1 + slot),
         false => NOT_OWNED,
     }
 }
@@ -102,7 +177,7 @@ struct Guard;
 #[cfg(not(cutout_loom))]
 impl Drop for Guard {
     fn drop(&mut self) {
-        // After this, the exiting thread's remaining destructors take the shared stripe.
+        // After this, the exiting thread's remaining destructors take shared stripe 0.
         let slot = SLOT.with(|s| s.replace(NO_SLOT));
         STRIPE.with(|s| s.set(NOT_OWNED));
         if slot != NO_SLOT && slot != UNASSIGNED {
@@ -116,6 +191,7 @@ fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
     static REGISTRY: Registry = Registry {
         free: Mutex::new(BinaryHeap::new()),
         next: crate::sync::AtomicUsize::new(0),
+        free_owned: crate::sync::AtomicUsize::new(0),
     };
     f(&REGISTRY)
 }
@@ -126,6 +202,7 @@ fn with_registry<R>(f: impl FnOnce(&Registry) -> R) -> R {
         static ref REGISTRY: Registry = Registry {
             free: Mutex::new(BinaryHeap::new()),
             next: crate::sync::AtomicUsize::new(0),
+            free_owned: crate::sync::AtomicUsize::new(0),
         };
     }
     f(&REGISTRY)
@@ -165,15 +242,40 @@ pub(crate) fn assigned() -> bool {
     SLOT.with(std::cell::Cell::get) != UNASSIGNED
 }
 
-/// The stripe this thread writes: the one it owns, or the shared one, 0. Assigns
-/// it a slot first if it has none.
+/// The stripe this thread writes: the one it owns, or a shared one. Assigns it a
+/// slot first if it has none, and trades a slot beyond the owned stripes for an
+/// owned one that has come free.
 #[inline]
 pub(crate) fn stripe() -> usize {
-    let mut owned = owned();
-    if owned == NOT_OWNED && SLOT.with(std::cell::Cell::get) == UNASSIGNED {
-        owned = assign();
+    match owned() {
+        NOT_OWNED => not_owned(),
+        owned => owned.get(),
     }
-    if owned == NOT_OWNED { 0 } else { owned.get() }
+}
+
+/// [`stripe`] for a thread that owns none (yet).
+#[inline(never)]
+fn not_owned() -> usize {
+    let mut slot = SLOT.with(std::cell::Cell::get);
+    if slot == UNASSIGNED {
+        let owned = assign();
+        if owned != NOT_OWNED {
+            return owned.get();
+        }
+        slot = SLOT.with(std::cell::Cell::get);
+    }
+    if slot == NO_SLOT {
+        return 0;
+    }
+    if with_registry(Registry::owned_free) {
+        if let Some(low) = with_registry(|r| r.trade(slot)) {
+            SLOT.with(|s| s.set(low));
+            let owned = owned_by(low);
+            STRIPE.with(|s| s.set(owned));
+            return owned.get();
+        }
+    }
+    slot % SHARED
 }
 
 /// The stripe this thread owns, or [`NOT_OWNED`] (also if it has no slot yet).
@@ -215,6 +317,7 @@ mod tests {
         let registry = Registry {
             free: Mutex::new(BinaryHeap::new()),
             next: crate::sync::AtomicUsize::new(0),
+            free_owned: crate::sync::AtomicUsize::new(0),
         };
         let slots: Vec<usize> = (0..4).map(|_| registry.acquire()).collect();
         assert_eq!(slots, [0, 1, 2, 3]);

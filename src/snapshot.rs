@@ -81,21 +81,23 @@ impl Metrics {
 ///
 /// # Cost
 /// The counters are striped like the window, so counting adds no shared written
-/// cache line to the call path. A breaker has `min(2 x cores, 64) + 1` stripes, each
-/// starting on its own cache line (128 bytes on x86-64 and aarch64); the eight
-/// counters take the first 64 bytes of every stripe. A thread that owns a stripe
-/// bumps a counter with a plain load and store (no locked instruction); threads
-/// beyond the owned stripes share one more (stripe 0) with an atomic add. A
-/// closed-state call bumps two counters (`admitted`, then its outcome; with a window,
-/// also its live bucket's call count, in the same line) and a rejection one
-/// (`rejected`), on a line only the calling thread writes.
+/// cache line to the call path. A breaker has room for `min(2 x cores, 64)` owned
+/// stripes and 4 shared ones, and holds those some thread has written: a thread's
+/// first call to it allocates that thread's stripe (one line of 128 bytes on x86-64
+/// and aarch64; the eight counters take its first 64 bytes). A thread that owns a
+/// stripe bumps a counter with a plain load and store (no locked instruction);
+/// threads beyond the owned stripes spread over the shared ones with an atomic add
+/// (and take an owned one when one comes free). A closed-state call bumps two
+/// counters (`admitted`, then its outcome; with a window, also its live bucket's
+/// call count, in the same line) and a rejection one (`rejected`), on a line only
+/// the calling thread writes.
 ///
-/// The price is memory and reads. A breaker without a window still holds one line
-/// per stripe for these counters (2.1 KiB on 8 cores, 8.1 KiB at the 64-stripe cap;
-/// see [`heap_bytes`](crate::CircuitBreaker::heap_bytes)); with a window they share
-/// the stripe's first line with its first buckets. And
-/// [`metrics`](crate::CircuitBreaker::metrics) reads `8 x stripes` words for these
-/// counters, on top of `buckets x stripes` buckets for the window.
+/// The price is memory and reads, in proportion to the threads that used the
+/// breaker: one line per such thread for these counters (see
+/// [`heap_bytes`](crate::CircuitBreaker::heap_bytes)), plus its ring of window
+/// buckets with a window. And [`metrics`](crate::CircuitBreaker::metrics) reads
+/// `8 x stripes` words for these counters, on top of `buckets x stripes` buckets for
+/// the window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Lifetime {

@@ -22,34 +22,33 @@
 //! # The time slot
 //! A phase's time (Open: its deadline, when a call may half-open it; HalfOpen: when
 //! the round started; otherwise when the phase began) does not fit beside a 32-bit
-//! generation, so it lives in a [`TimeSlot`] of two words, each tagged with (the
+//! generation. What the word does not hold is when its phase *started*: that lives
+//! in a [`TimeSlot`] of two words, one per generation parity, each tagged with (the
 //! low 16 bits of) the generation it belongs to:
 //!
 //! ```text
 //!  63                                              16 15              0
 //! +--------------------------------------------------+----------------+
-//! |     ticks (48: ms since the breaker was built)   | tag: gen % 2^16 |
+//! |            start (48: ms ticks)                  | tag: gen % 2^16 |
 //! +--------------------------------------------------+----------------+
 //! ```
 //!
-//! `time` holds the current phase's time; `start` holds when the newest phase
-//! started. A thread about to make a transition first *claims* the new phase's
-//! start: it writes its clock reading into `start`, tagged with the new generation,
-//! unless another candidate for the same transition did first (then it takes that
-//! one). Only then does it CAS the state word, and the winner publishes the phase's
-//! time in `time`: for Open, the start plus the cooldown of the word's level and
-//! generation; otherwise the start. A reader that finds `time` tagged for another
-//! phase (the winner has not published yet) does not wait: it computes the same
-//! time from `start` (the claim came before the word's CAS, so the reader sees
-//! it) and publishes it. So no thread ever waits on another, and every thread
-//! agrees on one time per phase: the clock reading of its transition's first
-//! candidate. A candidate publishes the current phase's time before it overwrites
-//! its start, and every write is a CAS from the exact value seen, made only while
-//! the state word still shows the phase it is for, so nothing a later phase wrote
-//! is ever overwritten.
+//! A phase's time follows from its start and its word (Open: the start plus the
+//! cooldown of the word's level and generation, the same for every thread). A thread
+//! about to make a transition first *claims* the new phase's start: it writes its
+//! clock reading into the word of the new generation's parity, which holds the phase
+//! before the current one, unless another candidate for the same transition claimed
+//! first (then it takes that start). Only then does it CAS the state word. So every
+//! thread that sees a phase's word also sees its start (the claim came before the
+//! CAS that the thread's load saw), every thread agrees on it, and nobody waits for
+//! anybody: the start is the clock reading of the transition's first candidate.
+//! The current phase's start stays readable until the phase after next claims its
+//! word; a reader still holding a word that old finds a later tag and knows its
+//! word is stale. A claim is a CAS from the exact value seen, made only from the
+//! tag of the phase two generations back, so it never overwrites a later claim.
 //!
-//! The tags are 16 bits: a slot value could be taken for the current phase's only
-//! if it were 65,536 transitions old.
+//! The tags are 16 bits: a start could be taken for another phase's only by a
+//! reader that held a word through 65,536 transitions between two adjacent loads.
 //!
 //! # Tagged words
 //! The half-open round and the consecutive-failure streak are [`TaggedWord`]s: 32
@@ -60,22 +59,21 @@
 //! caller is the stale one and writes nothing.
 //!
 //! # Orderings
-//! No data is published *through* the state word: everything a phase owns is
-//! inside the word or tagged with its generation (the time slot, the round, the
-//! streak, the window's buckets), so a reader pairs data with a phase by its tag,
-//! never by the order of two loads. The word's `AcqRel` CAS and `Acquire` loads
-//! are kept all the same: they cost nothing on x86-64 (a load is a plain `mov`, a
-//! CAS a `lock cmpxchg` whatever the ordering), and they keep every other atomic's
-//! reasoning local, but no correctness argument in the crate rests on them (the
-//! test suites and the loom models pass with them `Relaxed`).
+//! Everything a phase owns is inside the state word or tagged with its generation
+//! (its start, the round, the streak, the window's buckets), so a reader pairs data
+//! with a phase by its tag, never by the order of two loads. One thing is published
+//! *through* the word: the claimed start of its phase. The word's CAS is `AcqRel`
+//! and its loads `Acquire`, so a thread that loads a word also sees the claim made
+//! before the CAS that wrote it (on x86-64 neither costs anything: a load is a plain
+//! `mov`, a CAS a `lock cmpxchg` whatever the ordering).
 //!
-//! The tagged words' and the time slot's orderings do carry weight. Their CAS is
-//! `AcqRel` and their loads `Acquire`: a thread that loads a tagged word written
-//! by a later phase, then loads the state word, sees that later phase or a newer
-//! one, because the writer loaded the state word before its `Release` CAS. That is
-//! what lets the tagged-word rule tell "an earlier phase's data" from "I am stale";
-//! with a `Relaxed` round word a stale thread can overwrite a later round and admit
-//! one probe too many (`loom-tests/tests/two_rounds.rs` shows it).
+//! The tagged words' orderings carry weight too. Their CAS is `AcqRel` and their
+//! loads `Acquire`: a thread that loads a tagged word written by a later phase,
+//! then loads the state word, sees that later phase or a newer one, because the
+//! writer loaded the state word before its `Release` CAS. That is what lets the
+//! tagged-word rule tell "an earlier phase's data" from "I am stale"; with a
+//! `Relaxed` round word a stale thread can overwrite a later round and admit one
+//! probe too many (`loom-tests/tests/two_rounds.rs` shows it).
 
 use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
@@ -298,11 +296,11 @@ impl fmt::Debug for Snapshot {
 #[must_use]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Update {
-    /// This thread's CAS replaced `from` with `to`, whose time is `ticks`.
+    /// This thread's CAS replaced `from` with `to`, which started at `start`.
     Moved {
         from: Snapshot,
         to: Snapshot,
-        ticks: u64,
+        start: u64,
     },
     /// The closure declined the word it was shown, which is returned.
     Declined(Snapshot),
@@ -329,38 +327,34 @@ impl StateWord {
 
     /// The only way the word changes: offer `f` the current word (starting from
     /// `seen`) until it declines or this thread's CAS installs its answer: the next
-    /// word and the time it starts at. The new phase's time is then published in
-    /// `slot` (see [`TimeSlot`]): `time_of(next, start)`, where `start` is the time
-    /// the first candidate for this transition claimed.
+    /// word and the time it starts at. The start is claimed in `slot` first (see
+    /// [`TimeSlot`]): the first candidate's for this transition is every
+    /// candidate's, so `Moved` reports the start the new phase has.
     pub(crate) fn transition(
         &self,
         slot: &TimeSlot,
         mut seen: Snapshot,
         mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
-        time_of: impl Fn(Snapshot, u64) -> u64,
     ) -> Update {
         loop {
             let Some((next, now)) = f(seen) else {
                 return Update::Declined(seen);
             };
-            let Some(start) = slot.claim(self, seen, next, now, &time_of) else {
+            let Some(start) = slot.claim(seen, next, now) else {
                 seen = self.load(); // the word moved on: offer `f` the new one
                 continue;
             };
-            // AcqRel: see the module's Orderings.
+            // AcqRel: Release publishes the claimed start with the word (see the
+            // module's Orderings); Acquire hands the loop the newest word.
             match self
                 .0
                 .compare_exchange(seen.0, next.0, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    let ticks = time_of(next, start);
-                    // If the word has moved on already, the time is the one this
-                    // thread computed: what its announcement reports.
-                    let ticks = slot.publish(self, next, ticks).unwrap_or(ticks);
                     return Update::Moved {
                         from: seen,
                         to: next,
-                        ticks,
+                        start,
                     };
                 }
                 Err(actual) => seen = Snapshot(actual),
@@ -372,31 +366,36 @@ impl StateWord {
 const SLOT_TAG_BITS: u32 = 16;
 const SLOT_TICKS_BITS: u32 = 64 - SLOT_TAG_BITS;
 
-/// The time of the current phase, tagged with (the low 16 bits of) its generation,
-/// and the start claimed for the next one: see the module docs. `time` comes first:
-/// an open rejection loads it.
-#[repr(C)]
+/// When each of the two newest phases started, tagged with (the low 16 bits of)
+/// its generation, in the word of its generation's parity: see the module docs.
+/// A phase's time (Open: its deadline) follows from its start and its word.
 pub(crate) struct TimeSlot {
-    /// The current phase's time: Open: its deadline; otherwise its start.
-    time: AtomicU64,
-    /// When the newest phase started (or the one a candidate is about to start):
-    /// the clock reading of the first candidate for its transition.
-    start: AtomicU64,
+    starts: [AtomicU64; 2],
 }
 
 impl TimeSlot {
-    /// The initial phase's time: tick 0.
-    pub(crate) fn new() -> TimeSlot {
-        TimeSlot::starting(Snapshot::INITIAL, 0)
+    /// The slot of a breaker that starts in phase `s`, started at tick `start` (a
+    /// new or restored breaker). The other word is tagged with the generation
+    /// before `s`, as it would be.
+    pub(crate) fn starting(s: Snapshot, start: u64) -> TimeSlot {
+        let slot = TimeSlot {
+            starts: [AtomicU64::new(0), AtomicU64::new(0)],
+        };
+        let previous = TimeSlot::previous(s) | TimeSlot::pack(s, start) & !mask(SLOT_TAG_BITS);
+        slot.word(s)
+            .store(TimeSlot::pack(s, start), Ordering::Relaxed);
+        slot.starts[TimeSlot::index(s) ^ 1].store(previous, Ordering::Relaxed);
+        slot
     }
 
-    /// The slot of a breaker that starts in phase `s` at time `ticks` (a new or
-    /// restored breaker).
-    pub(crate) fn starting(s: Snapshot, ticks: u64) -> TimeSlot {
-        TimeSlot {
-            time: AtomicU64::new(TimeSlot::pack(s, ticks)),
-            start: AtomicU64::new(TimeSlot::pack(s, ticks)),
-        }
+    #[inline]
+    fn index(s: Snapshot) -> usize {
+        (s.generation() & 1) as usize
+    }
+
+    #[inline]
+    fn word(&self, s: Snapshot) -> &AtomicU64 {
+        &self.starts[TimeSlot::index(s)]
     }
 
     #[inline]
@@ -404,117 +403,58 @@ impl TimeSlot {
         u64::from(s.generation()) & mask(SLOT_TAG_BITS)
     }
 
+    /// The tag of the phase before `s`.
     #[inline]
-    fn pack(s: Snapshot, ticks: u64) -> u64 {
-        ticks.min(TICKS_MAX) << SLOT_TAG_BITS | TimeSlot::tag(s)
+    fn previous(s: Snapshot) -> u64 {
+        TimeSlot::tag(s).wrapping_sub(1) & mask(SLOT_TAG_BITS)
     }
 
-    /// The value of `word` (`time` or `start`) if tagged for phase `s`.
     #[inline]
-    fn of(word: u64, s: Snapshot) -> Option<u64> {
+    fn pack(s: Snapshot, ticks: u64) -> u64 {
+        ticks.min(mask(SLOT_TICKS_BITS)) << SLOT_TAG_BITS | TimeSlot::tag(s)
+    }
+
+    /// When phase `s` started, or `None` if the breaker has moved on far enough
+    /// that the word of `s`'s parity holds a later phase's start: the caller's word
+    /// is stale, and no time of it may decide anything. One load; writes nothing.
+    #[inline]
+    pub(crate) fn start_of(&self, s: Snapshot) -> Option<u64> {
+        // Acquire: pairs with the Release of the claim that wrote it (made before
+        // the CAS that installed `s`, which the caller's load of `s` saw).
+        let word = self.word(s).load(Ordering::Acquire);
         (word & mask(SLOT_TAG_BITS) == TimeSlot::tag(s)).then_some(word >> SLOT_TAG_BITS)
     }
 
-    /// The time of phase `s`, if it has been published. One load and a compare:
-    /// the lean rejection's test.
-    #[inline]
-    pub(crate) fn ticks_of(&self, s: Snapshot) -> Option<u64> {
-        // Acquire: pairs with the Release of the CAS that published it.
-        TimeSlot::of(self.time.load(Ordering::Acquire), s)
-    }
-
-    /// The time of phase `s`: the published one, or, if its transition's winner has
-    /// not published it yet, the one this thread computes from the phase's start
-    /// (`time_of(s, start)`: every thread computes the same) and publishes for it.
-    /// `None` if the state word has moved past `s`: the caller's word is stale, and
-    /// no time of it may decide anything.
-    pub(crate) fn ticks(
-        &self,
-        word: &StateWord,
-        s: Snapshot,
-        time_of: impl Fn(Snapshot, u64) -> u64,
-    ) -> Option<u64> {
-        if let Some(ticks) = self.ticks_of(s) {
-            return Some(ticks);
-        }
-        // Acquire: pairs with the Release of the claim, made before the word's CAS
-        // that this thread's load of `s` saw. If `start` holds a later phase's, that
-        // phase's candidate published `s`'s time first, and `time` has moved past it
-        // too: `s` is over.
-        let start = TimeSlot::of(self.start.load(Ordering::Acquire), s)?;
-        self.publish(word, s, time_of(s, start))
-    }
-
-    /// [`ticks`](Self::ticks) for a reader that writes nothing: the time of phase
-    /// `s`, published or computed from its start; `None` if `s` is over.
-    pub(crate) fn peek(&self, s: Snapshot, time_of: impl Fn(Snapshot, u64) -> u64) -> Option<u64> {
-        self.ticks_of(s).or_else(|| {
-            // Acquire: as in `ticks`.
-            TimeSlot::of(self.start.load(Ordering::Acquire), s).map(|start| time_of(s, start))
-        })
-    }
-
-    /// Publishes `ticks` as the time of phase `s` unless a time is published for it
-    /// already, and returns the phase's time, or `None` if the state word has moved
-    /// past `s`.
-    fn publish(&self, word: &StateWord, s: Snapshot, ticks: u64) -> Option<u64> {
-        // Acquire: pairs with the Release of the CAS that published it.
-        let mut seen = self.time.load(Ordering::Acquire);
-        loop {
-            if let Some(published) = TimeSlot::of(seen, s) {
-                return Some(published);
-            }
-            // Only while the word still shows `s`: a later phase's time must not be
-            // overwritten (its publisher compares against the value loaded above,
-            // so if it publishes after this check, this CAS fails).
-            if word.load() != s {
-                return None;
-            }
-            // AcqRel: Release publishes the time; Acquire hands back a newer one.
-            match self.time.compare_exchange(
-                seen,
-                TimeSlot::pack(s, ticks),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(ticks.min(TICKS_MAX)),
-                Err(actual) => seen = actual,
-            }
-        }
-    }
-
     /// Claims `now` as the start of phase `next`, which a candidate is about to
-    /// install over `seen`, unless another candidate claimed first; returns the
-    /// claimed start, or `None` if the state word has moved past `seen`. `seen`'s
-    /// time is published first, so overwriting its start loses nothing.
-    fn claim(
-        &self,
-        word: &StateWord,
-        seen: Snapshot,
-        next: Snapshot,
-        now: u64,
-        time_of: impl Fn(Snapshot, u64) -> u64,
-    ) -> Option<u64> {
-        self.ticks(word, seen, time_of)?;
-        // Acquire: pairs with the Release of the claim that wrote it.
-        let mut claimed = self.start.load(Ordering::Acquire);
+    /// install over `seen` (one generation earlier), unless another candidate
+    /// claimed first; returns the claimed start, or `None` if the breaker has moved
+    /// past `seen`.
+    ///
+    /// `next`'s word holds the phase before `seen` (its parity) until the first
+    /// claim for `next`, and the state word cannot move past `seen` before that
+    /// claim: so any tag but those two means `seen` is over, and the CAS, from the
+    /// value seen, cannot overwrite a later phase's start.
+    fn claim(&self, seen: Snapshot, next: Snapshot, now: u64) -> Option<u64> {
+        let word = self.word(next);
+        // Acquire: pairs with the Release of a claim that wrote it.
+        let mut claimed = word.load(Ordering::Acquire);
         loop {
-            if let Some(start) = TimeSlot::of(claimed, next) {
-                return Some(start);
+            let tag = claimed & mask(SLOT_TAG_BITS);
+            if tag == TimeSlot::tag(next) {
+                return Some(claimed >> SLOT_TAG_BITS);
             }
-            // Only while the word still shows `seen` (as in `publish`).
-            if word.load() != seen {
+            if tag != TimeSlot::previous(seen) {
                 return None;
             }
             // AcqRel: Release publishes the start to whoever sees `next` (this CAS
-            // comes before the word's); Acquire hands back a newer claim.
-            match self.start.compare_exchange(
+            // comes before the state word's); Acquire hands back a newer claim.
+            match word.compare_exchange(
                 claimed,
                 TimeSlot::pack(next, now),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Some(now.min(TICKS_MAX)),
+                Ok(_) => return Some(now.min(mask(SLOT_TICKS_BITS))),
                 Err(actual) => claimed = actual,
             }
         }
@@ -747,14 +687,17 @@ mod tests {
         }
 
         #[test]
-        fn a_slot_tagged_for_another_phase_is_not_read_as_this_ones(
+        fn a_start_tagged_for_another_phase_is_not_read_as_this_ones(
             g in 0..=GEN_MASK,
             ticks in 0..=TICKS_MAX,
         ) {
             let s = Snapshot::pack(State::Open, 0, g);
             let slot = TimeSlot::starting(s, ticks);
-            prop_assert_eq!(slot.ticks_of(s), Some(ticks));
-            prop_assert_eq!(slot.ticks_of(s.next(State::HalfOpen, 0)), None);
+            prop_assert_eq!(slot.start_of(s), Some(ticks));
+            let next = s.next(State::HalfOpen, 0);
+            prop_assert_eq!(slot.start_of(next), None);
+            prop_assert_eq!(slot.claim(s, next, 1), Some(1));
+            prop_assert_eq!(slot.start_of(s.next(State::HalfOpen, 0).next(State::Open, 0)), None);
         }
     }
 
@@ -777,57 +720,46 @@ mod tests {
         );
     }
 
-    /// A phase's time as the breaker computes it: Open's is its start plus 100.
-    fn time_of(s: Snapshot, start: u64) -> u64 {
-        if s.is(State::Open) {
-            start + 100
-        } else {
-            start
-        }
-    }
-
     #[test]
-    fn a_transition_publishes_its_time_and_every_thread_agrees() {
+    fn a_transition_claims_its_start_and_every_candidate_takes_the_first_claim() {
         let word = StateWord::new();
-        let slot = TimeSlot::new();
+        let slot = TimeSlot::starting(Snapshot::INITIAL, 3);
         let seen = word.load();
-        assert_eq!(slot.ticks_of(seen), Some(0));
+        assert_eq!(slot.start_of(seen), Some(3));
         assert_eq!(
-            word.transition(&slot, seen, |_| None, time_of),
+            word.transition(&slot, seen, |_| None),
             Update::Declined(seen)
         );
-        let Update::Moved { from, to, ticks } =
-            word.transition(&slot, seen, |s| Some((s.next(State::Open, 0), 7)), time_of)
+        // A candidate for another transition out of `seen` claimed 5 first.
+        let other = seen.next(State::ForcedOpen, 0);
+        assert_eq!(slot.claim(seen, other, 5), Some(5));
+        let Update::Moved { from, to, start } =
+            word.transition(&slot, seen, |s| Some((s.next(State::Open, 0), 7)))
         else {
             panic!("the CAS on an unchanged word must succeed");
         };
         assert_eq!(
-            (from, to.state(), word.load(), ticks),
-            (seen, State::Open, to, 107)
+            (from, to.state(), word.load(), start),
+            (seen, State::Open, to, 5)
         );
-        assert_eq!(slot.ticks_of(to), Some(107));
-        assert_eq!(slot.ticks(&word, to, time_of), Some(107));
-        // A thread still holding the earlier word learns that it is stale.
-        assert_eq!(slot.ticks(&word, seen, time_of), None);
-    }
-
-    #[test]
-    fn a_helper_publishes_the_time_a_stalled_winner_claimed() {
-        let word = StateWord::new();
-        let slot = TimeSlot::new();
-        let seen = word.load();
-        let next = seen.next(State::Open, 0);
-        // The first candidate claims 40 as the start; a later one adopts it.
-        assert_eq!(slot.claim(&word, seen, next, 40, time_of), Some(40));
-        let other = seen.next(State::ForcedOpen, 0);
-        assert_eq!(slot.claim(&word, seen, other, 55, time_of), Some(40));
-        // The first candidate's CAS succeeds, then it stalls before publishing.
-        word.0.store(next.0, Ordering::Relaxed);
-        assert_eq!(slot.ticks_of(next), None);
-        // Any reader computes and publishes the same time from the claimed start.
-        assert_eq!(slot.ticks(&word, next, time_of), Some(140));
-        assert_eq!(slot.ticks_of(next), Some(140));
-        assert_eq!(slot.publish(&word, next, 999), Some(140), "published once");
+        assert_eq!(slot.start_of(to), Some(5));
+        // The previous phase's start stays readable in the other word...
+        assert_eq!(slot.start_of(seen), Some(3));
+        // ...until the phase after `to` claims it: then `seen` reads as over.
+        let after = to.next(State::HalfOpen, 0);
+        assert_eq!(slot.claim(to, after, 9), Some(9));
+        assert_eq!(slot.start_of(seen), None);
+        // A stale candidate still holding `seen` writes nothing.
+        assert_eq!(slot.claim(seen, to, 11), Some(5), "`to`'s claim stands");
+        word.0.store(after.0, Ordering::Relaxed);
+        let later = after.next(State::Open, 0);
+        assert_eq!(slot.claim(after, later, 12), Some(12));
+        assert_eq!(
+            slot.claim(seen, to, 13),
+            None,
+            "`to`'s word is a later phase's now"
+        );
+        assert_eq!(slot.start_of(later), Some(12));
     }
 
     #[test]

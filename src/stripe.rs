@@ -1,51 +1,65 @@
 //! Striped counters: the memory behind the lifetime counters and the sliding window.
 //!
-//! A breaker has `owned + 1` stripes, each on its own cache lines. Stripe `i + 1`
-//! belongs to the thread holding slot `i < owned` (see [`crate::slot`]): that thread
-//! is its only writer and updates it with a plain load and store, no locked
-//! instruction. Stripe 0 is shared by every thread whose slot is beyond `owned`,
-//! and is updated with atomic read-modify-writes. Readers (metrics, the trip check)
-//! sum every stripe.
+//! A breaker has room for [`SHARED`] shared stripes and `owned` owned ones, but
+//! holds only the stripes some thread has written: each is allocated by the first
+//! thread that writes it, on that thread's first call to the breaker (off the lean
+//! path), and never again. So a breaker's memory follows the threads that use it,
+//! not the machine's core count: one used by one thread holds one stripe (two if
+//! that thread moved from a shared stripe to an owned one, see [`crate::slot`]).
 //!
-//! A stripe is a padded line of [`COUNTERS`] lifetime counters and [`SCRATCH`] words
-//! its owner writes for the window (its live bucket's start, phase and
-//! position, private; the live bucket's call counter and base and the newest
-//! bucket's tag, read by readers), plus padded lines for the window's buckets (see
-//! [`crate::window`]), four words each.
+//! Stripe `SHARED + i` belongs to the thread holding slot `i < owned` (see
+//! [`crate::slot`]): that thread is its only writer and updates it with a plain load
+//! and store, no locked instruction. Stripes `0..SHARED` are shared by the threads
+//! whose slot is beyond `owned`, spread by slot number (so no one line is written by
+//! every such thread), and are updated with atomic read-modify-writes. Readers
+//! (metrics, the trip check) sum every stripe that exists.
+//!
+//! A stripe is a padded line of [`COUNTERS`] lifetime counters, [`SCRATCH`] words
+//! its owner writes for the window (its live bucket's start, phase and length,
+//! private; the live bucket's call counter and base and the newest bucket's tag,
+//! read by readers) and the pointer to its ring of window buckets (four words
+//! each; see [`crate::window`]). The ring is a second
+//! allocation when the breaker has a window: the crate has no `unsafe`, so a stripe
+//! cannot be one allocation of a size chosen at run time behind an 8-byte pointer
+//! (see `docs/PERFORMANCE.md`, "Memory that follows use").
 //!
 //! # Limits
-//! The largest allocation a breaker makes is its stripes: up to [`MAX_STRIPES`] of
-//! [`stripe_bytes`] each. The bounds on it are constants here, in one place:
-//! [`MAX_BUCKETS`], [`MAX_STRIPE_BYTES`] and [`MAX_BREAKER_BYTES`].
-//! [`check_buckets`] checks all three when a configuration is validated, so a
-//! setting the breaker cannot honour is a `ConfigError` (field `window`), never an
-//! allocation the process cannot survive. With today's layout the bucket bound is
-//! the one that binds (a const assertion says so); the byte bounds hold whatever a
-//! stripe's layout becomes, and whether stripes are allocated up front or per thread.
+//! The largest allocation a breaker makes is a stripe's ring of buckets, at most
+//! [`MAX_STRIPE_BYTES`]; all its stripes together take at most [`MAX_BREAKER_BYTES`].
+//! The bounds on it are constants here, in one place: [`MAX_BUCKETS`],
+//! [`MAX_STRIPE_BYTES`] and [`MAX_BREAKER_BYTES`]. [`check_buckets`] checks all
+//! three when a configuration is validated, so a setting the breaker cannot honour
+//! is a `ConfigError` (field `window`), never an allocation the process cannot
+//! survive, on a thread's first call or ever. With today's layout the bucket bound
+//! is the one that binds (a const assertion says so).
 //!
 //! # Orderings
 //! Counter updates are `Relaxed`: a counter publishes nothing but its own value, and
-//! a reader's sum is a snapshot that may miss updates still in flight.
+//! a reader's sum is a snapshot that may miss updates still in flight. A stripe is
+//! published by the `Release` of its pointer's first store and found with `Acquire`
+//! ([`OnceBox`]), so a reader or a writer that finds it sees it zeroed.
 
 use crate::slot;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, OnceBox, Ordering};
 use crossbeam_utils::CachePadded;
 
 /// A window bucket: tag, calls, failures, slow (see [`crate::window`]).
 pub(crate) type Bucket = [AtomicU64; 4];
-/// Buckets in one padded line.
-const LINE_BUCKETS: usize = 4;
-pub(crate) type Line = CachePadded<[Bucket; LINE_BUCKETS]>;
 /// Words of the counter line after the counters, written by the owner only (the
 /// window's live bucket: see [`crate::window`]).
-pub(crate) const SCRATCH: usize = 8;
+pub(crate) const SCRATCH: usize = 6;
+/// The counter line's words: the counters, then the scratch words.
+const WORDS: usize = COUNTERS + SCRATCH;
 
 /// The most buckets a window may have: a reader sums them all, in every stripe,
 /// whenever a failure is recorded, so far fewer is faster.
 pub(crate) const MAX_BUCKETS: u32 = 4096;
-/// The most stripes a breaker has: [`MAX_OWNED_STRIPES`] owned ones and the shared one.
-pub(crate) const MAX_STRIPES: usize = MAX_OWNED_STRIPES + 1;
-/// The most owned stripes a breaker has (see [`crate::slot::owned_stripes`]).
+/// The shared stripes: the threads beyond the owned stripes spread over them.
+pub(crate) const SHARED: usize = 4;
+/// The most stripes a breaker has: [`MAX_OWNED_STRIPES`] owned ones and the
+/// [`SHARED`] ones.
+pub(crate) const MAX_STRIPES: usize = MAX_OWNED_STRIPES + SHARED;
+/// The most owned stripes a breaker has room for (see [`crate::slot::owned_stripes`]).
 pub(crate) const MAX_OWNED_STRIPES: usize = 64;
 /// The most heap bytes one stripe may take.
 pub(crate) const MAX_STRIPE_BYTES: usize = 256 * 1024;
@@ -63,15 +77,32 @@ const _: () = {
     assert!(MAX_STRIPE_BYTES * MAX_STRIPES <= MAX_BREAKER_BYTES);
 };
 
+/// A stripe's counter line: the counters, the scratch words, and the stripe's ring
+/// of window buckets (empty without a window: no allocation). The ring is not
+/// padded: an owner writes it only when its live bucket moves on and on a failure
+/// or a slow call (a success goes to the counter line), and a shared stripe's
+/// writers share it anyway.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct Head {
+    words: [AtomicU64; WORDS],
+    buckets: Box<[Bucket]>,
+}
+
+/// A stripe: its counter line, padded.
+type Stripe = CachePadded<Head>;
+
+// The ring's pointer fits in the counter line beside the words: a stripe without a
+// window is one line.
+#[cfg(not(cutout_loom))]
+const _: () = assert!(std::mem::size_of::<Head>() <= std::mem::size_of::<[AtomicU64; 16]>());
+
 /// The heap bytes of one stripe with room for `buckets` window buckets: its counter
-/// line and its lines of buckets. `None` if the size does not fit in a `usize`.
+/// line and its ring of buckets. `None` if the size does not fit in a `usize`.
 pub(crate) const fn stripe_bytes(buckets: usize) -> Option<usize> {
-    let counters = std::mem::size_of::<CachePadded<[AtomicU64; COUNTERS + SCRATCH]>>();
-    match buckets
-        .div_ceil(LINE_BUCKETS)
-        .checked_mul(std::mem::size_of::<Line>())
-    {
-        Some(lines) => lines.checked_add(counters),
+    let counters = std::mem::size_of::<Stripe>();
+    match buckets.checked_mul(std::mem::size_of::<Bucket>()) {
+        Some(ring) => ring.checked_add(counters),
         None => None,
     }
 }
@@ -139,17 +170,23 @@ pub(crate) enum Counter {
 pub(crate) const COUNTERS: usize = 8;
 
 /// Scratch word: the phase (the state word) the owner last cached something for:
-/// its live window bucket while Closed (see [`crate::window`]), or, while Open,
-/// the deadline in [`OPEN_DEADLINE`]. One word serves both, since a phase is
-/// Closed or Open, never both; whichever cache a word does not match is simply
-/// missed and refilled.
+/// its live window bucket while Closed (the window's `CACHE_KEY`, see
+/// [`crate::window`]), or, while Open, the deadline in [`OPEN_DEADLINE`]. One word
+/// serves both, since a phase is Closed or Open, never both; whichever cache a word
+/// does not match is missed and refilled.
 pub(crate) const PHASE_KEY: usize = 1;
 /// Scratch word: the deadline of the Open phase in [`PHASE_KEY`], as a clock
 /// reading, which the owner's lean rejections compare the clock with (one load
-/// and one compare: see `CircuitBreaker::call_with`). Filled by the owner's first
-/// rejection in that phase, off the lean path. Within the line's first
-/// [`LEAN_LOADS`] bytes, as the lean paths' loads must be.
-pub(crate) const OPEN_DEADLINE: usize = 4;
+/// and one compare: see `CircuitBreaker::call_with`), filled by the owner's first
+/// rejection in that phase, off the lean path. It shares its word with the
+/// window's `NEWEST`, the tag of the owner's newest bucket, which readers use only
+/// to skip a stripe with nothing in the window: every bucket of a later closed
+/// phase is written after a rotation, which writes `NEWEST` again, so while the
+/// word holds a deadline the stripe holds nothing of any later phase, and no
+/// reader of one can wrongly skip it. (A dedicated word would take the counter
+/// line past one 128-byte line.) Within the line's first [`LEAN_LOADS`] bytes, as
+/// the lean paths' loads must be.
+pub(crate) const OPEN_DEADLINE: usize = 2;
 const _: () = assert!((COUNTERS + OPEN_DEADLINE) * 8 % 64 < LEAN_LOADS);
 const _: () = assert!((COUNTERS + PHASE_KEY) * 8 % 64 < LEAN_LOADS);
 
@@ -159,27 +196,24 @@ const _: () = {
     assert!(clear_of_lean_loads(Counter::Admitted as usize));
     assert!(clear_of_lean_loads(Counter::Rejected as usize));
     assert!(clear_of_lean_loads(Counter::Successes as usize));
-    assert!(std::mem::offset_of!(Stripes, counters) == 0);
+    assert!(std::mem::offset_of!(Stripes, slots) == 0);
 };
 
-/// Where this thread writes: a stripe's counter line and its index. Two words, so
-/// it travels in registers. A thread refers to a stripe other than the shared one,
-/// 0, only if it owns it (see [`crate::slot`]).
+/// Where this thread writes: a stripe, and whether the thread owns it (a stripe
+/// other than a shared one, `0..SHARED`, which a thread refers to only if it owns
+/// it: see [`crate::slot`]). Two words, so it travels in registers; the flag is
+/// set where the stripe is found, so the compiler knows it on the paths that find
+/// an owned stripe, and drops the branch between a plain and a locked increment.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StripeRef<'a> {
-    counters: &'a [AtomicU64; COUNTERS + SCRATCH],
-    index: usize,
+    stripe: &'a Head,
+    owned: bool,
 }
 
 impl<'a> StripeRef<'a> {
     #[inline]
-    fn index(self) -> usize {
-        self.index
-    }
-
-    #[inline]
     fn owned(self) -> bool {
-        self.index != 0
+        self.owned
     }
 
     /// The stripe as its owner's, if the calling thread owns it.
@@ -208,7 +242,7 @@ impl<'a> Owned<'a> {
 
     #[inline]
     pub(crate) fn bump(self, counter: Counter) {
-        self.add(&self.0.counters[counter as usize], 1);
+        self.add(&self.0.stripe.words[counter as usize], 1);
     }
 
     /// Scratch word `i`.
@@ -223,17 +257,15 @@ impl<'a> Owned<'a> {
     }
 }
 
-/// `repr(C)`, counters first: their pointer and length are what the lean paths load,
-/// so they must fall in the breaker's first [`LEAN_LOADS`] bytes.
+/// `repr(C)`, the stripes' pointers first: their pointer and length are what the
+/// lean paths load, so they must fall in the breaker's first [`LEAN_LOADS`] bytes.
 #[repr(C)]
 pub(crate) struct Stripes {
-    /// One padded line of lifetime counters and scratch words per stripe.
-    counters: Box<[CachePadded<[AtomicU64; COUNTERS + SCRATCH]>]>,
-    /// `lines_per_stripe` padded lines of window buckets per stripe.
-    lines: Box<[Line]>,
-    lines_per_stripe: usize,
-    /// Stripe 0 is shared; stripes `1..=owned` are owned.
-    owned: usize,
+    /// Stripes `0..SHARED` are shared, the rest owned; each allocated by the first
+    /// thread that writes it.
+    slots: Box<[OnceBox<Stripe>]>,
+    /// Window buckets per stripe.
+    buckets: usize,
 }
 
 fn zeroed<const N: usize>() -> [AtomicU64; N] {
@@ -241,92 +273,102 @@ fn zeroed<const N: usize>() -> [AtomicU64; N] {
 }
 
 impl Stripes {
-    /// Stripes with the counters and room for `buckets` window buckets each.
+    /// Room for the stripes, each with the counters and `buckets` window buckets.
+    /// Allocates only the room (one pointer a stripe): each stripe comes with its
+    /// first writer.
     ///
     /// `buckets` has passed [`check_buckets`] and there are at most
     /// [`MAX_STRIPES`] stripes, so the sizes below stay within [`MAX_BREAKER_BYTES`]
     /// and cannot overflow.
     pub(crate) fn new(buckets: usize) -> Stripes {
         let owned = slot::owned_stripes();
-        debug_assert!(owned < MAX_STRIPES);
+        debug_assert!(owned <= MAX_OWNED_STRIPES);
         debug_assert!(
             stripe_bytes(buckets)
-                .and_then(|bytes| bytes.checked_mul(owned + 1))
+                .and_then(|bytes| bytes.checked_mul(owned + SHARED))
                 .is_some_and(|bytes| bytes <= MAX_BREAKER_BYTES),
             "{buckets} buckets were not checked"
         );
-        let lines_per_stripe = buckets.div_ceil(LINE_BUCKETS);
-        Stripes {
-            counters: (0..=owned).map(|_| CachePadded::new(zeroed())).collect(),
-            lines: (0..(owned + 1) * lines_per_stripe)
-                .map(|_| CachePadded::new(std::array::from_fn(|_| zeroed())))
-                .collect(),
-            lines_per_stripe,
-            owned,
+        let stripes = Stripes {
+            slots: (0..SHARED + owned).map(|_| OnceBox::new()).collect(),
+            buckets,
+        };
+        if crate::sync::EAGER_STRIPES {
+            for index in 0..stripes.slots.len() {
+                let _ = stripes.stripe(index);
+            }
         }
+        stripes
     }
 
-    /// The stripe the calling thread writes: its own, or the shared one.
+    /// A zeroed stripe.
+    #[cold]
+    #[inline(never)]
+    fn allocate(&self) -> Box<Stripe> {
+        Box::new(CachePadded::new(Head {
+            words: zeroed(),
+            buckets: (0..self.buckets).map(|_| zeroed()).collect(),
+        }))
+    }
+
+    /// The stripe the calling thread writes: its own, or a shared one. Gives the
+    /// thread a slot first if it has none, and allocates the stripe if no thread
+    /// has written it yet.
     #[inline]
     pub(crate) fn mine(&self) -> StripeRef<'_> {
         self.stripe(slot::stripe())
     }
 
-    /// The stripe the calling thread owns, if it owns one (and has a slot): for the
-    /// path that takes only owners and sends the rest to one that calls `mine`. One
-    /// bounds check, which a thread that owns none fails.
+    /// The stripe the calling thread owns, if it owns one (and has a slot) and it
+    /// exists: for the path that takes only owners and sends the rest to one that
+    /// calls `mine`. One bounds check, which a thread that owns none fails, and one
+    /// null check, which a thread's first call to this breaker fails.
     #[inline]
     pub(crate) fn mine_if_owned(&self) -> Option<Owned<'_>> {
         let index = slot::owned().get();
-        let counters = self.counters.get(index)?;
-        Some(Owned(StripeRef { counters, index }))
+        let stripe = self.slots.get(index)?.get()?;
+        Some(Owned(StripeRef {
+            stripe,
+            owned: true,
+        }))
     }
 
-    /// Stripe `index`: a thread's own (see [`mine`](Self::mine)), or any stripe as
-    /// a reader (or a test) sees it.
+    /// Stripe `index`, allocated if no thread has written it yet: a thread's own
+    /// (see [`mine`](Self::mine)), or any stripe as a test writes it.
     #[inline]
     pub(crate) fn stripe(&self, index: usize) -> StripeRef<'_> {
+        let stripe = self.slots[index].get_or_init(|| self.allocate());
         StripeRef {
-            counters: &self.counters[index],
-            index,
+            stripe,
+            owned: index >= SHARED,
         }
     }
 
     /// Bucket `b` of a stripe.
     #[inline]
-    pub(crate) fn bucket(&self, r: StripeRef<'_>, b: usize) -> &Bucket {
-        self.bucket_at(self.position(r, b))
+    pub(crate) fn bucket<'a>(&self, r: StripeRef<'a>, b: usize) -> &'a Bucket {
+        &r.stripe.buckets[b]
     }
 
-    /// Where bucket `b` of a stripe is among every stripe's buckets: a number
-    /// [`bucket_at`](Self::bucket_at) turns back into the bucket with no multiplication.
-    #[inline]
-    pub(crate) fn position(&self, r: StripeRef<'_>, b: usize) -> usize {
-        r.index() * self.lines_per_stripe * LINE_BUCKETS + b
-    }
-
-    /// The bucket at `position`.
-    #[inline]
-    pub(crate) fn bucket_at(&self, position: usize) -> &Bucket {
-        &self.lines[position / LINE_BUCKETS][position % LINE_BUCKETS]
-    }
-
-    /// Every bucket of stripe `r`, for readers, padding buckets included: its
-    /// lines of buckets (two plain loops compile better than a `flat_map`).
-    pub(crate) fn buckets_of(&self, r: StripeRef<'_>) -> &[Line] {
-        let first = r.index() * self.lines_per_stripe;
-        &self.lines[first..first + self.lines_per_stripe]
+    /// Every bucket of stripe `r`, for readers.
+    pub(crate) fn buckets_of<'a>(&self, r: StripeRef<'a>) -> &'a [Bucket] {
+        &r.stripe.buckets
     }
 
     /// Scratch word `i` of a stripe: written by its owner only.
     #[inline]
-    pub(crate) fn scratch<'a>(r: StripeRef<'a>, i: usize) -> &'a AtomicU64 {
-        &r.counters[COUNTERS + i]
+    pub(crate) fn scratch(r: StripeRef<'_>, i: usize) -> &AtomicU64 {
+        &r.stripe.words[COUNTERS + i]
     }
 
-    /// Every stripe, for readers.
+    /// Every stripe some thread has written, for readers.
     pub(crate) fn all(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
-        (0..=self.owned).map(move |index| self.stripe(index))
+        self.slots.iter().enumerate().filter_map(|(index, slot)| {
+            slot.get().map(|stripe| StripeRef {
+                stripe,
+                owned: index >= SHARED,
+            })
+        })
     }
 
     /// Adds `n` to `word`, which is in the stripe `r`.
@@ -341,7 +383,7 @@ impl Stripes {
 
     #[inline]
     pub(crate) fn bump(r: StripeRef<'_>, counter: Counter) {
-        Stripes::add(r, &r.counters[counter as usize], 1);
+        Stripes::add(r, &r.stripe.words[counter as usize], 1);
     }
 
     /// [`bump`](Self::bump), then whether the stripe's count is a multiple of 256:
@@ -349,7 +391,7 @@ impl Stripes {
     /// leaves the owner's bump a single increment.
     #[inline(always)]
     pub(crate) fn bump_to_multiple_of_256(r: StripeRef<'_>, counter: Counter) -> bool {
-        let word = &r.counters[counter as usize];
+        let word = &r.stripe.words[counter as usize];
         // Relaxed (the loads): a statistic; another thread's add to the shared
         // stripe may or may not be seen.
         match r.as_owned() {
@@ -366,16 +408,25 @@ impl Stripes {
 
     /// The sum of one counter over every stripe.
     pub(crate) fn total(&self, counter: Counter) -> u64 {
-        self.counters
-            .iter()
+        self.all()
             // Relaxed: a snapshot; see the module's Orderings.
-            .map(|c| c[counter as usize].load(Ordering::Relaxed))
+            .map(|r| r.stripe.words[counter as usize].load(Ordering::Relaxed))
             .fold(0, u64::wrapping_add)
     }
 
-    /// Heap bytes held.
+    /// How many stripes exist (some thread has written them).
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> usize {
+        self.all().count()
+    }
+
+    /// Heap bytes held: the stripes' pointers and the stripes that exist.
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.counters) + std::mem::size_of_val(&*self.lines)
+        std::mem::size_of_val(&*self.slots)
+            + self
+                .all()
+                .map(|r| std::mem::size_of::<Stripe>() + std::mem::size_of_val(&*r.stripe.buckets))
+                .sum::<usize>()
     }
 }
 
@@ -409,19 +460,44 @@ mod tests {
         // No size computation overflows, even for sizes no window may have.
         assert_eq!(stripe_bytes(usize::MAX), None);
         let stripes = Stripes::new(MAX_BUCKETS as usize);
-        assert!(stripes.heap_bytes() <= (stripes.owned + 1) * largest);
+        for index in 0..stripes.slots.len() {
+            let _ = stripes.stripe(index);
+        }
+        let room = std::mem::size_of_val(&*stripes.slots);
+        assert_eq!(
+            stripes.heap_bytes(),
+            room + stripes.slots.len() * largest,
+            "every stripe allocated: the most a breaker can hold"
+        );
         assert!(stripes.heap_bytes() <= MAX_BREAKER_BYTES);
     }
 
     #[test]
-    fn buckets_spill_into_further_lines() {
+    fn stripes_come_with_their_first_writer() {
         let stripes = Stripes::new(10);
-        assert_eq!(stripes.lines_per_stripe, 3);
+        let room = std::mem::size_of_val(&*stripes.slots);
+        assert_eq!(stripes.allocated(), 0);
+        assert_eq!(stripes.heap_bytes(), room, "only the room for pointers");
+        assert!(stripes.mine_if_owned().is_none(), "nothing written yet");
+        let r = stripes.mine();
+        Stripes::bump(r, Counter::Successes);
+        let _ = stripes.mine();
+        assert_eq!(stripes.allocated(), 1, "one stripe for one thread");
+        assert_eq!(stripes.heap_bytes(), room + stripe_bytes(10).unwrap());
+        std::thread::scope(|s| {
+            s.spawn(|| Stripes::bump(stripes.mine(), Counter::Successes));
+        });
+        assert_eq!(stripes.allocated(), 2);
+        assert_eq!(stripes.total(Counter::Successes), 2);
+    }
+
+    #[test]
+    fn a_stripe_is_its_counter_line_and_its_ring() {
+        let stripes = Stripes::new(10);
         let r = stripes.mine();
         Stripes::add(r, &stripes.bucket(r, 9)[1], 5);
         assert_eq!(stripes.bucket(r, 9)[1].load(Ordering::Relaxed), 5);
-        let lines = (stripes.owned + 1) * 3 * std::mem::size_of::<Line>();
-        let counters = (stripes.owned + 1) * std::mem::size_of::<CachePadded<[AtomicU64; 16]>>();
-        assert_eq!(stripes.heap_bytes(), lines + counters);
+        assert_eq!(stripes.buckets_of(r).len(), 10);
+        assert_eq!(stripe_bytes(10), Some(128 + 10 * 32));
     }
 }

@@ -21,3 +21,13 @@ pub(crate) use std::sync::{Arc, Mutex};
 /// cached time (loom models drive time with `ManualClock`). A `const` constructor is
 /// needed for a `static`, which loom's atomics do not have.
 pub(crate) use std::sync::atomic::AtomicU64 as ProcessAtomicU64;
+
+/// A pointer set once, for a stripe allocated by its first writer
+/// ([`crate::stripe`]): `Acquire` to find it, `Release` (a CAS; the loser of a race
+/// frees its copy) to publish it. loom does not model it, so under loom every
+/// stripe is allocated when the breaker is built ([`EAGER_STRIPES`]) and the
+/// models see the allocated layout.
+pub(crate) use once_cell::race::OnceBox;
+
+/// Whether a breaker allocates all its stripes when built: only under loom.
+pub(crate) const EAGER_STRIPES: bool = cfg!(cutout_loom);

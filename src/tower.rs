@@ -3,7 +3,7 @@
 //! See [`CircuitBreakerLayer`] for how readiness, calls and errors behave.
 
 use crate::clock::{Clock, DefaultClock};
-use crate::permit::{Outcome, OwnedPermit};
+use crate::permit::{Outcome, Ticket};
 use crate::{CircuitBreaker, Error, Rejected};
 use ::tower::{Layer, Service};
 use pin_project_lite::pin_project;
@@ -161,7 +161,7 @@ impl<S, C: Clock, K: Clone> Layer<S> for CircuitBreakerLayer<C, K> {
     fn layer(&self, inner: S) -> Self::Service {
         CircuitBreakerService {
             inner,
-            breaker: self.breaker.clone(),
+            lease: Lease::new(self.breaker.clone()),
             classify: self.classify.clone(),
         }
     }
@@ -205,8 +205,62 @@ impl<C: Clock, K> fmt::Debug for CircuitBreakerLayer<C, K> {
 /// ```
 pub struct CircuitBreakerService<S, C: Clock = DefaultClock, K = ErrIsFailure> {
     inner: S,
-    breaker: Arc<CircuitBreaker<C>>,
+    lease: Arc<Lease<C>>,
     classify: K,
+}
+
+/// A service's hold on its breaker, which its response futures share: an admitted
+/// call's future clones this `Arc`, not the breaker's, so the reference count it
+/// writes (twice a call) is the service's own, on a line of its own, not one
+/// that every thread's service writes. The service and its clones share one lease;
+/// [`CircuitBreakerLayer::layer`] and [`CircuitBreakerService::new`] make a new one
+/// (one allocation), so a service built for each connection or thread writes only
+/// its own line (see `docs/PERFORMANCE.md`, "The tower path").
+///
+/// Aligned to 128 bytes: the counts of the `Arc` come first in its allocation and
+/// take a whole 128-byte block (two lines, for the adjacent-line prefetcher), so no
+/// neighbouring allocation shares it.
+#[repr(align(128))]
+struct Lease<C: Clock> {
+    breaker: Arc<CircuitBreaker<C>>,
+}
+
+impl<C: Clock> Lease<C> {
+    fn new(breaker: Arc<CircuitBreaker<C>>) -> Arc<Lease<C>> {
+        Arc::new(Lease { breaker })
+    }
+}
+
+/// An admitted call's permit in a response future: [`OwnedPermit`](crate::OwnedPermit)
+/// with the service's lease instead of the breaker's `Arc`.
+struct LeasedPermit<C: Clock> {
+    lease: Arc<Lease<C>>,
+    /// `None` once recorded.
+    ticket: Option<Ticket>,
+}
+
+impl<C: Clock> LeasedPermit<C> {
+    fn record(mut self, outcome: Outcome) {
+        if let Some(ticket) = self.ticket.take() {
+            self.lease.breaker.record(ticket, outcome);
+        }
+    }
+}
+
+impl<C: Clock> Drop for LeasedPermit<C> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.lease.breaker.abandon(ticket);
+        }
+    }
+}
+
+impl<C: Clock> fmt::Debug for LeasedPermit<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("ticket", &self.ticket)
+            .finish()
+    }
 }
 
 impl<S, C: Clock> CircuitBreakerService<S, C> {
@@ -215,7 +269,7 @@ impl<S, C: Clock> CircuitBreakerService<S, C> {
     pub fn new(inner: S, breaker: Arc<CircuitBreaker<C>>) -> Self {
         CircuitBreakerService {
             inner,
-            breaker,
+            lease: Lease::new(breaker),
             classify: ErrIsFailure,
         }
     }
@@ -226,14 +280,14 @@ impl<S, C: Clock, K> CircuitBreakerService<S, C, K> {
     pub fn classify<K2>(self, classify: K2) -> CircuitBreakerService<S, C, K2> {
         CircuitBreakerService {
             inner: self.inner,
-            breaker: self.breaker,
+            lease: self.lease,
             classify,
         }
     }
 
     /// The shared breaker.
     pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
-        &self.breaker
+        &self.lease.breaker
     }
 
     /// The inner service.
@@ -270,17 +324,21 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        match self.breaker.try_acquire_owned() {
-            Ok(permit) => ResponseFuture {
+        match self.lease.breaker.acquire() {
+            Ok(ticket) => ResponseFuture {
                 response: Some(self.inner.call(request)),
-                permit: Some(permit),
-                classify: Some(self.classify.clone()),
+                permit: Some((
+                    LeasedPermit {
+                        lease: self.lease.clone(),
+                        ticket: Some(ticket),
+                    },
+                    self.classify.clone(),
+                )),
                 rejected: None,
             },
             Err(rejected) => ResponseFuture {
                 response: None,
                 permit: None,
-                classify: None,
                 rejected: Some(rejected),
             },
         }
@@ -291,7 +349,7 @@ impl<S: Clone, C: Clock, K: Clone> Clone for CircuitBreakerService<S, C, K> {
     fn clone(&self) -> Self {
         CircuitBreakerService {
             inner: self.inner.clone(),
-            breaker: self.breaker.clone(),
+            lease: self.lease.clone(),
             classify: self.classify.clone(),
         }
     }
@@ -301,7 +359,7 @@ impl<S: fmt::Debug, C: Clock, K> fmt::Debug for CircuitBreakerService<S, C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerService")
             .field("inner", &self.inner)
-            .field("breaker", &self.breaker)
+            .field("breaker", &self.lease.breaker)
             .finish_non_exhaustive()
     }
 }
@@ -319,8 +377,8 @@ pin_project! {
         // `None` when rejected, and once completed.
         #[pin]
         response: Option<F>,
-        permit: Option<OwnedPermit<C>>,
-        classify: Option<K>,
+        // The permit and the classifier, taken together when the response arrives.
+        permit: Option<(LeasedPermit<C>, K)>,
         rejected: Option<Rejected>,
     }
 }
@@ -335,15 +393,16 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if let Some(rejected) = this.rejected.take() {
-            return Poll::Ready(Err(Error::Rejected(rejected)));
-        }
+        // No response: a rejection (resolved once), or a call already completed.
         let Some(response) = this.response.as_mut().as_pin_mut() else {
-            return Poll::Pending; // polled after completion
+            return match this.rejected.take() {
+                Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
+                None => Poll::Pending, // polled after completion
+            };
         };
         let result = ready!(response.poll(cx));
         this.response.set(None);
-        if let (Some(permit), Some(classify)) = (this.permit.take(), this.classify.take()) {
+        if let Some((permit, classify)) = this.permit.take() {
             permit.record(classify.classify(&result));
         }
         Poll::Ready(result.map_err(Error::Inner))
@@ -353,7 +412,7 @@ where
 impl<F, K, C: Clock> fmt::Debug for ResponseFuture<F, K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
-            .field("permit", &self.permit)
+            .field("permit", &self.permit.as_ref().map(|(permit, _)| permit))
             .field("rejected", &self.rejected)
             .finish_non_exhaustive()
     }

@@ -33,8 +33,8 @@
 //!
 //! The owner of a stripe remembers the bucket it counted in last, its *live*
 //! bucket (its start, the phase it counts, that is the closed state word, and its
-//! position, in the stripe's scratch words). While the time and the phase still
-//! match, an outcome goes straight to that bucket: no division, no tag load. Only
+//! length, in the stripe's scratch words). While the time and the phase still
+//! match, a success goes straight to that bucket: no division, no tag load. Only
 //! the owner changes its stripe's tags, and it re-caches on every change, so the
 //! memory cannot go stale.
 //!
@@ -90,38 +90,28 @@ const CALLS: usize = 1;
 const FAILURES: usize = 2;
 const SLOW: usize = 3;
 
-/// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY`, `CACHE_POS` and
-/// `CACHE_SPAN` are the owner's cache of its live bucket: that bucket's start (a
-/// clock reading), the phase it counts (the closed state word; `CACHE_KEY` is
-/// [`PHASE_KEY`], which the owner's open-deadline cache shares: see
-/// [`crate::stripe::OPEN_DEADLINE`]), its position among
-/// the stripes' buckets (see [`Stripes::position`]), and its length in nanoseconds
-/// (so the hot path reads only the owner's line; 0 while nothing is cached, which
-/// no reading falls within). The owner sets them whenever it has made sure the bucket
-/// carries that tag, and it is the only thread that changes a tag of its stripe,
-/// so the cache stays true until the owner moves on. `NEWEST` is the tag of the
-/// newest bucket the owner rotated in (0 if none), which readers use to skip a
-/// stripe whose every bucket is older than the window. `LIVE_CALLS` counts every
-/// call the owner put in a live bucket; `LIVE_BASE` is its value when the current
-/// live bucket went live.
+/// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY` and `CACHE_SPAN`
+/// are the owner's cache of its live bucket: that bucket's start (a clock reading,
+/// from which its slot in the ring follows), the phase it counts (the closed state
+/// word; `CACHE_KEY` is [`PHASE_KEY`], which the owner's open-deadline cache
+/// shares, as it shares `NEWEST`: see [`OPEN_DEADLINE`]), and its length in
+/// nanoseconds (so the hot path reads only the owner's
+/// line; 0 while nothing is cached, which no reading falls within). The owner sets
+/// them whenever it has made sure the bucket carries that tag, and it is the only
+/// thread that changes a tag of its stripe, so the cache stays true until the owner
+/// moves on. `NEWEST` is the tag of the newest bucket the owner rotated in (0 if
+/// none), which readers use to skip a stripe whose every bucket is older than the
+/// window. `LIVE_CALLS` counts every call the owner put in a live bucket;
+/// `LIVE_BASE` is its value when the current live bucket went live.
 const CACHE_START: usize = 0;
 const CACHE_KEY: usize = PHASE_KEY;
-const CACHE_POS: usize = 2;
-const NEWEST: usize = 3;
-const CACHE_SPAN: usize = 5;
-const LIVE_BASE: usize = 6;
+const NEWEST: usize = OPEN_DEADLINE;
+const LIVE_BASE: usize = 3;
+const CACHE_SPAN: usize = 4;
 /// Last, clear of the lean paths' loads (see [`crate::stripe::LEAN_LOADS`]).
-const LIVE_CALLS: usize = 7;
+const LIVE_CALLS: usize = 5;
 const _: () = assert!(crate::stripe::clear_of_lean_loads(COUNTERS + LIVE_CALLS));
-// The open-deadline cache keeps clear of the window's words.
-const _: () = assert!(
-    OPEN_DEADLINE != CACHE_START
-        && OPEN_DEADLINE != CACHE_POS
-        && OPEN_DEADLINE != NEWEST
-        && OPEN_DEADLINE != CACHE_SPAN
-        && OPEN_DEADLINE != LIVE_BASE
-        && OPEN_DEADLINE != LIVE_CALLS
-);
+const _: () = assert!(LIVE_CALLS < crate::stripe::SCRATCH);
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
 const LIVE: u64 = u64::MAX;
 
@@ -287,16 +277,21 @@ impl Window {
     #[inline]
     fn cached<'s>(
         &self,
-        stripes: &'s Stripes,
-        o: Owned<'_>,
+        stripes: &Stripes,
+        o: Owned<'s>,
         phase: Snapshot,
         now: u64,
     ) -> Option<&'s Bucket> {
-        Self::is_live(o, phase, now).then(|| {
-            // Relaxed: private to the owner.
-            let position = o.scratch(CACHE_POS).load(Ordering::Relaxed);
-            stripes.bucket_at(position as usize)
-        })
+        Self::is_live(o, phase, now).then(|| self.live_bucket(stripes, o))
+    }
+
+    /// The owner's live bucket, as its cached start says (or the first bucket if
+    /// nothing is cached): a division, off the lean path, which saves the counter
+    /// line a word.
+    fn live_bucket<'s>(&self, stripes: &Stripes, o: Owned<'s>) -> &'s Bucket {
+        // Relaxed: private to the owner.
+        let start = o.scratch(CACHE_START).load(Ordering::Relaxed);
+        stripes.bucket(o.stripe(), (self.epoch(start) % self.buckets) as usize)
     }
 
     /// The bucket for `now` and `phase` and its calls word, off the owner's fast
@@ -316,14 +311,13 @@ impl Window {
         let slot = (epoch % self.buckets) as usize;
         let mine = Tag::new(phase.generation(), epoch);
         let r = o.stripe();
-        let position = stripes.position(r, slot);
-        let bucket = stripes.bucket_at(position);
+        let bucket = stripes.bucket(r, slot);
         // Relaxed: only this thread writes this stripe's tags.
         let seen = Tag(bucket[TAG].load(Ordering::Relaxed));
         // Relaxed, every scratch word below: private to the owner, or published by
         // the fences and the tag's Release.
         let cached = o.scratch(CACHE_SPAN).load(Ordering::Relaxed) != 0;
-        let live = stripes.bucket_at(o.scratch(CACHE_POS).load(Ordering::Relaxed) as usize);
+        let live = self.live_bucket(stripes, o);
         match self.found(seen, mine, phase, word) {
             Found::Mine => {
                 return Some(if cached && std::ptr::eq(live, bucket) {
@@ -366,8 +360,6 @@ impl Window {
         o.scratch(CACHE_SPAN)
             .store(self.bucket_nanos, Ordering::Relaxed);
         o.scratch(CACHE_KEY).store(phase.key(), Ordering::Relaxed);
-        o.scratch(CACHE_POS)
-            .store(position as u64, Ordering::Relaxed);
         Some((bucket, o.scratch(LIVE_CALLS)))
     }
 
@@ -378,8 +370,8 @@ impl Window {
     #[cold]
     fn rotate_shared<'s>(
         &self,
-        stripes: &'s Stripes,
-        r: StripeRef<'_>,
+        stripes: &Stripes,
+        r: StripeRef<'s>,
         (phase, word): (Snapshot, &StateWord),
         now: u64,
     ) -> Option<&'s Bucket> {
@@ -455,15 +447,13 @@ impl Window {
         let mut c = WindowCounts::default();
         for r in stripes.all() {
             if r.as_owned().is_none() {
-                for line in stripes.buckets_of(r) {
-                    for bucket in line.iter() {
-                        // Acquire: see the module's Orderings.
-                        if in_window(bucket[TAG].load(Ordering::Acquire)) {
-                            // Relaxed: counts only; the tag's Acquire ordered them.
-                            c.calls += bucket[CALLS].load(Ordering::Relaxed);
-                            c.failures += bucket[FAILURES].load(Ordering::Relaxed);
-                            c.slow += bucket[SLOW].load(Ordering::Relaxed);
-                        }
+                for bucket in stripes.buckets_of(r) {
+                    // Acquire: see the module's Orderings.
+                    if in_window(bucket[TAG].load(Ordering::Acquire)) {
+                        // Relaxed: counts only; the tag's Acquire ordered them.
+                        c.calls += bucket[CALLS].load(Ordering::Relaxed);
+                        c.failures += bucket[FAILURES].load(Ordering::Relaxed);
+                        c.slow += bucket[SLOW].load(Ordering::Relaxed);
                     }
                 }
                 continue;
@@ -483,12 +473,8 @@ impl Window {
             {
                 continue;
             }
-            // The padding buckets that round a stripe up to whole lines are never
-            // written: all zero, they add nothing.
-            for line in stripes.buckets_of(r) {
-                for bucket in line.iter() {
-                    c.add(owned_counts(r, bucket, in_window));
-                }
+            for bucket in stripes.buckets_of(r) {
+                c.add(owned_counts(r, bucket, in_window));
             }
         }
         c
@@ -553,6 +539,7 @@ fn owned_counts(
 mod tests {
     use super::*;
     use crate::state::GEN_MASK;
+    use crate::stripe::SHARED;
     use proptest::prelude::*;
 
     const MS: u64 = 1_000_000;
@@ -657,9 +644,9 @@ mod tests {
         let shared = s.stripe(0);
         w.record(&s, shared, phase(0), 0, FAIL);
         w.record(&s, shared, phase(0), 0, OK);
-        // Stripe 1's owner has no live bucket yet, and its empty cache's position,
-        // 0, is the shared stripe's first bucket: going live finalizes nothing.
-        assert!(w.record(&s, s.stripe(1), phase(0), 0, OK));
+        // The first owned stripe's owner has no live bucket yet (its empty cache
+        // names its bucket 0): going live finalizes nothing.
+        assert!(w.record(&s, s.stripe(SHARED), phase(0), 0, OK));
         assert_eq!(
             w.counts(&s, 0, 0),
             WindowCounts {
@@ -673,8 +660,8 @@ mod tests {
     #[test]
     fn the_live_bucket_is_finalized_when_the_owner_moves_on_and_counted_once() {
         let (w, s) = window(4, 100);
-        // Stripe 1 is owned, and only this thread writes this breaker's stripes.
-        let r = s.stripe(1);
+        // Stripe SHARED is owned, and only this thread writes this breaker's stripes.
+        let r = s.stripe(SHARED);
         let o = r.as_owned().expect("stripe 1 is owned");
         for _ in 0..3 {
             w.record(&s, r, phase(0), 0, OK);

@@ -1,9 +1,10 @@
 //! Zero allocations per call (behaviour contract 15): a counting global allocator
 //! counts what the calling thread allocates while it makes calls through a breaker.
 //!
-//! Each test builds its breaker and makes one warm-up call first: building allocates
-//! the stripes, and a thread's first call takes its stripe slot. Only the calls after
-//! that are counted. Counts are per thread, so tests running in parallel do not mix.
+//! Each test builds its breaker and makes one warm-up call first: a thread's first
+//! call takes its stripe slot and allocates its stripe of this breaker (counted on
+//! its own below). Only the calls after that are counted. Counts are per thread, so
+//! tests running in parallel do not mix.
 
 #[path = "../benches/common/counting_alloc.rs"]
 mod counting_alloc;
@@ -29,6 +30,38 @@ fn the_allocator_counts_this_threads_allocations() {
     // The other tests assert zero; this shows the counter sees an allocation.
     let n = allocations_in(|| drop(std::hint::black_box(Box::new(7u64))));
     assert_eq!(n, 1);
+}
+
+#[test]
+fn a_threads_first_call_allocates_its_stripe_once_and_building_allocates_no_stripe() {
+    for (builder, stripe_allocations) in [
+        // The counter line only.
+        (CircuitBreaker::builder().consecutive_failures(5), 1),
+        // The counter line and the ring of buckets.
+        (CircuitBreaker::<DefaultClock>::builder(), 2),
+    ] {
+        let b = builder.build().unwrap();
+        let built = b.heap_bytes();
+        let first = allocations_in(|| assert!(succeed(&b)));
+        assert!(b.heap_bytes() > built, "the first call wrote a stripe");
+        // The slot list may grow on this thread's first call to any breaker: at
+        // most one more.
+        assert!(
+            first == stripe_allocations || first == stripe_allocations + 1,
+            "{first} allocations in the first call"
+        );
+        assert_eq!(allocations_in(|| assert!(succeed(&b))), 0);
+        // A rejection from a thread new to the breaker allocates its stripe too.
+        b.force_open();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _ = fail(&CircuitBreaker::builder().build().unwrap()); // the slot
+                let n = allocations_in(|| assert!(fail(&b).is_err()));
+                assert_eq!(n, stripe_allocations, "the rejection's stripe");
+                assert_eq!(allocations_in(|| assert!(fail(&b).is_err())), 0);
+            });
+        });
+    }
 }
 
 #[test]

@@ -115,7 +115,7 @@ fn calls_in_flight_become_stale() {
 }
 
 #[test]
-fn the_deadline_is_exact_with_jitter_and_never_early_in_a_young_breaker() {
+fn the_deadline_is_exact_with_jitter_even_in_a_young_breaker() {
     let clock = ManualClock::new();
     let b = CircuitBreaker::builder()
         .consecutive_failures(2)

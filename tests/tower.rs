@@ -311,3 +311,36 @@ fn the_error_boxes_into_a_box_error() {
     assert_eq!(err.rejected().unwrap().state(), State::ForcedOpen);
     assert!(err.to_string().contains("forced"), "{err}");
 }
+
+#[test]
+fn a_call_writes_its_services_lease_not_the_breakers_count_and_the_future_keeps_it_alive() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let layer = CircuitBreakerLayer::new(b.clone());
+    let echo = service_fn(|x: u16| async move { Ok::<_, std::io::Error>(x) });
+    let mut one = layer.layer(echo);
+    let mut two = layer.layer(echo);
+    // The layer, the two services (one lease each) and ours.
+    assert_eq!(Arc::strong_count(&b), 4);
+    let first = one.call(200);
+    let second = two.call(201);
+    assert_eq!(
+        Arc::strong_count(&b),
+        4,
+        "an admitted call clones its service's lease, not the breaker's Arc"
+    );
+    // The futures outlive every other handle on the breaker, and still record.
+    drop((one, two, layer));
+    let weak = Arc::downgrade(&b);
+    drop(b);
+    assert!(
+        weak.upgrade().is_some(),
+        "the futures keep the breaker alive"
+    );
+    assert_eq!(block_on(first).unwrap(), 200);
+    let b = weak.upgrade().unwrap();
+    assert_eq!(b.metrics().lifetime.successes, 1);
+    drop(b);
+    assert_eq!(block_on(second).unwrap(), 201);
+    assert!(weak.upgrade().is_none(), "the last future let it go");
+}
