@@ -28,12 +28,16 @@ pub enum Reason {
     Disabled,
     /// → Closed: [`reset`](crate::CircuitBreaker::reset).
     Reset,
+    /// Closed → Open: something outside the breaker's own policies opened it with
+    /// [`open_for`](crate::CircuitBreaker::open_for) (for example a fleet view's
+    /// quorum).
+    External,
 }
 
 impl Reason {
     /// Every reason, in declaration order. Private: a public array's length would
     /// make every new reason a breaking change; [`Reason::iter`] is the public view.
-    pub(crate) const ALL: [Reason; 10] = [
+    pub(crate) const ALL: [Reason; 11] = [
         Reason::ConsecutiveFailures,
         Reason::FailureRate,
         Reason::SlowCallRate,
@@ -44,6 +48,7 @@ impl Reason {
         Reason::ForcedOpen,
         Reason::Disabled,
         Reason::Reset,
+        Reason::External,
     ];
 
     /// Every reason, in declaration order: for exporters that label a count per
@@ -74,6 +79,7 @@ impl Reason {
             Reason::ForcedOpen => "forced_open",
             Reason::Disabled => "disabled",
             Reason::Reset => "reset",
+            Reason::External => "external",
         }
     }
 
@@ -185,4 +191,7 @@ pub struct Transition {
     pub window: WindowCounts,
     /// For a transition out of Closed: the consecutive-failure count at the time.
     pub consecutive_failures: u64,
+    /// For a transition to Open: its deadline (when a call may half-open it), as
+    /// time since the breaker was built, like [`at`](Self::at). `None` otherwise.
+    pub open_until: Option<Duration>,
 }

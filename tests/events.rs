@@ -347,6 +347,7 @@ fn valid(t: &Transition) -> bool {
         Reason::ForcedOpen => t.to == ForcedOpen && t.from != ForcedOpen,
         Reason::Disabled => t.to == Disabled && t.from != Disabled,
         Reason::Reset => t.to == Closed,
+        Reason::External => (t.from, t.to) == (Closed, Open),
         _ => false,
     }
 }

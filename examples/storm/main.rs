@@ -8,6 +8,7 @@
 //! - `stats.rs`: per-tick and total counts. `report.rs`: the text. `plot.rs`: the SVG.
 //! - `overhead.rs`: the breaker's cost per call against a direct call.
 
+mod fleet;
 mod overhead;
 mod plot;
 mod report;
@@ -62,6 +63,18 @@ struct Args {
     /// done at once. The breaker's overhead is still measured for real.
     #[arg(long)]
     simulate: bool,
+
+    /// Fleet mode: N instances, each with its own breaker, run twice side by side,
+    /// with and without a fleet view shared over Redis (`cutout-fleet`, quorum 2);
+    /// reports the calls that reached the sick dependency and the convergence
+    /// time. Needs `redis-server` installed, or `--redis`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..=16), conflicts_with_all = ["plot", "simulate"])]
+    fleet: Option<u16>,
+
+    /// With `--fleet`: the Redis to use (default: start a `redis-server` on a free
+    /// loopback port for the run).
+    #[arg(long, value_name = "URL", requires = "fleet")]
+    redis: Option<String>,
 }
 
 fn parse_scale(s: &str) -> Result<f64, String> {
@@ -110,6 +123,9 @@ fn run(args: &Args) -> Result<(), String> {
         })
         .transpose()?;
 
+    if let Some(n) = args.fleet {
+        return fleet::run(&scenario, args.seed, usize::from(n), args.redis.as_deref());
+    }
     println!("{}", report::intro(&scenario, args.seed, style));
     let wall = Instant::now();
     let finished = if args.simulate {

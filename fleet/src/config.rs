@@ -1,0 +1,256 @@
+//! The fleet's settings.
+
+use crate::Quorum;
+use crate::message::MAX_NAME_BYTES;
+use std::fmt;
+use std::time::Duration;
+
+/// A fleet's settings: where Redis is, which fleet this is, who this instance is,
+/// and the timings. Every setting has a default except the URL.
+///
+/// # Examples
+/// ```
+/// use cutout_fleet::{FleetConfig, Quorum};
+/// use std::num::NonZeroUsize;
+/// use std::time::Duration;
+///
+/// let config = FleetConfig::new("redis://:secret@127.0.0.1:6379/0")
+///     .namespace("checkout")
+///     .instance_id("checkout-7f9c")
+///     .quorum(Quorum::AtLeast(NonZeroUsize::new(3).unwrap()))
+///     .live_after(Duration::from_secs(3))
+///     .max_open(Duration::from_secs(300));
+/// assert_eq!(config.get_namespace(), "checkout");
+/// ```
+#[derive(Clone)]
+pub struct FleetConfig {
+    pub(crate) url: String,
+    pub(crate) namespace: String,
+    pub(crate) instance_id: String,
+    pub(crate) quorum: Quorum,
+    pub(crate) heartbeat_every: Duration,
+    pub(crate) live_after: Duration,
+    pub(crate) max_open: Duration,
+    pub(crate) queue_capacity: usize,
+    pub(crate) join_wait: Duration,
+    pub(crate) io_timeout: Duration,
+    pub(crate) reconnect_min: Duration,
+    pub(crate) reconnect_max: Duration,
+}
+
+impl FleetConfig {
+    /// Settings for a fleet on the Redis at `url`. The URL carries what the
+    /// connection needs: `redis://[user:password@]host:port/db` sends `AUTH`;
+    /// `rediss://` is TLS, which needs one of the `redis` crate's TLS features
+    /// enabled in your own `Cargo.toml` (cargo unifies it with this crate's
+    /// dependency).
+    ///
+    /// Defaults: namespace `"cutout"`, an instance id made of the process id and a
+    /// random suffix, [`Quorum::default`] (2 peers), a heartbeat every 1 s, live
+    /// for 3 s, deadlines at most 10 min ahead, a queue of 1024 transitions, a
+    /// join wait of 500 ms, 1 s I/O timeouts, reconnection backoff from 100 ms to
+    /// 5 s.
+    pub fn new(url: impl Into<String>) -> FleetConfig {
+        FleetConfig {
+            url: url.into(),
+            namespace: "cutout".into(),
+            instance_id: default_instance_id(),
+            quorum: Quorum::default(),
+            heartbeat_every: Duration::from_secs(1),
+            live_after: Duration::from_secs(3),
+            max_open: Duration::from_secs(600),
+            queue_capacity: 1024,
+            join_wait: Duration::from_millis(500),
+            io_timeout: Duration::from_secs(1),
+            reconnect_min: Duration::from_millis(100),
+            reconnect_max: Duration::from_secs(5),
+        }
+    }
+
+    /// Separates fleets on one Redis: keys are `{namespace}:hb:{instance}`, the
+    /// channel `{namespace}:events`.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// This instance's id, unique in the fleet (self-declared: see the crate docs'
+    /// trust model). At most 200 bytes.
+    #[must_use]
+    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
+        self.instance_id = id.into();
+        self
+    }
+
+    /// How many live peers must report a key Open to open it here.
+    #[must_use]
+    pub fn quorum(mut self, quorum: Quorum) -> Self {
+        self.quorum = quorum;
+        self
+    }
+
+    /// How often this instance writes its heartbeat. Must be under
+    /// [`live_after`](Self::live_after).
+    #[must_use]
+    pub fn heartbeat_every(mut self, every: Duration) -> Self {
+        self.heartbeat_every = every;
+        self
+    }
+
+    /// A peer is live while its latest heartbeat is younger than this (also the
+    /// heartbeat key's TTL).
+    #[must_use]
+    pub fn live_after(mut self, age: Duration) -> Self {
+        self.live_after = age;
+        self
+    }
+
+    /// The furthest ahead a reported Open deadline may be; a report beyond it is
+    /// refused and counted. Bounds what a faulty peer's clock can do.
+    #[must_use]
+    pub fn max_open(mut self, max: Duration) -> Self {
+        self.max_open = max;
+        self
+    }
+
+    /// How many transitions wait for the publisher; when full, the oldest is
+    /// dropped and counted.
+    #[must_use]
+    pub fn queue_capacity(mut self, capacity: usize) -> Self {
+        self.queue_capacity = capacity;
+        self
+    }
+
+    /// How long [`Fleet::start`](crate::Fleet::start) waits for the fleet's picture
+    /// before returning (zero: not at all). Past it, breakers start Closed and
+    /// adopt the picture when it arrives.
+    #[must_use]
+    pub fn join_wait(mut self, wait: Duration) -> Self {
+        self.join_wait = wait;
+        self
+    }
+
+    /// The timeout of connecting and of each Redis command, on the background
+    /// threads.
+    #[must_use]
+    pub fn io_timeout(mut self, timeout: Duration) -> Self {
+        self.io_timeout = timeout;
+        self
+    }
+
+    /// The reconnection backoff: from `min`, doubling (with jitter) to `max`.
+    #[must_use]
+    pub fn reconnect(mut self, min: Duration, max: Duration) -> Self {
+        self.reconnect_min = min;
+        self.reconnect_max = max;
+        self
+    }
+
+    /// The namespace.
+    pub fn get_namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The instance id.
+    pub fn get_instance_id(&self) -> &str {
+        &self.instance_id
+    }
+
+    pub(crate) fn heartbeat_key(&self, instance: &str) -> String {
+        format!("{}:hb:{instance}", self.namespace)
+    }
+
+    pub(crate) fn heartbeat_pattern(&self) -> String {
+        format!("{}:hb:*", self.namespace)
+    }
+
+    pub(crate) fn channel(&self) -> String {
+        format!("{}:events", self.namespace)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), FleetError> {
+        let bad = |field: &'static str, why: &'static str| Err(FleetError::Config { field, why });
+        if self.namespace.is_empty() || self.namespace.contains(['*', '?', '[', ']']) {
+            return bad("namespace", "must be non-empty, without glob characters");
+        }
+        if self.instance_id.is_empty() || self.instance_id.len() > MAX_NAME_BYTES {
+            return bad("instance_id", "must be 1 to 200 bytes");
+        }
+        if !self.quorum.is_valid() {
+            return bad("quorum", "a fraction must be in (0, 1]");
+        }
+        if self.heartbeat_every.is_zero() || self.heartbeat_every >= self.live_after {
+            return bad("heartbeat_every", "must be above zero and under live_after");
+        }
+        if self.live_after.as_millis() == 0 {
+            return bad("live_after", "must be at least 1 ms");
+        }
+        if self.max_open.is_zero() {
+            return bad("max_open", "must be above zero");
+        }
+        if self.queue_capacity == 0 {
+            return bad("queue_capacity", "must be above zero");
+        }
+        if self.io_timeout.is_zero() {
+            return bad("io_timeout", "must be above zero");
+        }
+        if self.reconnect_min.is_zero() || self.reconnect_max < self.reconnect_min {
+            return bad("reconnect", "min must be above zero and max at least min");
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for FleetConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry a password: never printed.
+        f.debug_struct("FleetConfig")
+            .field("namespace", &self.namespace)
+            .field("instance_id", &self.instance_id)
+            .field("quorum", &self.quorum)
+            .field("heartbeat_every", &self.heartbeat_every)
+            .field("live_after", &self.live_after)
+            .field("max_open", &self.max_open)
+            .field("queue_capacity", &self.queue_capacity)
+            .field("join_wait", &self.join_wait)
+            .finish_non_exhaustive()
+    }
+}
+
+fn default_instance_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("{}-{:08x}", std::process::id(), h.finish() as u32)
+}
+
+/// Why a fleet could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FleetError {
+    /// A setting is out of range.
+    Config {
+        /// The setting.
+        field: &'static str,
+        /// What it must be.
+        why: &'static str,
+    },
+    /// The Redis URL does not parse (the message never includes the URL).
+    Url(String),
+}
+
+impl fmt::Display for FleetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FleetError::Config { field, why } => write!(f, "fleet setting `{field}` {why}"),
+            FleetError::Url(e) => write!(f, "bad Redis URL: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FleetError {}

@@ -1,0 +1,700 @@
+//! The running fleet: the publisher and subscriber threads, the listeners that
+//! feed the publisher, and the quorum that opens local breakers.
+
+use crate::config::{FleetConfig, FleetError};
+use crate::message::{Heartbeat, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry, Report};
+use crate::view::{Counters, FleetView, ViewState};
+use crossbeam_queue::ArrayQueue;
+use cutout::{
+    Builder, CircuitBreaker, Clock, ConfigError, Reason, Registry, SavedState, State, Transition,
+};
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Something the quorum can open: a breaker, or a registry's breaker by key.
+trait Target: Send + Sync {
+    /// Opens `key` for `duration` if it is Closed; whether it did.
+    fn open_for(&self, key: &str, duration: Duration) -> bool;
+}
+
+impl<C: Clock> Target for CircuitBreaker<C> {
+    fn open_for(&self, _key: &str, duration: Duration) -> bool {
+        CircuitBreaker::open_for(self, duration)
+    }
+}
+
+impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String, C, S> {
+    fn open_for(&self, key: &str, duration: Duration) -> bool {
+        self.with(key, |b| b.open_for(duration))
+    }
+}
+
+/// The reports a quorum rests on: (instance, generation) of each.
+type ReportIds = HashSet<(String, u32)>;
+
+#[derive(Default)]
+struct Attached {
+    /// Breakers attached under their key.
+    breakers: HashMap<String, Vec<Weak<dyn Target>>>,
+    /// Registries: every key.
+    registries: Vec<Weak<dyn Target>>,
+    /// Per key, the reports (instance, generation) a quorum was last applied
+    /// from: the same reports do not open a breaker again after its own probes
+    /// closed it.
+    applied: HashMap<String, ReportIds>,
+}
+
+struct Inner {
+    config: FleetConfig,
+    client: redis::Client,
+    view: FleetView,
+    counters: Arc<Counters>,
+    queue: ArrayQueue<Report>,
+    publisher: OnceLock<Thread>,
+    stop: AtomicBool,
+    attached: Mutex<Attached>,
+    /// Set once the first picture has been read.
+    synced: (Mutex<bool>, Condvar),
+}
+
+/// A running fleet view: this instance's transitions published to Redis, its peers'
+/// collected into a [`FleetView`], and a quorum that opens local breakers.
+///
+/// Two background threads do all the network I/O (a publisher and a subscriber);
+/// a breaker's call path never waits on them: a transition only pushes onto a
+/// bounded lock-free queue. Dropping the `Fleet` stops both threads and removes
+/// this instance's heartbeat.
+///
+/// # Examples
+/// ```no_run
+/// use cutout::CircuitBreaker;
+/// use cutout_fleet::{Fleet, FleetConfig};
+///
+/// let fleet = Fleet::start(FleetConfig::new("redis://127.0.0.1:6379/").namespace("shop"))?;
+/// let payments = fleet.breaker("payments", CircuitBreaker::builder().consecutive_failures(5))?;
+/// let _ = payments.call(|| Ok::<_, std::io::Error>(()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Fleet {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// Starts the fleet's background threads and waits up to
+    /// [`join_wait`](FleetConfig::join_wait) for the fleet's current picture (every
+    /// live peer's heartbeat). It returns once the picture is read, or at the end
+    /// of the wait, Redis reachable or not: what is missing is adopted when it
+    /// arrives.
+    ///
+    /// # Errors
+    /// [`FleetError`] for a setting out of range or a URL that does not parse.
+    pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
+        config.validate()?;
+        let client =
+            redis::Client::open(config.url.as_str()).map_err(|e| FleetError::Url(e.to_string()))?;
+        let counters = Arc::new(Counters::default());
+        let view = FleetView::new(
+            ViewState::new(
+                config.instance_id.clone(),
+                config.live_after,
+                config.max_open,
+            ),
+            counters.clone(),
+        );
+        let inner = Arc::new(Inner {
+            queue: ArrayQueue::new(config.queue_capacity),
+            config,
+            client,
+            view,
+            counters,
+            publisher: OnceLock::new(),
+            stop: AtomicBool::new(false),
+            attached: Mutex::new(Attached::default()),
+            synced: (Mutex::new(false), Condvar::new()),
+        });
+        let publisher = {
+            let inner = inner.clone();
+            thread::Builder::new()
+                .name("cutout-fleet-publish".into())
+                .spawn(move || publish_loop(&inner))
+                .map_err(|_| FleetError::Config {
+                    field: "threads",
+                    why: "could not be spawned",
+                })?
+        };
+        let _ = inner.publisher.set(publisher.thread().clone());
+        let subscriber = {
+            let inner = inner.clone();
+            thread::Builder::new()
+                .name("cutout-fleet-subscribe".into())
+                .spawn(move || subscribe_loop(&inner))
+                .map_err(|_| FleetError::Config {
+                    field: "threads",
+                    why: "could not be spawned",
+                })?
+        };
+        let fleet = Fleet {
+            inner,
+            threads: vec![publisher, subscriber],
+        };
+        fleet.wait_synced(fleet.inner.config.join_wait);
+        Ok(fleet)
+    }
+
+    /// Waits up to `timeout` for the first picture of the fleet; whether it has
+    /// been read.
+    pub fn wait_synced(&self, timeout: Duration) -> bool {
+        let (lock, cond) = &self.inner.synced;
+        let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = cond
+            .wait_timeout_while(guard, timeout, |synced| !*synced)
+            .unwrap_or_else(PoisonError::into_inner);
+        *guard
+    }
+
+    /// This instance's id.
+    pub fn instance_id(&self) -> &str {
+        &self.inner.config.instance_id
+    }
+
+    /// The fleet's picture as this instance sees it.
+    pub fn view(&self) -> &FleetView {
+        &self.inner.view
+    }
+
+    /// A transition listener for the breaker named `key`: it only pushes the
+    /// transition onto the publisher's bounded queue (dropping the oldest when
+    /// full) and wakes the publisher. Give it to
+    /// [`Builder::on_transition`](cutout::Builder::on_transition), or call it from
+    /// your own listener.
+    pub fn listener(&self, key: impl Into<String>) -> impl Fn(&Transition) + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        let key: String = key.into();
+        move |t: &Transition| {
+            if let Some(inner) = inner.upgrade() {
+                inner.enqueue(&key, t);
+            }
+        }
+    }
+
+    /// A transition listener for a [`Registry`]: like [`listener`](Self::listener),
+    /// with the key from the registry. Give it to
+    /// [`RegistryBuilder::on_transition`](cutout::RegistryBuilder::on_transition).
+    pub fn registry_listener<K: AsRef<str>>(
+        &self,
+    ) -> impl Fn(&K, &Transition) + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        move |key: &K, t: &Transition| {
+            if let Some(inner) = inner.upgrade() {
+                inner.enqueue(key.as_ref(), t);
+            }
+        }
+    }
+
+    /// What the fleet's current picture says `key` should start as: if a quorum
+    /// of live peers reports it Open, a [`SavedState`] Open until the earliest
+    /// reported deadline (at the lowest reported backoff level); otherwise
+    /// `None` (start fresh). For [`Builder::restore`], or a registry's
+    /// [`initial_state`](cutout::RegistryBuilder::initial_state) (see
+    /// [`initial_state`](Self::initial_state)).
+    pub fn saved_state(&self, key: &str) -> Option<SavedState> {
+        self.inner.saved_state(key)
+    }
+
+    /// A registry's initial-state hook: each key the registry creates later
+    /// starts from the fleet's picture ([`saved_state`](Self::saved_state)). Give
+    /// it to [`RegistryBuilder::initial_state`](cutout::RegistryBuilder::initial_state).
+    /// It takes the view's lock briefly, on the lookup that creates the key.
+    pub fn initial_state<K: AsRef<str>>(
+        &self,
+    ) -> impl Fn(&K) -> Option<SavedState> + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        move |key: &K| inner.upgrade()?.saved_state(key.as_ref())
+    }
+
+    /// Builds a breaker named `key` that starts from the fleet's picture
+    /// ([`saved_state`](Self::saved_state) through [`Builder::restore`]: Open, if
+    /// a quorum of live peers reports `key` Open), publishes its transitions, and
+    /// that the quorum may open: [`Builder::name`], [`Builder::on_transition`]
+    /// (replacing any listener the builder had; to keep yours, call
+    /// [`listener`](Self::listener) from it and use [`attach`](Self::attach)), then
+    /// [`attach`](Self::attach).
+    ///
+    /// # Errors
+    /// The builder's [`ConfigError`].
+    pub fn breaker<C: Clock + Clone + 'static>(
+        &self,
+        key: &str,
+        builder: Builder<C>,
+    ) -> Result<Arc<CircuitBreaker<C>>, ConfigError> {
+        let builder = builder
+            .name(key.to_owned())
+            .on_transition(self.listener(key));
+        // A picture the builder refuses (a deadline past its clock skew
+        // tolerance, say) is dropped: the breaker starts fresh, and `attach`
+        // still applies the quorum.
+        let restored = self
+            .saved_state(key)
+            .and_then(|saved| builder.clone().restore(saved).build().ok());
+        let breaker = Arc::new(match restored {
+            Some(b) => b,
+            None => builder.build()?,
+        });
+        self.attach(key, &breaker);
+        Ok(breaker)
+    }
+
+    /// Lets the quorum open `breaker` (held weakly) as `key`, and applies the
+    /// fleet's current picture to it at once: a breaker attached while a quorum
+    /// of live peers reports `key` Open opens until the earliest reported
+    /// deadline.
+    pub fn attach<C: Clock + 'static>(&self, key: &str, breaker: &Arc<CircuitBreaker<C>>) {
+        let target: Arc<dyn Target> = breaker.clone();
+        {
+            let mut attached = self.inner.lock_attached();
+            let list = attached.breakers.entry(key.to_owned()).or_default();
+            list.retain(|w| w.strong_count() > 0);
+            list.push(Arc::downgrade(&target));
+        }
+        if let Some(left) = self.inner.verdict_for(key) {
+            if breaker.open_for(left) {
+                Counters::bump(&self.inner.counters.quorum_opens);
+            }
+        }
+    }
+
+    /// Lets the quorum open any key of `registry` (held weakly). A key that a
+    /// quorum of peers reports Open is opened, created first if this instance
+    /// has not used it yet, so its first call here is rejected: bound the
+    /// registry with `max_keys` if peers may report many keys. Applies the
+    /// current picture at once.
+    pub fn attach_registry<C: Clock + Clone + 'static, S: BuildHasher + Send + Sync + 'static>(
+        &self,
+        registry: &Arc<Registry<String, C, S>>,
+    ) {
+        let target: Arc<dyn Target> = registry.clone();
+        self.inner
+            .lock_attached()
+            .registries
+            .push(Arc::downgrade(&target));
+        for key in self.inner.view.open_keys() {
+            if let Some(left) = self.inner.verdict_for(&key) {
+                if target.open_for(&key, left) {
+                    Counters::bump(&self.inner.counters.quorum_opens);
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("config", &self.inner.config)
+            .field("view", &self.inner.view.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        if let Some(t) = self.inner.publisher.get() {
+            t.unpark();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Inner {
+    fn lock_attached(&self) -> std::sync::MutexGuard<'_, Attached> {
+        // Plain data, consistent between statements: usable after a panic.
+        self.attached.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stopping(&self) -> bool {
+        // Acquire: pairs with the Release in `Fleet::drop`.
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// The listener's whole job: a bounded push, a wake-up. No lock, no I/O.
+    fn enqueue(&self, key: &str, t: &Transition) {
+        let open_until = t.open_until.map(|until| {
+            let left = until.saturating_sub(t.at);
+            let now = SystemTime::now();
+            now.checked_add(left).unwrap_or(now)
+        });
+        let report = Report {
+            key: key.to_owned(),
+            instance: self.config.instance_id.clone(),
+            generation: t.generation,
+            state: t.to,
+            open_until,
+            level: t.level,
+            reason: t.reason.as_str().to_owned(),
+        };
+        if self.queue.force_push(report).is_some() {
+            Counters::bump(&self.counters.queue_dropped);
+        }
+        if let Some(publisher) = self.publisher.get() {
+            publisher.unpark();
+        }
+    }
+
+    fn saved_state(&self, key: &str) -> Option<SavedState> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let (until, reports) = self
+            .view
+            .lock()
+            .verdict(key, self.config.quorum, now, wall)?;
+        let mut saved = SavedState::new(key, State::Open, wall);
+        saved.open_until = Some(until);
+        saved.level = reports.iter().map(|r| r.level).min().unwrap_or(0);
+        Some(saved)
+    }
+
+    /// How long a quorum of live peers says `key` should stay Open, if one does.
+    fn verdict_for(&self, key: &str) -> Option<Duration> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let (until, _) = self
+            .view
+            .lock()
+            .verdict(key, self.config.quorum, now, wall)?;
+        until.duration_since(wall).ok()
+    }
+
+    /// Opens, for each of `keys`, the attached breakers that a quorum of live
+    /// peers says should be Open, once per fresh set of reports: the reports a
+    /// quorum was already applied from do not open a breaker again after its own
+    /// probes closed it; a new report (a peer's new trip) does.
+    fn apply_quorum(&self, keys: &[String]) {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let verdicts: Vec<(String, SystemTime, ReportIds)> = {
+            let view = self.view.lock();
+            keys.iter()
+                .filter_map(|key| {
+                    let (until, reports) = view.verdict(key, self.config.quorum, now, wall)?;
+                    let ids = reports
+                        .into_iter()
+                        .map(|r| (r.instance, r.generation))
+                        .collect();
+                    Some((key.clone(), until, ids))
+                })
+                .collect()
+        };
+        if verdicts.is_empty() {
+            return;
+        }
+        let mut targets: Vec<(String, Duration, Arc<dyn Target>)> = Vec::new();
+        {
+            let mut attached = self.lock_attached();
+            let registries: Vec<Arc<dyn Target>> = attached
+                .registries
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect();
+            for (key, until, ids) in verdicts {
+                let applied = attached.applied.entry(key.clone()).or_default();
+                let fresh = ids.iter().any(|id| !applied.contains(id));
+                if !fresh {
+                    continue;
+                }
+                *applied = ids;
+                let Ok(left) = until.duration_since(wall) else {
+                    continue;
+                };
+                let breakers = attached.breakers.get(&key).into_iter().flatten();
+                for t in breakers
+                    .filter_map(Weak::upgrade)
+                    .chain(registries.iter().cloned())
+                {
+                    targets.push((key.clone(), left, t));
+                }
+            }
+        }
+        // Opened with no lock held: the breaker's listener runs inside.
+        for (key, left, target) in targets {
+            if target.open_for(&key, left) {
+                Counters::bump(&self.counters.quorum_opens);
+            }
+        }
+    }
+}
+
+/// A reconnection backoff: from `min`, doubling to `max`, each wait jittered down
+/// by up to half.
+struct Backoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+    seed: u64,
+}
+
+impl Backoff {
+    fn new(min: Duration, max: Duration) -> Backoff {
+        let seed = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(1, |d| d.subsec_nanos().into())
+            | 1;
+        Backoff {
+            min,
+            max,
+            next: min,
+            seed,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.next = self.min;
+    }
+
+    fn wait(&mut self) -> Duration {
+        // xorshift64: jitter only.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let half = self.next / 2;
+        let jitter = half.mul_f64((self.seed % 1000) as f64 / 1000.0);
+        let wait = half + jitter;
+        self.next = self.next.saturating_mul(2).min(self.max);
+        wait
+    }
+}
+
+/// Sleeps up to `d`, waking early when the fleet stops.
+fn nap(inner: &Inner, d: Duration) {
+    let end = Instant::now() + d;
+    while !inner.stopping() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        thread::park_timeout(left.min(Duration::from_millis(50)));
+    }
+}
+
+fn connect(inner: &Inner) -> Option<redis::Connection> {
+    let timeout = inner.config.io_timeout;
+    match inner.client.get_connection_with_timeout(timeout) {
+        Ok(con) => {
+            let ok = con.set_read_timeout(Some(timeout)).is_ok()
+                && con.set_write_timeout(Some(timeout)).is_ok();
+            ok.then_some(con)
+        }
+        Err(_) => {
+            Counters::bump(&inner.counters.redis_errors);
+            None
+        }
+    }
+}
+
+fn publish_loop(inner: &Inner) {
+    let config = &inner.config;
+    let channel = config.channel();
+    let hb_key = config.heartbeat_key(&config.instance_id);
+    let mut con: Option<redis::Connection> = None;
+    let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
+    let mut retry_at = Instant::now();
+    let mut next_heartbeat = Instant::now();
+    // The keys this instance holds Open, as its own transitions said.
+    let mut held: HashMap<String, OpenEntry> = HashMap::new();
+    loop {
+        if inner.stopping() {
+            if let Some(con) = con.as_mut() {
+                let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&hb_key).query(con);
+            }
+            return;
+        }
+        if con.is_none() && Instant::now() >= retry_at {
+            con = connect(inner);
+            match con {
+                Some(_) => {
+                    backoff.reset();
+                    next_heartbeat = Instant::now();
+                }
+                None => retry_at = Instant::now() + backoff.wait(),
+            }
+        }
+        // Transitions: each updates what the heartbeat lists, and is published
+        // if Redis is there (if not, the next heartbeat carries the picture).
+        while let Some(report) = inner.queue.pop() {
+            // The heartbeat key is the picture joiners read: keep it current.
+            next_heartbeat = Instant::now();
+            match report.open_until {
+                Some(until) => {
+                    held.insert(
+                        report.key.clone(),
+                        OpenEntry {
+                            key: report.key.clone(),
+                            until,
+                            generation: report.generation,
+                            level: report.level,
+                            external: report.reason == Reason::External.as_str(),
+                        },
+                    );
+                }
+                None if report.state != State::Open => {
+                    held.remove(&report.key);
+                }
+                None => {}
+            }
+            if let Some(c) = con.as_mut() {
+                let bytes = Message::Transition(report).encode();
+                let sent: redis::RedisResult<i64> =
+                    redis::cmd("PUBLISH").arg(&channel).arg(bytes).query(c);
+                if sent.is_ok() {
+                    Counters::bump(&inner.counters.published);
+                } else {
+                    Counters::bump(&inner.counters.redis_errors);
+                    con = None;
+                    retry_at = Instant::now() + backoff.wait();
+                }
+            }
+        }
+        if Instant::now() >= next_heartbeat {
+            let now = SystemTime::now();
+            held.retain(|_, e| e.until > now);
+            if let Some(c) = con.as_mut() {
+                let mut open: Vec<OpenEntry> = held.values().cloned().collect();
+                open.sort_by_key(|e| e.until);
+                open.truncate(MAX_OPEN_PER_HEARTBEAT);
+                let bytes = Message::Heartbeat(Heartbeat {
+                    instance: config.instance_id.clone(),
+                    sent_at: now,
+                    open,
+                })
+                .encode();
+                let ttl = u64::try_from(config.live_after.as_millis()).unwrap_or(u64::MAX);
+                let sent: redis::RedisResult<()> = redis::pipe()
+                    .cmd("SET")
+                    .arg(&hb_key)
+                    .arg(&bytes)
+                    .arg("PX")
+                    .arg(ttl)
+                    .ignore()
+                    .cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg(&bytes)
+                    .ignore()
+                    .query(c);
+                if sent.is_ok() {
+                    Counters::bump(&inner.counters.published);
+                } else {
+                    Counters::bump(&inner.counters.redis_errors);
+                    con = None;
+                    retry_at = Instant::now() + backoff.wait();
+                }
+            }
+            next_heartbeat = Instant::now() + config.heartbeat_every;
+        }
+        let wake = if con.is_some() {
+            next_heartbeat
+        } else {
+            retry_at.min(next_heartbeat)
+        };
+        if inner.queue.is_empty() {
+            thread::park_timeout(wake.saturating_duration_since(Instant::now()));
+        }
+    }
+}
+
+fn subscribe_loop(inner: &Inner) {
+    let config = &inner.config;
+    let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
+    while !inner.stopping() {
+        let began = Instant::now();
+        if subscribe_once(inner).is_ok() {
+            return;
+        }
+        Counters::bump(&inner.counters.redis_errors);
+        // A session that lasted resets the backoff: this is a new outage.
+        if began.elapsed() > config.reconnect_max {
+            backoff.reset();
+        }
+        let wait = backoff.wait();
+        nap(inner, wait);
+    }
+}
+
+/// One subscription: subscribe, read the picture, then apply messages until the
+/// connection fails (`Err`) or the fleet stops (`Ok`).
+fn subscribe_once(inner: &Inner) -> Result<(), ()> {
+    let config = &inner.config;
+    let mut sub = connect(inner).ok_or(())?;
+    let mut query = connect(inner).ok_or(())?;
+    // Short reads, so that a stop is seen soon.
+    sub.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|_| ())?;
+    let mut pubsub = sub.as_pubsub();
+    pubsub.subscribe(config.channel()).map_err(|_| ())?;
+    // Subscribed first, then the picture: nothing published in between is missed.
+    read_picture(inner, &mut query)?;
+    drop(query);
+    let (lock, cond) = &inner.synced;
+    *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
+    cond.notify_all();
+    let mut last_tick = Instant::now();
+    loop {
+        if inner.stopping() {
+            return Ok(());
+        }
+        match pubsub.get_message() {
+            Ok(msg) => apply(inner, msg.get_payload_bytes()),
+            Err(e) if e.is_timeout() => {}
+            Err(_) => return Err(()),
+        }
+        if last_tick.elapsed() >= Duration::from_secs(1) {
+            last_tick = Instant::now();
+            inner.view.lock().prune(last_tick);
+            #[cfg(feature = "metrics")]
+            inner.view.record_metrics();
+        }
+    }
+}
+
+/// Reads every heartbeat in the namespace: the fleet's current picture.
+fn read_picture(inner: &Inner, con: &mut redis::Connection) -> Result<(), ()> {
+    let pattern = inner.config.heartbeat_pattern();
+    let mut cursor: u64 = 0;
+    let mut rounds = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(200)
+            .query(con)
+            .map_err(|_| ())?;
+        if !keys.is_empty() {
+            let values: Vec<Option<Vec<u8>>> =
+                redis::cmd("MGET").arg(&keys).query(con).map_err(|_| ())?;
+            for bytes in values.into_iter().flatten() {
+                apply(inner, &bytes);
+            }
+        }
+        cursor = next;
+        rounds += 1;
+        // Bounded: a namespace holds one key per instance.
+        if cursor == 0 || rounds > 1000 || inner.stopping() {
+            return Ok(());
+        }
+    }
+}
+
+fn apply(inner: &Inner, bytes: &[u8]) {
+    let changed = inner
+        .view
+        .lock()
+        .apply(bytes, Instant::now(), SystemTime::now());
+    if !changed.is_empty() {
+        inner.apply_quorum(&changed);
+    }
+}

@@ -1,0 +1,173 @@
+//! A fleet view for [`cutout`] circuit breakers, over Redis: what one instance
+//! learns about a dependency, its peers know within a heartbeat, and no call path
+//! pays for it.
+//!
+//! # What it does
+//! - **Publishes off the hot path.** A breaker's transition listener
+//!   ([`Fleet::listener`]) only pushes the transition onto a bounded lock-free
+//!   queue; a background thread publishes it on the namespace's channel. A full
+//!   queue drops the oldest transition and counts it. Every
+//!   [`heartbeat_every`](FleetConfig::heartbeat_every) the same thread writes a
+//!   heartbeat key with a TTL, listing the keys this instance holds Open.
+//! - **Keeps a view.** A second thread subscribes to the channel and keeps, per key,
+//!   which live peers report it Open and until when ([`FleetView::open_reports`]).
+//!   A peer is live while its latest heartbeat is younger than
+//!   [`live_after`](FleetConfig::live_after).
+//! - **Opens by quorum.** When at least [`Quorum`] live peers (2 by default) report
+//!   a key Open, the attached local breaker opens until the earliest reported
+//!   deadline, through [`CircuitBreaker::open_for`](cutout::CircuitBreaker::open_for)
+//!   (reported as [`Reason::External`](cutout::Reason::External)); after that it
+//!   probes on its own. Only a Closed breaker opens: a half-open round decides
+//!   for itself, a forced-open or disabled breaker is left alone. The same reports
+//!   open a breaker once: after its own probes close it, only a new report (a
+//!   peer's new trip) can open it again. An open a quorum caused is published
+//!   with its reason, and counts toward no other quorum (it is an echo, not
+//!   evidence).
+//! - **Joins from the picture.** [`Fleet::start`] subscribes, then reads every
+//!   live heartbeat, waiting up to [`join_wait`](FleetConfig::join_wait) (500 ms
+//!   by default) for that. A breaker built after it with [`Fleet::breaker`]
+//!   starts from the picture: if a quorum reports its key Open, the builder
+//!   restores a [`SavedState`](cutout::SavedState) Open until the earliest
+//!   reported deadline ([`Fleet::saved_state`], [`Builder::restore`](cutout::Builder::restore)).
+//!   For a [`Registry`](cutout::Registry) whose keys are created on first use,
+//!   [`Fleet::initial_state`] is the `RegistryBuilder::initial_state` hook that
+//!   does the same per key. **Before the picture is read** (Redis slow or down at
+//!   start), breakers start Closed and decide locally; when the picture arrives,
+//!   the quorum opens the attached ones it concerns.
+//!
+//! # What it does not promise
+//! - **Eventual.** A peer's trip reaches this instance after a publish and a
+//!   delivery (about a millisecond over loopback; see `docs/PERFORMANCE.md`), and
+//!   a message published while Redis is down is lost: the next heartbeat carries
+//!   the picture again.
+//! - **Advisory and quorum-gated.** The view only ever *opens* a Closed breaker,
+//!   and only on a quorum of live peers. **It never closes a breaker**: closing
+//!   takes local probes.
+//! - **Faulty, not malicious.** Instance ids are self-declared, so the quorum
+//!   defends against one faulty instance (a broken clock, a bug, a bad network),
+//!   not against a malicious one, which can publish under many ids. Only holders
+//!   of the Redis credentials can publish: protect the URL (`AUTH`, TLS with
+//!   `rediss://`, an ACL user limited to the namespace's keys and channel).
+//!
+//! # Faults
+//! With Redis down or unreachable, breakers keep deciding locally (the call path
+//! never touches Redis), the view ages out (heartbeats stop, peers stop being
+//! live), and both threads reconnect with a jittered exponential backoff
+//! ([`FleetConfig::reconnect`]). Messages are validated ([`Message::decode`]):
+//! garbage, an unknown version, a message over [`MAX_MESSAGE_BYTES`], a field out
+//! of range, a deadline beyond [`max_open`](FleetConfig::max_open), or a report
+//! from a peer that is not live counts for nothing, and is counted
+//! ([`FleetStats`]). A namespace ([`FleetConfig::namespace`]) separates fleets on
+//! one Redis.
+//!
+//! Wall clocks matter twice, and both are bounded: a deadline travels as
+//! wall-clock time (a peer whose clock runs ahead reports deadlines up to
+//! [`max_open`](FleetConfig::max_open) late, never more), and a heartbeat's age is
+//! read against this host's clock (a peer whose clock runs behind by more than
+//! [`live_after`](FleetConfig::live_after) never looks live, so its reports count
+//! for nothing: keep hosts on NTP).
+//!
+//! Dropping a [`Fleet`] stops its threads and waits for them: at most about one
+//! [`io_timeout`](FleetConfig::io_timeout), if a Redis command is in flight.
+//!
+//! # Examples
+//! ```no_run
+//! use cutout::CircuitBreaker;
+//! use cutout_fleet::{Fleet, FleetConfig};
+//! use std::time::Duration;
+//!
+//! let fleet = Fleet::start(
+//!     FleetConfig::new("redis://127.0.0.1:6379/")
+//!         .namespace("checkout")
+//!         .live_after(Duration::from_secs(3)),
+//! )?;
+//! let db = fleet.breaker("db", CircuitBreaker::builder().consecutive_failures(5))?;
+//! match db.call(|| Ok::<_, std::io::Error>("row")) {
+//!     Ok(row) => println!("{row}"),
+//!     Err(e) => println!("{e}"),
+//! }
+//! println!("peers reporting db open: {}", fleet.view().open_reports("db").len());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! With a [`Registry`](cutout::Registry) of `String` keys, give
+//! [`Fleet::registry_listener`] to `RegistryBuilder::on_transition` and
+//! [`Fleet::initial_state`] to `RegistryBuilder::initial_state`, then call
+//! [`Fleet::attach_registry`]:
+//!
+//! ```no_run
+//! use cutout::{CircuitBreaker, Registry};
+//! use cutout_fleet::{Fleet, FleetConfig};
+//! use std::sync::Arc;
+//!
+//! let fleet = Fleet::start(FleetConfig::new("redis://127.0.0.1:6379/"))?;
+//! let registry: Arc<Registry<String>> = Arc::new(
+//!     Registry::builder(CircuitBreaker::builder())
+//!         .on_transition(fleet.registry_listener())
+//!         .initial_state(fleet.initial_state())
+//!         .build()?,
+//! );
+//! fleet.attach_registry(&registry);
+//! let _ = registry.call("inventory", || Ok::<_, std::io::Error>(()));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Features
+//! - `metrics`: [`FleetView::record_metrics`] publishes the view through the
+//!   `metrics` facade; the background thread calls it once a second.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+mod config;
+mod fleet;
+mod message;
+mod quorum;
+mod view;
+
+pub use config::{FleetConfig, FleetError};
+pub use fleet::Fleet;
+pub use message::{
+    Heartbeat, Invalid, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message,
+    OpenEntry, Report, VERSION,
+};
+pub use quorum::Quorum;
+pub use view::{FleetStats, FleetView, MAX_KEYS_PER_PEER, MAX_PEERS, OpenReport};
+
+/// Applies message bytes to a fresh view and returns what the quorum would do
+/// (for tests of validation: the property tests feed it arbitrary bytes).
+#[doc(hidden)]
+pub mod testing {
+    use crate::Quorum;
+    use crate::view::ViewState;
+    use std::time::{Duration, Instant, SystemTime};
+
+    /// A view for instance `own`, fed raw messages.
+    #[derive(Debug)]
+    pub struct ViewHarness(ViewState);
+
+    impl ViewHarness {
+        /// A view for instance `own`.
+        pub fn new(own: &str, live_after: Duration, max_open: Duration) -> ViewHarness {
+            ViewHarness(ViewState::new(own.into(), live_after, max_open))
+        }
+        /// Applies `bytes` at the given times; the keys whose reports changed.
+        pub fn apply(&mut self, bytes: &[u8], now: Instant, wall: SystemTime) -> Vec<String> {
+            self.0.apply(bytes, now, wall)
+        }
+        /// The deadline a quorum gives `key`, if any.
+        pub fn verdict(
+            &self,
+            key: &str,
+            quorum: Quorum,
+            now: Instant,
+            wall: SystemTime,
+        ) -> Option<SystemTime> {
+            self.0.verdict(key, quorum, now, wall).map(|v| v.0)
+        }
+        /// The counters.
+        pub fn stats(&self) -> crate::FleetStats {
+            self.0.stats()
+        }
+    }
+}

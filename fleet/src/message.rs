@@ -1,0 +1,406 @@
+//! What instances say to each other: a transition, or a heartbeat listing the keys
+//! an instance holds Open. JSON on the wire, versioned, bounded in size.
+//!
+//! Decoding never panics: bytes that are not a message of [`VERSION`], a message
+//! over [`MAX_MESSAGE_BYTES`], or one whose fields are out of range is an
+//! [`Invalid`] that says which rule it broke, and counts for nothing.
+
+use cutout::State;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The wire format's version. A message of any other version is refused.
+pub const VERSION: u32 = 1;
+/// The largest message accepted or sent, in bytes (a heartbeat of many Open keys is
+/// the largest; see [`MAX_OPEN_PER_HEARTBEAT`]).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// The longest breaker name (key) or instance id, in bytes.
+pub const MAX_NAME_BYTES: usize = 200;
+/// The most Open keys one heartbeat lists; an instance holding more lists the
+/// earliest-ending ones (the rest still travel as transitions).
+pub const MAX_OPEN_PER_HEARTBEAT: usize = 256;
+/// The longest reason string, in bytes.
+const MAX_REASON_BYTES: usize = 40;
+
+/// One instance's report of one breaker's transition.
+///
+/// # Examples
+/// ```
+/// use cutout::State;
+/// use cutout_fleet::{Message, Report};
+/// use std::time::{Duration, UNIX_EPOCH};
+///
+/// // The wire carries whole milliseconds.
+/// let now = UNIX_EPOCH + Duration::from_millis(1_800_000_000_000);
+/// let report = Report {
+///     key: "db".into(),
+///     instance: "a".into(),
+///     generation: 7,
+///     state: State::Open,
+///     open_until: Some(now + Duration::from_secs(2)),
+///     level: 1,
+///     reason: "consecutive_failures".into(),
+/// };
+/// let bytes = Message::Transition(report.clone()).encode();
+/// let max_open = Duration::from_secs(600);
+/// assert_eq!(Message::decode(&bytes, now, max_open)?, Message::Transition(report));
+/// # Ok::<(), cutout_fleet::Invalid>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The breaker's name (its key in a registry).
+    pub key: String,
+    /// The instance that sent it.
+    pub instance: String,
+    /// The breaker's generation after the transition.
+    pub generation: u32,
+    /// The state the breaker moved to.
+    pub state: State,
+    /// For Open: when a call may half-open it, as wall-clock time.
+    pub open_until: Option<SystemTime>,
+    /// The backoff level after the transition.
+    pub level: u8,
+    /// Why ([`cutout::Reason::as_str`]); informational.
+    pub reason: String,
+}
+
+/// A key an instance holds Open, as its heartbeat lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenEntry {
+    /// The breaker's name.
+    pub key: String,
+    /// Its Open deadline, as wall-clock time.
+    pub until: SystemTime,
+    /// Its generation.
+    pub generation: u32,
+    /// Its backoff level.
+    pub level: u8,
+    /// Whether it opened by [`Reason::External`](cutout::Reason::External) (a
+    /// quorum of its own peers, for instance): shown, but no independent evidence,
+    /// so it never counts toward a quorum.
+    pub external: bool,
+}
+
+/// An instance's heartbeat: it is alive, and these are the keys it holds Open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// The instance that sent it.
+    pub instance: String,
+    /// When it was sent, by the sender's wall clock.
+    pub sent_at: SystemTime,
+    /// The keys it holds Open (at most [`MAX_OPEN_PER_HEARTBEAT`]).
+    pub open: Vec<OpenEntry>,
+}
+
+/// A message between instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// A breaker's transition.
+    Transition(Report),
+    /// An instance's heartbeat.
+    Heartbeat(Heartbeat),
+}
+
+/// Why a message was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Invalid {
+    /// Over [`MAX_MESSAGE_BYTES`].
+    TooLarge,
+    /// Not JSON of the expected shape.
+    Garbage,
+    /// A version other than [`VERSION`].
+    Version,
+    /// A field out of range: an empty or over-long name, an unknown state, an Open
+    /// report without a deadline, a heartbeat listing too many keys.
+    Field,
+    /// An Open deadline further ahead than the configured maximum.
+    DeadlineTooFar,
+}
+
+impl Invalid {
+    /// A snake_case name for logs and metric labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Invalid::TooLarge => "too_large",
+            Invalid::Garbage => "garbage",
+            Invalid::Version => "version",
+            Invalid::Field => "field",
+            Invalid::DeadlineTooFar => "deadline_too_far",
+        }
+    }
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    v: u32,
+    #[serde(flatten)]
+    body: Body,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Body {
+    Transition {
+        key: String,
+        instance: String,
+        generation: u32,
+        state: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        open_until_ms: Option<u64>,
+        level: u8,
+        reason: String,
+    },
+    Heartbeat {
+        instance: String,
+        sent_ms: u64,
+        open: Vec<WireEntry>,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireEntry {
+    key: String,
+    until_ms: u64,
+    generation: u32,
+    level: u8,
+    #[serde(default, skip_serializing_if = "is_false")]
+    external: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Milliseconds since the Unix epoch (0 before it, saturating after `u64::MAX`).
+pub(crate) fn to_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The time `ms` milliseconds after the Unix epoch, if the platform can hold it.
+fn from_ms(ms: u64) -> Option<SystemTime> {
+    UNIX_EPOCH.checked_add(Duration::from_millis(ms))
+}
+
+fn state_from(name: &str) -> Option<State> {
+    [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::Disabled,
+    ]
+    .into_iter()
+    .find(|s| s.as_str() == name)
+}
+
+fn name_ok(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_NAME_BYTES
+}
+
+impl Message {
+    /// The message as JSON bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let body = match self {
+            Message::Transition(r) => Body::Transition {
+                key: r.key.clone(),
+                instance: r.instance.clone(),
+                generation: r.generation,
+                state: r.state.as_str().to_owned(),
+                open_until_ms: r.open_until.map(to_ms),
+                level: r.level,
+                reason: r.reason.clone(),
+            },
+            Message::Heartbeat(h) => Body::Heartbeat {
+                instance: h.instance.clone(),
+                sent_ms: to_ms(h.sent_at),
+                open: h
+                    .open
+                    .iter()
+                    .map(|e| WireEntry {
+                        key: e.key.clone(),
+                        until_ms: to_ms(e.until),
+                        generation: e.generation,
+                        level: e.level,
+                        external: e.external,
+                    })
+                    .collect(),
+            },
+        };
+        // Serializing plain strings and integers into a Vec cannot fail; an empty
+        // message would be refused by every reader, never acted on.
+        serde_json::to_vec(&Wire { v: VERSION, body }).unwrap_or_default()
+    }
+
+    /// Decodes and validates `bytes`, at wall-clock time `now`: an Open deadline
+    /// more than `max_open` after `now` is refused.
+    ///
+    /// # Errors
+    /// [`Invalid`], naming the rule the message broke.
+    pub fn decode(bytes: &[u8], now: SystemTime, max_open: Duration) -> Result<Message, Invalid> {
+        if bytes.len() > MAX_MESSAGE_BYTES {
+            return Err(Invalid::TooLarge);
+        }
+        // The version first, so that a later version's new shape reads as a
+        // version mismatch rather than as garbage.
+        #[derive(Deserialize)]
+        struct Versioned {
+            v: u32,
+        }
+        let versioned: Versioned = serde_json::from_slice(bytes).map_err(|_| Invalid::Garbage)?;
+        if versioned.v != VERSION {
+            return Err(Invalid::Version);
+        }
+        let wire: Wire = serde_json::from_slice(bytes).map_err(|_| Invalid::Garbage)?;
+        let latest = now.checked_add(max_open);
+        let deadline = |ms: u64| -> Result<SystemTime, Invalid> {
+            let t = from_ms(ms).ok_or(Invalid::DeadlineTooFar)?;
+            match latest {
+                Some(latest) if t > latest => Err(Invalid::DeadlineTooFar),
+                _ => Ok(t),
+            }
+        };
+        match wire.body {
+            Body::Transition {
+                key,
+                instance,
+                generation,
+                state,
+                open_until_ms,
+                level,
+                reason,
+            } => {
+                let state = state_from(&state).ok_or(Invalid::Field)?;
+                if !name_ok(&key) || !name_ok(&instance) || reason.len() > MAX_REASON_BYTES {
+                    return Err(Invalid::Field);
+                }
+                let open_until = match (state, open_until_ms) {
+                    (State::Open, Some(ms)) => Some(deadline(ms)?),
+                    (State::Open, None) => return Err(Invalid::Field),
+                    (_, _) => None,
+                };
+                Ok(Message::Transition(Report {
+                    key,
+                    instance,
+                    generation,
+                    state,
+                    open_until,
+                    level,
+                    reason,
+                }))
+            }
+            Body::Heartbeat {
+                instance,
+                sent_ms,
+                open,
+            } => {
+                if !name_ok(&instance) || open.len() > MAX_OPEN_PER_HEARTBEAT {
+                    return Err(Invalid::Field);
+                }
+                let sent_at = from_ms(sent_ms).ok_or(Invalid::Field)?;
+                let open = open
+                    .into_iter()
+                    .map(|e| {
+                        if !name_ok(&e.key) {
+                            return Err(Invalid::Field);
+                        }
+                        Ok(OpenEntry {
+                            until: deadline(e.until_ms)?,
+                            key: e.key,
+                            generation: e.generation,
+                            level: e.level,
+                            external: e.external,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Message::Heartbeat(Heartbeat {
+                    instance,
+                    sent_at,
+                    open,
+                }))
+            }
+        }
+    }
+
+    /// The instance that sent it.
+    pub fn instance(&self) -> &str {
+        match self {
+            Message::Transition(r) => &r.instance,
+            Message::Heartbeat(h) => &h.instance,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: Duration = Duration::from_secs(600);
+
+    fn at(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn a_heartbeat_round_trips_at_millisecond_precision() {
+        let h = Message::Heartbeat(Heartbeat {
+            instance: "i-1".into(),
+            sent_at: at(1_000),
+            open: vec![OpenEntry {
+                key: "db".into(),
+                until: at(3_000),
+                generation: u32::MAX,
+                level: 63,
+                external: true,
+            }],
+        });
+        assert_eq!(Message::decode(&h.encode(), at(1_000), MAX), Ok(h));
+    }
+
+    #[test]
+    fn each_rule_is_named() {
+        let now = at(1_000_000);
+        let decode = |s: &str| Message::decode(s.as_bytes(), now, MAX);
+        assert_eq!(decode("not json"), Err(Invalid::Garbage));
+        assert_eq!(
+            decode(r#"{"v":2,"kind":"whatever"}"#),
+            Err(Invalid::Version)
+        );
+        assert_eq!(
+            decode(r#"{"v":1,"kind":"whatever"}"#),
+            Err(Invalid::Garbage)
+        );
+        let t = |state: &str, until: &str, key: &str| {
+            format!(
+                r#"{{"v":1,"kind":"transition","key":"{key}","instance":"b","generation":1,"state":"{state}"{until},"level":0,"reason":"x"}}"#
+            )
+        };
+        assert!(decode(&t("open", r#","open_until_ms":1001000"#, "db")).is_ok());
+        assert_eq!(decode(&t("open", "", "db")), Err(Invalid::Field));
+        assert_eq!(decode(&t("ajar", "", "db")), Err(Invalid::Field));
+        assert_eq!(
+            decode(&t("open", r#","open_until_ms":1001000"#, "")),
+            Err(Invalid::Field)
+        );
+        assert_eq!(
+            decode(&t("open", r#","open_until_ms":18446744073709551615"#, "db")),
+            Err(Invalid::DeadlineTooFar)
+        );
+        assert_eq!(
+            decode(&t("open", r#","open_until_ms":1600001"#, "db")),
+            Err(Invalid::DeadlineTooFar)
+        );
+        let big = vec![b' '; MAX_MESSAGE_BYTES + 1];
+        assert_eq!(Message::decode(&big, now, MAX), Err(Invalid::TooLarge));
+    }
+}

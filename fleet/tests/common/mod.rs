@@ -1,0 +1,165 @@
+//! A `redis-server` on a free loopback port in a temporary directory, and fleet
+//! instances as child processes driven over stdin. Every wait is bounded.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+/// Whether a `redis-server` is installed. When it is not, the tests that need one
+/// print why and pass, unless `CUTOUT_FLEET_REQUIRE_REDIS` is set (CI sets it,
+/// after installing the server).
+pub fn redis_available() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os("CUTOUT_FLEET_REQUIRE_REDIS").is_none(),
+            "redis-server is required (CUTOUT_FLEET_REQUIRE_REDIS is set) but not installed"
+        );
+        eprintln!("skipped: redis-server is not installed (apt-get install -y redis-server)");
+    }
+    found
+}
+
+pub struct Redis {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let mut redis = Redis {
+            port,
+            dir: tempfile::tempdir().expect("a temporary directory"),
+            child: None,
+        };
+        redis.restart();
+        redis
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Starts the server (again, on the same port) and waits until it answers.
+    pub fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not listen within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the server (SIGKILL: no goodbye to its clients).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A namespace no other test uses.
+pub fn namespace(test: &str) -> String {
+    format!("t-{test}-{}", std::process::id())
+}
+
+pub struct Node {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    /// The first line: `ready STATE SYNCED`.
+    pub ready: String,
+}
+
+impl Node {
+    pub fn spawn(redis_url: &str, ns: &str, id: &str, extra: &[&str]) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cutout-fleet-node"))
+            .args(["--url", redis_url, "--ns", ns, "--id", id])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the node binary starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let ready = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the node is ready within 10 s");
+        Node {
+            child,
+            stdin,
+            lines,
+            ready,
+        }
+    }
+
+    /// Sends `command` and returns its one-line answer (within `limit`).
+    pub fn ask(&mut self, command: &str, limit: Duration) -> String {
+        writeln!(self.stdin, "{command}").expect("the node reads commands");
+        self.stdin.flush().expect("flush");
+        self.lines
+            .recv_timeout(limit)
+            .unwrap_or_else(|_| panic!("no answer to `{command}` within {limit:?}"))
+    }
+
+    pub fn state(&mut self) -> String {
+        self.ask("state", Duration::from_secs(5))
+    }
+
+    /// Waits (in the node) until `n` peers are live; panics past `ms`.
+    pub fn await_live(&mut self, n: usize, ms: u64) {
+        let answer = self.ask(&format!("live {n} {ms}"), Duration::from_millis(ms + 5_000));
+        assert_eq!(answer, format!("live {n}"), "peers did not become live");
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "quit");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

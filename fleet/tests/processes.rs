@@ -1,0 +1,100 @@
+//! Fleet instances as separate processes against a real `redis-server` on a free
+//! loopback port: quorum opens, single trips that open nothing, joiners that start
+//! Open, and a Redis that dies and comes back.
+
+mod common;
+
+use common::{Node, Redis, namespace, redis_available};
+use std::time::Duration;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn trip(node: &mut Node) {
+    let answer = node.ask("fail 3", 5 * SECOND);
+    assert!(answer.starts_with("done open"), "{answer}");
+}
+
+#[test]
+fn two_trips_open_the_third_and_a_joiner_starts_open() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("quorum");
+    let url = redis.url();
+    let mut a = Node::spawn(&url, &ns, "a", &[]);
+    let mut b = Node::spawn(&url, &ns, "b", &[]);
+    let mut c = Node::spawn(&url, &ns, "c", &[]);
+    for node in [&mut a, &mut b, &mut c] {
+        assert!(node.ready.starts_with("ready closed"), "{}", node.ready);
+        node.await_live(2, 5_000);
+    }
+
+    // With quorum 2, one instance's trip opens no other.
+    trip(&mut a);
+    assert_eq!(c.ask("wait-open 500", 5 * SECOND), "timeout closed");
+    assert_eq!(b.state(), "closed");
+
+    // A second trip makes a quorum: the third opens without sending a call.
+    trip(&mut b);
+    let answer = c.ask("wait-open 1000", 5 * SECOND);
+    assert!(
+        answer.starts_with("open "),
+        "the third did not open within 1 s: {answer}"
+    );
+    // The counter follows the open (bounded wait: it is bumped just after).
+    let counted = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        c.ask("stats", 5 * SECOND).contains("quorum_opens: 1")
+    });
+    assert!(counted, "{}", c.ask("stats", 5 * SECOND));
+    // It opened with the fleet's deadline and rejects.
+    assert_eq!(c.ask("call", 5 * SECOND), "rejected open");
+
+    // A fourth instance, started during the outage, starts Open.
+    let d = Node::spawn(&url, &ns, "d", &[]);
+    assert_eq!(d.ready, "ready open true");
+}
+
+#[test]
+fn redis_dies_local_decisions_go_on_and_the_view_recovers() {
+    if !redis_available() {
+        return;
+    }
+    let mut redis = Redis::start();
+    let ns = namespace("outage");
+    let url = redis.url();
+    let mut a = Node::spawn(&url, &ns, "a", &[]);
+    let mut b = Node::spawn(&url, &ns, "b", &[]);
+    let mut c = Node::spawn(&url, &ns, "c", &[]);
+    for node in [&mut a, &mut b, &mut c] {
+        node.await_live(2, 5_000);
+    }
+
+    redis.kill();
+    // Local decisions continue, and no call blocks: the slowest of the three
+    // failing calls (the third trips) stays far below any network timeout.
+    let answer = c.ask("fail 3", 5 * SECOND);
+    let slowest_us: u64 = answer
+        .strip_prefix("done open ")
+        .and_then(|us| us.parse().ok())
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert!(
+        slowest_us < 50_000,
+        "a call took {slowest_us} µs with Redis down"
+    );
+    assert_eq!(c.ask("call", 5 * SECOND), "rejected open");
+    assert_eq!(a.ask("call", 5 * SECOND), "admitted closed");
+    // The view ages out (live_after is 1 s in the nodes).
+    assert_eq!(a.ask("live 0 3000", 10 * SECOND), "live 0");
+
+    // Redis is back: the view recovers, and the fleet works again.
+    redis.restart();
+    for node in [&mut a, &mut b, &mut c] {
+        node.await_live(2, 10_000);
+    }
+    trip(&mut a);
+    trip(&mut b);
+    let d = Node::spawn(&url, &ns, "d", &[]);
+    assert_eq!(d.ready, "ready open true");
+}

@@ -1,0 +1,143 @@
+//! `CircuitBreaker::open_for`: an external decision opens only a Closed breaker,
+//! until its deadline, and never closes one.
+
+use cutout::{CircuitBreaker, ManualClock, Reason, State, Transition};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn breaker() -> (
+    CircuitBreaker<ManualClock>,
+    ManualClock,
+    Arc<Mutex<Vec<Transition>>>,
+) {
+    let clock = ManualClock::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let breaker = CircuitBreaker::builder()
+        .consecutive_failures(2)
+        .open_duration(Duration::from_secs(1))
+        .clock(clock.clone())
+        .on_transition(move |t| log.lock().unwrap().push(*t))
+        .build()
+        .unwrap();
+    (breaker, clock, seen)
+}
+
+#[test]
+fn opens_a_closed_breaker_until_the_deadline_then_probes_decide() {
+    let (b, clock, seen) = breaker();
+    clock.advance(Duration::from_secs(3));
+    assert!(b.open_for(Duration::from_millis(2500)));
+    assert_eq!(b.state(), State::Open);
+    let t = seen.lock().unwrap()[0];
+    assert_eq!(
+        (t.from, t.to, t.reason),
+        (State::Closed, State::Open, Reason::External)
+    );
+    assert_eq!(t.at, Duration::from_secs(3));
+    assert_eq!(t.open_until, Some(Duration::from_millis(5500)));
+    assert_eq!(b.metrics().transitions(Reason::External), 1);
+
+    clock.advance(Duration::from_millis(2499));
+    let r = b.try_acquire().unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_millis(1)));
+    clock.advance(Duration::from_millis(1));
+    let probe = b.try_acquire().unwrap();
+    assert_eq!(b.state(), State::HalfOpen);
+    probe.failure();
+    // A failed probe reopens at the next backoff level, as after any trip.
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(seen.lock().unwrap().last().unwrap().level, 1);
+}
+
+#[test]
+fn leaves_every_state_but_closed_alone_and_never_closes() {
+    let (b, clock, seen) = breaker();
+    for _ in 0..2 {
+        let _ = b.call(|| Err::<(), _>("down"));
+    }
+    assert_eq!(b.state(), State::Open);
+    let n = seen.lock().unwrap().len();
+    assert!(
+        !b.open_for(Duration::from_secs(60)),
+        "already Open: no extension"
+    );
+    assert_eq!(
+        b.try_acquire().unwrap_err().retry_after(),
+        Some(Duration::from_secs(1))
+    );
+
+    clock.advance(Duration::from_secs(1));
+    let probe = b.try_acquire().unwrap();
+    assert!(
+        !b.open_for(Duration::from_secs(60)),
+        "a half-open round decides for itself"
+    );
+    assert_eq!(b.state(), State::HalfOpen);
+    probe.success();
+    assert_eq!(b.state(), State::Closed);
+
+    b.force_open();
+    assert!(!b.open_for(Duration::from_secs(60)));
+    assert_eq!(b.state(), State::ForcedOpen);
+    b.disable();
+    assert!(!b.open_for(Duration::from_secs(60)));
+    assert_eq!(b.state(), State::Disabled);
+    b.reset();
+    assert!(!b.open_for(Duration::ZERO), "a zero duration opens nothing");
+    assert!(!b.open_for(Duration::from_micros(999)));
+    assert_eq!(b.state(), State::Closed);
+    let reasons: Vec<_> = seen.lock().unwrap()[n..].iter().map(|t| t.reason).collect();
+    assert!(!reasons.contains(&Reason::External));
+}
+
+#[test]
+fn a_huge_duration_saturates_and_reset_still_closes() {
+    let (b, _clock, _) = breaker();
+    assert!(b.open_for(Duration::MAX));
+    assert_eq!(b.state(), State::Open);
+    assert!(b.try_acquire().is_err());
+    b.reset();
+    assert_eq!(b.state(), State::Closed);
+    assert!(b.try_acquire().is_ok());
+}
+
+#[test]
+fn calls_in_flight_become_stale() {
+    let (b, clock, _) = breaker();
+    let permit = b.try_acquire().unwrap();
+    assert!(b.open_for(Duration::from_secs(1)));
+    permit.failure();
+    clock.advance(Duration::from_secs(1));
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().lifetime.stale, 1);
+}
+
+#[test]
+fn the_deadline_is_exact_with_jitter_even_in_a_young_breaker() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(2)
+        .open_duration(Duration::from_secs(10))
+        .jitter(0.5)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // Young: less than one cooldown since the build. Never earlier than asked.
+    assert!(b.open_for(Duration::from_millis(200)));
+    let early = b.try_acquire().unwrap_err().retry_after().unwrap();
+    assert!(
+        early >= Duration::from_millis(200) && early <= Duration::from_secs(10),
+        "{early:?}"
+    );
+    b.reset();
+    // Older: exactly as asked, whatever the jitter.
+    clock.advance(Duration::from_secs(60));
+    for ms in [1, 3_000, 25_000] {
+        assert!(b.open_for(Duration::from_millis(ms)));
+        let r = b.try_acquire().unwrap_err();
+        assert_eq!(r.retry_after(), Some(Duration::from_millis(ms)));
+        b.reset();
+    }
+}
