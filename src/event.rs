@@ -28,12 +28,18 @@ pub enum Reason {
     Disabled,
     /// → Closed: [`reset`](crate::CircuitBreaker::reset).
     Reset,
+    /// Recovering → Closed: the ramp's duration passed without a trip (see
+    /// [`ramp_up`](crate::Builder::ramp_up)).
+    RampCompleted,
+    /// Recovering → Open, at the next backoff level: a trip policy's condition held
+    /// during the ramp. The event's `window` and `consecutive_failures` say which.
+    RampFailed,
 }
 
 impl Reason {
     /// Every reason, in declaration order. Private: a public array's length would
     /// make every new reason a breaking change; [`Reason::iter`] is the public view.
-    pub(crate) const ALL: [Reason; 10] = [
+    pub(crate) const ALL: [Reason; 12] = [
         Reason::ConsecutiveFailures,
         Reason::FailureRate,
         Reason::SlowCallRate,
@@ -44,6 +50,8 @@ impl Reason {
         Reason::ForcedOpen,
         Reason::Disabled,
         Reason::Reset,
+        Reason::RampCompleted,
+        Reason::RampFailed,
     ];
 
     /// Every reason, in declaration order: for exporters that label a count per
@@ -74,6 +82,8 @@ impl Reason {
             Reason::ForcedOpen => "forced_open",
             Reason::Disabled => "disabled",
             Reason::Reset => "reset",
+            Reason::RampCompleted => "ramp_completed",
+            Reason::RampFailed => "ramp_failed",
         }
     }
 
@@ -180,9 +190,10 @@ pub struct Transition {
     pub at: Duration,
     /// The backoff level after the transition.
     pub level: u8,
-    /// For a transition out of Closed: the window's counts that tripped it (zero
-    /// without a window).
+    /// For a trip (out of Closed or Recovering): the window's counts that tripped
+    /// it (zero without a window).
     pub window: WindowCounts,
-    /// For a transition out of Closed: the consecutive-failure count at the time.
+    /// For a trip (out of Closed or Recovering): the consecutive-failure count at
+    /// the time.
     pub consecutive_failures: u64,
 }

@@ -291,6 +291,7 @@ pub mod http;
 pub mod loom_hooks;
 mod permit;
 mod policy;
+mod ramp;
 #[cfg(feature = "registry")]
 mod registry;
 mod retry;

@@ -108,6 +108,10 @@ const CACHE_POS: usize = 2;
 const NEWEST: usize = 3;
 const LIVE_BASE: usize = 4;
 const CACHE_SPAN: usize = 5;
+/// Not the window's: the ramp's admission sum (see [`crate::ramp`]), in every
+/// stripe, the shared one too. Listed here so that every scratch word is named in
+/// one place.
+pub(crate) const RAMP_SUM: usize = 6;
 /// Last, clear of the lean paths' loads (see [`crate::stripe::LEAN_LOADS`]).
 const LIVE_CALLS: usize = 7;
 const _: () = assert!(crate::stripe::clear_of_lean_loads(COUNTERS + LIVE_CALLS));

@@ -1,0 +1,135 @@
+//! Progressive recovery ([`Builder::ramp_up`](crate::Builder::ramp_up)): the share
+//! of calls a [`Recovering`](crate::State::Recovering) breaker admits, and the
+//! admission decision. Pure schedule, no clock: the breaker hands in the ticks.
+//!
+//! # The schedule
+//! A share is a fixed-point fraction of [`ONE`] (2^16). It rises linearly, every
+//! tick (millisecond), from [`START`] (10%) when the ramp begins to [`ONE`] at its
+//! end: `START + (ONE - START) * elapsed / ramp`.
+//!
+//! # The decision
+//! Each stripe keeps a running sum of the shares of the calls its thread (or, for
+//! the shared stripe, its threads) asked to make during ramps, in scratch word
+//! [`RAMP_SUM`](crate::window::RAMP_SUM). A call adds the current share and is
+//! admitted when the sum passes a multiple of [`ONE`]: a whole call's worth of
+//! share. So over any run of consecutive calls the admitted count is the sum of
+//! their shares, within one call (a Bresenham line, or a sigma-delta modulator):
+//! within 0.1 percentage points of the schedule over 1,000 calls, whatever the
+//! schedule did meanwhile. The sum starts one short of a multiple, so a thread's
+//! first call in its first ramp is admitted.
+//!
+//! An owned stripe has one writer: the decision is a plain load, add and store in
+//! the owner's own counter line, which its call writes anyway, so no shared cache
+//! line is written and no locked instruction is issued. On the shared stripe the
+//! sum is one `fetch_add` on the line whose counters those threads already
+//! increment on every call: the threads together are admitted in the schedule's
+//! share, within one call.
+//!
+//! The sum is left as it is between ramps (it is only ever read by the next
+//! decision, and the fraction of a call it carries is as good a start as any).
+//!
+//! # Orderings
+//! The sum is `Relaxed`: it publishes nothing, and each decision needs only its
+//! own read-modify-write to be atomic (on the shared stripe) or unobserved by any
+//! other writer (on an owned one).
+
+use crate::stripe::{StripeRef, Stripes};
+use crate::sync::Ordering;
+use crate::window::RAMP_SUM;
+
+/// A whole call: shares are fractions of this.
+pub(crate) const ONE: u64 = 1 << 16;
+/// The share admitted when a ramp begins: 10% (of [`ONE`], rounded up).
+pub(crate) const START: u64 = ONE.div_ceil(10);
+/// What a fresh stripe's sum reads as: one short of a whole call, so its first
+/// call is admitted.
+const BIAS: u64 = ONE - 1;
+
+/// The share admitted `elapsed` ticks into a ramp of `ramp` ticks (`ramp > 0`):
+/// [`START`] at 0, rising linearly to [`ONE`] at `ramp` and after it.
+#[inline]
+pub(crate) fn share(elapsed: u64, ramp: u64) -> u64 {
+    if elapsed >= ramp {
+        return ONE;
+    }
+    // `elapsed < ramp <= TICKS_MAX` (< 2^44), so the product is below 2^60.
+    START + (ONE - START) * elapsed / ramp.max(1)
+}
+
+/// Whether the call at `share` is admitted, deciding on stripe `r` (the calling
+/// thread's): adds `share` to the stripe's sum and says whether it passed a
+/// multiple of [`ONE`].
+#[inline]
+pub(crate) fn admit(r: StripeRef<'_>, share: u64) -> bool {
+    let sum = Stripes::scratch(r, RAMP_SUM);
+    let before = match r.as_owned() {
+        Some(_) => {
+            // Relaxed: the owner is the only writer of its sum, and no one reads it.
+            let before = sum.load(Ordering::Relaxed);
+            sum.store(before.wrapping_add(share), Ordering::Relaxed);
+            before
+        }
+        // Relaxed: see the module's Orderings.
+        None => sum.fetch_add(share, Ordering::Relaxed),
+    };
+    let before = before.wrapping_add(BIAS);
+    // Wrapping is harmless: 2^64 is a multiple of ONE.
+    before / ONE != before.wrapping_add(share) / ONE
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+    use crate::stripe::Stripes;
+
+    #[test]
+    fn the_share_rises_from_ten_percent_to_all() {
+        assert_eq!(share(0, 1000), START);
+        assert!((START as f64 / ONE as f64 - 0.1).abs() < 1e-4);
+        assert_eq!(share(500, 1000), START + (ONE - START) / 2);
+        assert!(share(999, 1000) < ONE);
+        assert_eq!(share(1000, 1000), ONE);
+        assert_eq!(share(u64::MAX, 1), ONE);
+        // The longest ramp the word holds does not overflow.
+        let max = crate::state::TICKS_MAX;
+        assert!(share(max - 1, max) < ONE);
+    }
+
+    /// The admitted count over every run of `len` consecutive decisions is within
+    /// one call of the sum of their shares.
+    fn assert_tracks(shares: &[u64], admitted: &[bool], len: usize) {
+        for (start, (s, a)) in shares.windows(len).zip(admitted.windows(len)).enumerate() {
+            let scheduled = s.iter().sum::<u64>() as f64 / ONE as f64;
+            let got = a.iter().filter(|&&x| x).count() as f64;
+            assert!(
+                (got - scheduled).abs() <= 1.0,
+                "calls {start}..{}: {got} admitted, {scheduled} scheduled",
+                start + len
+            );
+        }
+    }
+
+    #[test]
+    fn every_run_of_calls_is_admitted_in_its_share_on_either_kind_of_stripe() {
+        let stripes = Stripes::new(0);
+        // A schedule that rises, jumps and falls: any shares at all.
+        let shares: Vec<u64> = (0..5000u64)
+            .map(|i| match i {
+                0..2000 => share(i, 2000),
+                2000..3000 => START,
+                _ => (i * 7919) % ONE,
+            })
+            .collect();
+        for r in [stripes.stripe(1), stripes.stripe(0)] {
+            let admitted: Vec<bool> = shares.iter().map(|&s| admit(r, s)).collect();
+            assert!(admitted[0], "a fresh stripe admits its first call");
+            assert_tracks(&shares, &admitted, 1000);
+            assert_tracks(&shares, &admitted, 10);
+        }
+        assert!(
+            admit(stripes.stripe(1), ONE),
+            "a full share admits every call"
+        );
+        assert!(!admit(stripes.stripe(1), 0), "a zero share admits none");
+    }
+}
