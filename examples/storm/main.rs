@@ -62,6 +62,12 @@ struct Args {
     /// done at once. The breaker's overhead is still measured for real.
     #[arg(long)]
     simulate: bool,
+
+    /// Recover progressively: after a successful probe round the breaker admits
+    /// 10% of the calls, rising to 100% over 1 s (stretched by --scale), instead
+    /// of closing at once (cutout's `Builder::ramp_up`).
+    #[arg(long)]
+    ramp_up: bool,
 }
 
 fn parse_scale(s: &str) -> Result<f64, String> {
@@ -94,7 +100,7 @@ struct Finished {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    let scenario = Scenario::new(usize::from(args.threads), args.scale);
+    let scenario = Scenario::new(usize::from(args.threads), args.scale).with_ramp_up(args.ramp_up);
     let terminal = std::io::stdout().is_terminal();
     let style = Style {
         color: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
