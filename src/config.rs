@@ -315,7 +315,7 @@ impl<C: Clock> Builder<C> {
     ///
     /// - A call not admitted is rejected and counted as rejected; its
     ///   [`Rejected::state`] is `Recovering` and its
-    ///   [`retry_after`](Rejected::retry_after) is zero: the breaker is shedding a
+    ///   [`retry_after`](crate::Rejected::retry_after) is zero: the breaker is shedding a
     ///   share of the load, not closed to it, and the next call is admitted with
     ///   the current share.
     /// - Each thread's calls are admitted in the scheduled share, exactly: a
