@@ -123,8 +123,7 @@ impl Run for Drive {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage =
-        "usage: instructions <closed|open|failing|ramp> <name> <calls> | instructions list <scenario>";
+    let usage = "usage: instructions <closed|open|failing|ramp> <name> <calls> | instructions list <scenario>";
     match args.as_slice() {
         [list, ramp] if list == "list" && ramp == "ramp" => {
             for (name, _) in RAMP_SHARES {
@@ -145,7 +144,11 @@ fn main() {
             };
             drive.run(&ramp(*share));
             let want = share * calls as f64;
-            assert!((drive.ran as f64 - want).abs() <= 2.0, "{name}: {} ran", drive.ran);
+            assert!(
+                (drive.ran as f64 - want).abs() <= 2.0,
+                "{name}: {} ran",
+                drive.ran
+            );
             println!("ramp {name}: {calls} calls, {} ran", drive.ran);
         }
         [list, scenario] if list == "list" => {
