@@ -322,9 +322,10 @@ impl<C: Clock> Builder<C> {
     ///   thread keeps a running sum of the shares of its calls and is admitted
     ///   whenever the sum passes a whole call, so over any run of its calls the
     ///   admitted count is within one call of the schedule. A thread that owns a
-    ///   stripe of the breaker (the first two per core) keeps the sum in it and
-    ///   writes no shared cache line to decide; other threads share one sum, on
-    ///   the shared stripe their counters already write.
+    ///   stripe of the breaker (the first two per core) keeps the sum in it;
+    ///   other threads keep theirs in a small thread-local table (four breakers
+    ///   at a time). Either way the decision writes no shared cache line and
+    ///   takes no lock.
     /// - The trip policies apply to the admitted calls, from an empty window and
     ///   streak, and `minimum_calls` is not scaled: a rate over fewer calls than
     ///   that is noise whatever made the calls few. A trip reopens the breaker at

@@ -102,8 +102,9 @@
 //! as rejected. The trip policies judge the admitted calls (`minimum_calls` not
 //! scaled), and a trip reopens at the next backoff level ([`Reason::RampFailed`]).
 //! Each thread's admissions follow the schedule to within one call over any run of
-//! its calls, decided by a running sum in its own stripe: no shared cache line is
-//! written, no lock is taken. A breaker without a ramp pays nothing for it: its
+//! its calls, decided by a running sum in its own stripe (or, for a thread that
+//! owns none, a thread-local one): no shared cache line is written, no lock is
+//! taken. A breaker without a ramp pays nothing for it: its
 //! closed path never looks at it.
 //!
 //! ```

@@ -18,14 +18,20 @@
 //! schedule did meanwhile. The sum starts one short of a multiple, so a thread's
 //! first call in its first ramp is admitted.
 //!
-//! An owned stripe has one writer: the decision is a plain load, add and store in
-//! the owner's own counter line, which its call writes anyway, so no shared cache
-//! line is written and no locked instruction is issued. On the shared stripe the
-//! sum is one `fetch_add` on the line whose counters those threads already
-//! increment on every call: the threads together are admitted in the schedule's
-//! share, within one call.
+//! A thread that owns a stripe of the breaker (see [`crate::slot`]: the first
+//! two per core) keeps its sum there: one writer, so the decision is a plain load,
+//! add and store in the owner's own counter line, which its call writes anyway. A
+//! thread that owns none keeps its sums in a small thread-local table of
+//! [`RAMP_SUMS`] entries, one per breaker, found by the address of the breaker's
+//! shared stripe (direct-mapped: a thread that alternates between more ramping
+//! breakers than that, and two of them collide, restarts a sum now and then,
+//! which costs the schedule at most one call per restart). Either way every
+//! thread's calls to a breaker are admitted in the schedule's share, within a
+//! call or so, no shared cache line is written and no locked instruction is
+//! issued. Only a thread whose thread-locals are already torn down (a permit
+//! dropped by a destructor) uses the shared stripe's sum, with a `fetch_add`.
 //!
-//! The sum is left as it is between ramps (it is only ever read by the next
+//! A sum is left as it is between ramps (it is only ever read by the next
 //! decision, and the fraction of a call it carries is as good a start as any).
 //!
 //! # Orderings
@@ -34,7 +40,7 @@
 //! other writer (on an owned one).
 
 use crate::stripe::{StripeRef, Stripes};
-use crate::sync::Ordering;
+use crate::sync::{Ordering, RAMP_SUMS, with_ramp_sums};
 use crate::window::RAMP_SUM;
 
 /// A whole call: shares are fractions of this.
@@ -57,8 +63,8 @@ pub(crate) fn share(elapsed: u64, ramp: u64) -> u64 {
 }
 
 /// Whether the call at `share` is admitted, deciding on stripe `r` (the calling
-/// thread's): adds `share` to the stripe's sum and says whether it passed a
-/// multiple of [`ONE`].
+/// thread's): adds `share` to the thread's sum for this breaker and says whether
+/// it passed a multiple of [`ONE`].
 #[inline]
 pub(crate) fn admit(r: StripeRef<'_>, share: u64) -> bool {
     let sum = Stripes::scratch(r, RAMP_SUM);
@@ -69,12 +75,40 @@ pub(crate) fn admit(r: StripeRef<'_>, share: u64) -> bool {
             sum.store(before.wrapping_add(share), Ordering::Relaxed);
             before
         }
-        // Relaxed: see the module's Orderings.
-        None => sum.fetch_add(share, Ordering::Relaxed),
+        None => local(sum as *const _ as usize, share)
+            // Relaxed: see the module's Orderings.
+            .unwrap_or_else(|| sum.fetch_add(share, Ordering::Relaxed)),
     };
+    crossed(before, share)
+}
+
+/// Whether adding `share` to a sum of `before` passes a multiple of [`ONE`] (the
+/// sum read as [`BIAS`] more than it holds).
+#[inline]
+fn crossed(before: u64, share: u64) -> bool {
     let before = before.wrapping_add(BIAS);
     // Wrapping is harmless: 2^64 is a multiple of ONE.
     before / ONE != before.wrapping_add(share) / ONE
+}
+
+/// Adds `share` to the calling thread's own sum for the breaker whose shared
+/// stripe's sum is at `key`, and returns the sum before; `None` if the thread has
+/// no table (see [`with_ramp_sums`]).
+#[cold]
+#[inline(never)]
+fn local(key: usize, share: u64) -> Option<u64> {
+    with_ramp_sums(|table| {
+        let mut sums = table.get();
+        // Lines are at least 64 bytes apart: the bits above the 64 pick the entry.
+        let entry = &mut sums[(key >> 6) % RAMP_SUMS];
+        if entry.0 != key {
+            *entry = (key, 0);
+        }
+        let before = entry.1;
+        entry.1 = before.wrapping_add(share);
+        table.set(sums);
+        before
+    })
 }
 
 #[cfg(all(test, not(cutout_loom)))]
@@ -120,16 +154,47 @@ mod tests {
                 _ => (i * 7919) % ONE,
             })
             .collect();
+        // An owned stripe, and a thread that owns none (its thread-local table).
         for r in [stripes.stripe(1), stripes.stripe(0)] {
             let admitted: Vec<bool> = shares.iter().map(|&s| admit(r, s)).collect();
-            assert!(admitted[0], "a fresh stripe admits its first call");
+            assert!(admitted[0], "a fresh sum admits its first call");
             assert_tracks(&shares, &admitted, 1000);
             assert_tracks(&shares, &admitted, 10);
         }
+        assert_eq!(
+            Stripes::scratch(stripes.stripe(0), RAMP_SUM).load(Ordering::Relaxed),
+            0,
+            "a thread that owns no stripe wrote nothing shared"
+        );
         assert!(
             admit(stripes.stripe(1), ONE),
             "a full share admits every call"
         );
         assert!(!admit(stripes.stripe(1), 0), "a zero share admits none");
+    }
+
+    #[test]
+    fn threads_without_a_stripe_keep_a_sum_per_breaker() {
+        let (a, b) = (Stripes::new(0), Stripes::new(0));
+        // Alternating between two breakers at 50%: each gets half of its calls
+        // (one sum for both would give one breaker every call and the other none).
+        let mut admitted = [0, 0];
+        for _ in 0..1000 {
+            for (i, s) in [&a, &b].into_iter().enumerate() {
+                admitted[i] += usize::from(admit(s.stripe(0), ONE / 2));
+            }
+        }
+        assert!(
+            admitted.iter().all(|&n| n.abs_diff(500) <= 1),
+            "{admitted:?}"
+        );
+    }
+
+    #[test]
+    fn a_sum_passes_a_whole_call_exactly_when_it_crosses_a_multiple() {
+        assert!(crossed(0, 1), "a fresh sum: the first call");
+        assert!(!crossed(1, ONE - 1));
+        assert!(crossed(1, ONE));
+        assert!(crossed(u64::MAX - BIAS, 1), "across the wrap");
     }
 }

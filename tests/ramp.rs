@@ -136,13 +136,23 @@ fn every_thousand_consecutive_calls_of_a_thread_keep_to_the_schedule() {
 
 #[test]
 fn four_threads_together_and_each_keep_to_the_schedule() {
-    const THREADS: usize = 4;
+    threads_keep_to_the_schedule(4);
+}
+
+/// More threads than a breaker ever has owned stripes (64): some decide with their
+/// thread-local sums, and each of them keeps to the schedule too.
+#[test]
+fn threads_without_a_stripe_keep_to_the_schedule_too() {
+    threads_keep_to_the_schedule(70);
+}
+
+fn threads_keep_to_the_schedule(threads: usize) {
     let (b, clock, _) = ramped(1);
     recover(&b, &clock, 1);
-    let barrier = Barrier::new(THREADS + 1);
+    let barrier = Barrier::new(threads + 1);
     let steps = [0u32, 2, 3, 3];
     let per_step = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..THREADS)
+        let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
                     steps
@@ -173,9 +183,9 @@ fn four_threads_together_and_each_keep_to_the_schedule() {
         let want = scheduled(elapsed);
         let total: usize = per_step.iter().map(|t| t[i]).sum();
         assert!(
-            (total as f64 / (THREADS * 1000) as f64 - want).abs() <= 0.02,
+            (total as f64 / (threads * 1000) as f64 - want).abs() <= 0.02,
             "{elapsed:?}: {total} of {} admitted, {want} scheduled",
-            THREADS * 1000
+            threads * 1000
         );
         for t in &per_step {
             assert!(
