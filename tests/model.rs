@@ -136,7 +136,9 @@ struct Model {
     counts: Counts,
     /// Whether `ramp_up` is on.
     ramp: bool,
-    /// The ramp's running sum: the test's one thread decides on one stripe.
+    /// The ramp's running sum: each case's one thread decides on its own stripe
+    /// (a stripe's sum starts at 0 for a new breaker; the two tests' threads hold
+    /// the first slots, and every breaker owns at least two stripes).
     sum: u64,
 }
 
