@@ -2,7 +2,8 @@
 # Instructions and locked instructions per call, counted by callgrind: figures that
 # do not drift with machine noise.
 #
-# For each scenario (closed success, open rejection, failure below the threshold)
+# For each scenario (closed success, open rejection, failure below the threshold,
+# calls to a breaker ramping up)
 # and each implementation in benches/common/mod.rs, runs examples/instructions.rs
 # with CALLS calls and with 0 calls, collecting only inside its measured loop
 # (--toggle-collect), and prints (Ir(CALLS) - Ir(0)) / CALLS. "locked" is
@@ -53,11 +54,12 @@ totals() {
          END { print ir + 0, ge + 0 }' "$1"
 }
 
-for scenario in closed open failing; do
+for scenario in closed open failing ramp; do
     case $scenario in
         closed) title="closed success" ;;
         open) title="open rejection" ;;
         failing) title="failure below the threshold" ;;
+        ramp) title="successful calls during a ramp-up, share frozen at 10/50/90%" ;;
     esac
     echo
     echo "| $title ($CALLS calls) | instructions/call | locked/call |"

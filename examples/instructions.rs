@@ -20,14 +20,59 @@
 //!   slot, measured after the crowd exited (its slot history);
 //! - `tower`: closed, for cutout only: `call`, `call_async`, the tower layer, and
 //!   the tower layer's former shape (a permit holding the breaker's `Arc`).
+//!
+//! Scenario `ramp`: successful calls to a breaker in the middle of a ramp-up
+//! (`Builder::ramp_up`), its share frozen (a `ManualClock`) at 10%, 50% or 90%
+//! (`cutout_ramp_10` ...): each call is an admission decision, then either a
+//! rejection or an admitted call and its recorded success.
 
 #[allow(dead_code)]
 #[path = "../benches/common/mod.rs"]
 mod common;
 
 use common::{Run, Subject, fail, succeed};
+use cutout::{CircuitBreaker, ManualClock, State};
 use std::hint::black_box;
 use std::sync::Barrier;
+use std::time::Duration;
+
+/// A breaker recovering on a `ManualClock` (scenario `ramp`).
+struct Ramp(CircuitBreaker<ManualClock>);
+
+impl Subject for Ramp {
+    #[inline]
+    fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
+        self.0.call(f).is_ok()
+    }
+}
+
+/// The `ramp` scenario's implementations: the share each admits.
+const RAMP_SHARES: [(&str, f64); 3] = [
+    ("cutout_ramp_10", 0.1),
+    ("cutout_ramp_50", 0.5),
+    ("cutout_ramp_90", 0.9),
+];
+
+/// A consecutive-failure breaker (as `cutout_consecutive`) with a one-hour ramp,
+/// tripped, probed and held `share` of the way up its ramp.
+fn ramp(share: f64) -> Ramp {
+    const RAMP: Duration = Duration::from_secs(3600);
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(5)
+        .ramp_up(RAMP)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        let _ = b.call(|| Err::<(), _>(()));
+    }
+    clock.advance(Duration::from_secs(1));
+    let _ = b.call(|| Ok::<_, ()>(()));
+    assert_eq!(b.state(), State::Recovering);
+    clock.advance(RAMP.mul_f64((share - 0.1) / 0.9));
+    Ramp(b)
+}
 
 #[inline(never)]
 fn drive_succeed<S: Subject>(s: &S, calls: u64) -> u64 {
@@ -175,13 +220,39 @@ impl Run for Drive {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage =
-        "usage: instructions <closed|open|failing> <name> <calls> | instructions list <scenario>";
+    let usage = "usage: instructions <closed|open|failing|ramp> <name> <calls> | instructions list <scenario>";
     match args.as_slice() {
         [list, scenario] if list == "list" && scenario == "tower" => {
             for name in tower::NAMES {
                 println!("{name}");
             }
+        }
+        [list, ramp] if list == "list" && ramp == "ramp" => {
+            for (name, _) in RAMP_SHARES {
+                println!("{name}");
+            }
+        }
+        [scenario, name, calls] if scenario == "ramp" => {
+            let calls: u64 = calls.parse().expect(usage);
+            let (_, share) = RAMP_SHARES
+                .iter()
+                .find(|(n, _)| n == name)
+                .expect("no such ramp implementation");
+            let mut drive = Drive {
+                shape: Shape::Inline,
+                fail: false,
+                calls,
+                threads: 1,
+                ran: 0,
+            };
+            drive.run(&ramp(*share));
+            let want = share * calls as f64;
+            assert!(
+                (drive.ran as f64 - want).abs() <= 2.0,
+                "{name}: {} ran",
+                drive.ran
+            );
+            println!("ramp {name}: {calls} calls, {} ran", drive.ran);
         }
         [list, scenario] if list == "list" => {
             for name in common::names(scenario) {

@@ -16,6 +16,7 @@ use crate::event::{Reason, Transition, WindowCounts};
 use crate::metrics::{Lifetime, Metrics};
 use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
+use crate::ramp;
 use crate::saved;
 use crate::state::{
     Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
@@ -596,8 +597,8 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// [`StateWord::transition`] on this breaker's word and time slot.
-    /// A closed phase starts with an empty streak and a half-open phase with an
-    /// empty round: the winner re-tags the word it starts (see
+    /// A closed or recovering phase starts with an empty streak and a half-open
+    /// phase with an empty round: the winner re-tags the word it starts (see
     /// [`TaggedWord::begin`]), so no phase ever reads data tagged by an earlier one,
     /// even one a whole generation cycle back.
     fn transition(
@@ -610,7 +611,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
             let next = f(cur)?;
             before = match next.0.state() {
-                State::Closed => self.phase.streak.raw(),
+                State::Closed | State::Recovering => self.phase.streak.raw(),
                 State::HalfOpen => self.phase.round.raw(),
                 _ => 0,
             };
@@ -618,7 +619,9 @@ impl<C: Clock> CircuitBreaker<C> {
         });
         if let Update::Moved { to, .. } = update {
             match to.state() {
-                State::Closed => self.phase.streak.begin(before, to.generation()),
+                State::Closed | State::Recovering => {
+                    self.phase.streak.begin(before, to.generation())
+                }
                 State::HalfOpen => self.phase.round.begin(before, to.generation()),
                 _ => {}
             }
@@ -647,7 +650,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let now = self.ticks_at(reading);
         let generation = s.generation();
         let window = match &self.window {
-            Some(w) if s.is_closed() => w.counts(&self.hot.stripes, generation, reading),
+            Some(w) if counts_calls(s) => w.counts(&self.hot.stripes, generation, reading),
             _ => WindowCounts::default(),
         };
         let total = |c| self.hot.stripes.total(c);
@@ -671,9 +674,9 @@ impl<C: Clock> CircuitBreaker<C> {
             time_in_state: ticks_to_duration(now.saturating_sub(start)),
             retry_after: self.retry_after(s, ticks, now),
             window,
-            consecutive_failures: match s.state() {
-                State::Closed => u64::from(self.phase.streak.data_for(generation)),
-                _ => 0,
+            consecutive_failures: match counts_calls(s) {
+                true => u64::from(self.phase.streak.data_for(generation)),
+                false => 0,
             },
             lifetime,
             // Relaxed: a snapshot of independent counters.
@@ -853,8 +856,34 @@ impl<C: Clock> CircuitBreaker<C> {
                         }
                     }
                 }
+                State::Recovering => match self.ramp_step(r, s) {
+                    Ok(true) => return Ok(self.admit(r, s)),
+                    Ok(false) => return Err(self.reject(r, State::Recovering, 0)),
+                    Err(cur) => cur,
+                },
             }
         }
+    }
+
+    /// A call to recovering phase `s`: whether the ramp admits it (see
+    /// [`crate::ramp`]), deciding on the caller's stripe `r`; or, if the ramp is
+    /// over, the word after it, which this call closes if no other thread did
+    /// ([`Reason::RampCompleted`]); or the current word if `s` is over.
+    fn ramp_step(&self, r: StripeRef<'_>, s: Snapshot) -> Result<bool, Snapshot> {
+        let now = self.ticks();
+        let Some(started) = self.phase_ticks(s) else {
+            return Err(self.hot.word.load()); // `s` is over: look again
+        };
+        // Without a ramp configured (a word no build makes) the ramp is over at once.
+        let length = self.config.ramp_up.unwrap_or(0);
+        let elapsed = now.saturating_sub(started);
+        if elapsed < length {
+            return Ok(ramp::admit(r, ramp::share(elapsed, length)));
+        }
+        let update = self.transition(s, |cur| {
+            (cur == s).then(|| (cur.next(State::Closed, 0), now))
+        });
+        Err(self.announce(update, Reason::RampCompleted, WindowCounts::default(), 0))
     }
 
     /// Takes one of the half-open round's slots for generation `s`.
@@ -965,7 +994,7 @@ impl<C: Clock> CircuitBreaker<C> {
             Stripes::bump(r, Counter::Slow);
         }
         match ticket.kind() {
-            Kind::Closed => self.record_closed(r, s, Sample { failed, slow }, true),
+            Kind::Closed | Kind::Ramp => self.record_closed(r, s, Sample { failed, slow }, true),
             Kind::Probe if failed || slow => {
                 let _ = self.reopen(s, self.ticks(), Reason::ProbeFailed);
             }
@@ -999,10 +1028,10 @@ impl<C: Clock> CircuitBreaker<C> {
                 let _ = self.reopen(s, self.ticks(), Reason::ProbeFailed);
             }
             Kind::Probe => self.release_probe(ticket.generation()),
-            Kind::Closed if failed || slow => {
+            Kind::Closed | Kind::Ramp if failed || slow => {
                 self.record_closed(r, s, Sample { failed, slow }, false);
             }
-            Kind::Closed | Kind::Disabled => {}
+            Kind::Closed | Kind::Ramp | Kind::Disabled => {}
         }
     }
 
@@ -1061,9 +1090,10 @@ impl<C: Clock> CircuitBreaker<C> {
         self.clock.precise()
     }
 
-    /// Counts a closed-phase outcome and trips if a policy says so. A sample that
-    /// is no failure clears the streak if `clears_streak` (a success does; a slow
-    /// dropped call does not).
+    /// Counts a closed or recovering phase's outcome and trips if a policy says
+    /// so: a closed phase to Open at level 0, a recovering one at the next level
+    /// ([`Reason::RampFailed`]). A sample that is no failure clears the streak if
+    /// `clears_streak` (a success does; a slow dropped call does not).
     // Inlined into its callers: called, it costs the failure path about 30
     // instructions of saved registers (callgrind: 136 against 106 a failure).
     #[inline(always)]
@@ -1092,12 +1122,16 @@ impl<C: Clock> CircuitBreaker<C> {
                 reason = reason.or_else(|| policy::rate_trip(&self.config, window));
             }
         }
-        if let Some(reason) = reason {
+        if let Some(mut reason) = reason {
             self.revive_clock(); // a trip's cooldown starts at the true time
             let now = self.ticks();
+            let mut level = 0;
+            if s.is(State::Recovering) {
+                (level, reason) = (self.next_level(s), Reason::RampFailed);
+            }
             let update = self.transition(s, |cur| {
-                (cur.generation() == generation && cur.is_closed())
-                    .then(|| self.opened(cur, 0, now))
+                (cur.generation() == generation && cur.state() == s.state())
+                    .then(|| self.opened(cur, level, now))
             });
             let _ = self.announce(update, reason, window, streak);
         }
@@ -1146,9 +1180,15 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         if Round::from_data(new).succeeded >= self.config.half_open_probes {
             let now = self.ticks();
+            // With a ramp, the breaker recovers at the round's level: a trip during
+            // the ramp reopens at the next one.
+            let (to, level) = match self.config.ramp_up {
+                Some(_) => (State::Recovering, s.level()),
+                None => (State::Closed, 0),
+            };
             let update = self.transition(s, |cur| {
                 (cur.generation() == generation && cur.state() == State::HalfOpen)
-                    .then(|| (cur.next(State::Closed, 0), now))
+                    .then(|| (cur.next(to, level), now))
             });
             let _ = self.announce(update, Reason::ProbesSucceeded, WindowCounts::default(), 0);
         }
@@ -1304,7 +1344,8 @@ impl<C: Clock> CircuitBreaker<C> {
                 }
             }
             State::ForcedOpen => None,
-            State::Closed | State::Disabled => Some(Duration::ZERO),
+            // Recovering: the next call is admitted with the ramp's current share.
+            State::Closed | State::Disabled | State::Recovering => Some(Duration::ZERO),
         }
     }
 }
@@ -1345,7 +1386,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let reading = self.clock.now();
         let now = self.ticks_at(reading);
         let ticks = self.peek_ticks(s, now);
-        let closed = s.is_closed();
+        let closed = counts_calls(s);
         saved::Taken {
             state: s.state(),
             level: s.level(),
@@ -1367,6 +1408,12 @@ impl<C: Clock> CircuitBreaker<C> {
                 }),
         }
     }
+}
+
+/// Whether phase `s` counts its calls against the trip policies (in the window
+/// and the streak): Closed, and Recovering.
+fn counts_calls(s: Snapshot) -> bool {
+    s.is_closed() || s.is(State::Recovering)
 }
 
 fn ticks_to_duration(ticks: u64) -> Duration {

@@ -53,6 +53,7 @@ pub(crate) const DEFAULT_NAME: &str = "default";
 /// | [`half_open_probes`]   | 1                                    |
 /// | [`half_open_timeout`]  | 30 s                                 |
 /// | [`on_drop`]            | [`Dropped::Ignored`] (a slow call stays slow) |
+/// | [`ramp_up`]            | off: a successful round closes at once |
 /// | [`name`]               | `"default"`                          |
 ///
 /// [`consecutive_failures`]: Builder::consecutive_failures
@@ -68,6 +69,7 @@ pub(crate) const DEFAULT_NAME: &str = "default";
 /// [`half_open_timeout`]: Builder::half_open_timeout
 /// [`name`]: Builder::name
 /// [`on_drop`]: Builder::on_drop
+/// [`ramp_up`]: Builder::ramp_up
 ///
 /// A call whose permit is dropped before its outcome is recorded (a timeout
 /// outside the breaker, a client that went away, a panic) counts as ignored by
@@ -120,6 +122,7 @@ struct Settings {
     half_open_probes: u32,
     half_open_timeout: Duration,
     on_drop: Dropped,
+    ramp_up: Option<Duration>,
 }
 
 impl Builder<DefaultClock> {
@@ -142,6 +145,7 @@ impl Builder<DefaultClock> {
                 half_open_probes: 1,
                 half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
                 on_drop: Dropped::Ignored,
+                ramp_up: None,
             },
             on_transition: None,
             restore: Restore::default(),
@@ -300,6 +304,77 @@ impl<C: Clock> Builder<C> {
     /// ```
     pub fn on_drop(mut self, dropped: Dropped) -> Self {
         self.settings.on_drop = dropped;
+        self
+    }
+
+    /// Progressive recovery (off by default): after a successful half-open round
+    /// the breaker does not close at once but enters [`State::Recovering`] for
+    /// `duration`, admitting a share of the calls that rises linearly, every
+    /// millisecond, from 10% when the round succeeds to 100% at the end; then the
+    /// next call closes it ([`Reason::RampCompleted`]). The full load no longer
+    /// lands on a dependency that has just answered a few probes.
+    ///
+    /// - A call not admitted is rejected and counted as rejected; its
+    ///   [`Rejected::state`] is `Recovering` and its
+    ///   [`retry_after`](crate::Rejected::retry_after) is zero: the breaker is shedding a
+    ///   share of the load, not closed to it, and the next call is admitted with
+    ///   the current share.
+    /// - Each thread's calls are admitted in the scheduled share, exactly: a
+    ///   thread keeps a running sum of the shares of its calls and is admitted
+    ///   whenever the sum passes a whole call, so over any run of its calls the
+    ///   admitted count is within one call of the schedule. A thread that owns a
+    ///   stripe of the breaker (the first two per core) keeps the sum in it;
+    ///   other threads keep theirs in a small thread-local table (four breakers
+    ///   at a time). Either way the decision writes no shared cache line and
+    ///   takes no lock.
+    /// - The trip policies apply to the admitted calls, from an empty window and
+    ///   streak, and `minimum_calls` is not scaled: a rate over fewer calls than
+    ///   that is noise whatever made the calls few. A trip reopens the breaker at
+    ///   the next backoff level ([`Reason::RampFailed`]); the ramp's end resets
+    ///   the level to 0, as closing does without a ramp.
+    /// - A call admitted before the ramp (a late probe, a call from before the
+    ///   trip) is stale in it: it can neither end the ramp nor trip it.
+    ///
+    /// `duration` must be at least 1 ms (the breaker's tick).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock, Reason, State};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .open_duration(Duration::from_secs(1))
+    ///     .ramp_up(Duration::from_secs(10))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// clock.advance(Duration::from_secs(1));
+    /// let _ = breaker.call(|| Ok::<_, ()>("probe")); // the round succeeds
+    /// assert_eq!(breaker.state(), State::Recovering);
+    ///
+    /// // Five seconds in, the share is 10% + 90% * 5/10 = 55%.
+    /// clock.advance(Duration::from_secs(5));
+    /// let admitted = (0..1000)
+    ///     .filter(|_| breaker.call(|| Ok::<_, ()>(())).is_ok())
+    ///     .count();
+    /// assert!((540..=560).contains(&admitted), "{admitted}");
+    ///
+    /// clock.advance(Duration::from_secs(5));
+    /// assert!(breaker.call(|| Ok::<_, ()>(())).is_ok());
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// assert_eq!(breaker.metrics().transitions(Reason::RampCompleted), 1);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    ///
+    /// [`State::Recovering`]: crate::State::Recovering
+    /// [`Reason::RampCompleted`]: crate::Reason::RampCompleted
+    /// [`Reason::RampFailed`]: crate::Reason::RampFailed
+    /// [`Rejected::state`]: crate::Rejected::state
+    /// [`Rejected`]: crate::Rejected
+    pub fn ramp_up(mut self, duration: Duration) -> Self {
+        self.settings.ramp_up = Some(duration);
         self
     }
 
@@ -465,6 +540,11 @@ impl<C: Clock> Builder<C> {
         };
         let half_open_timeout =
             duration_ticks("half_open_timeout", self.settings.half_open_timeout)?;
+        let ramp_up = self
+            .settings
+            .ramp_up
+            .map(|d| duration_ticks("ramp_up", d))
+            .transpose()?;
 
         Ok(Config {
             name: self.settings.name.clone(),
@@ -478,6 +558,7 @@ impl<C: Clock> Builder<C> {
             half_open_probes,
             half_open_timeout,
             on_drop: self.settings.on_drop,
+            ramp_up,
         })
     }
 
@@ -588,6 +669,8 @@ pub(crate) struct Config {
     pub(crate) half_open_timeout: u64,
     /// What a dropped permit counts as (besides a slow call).
     pub(crate) on_drop: Dropped,
+    /// The ramp's length in ticks, if progressive recovery is on.
+    pub(crate) ramp_up: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -51,7 +51,8 @@ impl Rejected {
     }
 
     /// The state that rejected the call: `Open`, `HalfOpen` (every probe slot is
-    /// taken) or `ForcedOpen`.
+    /// taken), `ForcedOpen`, or `Recovering` (the ramp's share of calls turned it
+    /// away: see [`Builder::ramp_up`](crate::Builder::ramp_up)).
     pub fn state(&self) -> State {
         State::from_code(self.packed & ((1 << Rejected::STATE_BITS) - 1))
     }
@@ -62,6 +63,8 @@ impl Rejected {
     /// - `HalfOpen`: the time left until the half-open timeout ends the round, the
     ///   latest moment at which the probes' verdict is known.
     /// - `ForcedOpen`: `None`, since only [`reset`](crate::CircuitBreaker::reset) ends it.
+    /// - `Recovering`: zero. The breaker sheds a share of the calls during its ramp;
+    ///   the next call is admitted with the ramp's current share.
     pub fn retry_after(&self) -> Option<Duration> {
         let ms = self.packed >> Rejected::STATE_BITS;
         (ms != Rejected::NEVER).then(|| Duration::from_millis(ms))

@@ -32,12 +32,18 @@ pub enum Reason {
     /// [`open_for`](crate::CircuitBreaker::open_for) (for example a fleet view's
     /// quorum).
     External,
+    /// Recovering → Closed: the ramp's duration passed without a trip (see
+    /// [`ramp_up`](crate::Builder::ramp_up)).
+    RampCompleted,
+    /// Recovering → Open, at the next backoff level: a trip policy's condition held
+    /// during the ramp. The event's `window` and `consecutive_failures` say which.
+    RampFailed,
 }
 
 impl Reason {
     /// Every reason, in declaration order. Private: a public array's length would
     /// make every new reason a breaking change; [`Reason::iter`] is the public view.
-    pub(crate) const ALL: [Reason; 11] = [
+    pub(crate) const ALL: [Reason; 13] = [
         Reason::ConsecutiveFailures,
         Reason::FailureRate,
         Reason::SlowCallRate,
@@ -49,6 +55,8 @@ impl Reason {
         Reason::Disabled,
         Reason::Reset,
         Reason::External,
+        Reason::RampCompleted,
+        Reason::RampFailed,
     ];
 
     /// Every reason, in declaration order: for exporters that label a count per
@@ -80,6 +88,8 @@ impl Reason {
             Reason::Disabled => "disabled",
             Reason::Reset => "reset",
             Reason::External => "external",
+            Reason::RampCompleted => "ramp_completed",
+            Reason::RampFailed => "ramp_failed",
         }
     }
 
@@ -186,10 +196,11 @@ pub struct Transition {
     pub at: Duration,
     /// The backoff level after the transition.
     pub level: u8,
-    /// For a transition out of Closed: the window's counts that tripped it (zero
-    /// without a window).
+    /// For a trip (out of Closed or Recovering): the window's counts that tripped
+    /// it (zero without a window).
     pub window: WindowCounts,
-    /// For a transition out of Closed: the consecutive-failure count at the time.
+    /// For a trip (out of Closed or Recovering): the consecutive-failure count at
+    /// the time.
     pub consecutive_failures: u64,
     /// For a transition to Open: its deadline (when a call may half-open it), as
     /// time since the breaker was built, like [`at`](Self::at). `None` otherwise.

@@ -92,6 +92,43 @@
 //! [`state`](CircuitBreaker::state) (a pure read), [`metrics`](CircuitBreaker::metrics),
 //! and [`on_transition`](Builder::on_transition) events.
 //!
+//! # Progressive recovery
+//! By default a successful half-open round closes the breaker at once, and the whole
+//! load lands on a dependency that has just answered a few probes. With
+//! [`Builder::ramp_up`] the round moves the breaker to [`State::Recovering`]
+//! instead: the share of calls admitted rises linearly from 10% to 100% over the
+//! ramp's duration, then the next call closes it ([`Reason::RampCompleted`]). A
+//! call not admitted is rejected (`Recovering`, `retry_after` zero), and counted
+//! as rejected. The trip policies judge the admitted calls (`minimum_calls` not
+//! scaled), and a trip reopens at the next backoff level ([`Reason::RampFailed`]).
+//! Each thread's admissions follow the schedule to within one call over any run of
+//! its calls, decided by a running sum in its own stripe (or, for a thread that
+//! owns none, a thread-local one): no shared cache line is written, no lock is
+//! taken. A breaker without a ramp pays nothing for it: its
+//! closed path never looks at it.
+//!
+//! ```
+//! use cutout::{CircuitBreaker, ManualClock, State};
+//! use std::time::Duration;
+//!
+//! let clock = ManualClock::new();
+//! let breaker = CircuitBreaker::builder()
+//!     .consecutive_failures(1)
+//!     .ramp_up(Duration::from_secs(30))
+//!     .clock(clock.clone())
+//!     .build()?;
+//! let _ = breaker.call(|| Err::<(), _>("down"));
+//! clock.advance(Duration::from_secs(1));
+//! breaker.call(|| Ok::<_, ()>("probe")).unwrap();
+//! assert_eq!(breaker.state(), State::Recovering);
+//! let admitted = (0..100).filter(|_| breaker.call(|| Ok::<_, ()>(())).is_ok()).count();
+//! assert!((10..=11).contains(&admitted)); // 10% at first, to within one call
+//! clock.advance(Duration::from_secs(30));
+//! breaker.call(|| Ok::<_, ()>(())).unwrap();
+//! assert_eq!(breaker.state(), State::Closed);
+//! # Ok::<(), cutout::ConfigError>(())
+//! ```
+//!
 //! # Observability
 //! - [`on_transition`](Builder::on_transition): a callback for every transition, with
 //!   its from, to, generation, [`Reason`], time and the window figures that caused it,
@@ -197,7 +234,7 @@
 //!
 //! | bits   | field      | meaning |
 //! |--------|------------|---------|
-//! | 0-2    | state      | Closed, Open, HalfOpen, ForcedOpen, Disabled |
+//! | 0-2    | state      | Closed, Open, HalfOpen, ForcedOpen, Disabled, Recovering |
 //! | 3-8    | level      | backoff level (the cap is reached within 63 levels, or the builder refuses the multiplier) |
 //! | 9-40   | generation | bumped by every transition, wrapping at 2^32 |
 //! | 41-63  | unused     | |
@@ -319,6 +356,7 @@ pub mod loom_hooks;
 mod metrics;
 mod permit;
 mod policy;
+mod ramp;
 #[cfg(feature = "registry")]
 mod registry;
 mod retry;

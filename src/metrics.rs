@@ -22,12 +22,15 @@ pub struct Metrics {
     /// Time since the last transition.
     pub time_in_state: Duration,
     /// Open: time left in the cooldown. HalfOpen: zero while a probe slot is free,
-    /// else the time left until the half-open timeout. Closed and Disabled: zero.
+    /// else the time left until the half-open timeout. Closed, Disabled and
+    /// Recovering: zero.
     /// ForcedOpen: `None`.
     pub retry_after: Option<Duration>,
-    /// The sliding window's counts (zero outside Closed, or without a window).
+    /// The sliding window's counts (zero outside Closed and Recovering, or without
+    /// a window).
     pub window: WindowCounts,
-    /// The current run of consecutive failures (zero outside Closed).
+    /// The current run of consecutive failures (zero outside Closed and
+    /// Recovering).
     pub consecutive_failures: u64,
     /// Counters since the breaker was built.
     pub lifetime: Lifetime,

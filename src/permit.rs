@@ -43,6 +43,8 @@ pub(crate) enum Kind {
     Closed = 0,
     Probe = 1,
     Disabled = 2,
+    /// A call admitted by a recovering breaker's ramp.
+    Ramp = 3,
 }
 
 /// What an admission hands the outcome: the state word the call was admitted
@@ -73,13 +75,14 @@ impl Ticket {
         self.phase.generation()
     }
 
-    /// What the call is: a closed phase's call, a half-open probe, or a disabled
-    /// breaker's call (the only states that admit).
+    /// What the call is: a closed phase's call, a half-open probe, a recovering
+    /// breaker's call, or a disabled breaker's call (the only states that admit).
     #[inline]
     pub(crate) fn kind(self) -> Kind {
         match self.phase.state() {
             State::Closed => Kind::Closed,
             State::HalfOpen => Kind::Probe,
+            State::Recovering => Kind::Ramp,
             _ => Kind::Disabled,
         }
     }
@@ -268,6 +271,7 @@ mod tests {
             (State::Closed, Kind::Closed),
             (State::HalfOpen, Kind::Probe),
             (State::Disabled, Kind::Disabled),
+            (State::Recovering, Kind::Ramp),
         ] {
             let phase = Snapshot::starting(state, 3);
             let t = Ticket::new(phase, 5_000);

@@ -159,7 +159,9 @@ impl<R> RetryPolicy<R> {
             // The breaker is the backoff: the next attempt is rejected at once, or
             // admitted as a probe.
             State::Open | State::HalfOpen | State::ForcedOpen => Next::Now,
-            State::Closed | State::Disabled => {
+            // Recovering admits a share of the calls: back off as when closed (a
+            // shed attempt is a rejection, which ends the retries).
+            State::Closed | State::Disabled | State::Recovering => {
                 let ceiling = self.ceiling(attempt);
                 let jitter = jitter.get_or_insert_with(|| self.jitter());
                 Next::After(jitter.up_to(ceiling))

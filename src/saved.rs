@@ -19,6 +19,9 @@
 //! - HalfOpen restores as a fresh round started at the build; ForcedOpen and
 //!   Disabled are kept; the backoff level is kept, cut to this configuration's
 //!   highest level. Closed starts at level 0, as every Closed phase does.
+//! - Recovering (a ramp, see `Builder::ramp_up`) restores as Closed, with the
+//!   ramp's consecutive failures and window: the ramp's progress is not saved, and
+//!   a restart usually comes long after the recovery it interrupted.
 //! - The window travels as totals (see [`SavedWindow`] for why), restored into the
 //!   bucket of the build's instant.
 
@@ -62,8 +65,10 @@ const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(60);
 ///   rounded down, `open_until_ms` rounded up (a restored breaker never probes
 ///   early). [`save`](CircuitBreaker::save) takes whole milliseconds already, so its
 ///   states round-trip exactly. A time before the epoch cannot be serialized.
-/// - `state` is [`State::as_str`]: `closed`, `open`, `half_open`, `forced_open` or
-///   `disabled`.
+/// - `state` is [`State::as_str`]: `closed`, `open`, `half_open`, `forced_open`,
+///   `disabled` or `recovering`. `recovering` was added within version 1 (a
+///   compatible addition: a reader that predates it fails to deserialize such a
+///   state, and no state it could read changed); it restores as `closed`.
 /// - `open_until_ms` and `window` are left out when absent; `level` and
 ///   `consecutive_failures` default to 0. Unknown fields are ignored, so a reader
 ///   of this version reads a later version's additions as absent; a state whose
@@ -196,7 +201,9 @@ impl SavedState {
         };
         let level = self.level.min(config.max_level());
         let (word, ticks) = match self.state {
-            State::Closed => (Snapshot::starting(State::Closed, 0), 0),
+            // A recovering breaker restores as a Closed one (its ramp's progress
+            // is not saved), with the ramp's streak and window.
+            State::Closed | State::Recovering => (Snapshot::starting(State::Closed, 0), 0),
             State::Open => {
                 let until = self.open_until.ok_or_else(|| {
                     refuse("an Open state needs `open_until`, its deadline".to_string())
@@ -207,7 +214,7 @@ impl SavedState {
             }
             state => (Snapshot::starting(state, level), 0),
         };
-        let closed = self.state == State::Closed;
+        let closed = matches!(self.state, State::Closed | State::Recovering);
         let elapsed = now.duration_since(self.saved_at).unwrap_or(Duration::ZERO);
         Ok(Start {
             word,
@@ -669,6 +676,7 @@ mod wire {
         HalfOpen,
         ForcedOpen,
         Disabled,
+        Recovering,
     }
 
     #[derive(Serialize, Deserialize)]
@@ -714,6 +722,7 @@ mod wire {
                     State::HalfOpen => WireState::HalfOpen,
                     State::ForcedOpen => WireState::ForcedOpen,
                     State::Disabled => WireState::Disabled,
+                    State::Recovering => WireState::Recovering,
                 },
                 level: s.level,
                 open_until_ms: s
@@ -752,6 +761,7 @@ mod wire {
                     WireState::HalfOpen => State::HalfOpen,
                     WireState::ForcedOpen => State::ForcedOpen,
                     WireState::Disabled => State::Disabled,
+                    WireState::Recovering => State::Recovering,
                 },
                 level: w.level,
                 open_until: w

@@ -12,7 +12,7 @@
 //!
 //! | field      | bits | meaning                                                         |
 //! |------------|------|-----------------------------------------------------------------|
-//! | state      | 3    | [`State`]: Closed 0, Open 1, HalfOpen 2, ForcedOpen 3, Disabled 4 |
+//! | state      | 3    | [`State`]: Closed 0, Open 1, HalfOpen 2, ForcedOpen 3, Disabled 4, Recovering 5 |
 //! | level      | 6    | backoff level: the next reopening waits `open_duration * m^level` |
 //! | generation | 32   | bumped (wrapping) by every transition ([`GEN_BITS`])             |
 //!
@@ -106,6 +106,30 @@ pub enum State {
     /// Switched off by hand with [`disable`](crate::CircuitBreaker::disable): every
     /// call is admitted and nothing trips until [`reset`](crate::CircuitBreaker::reset).
     Disabled,
+    /// Closing gradually after a successful half-open round, with
+    /// [`ramp_up`](crate::Builder::ramp_up) on: a share of the calls, rising from
+    /// 10% to 100% over the ramp's duration, is admitted and counted against the
+    /// trip policies; the rest are rejected. A trip reopens the breaker; the end of
+    /// the ramp closes it.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock, State};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .ramp_up(Duration::from_secs(10))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// clock.advance(Duration::from_secs(1)); // the cooldown
+    /// let _ = breaker.call(|| Ok::<_, ()>("probe"));
+    /// assert_eq!(breaker.state(), State::Recovering);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    Recovering,
 }
 
 impl State {
@@ -116,6 +140,7 @@ impl State {
             State::HalfOpen => 2,
             State::ForcedOpen => 3,
             State::Disabled => 4,
+            State::Recovering => 5,
         }
     }
 
@@ -125,13 +150,14 @@ impl State {
             1 => State::Open,
             2 => State::HalfOpen,
             3 => State::ForcedOpen,
+            5 => State::Recovering,
             // Only `Snapshot::pack` writes this field, and only from a `State`.
             _ => State::Disabled,
         }
     }
 
     /// The lower-case name used in logs and metrics labels: `"closed"`, `"open"`,
-    /// `"half_open"`, `"forced_open"` or `"disabled"`.
+    /// `"half_open"`, `"forced_open"`, `"disabled"` or `"recovering"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             State::Closed => "closed",
@@ -139,6 +165,7 @@ impl State {
             State::HalfOpen => "half_open",
             State::ForcedOpen => "forced_open",
             State::Disabled => "disabled",
+            State::Recovering => "recovering",
         }
     }
 }
@@ -632,6 +659,7 @@ mod tests {
             Just(State::HalfOpen),
             Just(State::ForcedOpen),
             Just(State::Disabled),
+            Just(State::Recovering),
         ]
     }
 

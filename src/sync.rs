@@ -20,6 +20,33 @@ pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(cutout_loom))]
 pub(crate) use std::sync::{Arc, Mutex};
 
+/// The calling thread's ramp sums for breakers it owns no stripe of (see
+/// [`crate::ramp`]): `f` gets a table of `(key, sum)` pairs. `None` while the
+/// thread's locals are torn down, and always under loom, whose models keep to
+/// owned stripes and the shared one (a `std` thread-local would outlive a loom
+/// execution and make the next one differ).
+#[cfg(not(cutout_loom))]
+pub(crate) fn with_ramp_sums<R>(
+    f: impl FnOnce(&std::cell::Cell<[(usize, u64); RAMP_SUMS]>) -> R,
+) -> Option<R> {
+    std::thread_local! {
+        static SUMS: std::cell::Cell<[(usize, u64); RAMP_SUMS]> =
+            const { std::cell::Cell::new([(0, 0); RAMP_SUMS]) };
+    }
+    SUMS.try_with(f).ok()
+}
+
+/// See the other `with_ramp_sums`: under loom, none.
+#[cfg(cutout_loom)]
+pub(crate) fn with_ramp_sums<R>(
+    _: impl FnOnce(&std::cell::Cell<[(usize, u64); RAMP_SUMS]>) -> R,
+) -> Option<R> {
+    None
+}
+
+/// Entries in a thread's table of ramp sums ([`with_ramp_sums`]).
+pub(crate) const RAMP_SUMS: usize = 4;
+
 /// For the few process-wide statics that loom does not model: the default clock's
 /// cached time (loom models drive time with `ManualClock`). A `const` constructor is
 /// needed for a `static`, which loom's atomics do not have.

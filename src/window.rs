@@ -108,6 +108,10 @@ const CACHE_KEY: usize = PHASE_KEY;
 const NEWEST: usize = OPEN_DEADLINE;
 const LIVE_BASE: usize = 3;
 const CACHE_SPAN: usize = 4;
+/// Not the window's: the ramp's admission sum of a *shared* stripe (see
+/// [`crate::ramp`]), whose scratch words the window does not use (its caches are
+/// an owner's). Named here so that every scratch word is named in one place.
+pub(crate) const RAMP_SUM: usize = CACHE_START;
 /// Last, clear of the lean paths' loads (see [`crate::stripe::LEAN_LOADS`]).
 const LIVE_CALLS: usize = 5;
 const _: () = assert!(crate::stripe::clear_of_lean_loads(COUNTERS + LIVE_CALLS));

@@ -100,7 +100,7 @@ fn publish_sets_the_snapshot_and_transitions_are_counted_as_they_happen() {
         assert_eq!(gauge(&s, names::FAILURE_RATE, &me), Some(1.0 / 3.0));
         assert_eq!(gauge(&s, names::SLOW_CALL_RATE, &me), Some(0.0));
         assert_eq!(gauge(&s, names::WINDOW_CALLS, &me), Some(3.0));
-        assert_eq!(s.len(), 5 + 5 + 2 + 3, "{s:#?}");
+        assert_eq!(s.len(), 6 + 5 + 2 + 3, "{s:#?}");
 
         // Trip (2 of 4 failed), get rejected twice, then recover through a probe.
         let _ = b.call(|| Err::<(), _>(()));

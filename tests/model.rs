@@ -1,6 +1,9 @@
 //! Model-based test: random operation sequences run against the real breaker and a
 //! plain sequential reference model, compared after every step (admission decision,
 //! probe flag, state, generation, retry_after, window counts, lifetime counters).
+//! Each sequence runs with and without `ramp_up`; with it, the model decides the
+//! ramp's admissions by the documented schedule and running sum (see `ramp.rs` in
+//! the crate), so every admission and rejection in a ramp is compared too.
 //!
 //! Under `--cfg cutout_tiny_generations` (CI runs it so) the generation is 3 bits,
 //! and sequences cross its wrap every 8 transitions. The comparison is then exact
@@ -28,6 +31,11 @@ const BUCKETS: u64 = 4;
 const OPEN_MS: u64 = 1000;
 const MAX_OPEN_MS: u64 = 5000;
 const TIMEOUT_MS: u64 = 3000;
+const RAMP_MS: u64 = 2000;
+/// The ramp's arithmetic, as `Builder::ramp_up` documents it: shares of `ONE`
+/// rising from 10% (rounded up) to all, and a running sum per stripe.
+const ONE: u64 = 1 << 16;
+const START: u64 = ONE.div_ceil(10);
 /// Transitions after which a generation repeats.
 #[cfg(not(cutout_tiny_generations))]
 const CYCLE: u64 = 1 << 32;
@@ -82,6 +90,10 @@ enum MState {
     Disabled {
         level: u64,
     },
+    Recovering {
+        start: u64,
+        level: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,6 +101,7 @@ enum Kind {
     Closed,
     Probe,
     Disabled,
+    Ramp,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -121,6 +134,12 @@ struct Model {
     writes: Vec<(u64, u64)>,
     now: u64,
     counts: Counts,
+    /// Whether `ramp_up` is on.
+    ramp: bool,
+    /// The ramp's running sum: each case's one thread decides on its own stripe
+    /// (a stripe's sum starts at 0 for a new breaker; the two tests' threads hold
+    /// the first slots, and every breaker owns at least two stripes).
+    sum: u64,
 }
 
 fn cooldown_ms(level: u64) -> u64 {
@@ -136,7 +155,7 @@ impl Model {
     fn moved(&mut self, st: MState) {
         self.st = st;
         self.generation += 1;
-        if st == MState::Closed {
+        if matches!(st, MState::Closed | MState::Recovering { .. }) {
             self.streak = 0;
             self.log.clear();
         }
@@ -189,6 +208,26 @@ impl Model {
                 MState::Forced { .. } => {
                     self.counts.rejected += 1;
                     return Err((State::ForcedOpen, None));
+                }
+                MState::Recovering { start, .. } => {
+                    let elapsed = now.saturating_sub(start);
+                    if elapsed >= RAMP_MS {
+                        self.moved(MState::Closed);
+                        continue;
+                    }
+                    let share = START + (ONE - START) * elapsed / RAMP_MS;
+                    let before = self.sum.wrapping_add(ONE - 1);
+                    self.sum = self.sum.wrapping_add(share);
+                    if before / ONE == before.wrapping_add(share) / ONE {
+                        self.counts.rejected += 1;
+                        return Err((State::Recovering, Some(0)));
+                    }
+                    self.counts.admitted += 1;
+                    return Ok(Held {
+                        generation: self.generation,
+                        kind: Kind::Ramp,
+                        started: self.now,
+                    });
                 }
                 MState::Open { opened, level } => {
                     let deadline = opened + cooldown_ms(level);
@@ -283,7 +322,7 @@ impl Model {
         self.counts.slow += u64::from(slow);
         let now = self.ticks();
         match (h.kind, self.st) {
-            (Kind::Closed, MState::Closed) => {
+            (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
                 self.streak = if failed { self.streak + 1 } else { 0 };
                 self.log.push((self.now, failed, slow));
                 self.writes.push((self.now, self.generation));
@@ -292,10 +331,7 @@ impl Model {
                     && (failures as f64 >= RATE * calls as f64
                         || slows as f64 >= SLOW_RATE * calls as f64);
                 if self.streak >= STREAK || (failed || slow) && rate_trip {
-                    self.moved(MState::Open {
-                        opened: now,
-                        level: 0,
-                    });
+                    self.trip(now);
                 }
             }
             (
@@ -312,6 +348,8 @@ impl Model {
                         opened: now,
                         level: (level + 1).min(MAX_LEVEL),
                     });
+                } else if succeeded + 1 >= PROBES && self.ramp {
+                    self.moved(MState::Recovering { start: now, level });
                 } else if succeeded + 1 >= PROBES {
                     self.moved(MState::Closed);
                 } else {
@@ -344,7 +382,7 @@ impl Model {
         self.counts.slow += 1;
         let now = self.ticks();
         match (h.kind, self.st) {
-            (Kind::Closed, MState::Closed) => {
+            (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
                 self.log.push((self.now, false, true));
                 self.writes.push((self.now, self.generation));
                 let (calls, failures, slows) = self.window();
@@ -352,10 +390,7 @@ impl Model {
                     && (failures as f64 >= RATE * calls as f64
                         || slows as f64 >= SLOW_RATE * calls as f64);
                 if rate_trip {
-                    self.moved(MState::Open {
-                        opened: now,
-                        level: 0,
-                    });
+                    self.trip(now);
                 }
             }
             (Kind::Probe, MState::HalfOpen { level, .. }) => self.moved(MState::Open {
@@ -366,12 +401,23 @@ impl Model {
         }
     }
 
+    /// A trip policy's condition held: Closed opens at level 0, Recovering at the
+    /// next level.
+    fn trip(&mut self, now: u64) {
+        let level = match self.st {
+            MState::Recovering { level, .. } => (level + 1).min(MAX_LEVEL),
+            _ => 0,
+        };
+        self.moved(MState::Open { opened: now, level });
+    }
+
     fn manual(&mut self, op: Op) {
         let level = match self.st {
             MState::Open { level, .. }
             | MState::HalfOpen { level, .. }
             | MState::Forced { level }
-            | MState::Disabled { level } => level,
+            | MState::Disabled { level }
+            | MState::Recovering { level, .. } => level,
             MState::Closed => 0,
         };
         match op {
@@ -393,14 +439,19 @@ impl Model {
             MState::HalfOpen { .. } => State::HalfOpen,
             MState::Forced { .. } => State::ForcedOpen,
             MState::Disabled { .. } => State::Disabled,
+            MState::Recovering { .. } => State::Recovering,
         }
     }
 }
 
-fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(ops: Vec<Op>, ramp: bool) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
+    let mut builder = CircuitBreaker::builder();
+    if ramp {
+        builder = builder.ramp_up(Duration::from_millis(RAMP_MS));
+    }
     let breaker = Arc::new(
-        CircuitBreaker::builder()
+        builder
             .consecutive_failures(STREAK as u32)
             .window(Duration::from_nanos(BUCKET_NANOS * BUCKETS), BUCKETS as u32)
             .failure_rate(RATE, MIN_CALLS as u32)
@@ -421,6 +472,8 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         writes: Vec::new(),
         now: 0,
         counts: Counts::default(),
+        ramp,
+        sum: 0,
     };
     let mut held: Vec<(OwnedPermit<ManualClock>, Held)> = Vec::new();
     for (step, op) in ops.into_iter().enumerate() {
@@ -501,7 +554,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             "step {}",
             step
         );
-        if model.state() == State::Closed {
+        if matches!(model.state(), State::Closed | State::Recovering) {
             let (calls, failures, slow) = model.window();
             prop_assert_eq!(
                 (m.window.calls, m.window.failures, m.window.slow),
@@ -532,6 +585,14 @@ proptest! {
 
     #[test]
     fn the_breaker_agrees_with_the_reference_model_at_every_step(ops in prop::collection::vec(op(), 1..150)) {
-        run(ops)?;
+        run(ops, false)?;
+    }
+
+    /// On a thread of its own per case: a thread's ramp sums live in a small
+    /// thread-local table, and the model knows a thread's first sum for a breaker
+    /// (it admits the first call), not one left behind by an earlier case's breaker.
+    #[test]
+    fn with_ramp_up_the_breaker_agrees_with_the_reference_model_at_every_step(ops in prop::collection::vec(op(), 1..150)) {
+        std::thread::spawn(move || run(ops, true)).join().expect("the case panicked")?;
     }
 }

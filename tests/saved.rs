@@ -696,6 +696,16 @@ mod serde_format {
     }
 
     #[test]
+    fn a_recovering_state_is_named_recovering_and_round_trips() {
+        let saved = SavedState::new("db", State::Recovering, t0());
+        let v = serde_json::to_value(&saved).unwrap();
+        assert_eq!(v["state"], "recovering");
+        assert_eq!(v["version"], 1, "adding a state name keeps the version");
+        let back: SavedState = serde_json::from_value(v).unwrap();
+        assert_eq!(back, saved);
+    }
+
+    #[test]
     fn the_format_is_the_documented_one() {
         let v = serde_json::to_value(&fixture_states()[0]).unwrap();
         assert_eq!(

@@ -138,7 +138,10 @@ pub fn svg(
         current = l.transition.to;
     }
     segments.push((t0, total, current));
-    for (a, b, st) in segments {
+    let ramped = segments
+        .iter()
+        .any(|&(a, b, st)| b > a && st == State::Recovering);
+    for &(a, b, st) in &segments {
         if b <= a {
             continue;
         }
@@ -151,14 +154,36 @@ pub fn svg(
             state.height,
             state_color(st)
         );
+        if st == State::Recovering {
+            // The ramp itself: the admitted share, from 10% to where it got.
+            let share = |t: f64| 0.1 + 0.9 * (t / scenario.ramp().as_secs_f64()).min(1.0);
+            let y = |f: f64| state.bottom() - state.height * f;
+            let _ = writeln!(
+                s,
+                r##"<polygon points="{:.2},{:.1} {:.2},{:.1} {:.2},{:.1} {:.2},{:.1}" fill="{}"/>"##,
+                x(a),
+                state.bottom(),
+                x(a),
+                y(share(0.0)),
+                x(b),
+                y(share(b - a)),
+                x(b),
+                state.bottom(),
+                state_color(State::Closed)
+            );
+        }
     }
     let mut lx = LEFT;
     let ly = state.bottom() + 16.0;
-    for (st, name) in [
+    let mut states = vec![
         (State::Closed, "closed"),
         (State::Open, "open: rejects at once"),
         (State::HalfOpen, "half-open: 3 probes"),
-    ] {
+    ];
+    if ramped {
+        states.push((State::Recovering, "ramp-up: admits 10% rising to 100%"));
+    }
+    for (st, name) in states {
         let _ = writeln!(
             s,
             r##"<rect x="{lx:.1}" y="{:.1}" width="12" height="10" fill="{}"/><text x="{:.1}" y="{ly:.1}" fill="#333">{name}</text>"##,
@@ -439,6 +464,8 @@ fn state_color(st: State) -> &'static str {
         State::Closed => "#34a853",
         State::Open | State::ForcedOpen => "#d93025",
         State::HalfOpen => "#fbbc04",
+        // The ramp's background: the share admitted is drawn over it in green.
+        State::Recovering => "#c8e6c9",
         // Disabled, and any state a later cutout adds (`State` is non-exhaustive).
         _ => "#9aa0a6",
     }

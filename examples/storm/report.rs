@@ -45,6 +45,7 @@ impl Style {
             Some(State::HalfOpen) => ("half-open", "33"),
             Some(State::ForcedOpen) => ("FORCED", "1;31"),
             Some(State::Disabled) => ("disabled", "2"),
+            Some(State::Recovering) => ("ramp-up", "36"),
             Some(_) => ("other", "2"), // `State` is non-exhaustive
         };
         self.paint(&format!("{name:<width$}"), code)
@@ -373,7 +374,7 @@ pub fn transitions(scenario: &Scenario, log: &[Logged], style: Style) -> String 
         }
         let t = &l.transition;
         let detail = match t.to {
-            State::Open if t.from == State::Closed => format!(
+            State::Open if matches!(t.from, State::Closed | State::Recovering) => format!(
                 "window {} calls, {} failed, {} slow; {} failures in a row",
                 t.window.calls, t.window.failures, t.window.slow, t.consecutive_failures
             ),

@@ -75,6 +75,8 @@ pub struct Scenario {
     pub scale: f64,
     /// The timeline's resolution.
     pub tick: Duration,
+    /// Whether the breaker recovers progressively (`--ramp-up`).
+    pub ramp_up: bool,
 }
 
 /// The script at scale 1: 20 s.
@@ -109,7 +111,21 @@ impl Scenario {
             threads,
             scale,
             tick: TICK.mul_f64(scale),
+            ramp_up: false,
         }
+    }
+
+    /// The same script, with the breaker's progressive recovery on (`--ramp-up`).
+    pub fn with_ramp_up(self, on: bool) -> Scenario {
+        Scenario {
+            ramp_up: on,
+            ..self
+        }
+    }
+
+    /// The ramp's length with `--ramp-up`: it stretches with the script.
+    pub fn ramp(&self) -> Duration {
+        self.scaled(1000)
     }
 
     /// The run's length.
@@ -175,7 +191,12 @@ impl Scenario {
     /// exponential backoff with jitter, three probes. Its cooldowns stretch with the
     /// scenario; its window and call timings (slow-call threshold, half-open
     /// timeout) do not, since the request rate and the dependency's latencies do not.
+    /// With `--ramp-up`, a successful round starts a ramp of [`ramp`](Self::ramp).
     pub fn breaker<C: Clock>(&self, builder: Builder<C>) -> Builder<C> {
+        let builder = match self.ramp_up {
+            true => builder.ramp_up(self.ramp()),
+            false => builder,
+        };
         builder
             .consecutive_failures(10)
             .window(self.breaker_window(), 10)
@@ -191,9 +212,16 @@ impl Scenario {
 
     /// The breaker's settings in words, for the intro.
     pub fn describe_breaker(&self) -> String {
+        let ramp = match self.ramp_up {
+            true => format!(
+                ";\n  then a ramp-up: 10% of the calls admitted, rising to 100% over {:?}",
+                self.ramp()
+            ),
+            false => String::new(),
+        };
         format!(
             "trips on 10 consecutive failures, or >= 50% failures or >= 50% slow calls (> {:?})\n  \
-             over a {:?} window (20 calls at least); cooldown {:?} doubling up to {:?}, 20% jitter; 3 probes",
+             over a {:?} window (20 calls at least); cooldown {:?} doubling up to {:?}, 20% jitter; 3 probes{ramp}",
             SLOW_CALL,
             self.breaker_window(),
             self.scaled(250),

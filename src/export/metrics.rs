@@ -14,7 +14,7 @@
 //!
 //! | name | kind | other labels | value | updated by |
 //! |------|------|--------------|-------|------------|
-//! | `circuit_breaker_state` | gauge | `state`: `closed`, `open`, `half_open`, `forced_open`, `disabled` | 1 for the current state, 0 for the other four | `publish_metrics` |
+//! | `circuit_breaker_state` | gauge | `state`: `closed`, `open`, `half_open`, `forced_open`, `disabled`, `recovering` | 1 for the current state, 0 for the other five | `publish_metrics` |
 //! | `circuit_breaker_calls_total` | counter | `outcome`: `success`, `failure`, `ignored`, `stale`, `dropped` | [`Lifetime`](crate::Lifetime) outcomes since the breaker was built | `publish_metrics` |
 //! | `circuit_breaker_slow_calls_total` | counter | | successes and failures slower than the slow-call threshold | `publish_metrics` |
 //! | `circuit_breaker_rejected_calls_total` | counter | | calls turned away | `publish_metrics` |
@@ -27,7 +27,7 @@
 //! [`Counter::absolute`](::metrics::Counter::absolute) from the breaker's own
 //! lifetime counters, so they count from the breaker's creation whenever the
 //! recorder was installed. The transition counter counts from the recorder's
-//! installation. Window figures are zero outside Closed.
+//! installation. Window figures are zero outside Closed and Recovering.
 //!
 //! # Examples
 //! ```
@@ -66,12 +66,13 @@ pub const WINDOW_CALLS: &str = "circuit_breaker_window_calls";
 /// The label every metric carries: the breaker's name.
 pub const BREAKER_LABEL: &str = "breaker";
 
-const STATES: [State; 5] = [
+const STATES: [State; 6] = [
     State::Closed,
     State::Open,
     State::HalfOpen,
     State::ForcedOpen,
     State::Disabled,
+    State::Recovering,
 ];
 
 /// Registers a unit and a description for every metric in the
