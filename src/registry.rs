@@ -740,7 +740,14 @@ where
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.map.len()
+        match &self.cap {
+            None => self.map.len(),
+            // The map's count is a sum of per-thread counters, which a reader
+            // racing a removal and an insert can read one too high; the cap's count
+            // of places is never below the entries, so it bounds the reading.
+            // Acquire: as in `Cap::reserve`.
+            Some(cap) => self.map.len().min(cap.held.load(Ordering::Acquire)),
+        }
     }
 
     /// Whether the registry holds no breaker.
