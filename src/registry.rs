@@ -1620,6 +1620,75 @@ mod tests {
         );
     }
 
+    /// The cap's count of places equals the map's entries whenever no insert is
+    /// in progress, through every way an entry leaves: eviction at the cap, idle
+    /// sweeps, `remove`, `restore_all` replacing or adding, a lookup finishing a
+    /// claim, and threads racing inserts.
+    #[test]
+    fn the_count_of_places_follows_every_insert_and_removal() {
+        let clock = ManualClock::new();
+        let r: Registry<String, ManualClock> =
+            Registry::builder(CircuitBreaker::builder().clock(clock.clone()))
+                .idle_resolution(Duration::from_millis(1))
+                .max_keys(40)
+                .build()
+                .unwrap();
+        let held = |r: &Registry<String, ManualClock>| {
+            let cap = r.cap.as_ref().unwrap();
+            let entries = r.map.pin().iter().count();
+            assert_eq!(cap.held.load(Ordering::Relaxed), entries);
+            assert!(entries <= cap.max);
+            entries
+        };
+        for i in 0..100 {
+            clock.advance(Duration::from_millis(1));
+            r.get(&format!("k{i}"));
+        }
+        assert!(held(&r) >= 39);
+        assert!(r.remove("k99").is_some());
+        assert!(r.remove("k99").is_none());
+        let n = held(&r);
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(r.evict_idle(Duration::from_secs(1)), n);
+        assert_eq!(held(&r), 0);
+        // restore_all: adds a new key, replaces an existing one.
+        r.get("k1");
+        let saved = vec![
+            ("k1".to_string(), r.get("k1").save()),
+            ("k2".to_string(), r.get("k1").save()),
+        ];
+        assert_eq!(r.restore_all(saved), Ok(2));
+        assert_eq!(held(&r), 2);
+        // A lookup that finds a claimed entry removes it; the claimer's place
+        // accounting is not disturbed (the test claims as a sweep would, then
+        // gives the place back as the claimer does).
+        r.map
+            .pin()
+            .get("k1")
+            .unwrap()
+            .last_used
+            .store(EVICTED, Ordering::Relaxed);
+        r.get("k1"); // removes the claimed entry, inserts a fresh one
+        r.cap.as_ref().unwrap().release(1);
+        assert_eq!(held(&r), 2);
+        // Threads racing at the cap.
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (r, clock) = (&r, &clock);
+                s.spawn(move || {
+                    for i in 0..500 {
+                        clock.advance(Duration::from_micros(100));
+                        let _ = r.call(&format!("t{t}-{i}"), || Ok::<_, ()>(()));
+                        if i % 7 == 0 {
+                            r.remove(&format!("t{t}-{}", i / 2));
+                        }
+                    }
+                });
+            }
+        });
+        held(&r);
+    }
+
     #[test]
     fn the_default_resolution_follows_a_short_idle_period() {
         let r: Registry<u8> = Registry::builder(CircuitBreaker::builder())

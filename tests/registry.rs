@@ -725,3 +725,40 @@ fn threads_racing_at_the_cap_never_hold_more_than_it() {
     assert!(entries <= 50, "{entries} entries");
     assert_eq!(r.len(), entries);
 }
+
+#[cfg(feature = "metrics")]
+#[test]
+fn publish_metrics_reports_the_overflow_breaker_and_its_count() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(1))
+        .max_keys(1)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = r.call("held", || Err::<(), _>("down")); // Open: never evicted
+        let _ = r.call("a", || Ok::<_, ()>(()));
+        let _ = r.call("b", || Ok::<_, ()>(()));
+        r.publish_metrics();
+    });
+    let snapshot = snapshotter.snapshot().into_vec();
+    let overflowed = snapshot
+        .iter()
+        .find(|(key, ..)| key.key().name() == cutout::export::metrics::REGISTRY_OVERFLOWED)
+        .map(|(.., value)| value);
+    assert_eq!(overflowed, Some(&DebugValue::Counter(2)));
+    let successes = snapshot.iter().find(|(key, ..)| {
+        key.key().name() == "circuit_breaker_calls_total"
+            && key
+                .key()
+                .labels()
+                .any(|l| l.key() == "breaker" && l.value() == "overflow")
+            && key
+                .key()
+                .labels()
+                .any(|l| l.key() == "outcome" && l.value() == "success")
+    });
+    assert_eq!(successes.map(|(.., v)| v), Some(&DebugValue::Counter(2)));
+}
