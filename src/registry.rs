@@ -242,7 +242,9 @@ impl<C: Clock> Cap<C> {
 /// dependency is one key: lower-case host names, strip ports that are the
 /// default, user info, query strings and fragments, and key by the route
 /// *template* (`/users/{id}`), never the raw path. Key by what fails together
-/// (an upstream host or pool), not by what a client sends.
+/// (an upstream host or pool), not by what a client sends. Keys with a per-key
+/// builder ([`configure`](RegistryBuilder::configure)) count toward the cap like
+/// any other.
 ///
 /// With `max_keys(n)` the registry never holds more than `n` breakers
 /// ([`len`](Registry::len)), whatever the keys and however many threads insert
@@ -1363,7 +1365,10 @@ where
     /// [`configure`](RegistryBuilder::configure)d, else the shared one), restored
     /// from its saved state by the rules of [`Builder::restore`], and puts it in
     /// the registry, in place of the key's breaker if it has one (calls in flight
-    /// on that one finish there). Returns how many it restored.
+    /// on that one finish there). Returns how many it restored. Under
+    /// [`max_keys`](RegistryBuilder::max_keys) a restored breaker takes a place
+    /// like a new key (evicting one that behaves like new if it must); a key that
+    /// finds no room is skipped and not counted.
     ///
     /// # Errors
     /// All or nothing: if any state cannot be restored, the first such key and its

@@ -762,3 +762,19 @@ fn publish_metrics_reports_the_overflow_breaker_and_its_count() {
     });
     assert_eq!(successes.map(|(.., v)| v), Some(&DebugValue::Counter(2)));
 }
+
+#[test]
+fn restore_all_under_the_cap_replaces_keys_in_place_and_skips_keys_without_room() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(1))
+        .max_keys(1)
+        .build()
+        .unwrap();
+    let _ = r.call("db", || Err::<(), _>("down"));
+    let saved = r.save_all();
+    let other = ("cache".to_string(), saved[0].1.clone());
+    // "db" takes its own place; "cache" finds none ("db" is Open).
+    assert_eq!(r.restore_all(saved.into_iter().chain([other])), Ok(1));
+    assert_eq!(r.len(), 1);
+    assert_eq!(r.get("db").state(), State::Open);
+}
