@@ -1,9 +1,11 @@
 //! The registry's lookup cost: a hit on an existing key, against calling the
 //! breaker directly. Single thread, and two threads on one key (a lookup writes no
-//! shared line, so the per-call cost should stay flat).
+//! shared line, so the per-call cost should stay flat). With a key cap
+//! (`max_keys`): a hit (the same as without), and a new key at the cap, evicting
+//! or routed to the overflow breaker.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use cutout::{CircuitBreaker, Registry};
+use cutout::{CircuitBreaker, ManualClock, Registry};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -64,6 +66,54 @@ fn registry(c: &mut Criterion) {
     g.finish();
 }
 
+/// Registries capped at 1,000 keys, full.
+fn capped(c: &mut Criterion) {
+    const CAP: usize = 1_000;
+    let mut g = c.benchmark_group("registry, max_keys(1000)");
+    let clock = ManualClock::new();
+    let builder = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .clock(clock.clone());
+    let capped = |builder: cutout::Builder<ManualClock>| {
+        Registry::builder(builder)
+            .max_keys(CAP)
+            .idle_resolution(Duration::from_nanos(1))
+            .build()
+            .unwrap()
+    };
+    let r: Registry<u64, _> = capped(builder.clone());
+    for key in 0..CAP as u64 {
+        r.get(&key);
+    }
+    g.bench_function("with(&u64) lookup only, hit", |b| {
+        b.iter(|| r.with(black_box(&500), |br| br.state()))
+    });
+    // Every key new: each evicts the least recently used (a scan per 31 keys).
+    let mut next = CAP as u64;
+    g.bench_function("call(&u64), a new key each time, evicting", |b| {
+        b.iter(|| {
+            clock.advance(Duration::from_nanos(1));
+            next += 1;
+            r.call(black_box(&next), || Ok::<_, ()>(black_box(1u64)))
+        })
+    });
+    // Every breaker Open: each new key goes to the overflow breaker (a scan per
+    // 31 keys finds nothing).
+    let tripped: Registry<u64, _> = capped(builder);
+    for key in 0..CAP as u64 {
+        let _ = tripped.call(&key, || Err::<(), _>(()));
+    }
+    let mut next = CAP as u64;
+    g.bench_function("with(&u64), a new key each time, overflowed", |b| {
+        b.iter(|| {
+            next += 1;
+            tripped.with(black_box(&next), |br| br.state())
+        })
+    });
+    assert!(tripped.overflowed() > 0 && tripped.len() == CAP);
+    g.finish();
+}
+
 /// A multiply-rotate hasher (as rustc's FxHash) to show what SipHash costs.
 #[derive(Default)]
 struct Fx(u64);
@@ -103,5 +153,5 @@ fn two_threads(iters: u64, f: impl Fn() + Sync) -> Duration {
     })
 }
 
-criterion_group!(benches, registry);
+criterion_group!(benches, registry, capped);
 criterion_main!(benches);

@@ -12,12 +12,19 @@
 //! writes it with `fetch_max`. Both are read-modify-writes of one word, so one of
 //! the two sees the other, whatever the ordering: the claim fails, or the lookup
 //! sees the claim and looks again. The map orders its own contents.
+//!
+//! With a key cap, the count of held places (entries plus inserts in progress) is
+//! taken with an `Acquire` read-modify-write and given back with `Release`, after
+//! the entry has left the map: an insert that takes a freed place comes after that
+//! removal, so the map never holds more entries than the count. The overflow
+//! counters and the scan gate are `Relaxed`: statistics and a hint that orders no
+//! other memory (the claim on each entry still decides every eviction).
 
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Listener, Parts};
 use crate::event::Transition;
 use crate::permit::{Outcome, Permit, Ticket};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use crate::{CircuitBreaker, ConfigError, Error, Rejected, SavedState, State};
 use papaya::{HashMapRef, LocalGuard};
 use std::borrow::{Borrow, Cow};
@@ -38,6 +45,21 @@ type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
 /// (readings are capped one below), and it is the maximum, so a lookup's
 /// `fetch_max` leaves it in place and sees it.
 const EVICTED: u64 = u64::MAX;
+
+/// The id of the overflow entry: the id counter never reaches it.
+const OVERFLOW_ID: u64 = u64::MAX;
+
+/// The overflow breaker's name (its `breaker` label and tracing field).
+const OVERFLOW_NAME: &str = "overflow";
+
+/// At the cap, one scan evicts up to `max_keys / SCAN_RATIO` breakers (at least
+/// one), and a scan that evicts fewer lets that many fewer new keys go by before
+/// the next: a scan visits at most `max_keys` entries, so each new key at the cap
+/// costs about `SCAN_RATIO` entry visits, amortized, however hostile the keys.
+const SCAN_RATIO: usize = 32;
+
+/// The scan gate's value while a scan runs: no miss count reaches it.
+const SCANNING: u64 = u64::MAX;
 
 /// One key's breaker and when it was last used.
 struct Entry<C: Clock> {
@@ -87,6 +109,46 @@ fn behaves_like_new<C: Clock>(breaker: &CircuitBreaker<C>) -> bool {
     }
     let m = breaker.metrics();
     m.state == State::Closed && m.consecutive_failures == 0 && m.window.calls == 0
+}
+
+/// The key cap ([`RegistryBuilder::max_keys`]): the places, the overflow breaker
+/// and the scan gate.
+struct Cap<C: Clock> {
+    max: usize,
+    /// Entries in the map plus places reserved by inserts in progress; never above
+    /// `max`, and never below the map's entry count (a place is reserved before
+    /// its insert and given back after its entry has left the map).
+    held: AtomicUsize,
+    /// The breaker every key without a place shares.
+    overflow: Entry<C>,
+    /// Lookups routed to `overflow`.
+    overflowed: AtomicU64,
+    /// New keys that found no free place.
+    misses: AtomicU64,
+    /// The `misses` count from which the next scan may run; [`SCANNING`] while
+    /// one runs.
+    next_scan: AtomicU64,
+}
+
+impl<C: Clock> Cap<C> {
+    /// Takes a place for a new entry, if one is free.
+    fn reserve(&self) -> bool {
+        self.held
+            // Acquire: an entry whose place this is has left the map (see the
+            // module's Orderings).
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` places, after their entries have left the map.
+    fn release(&self, n: usize) {
+        if n > 0 {
+            // Release: pairs with the Acquire in `reserve`.
+            self.held.fetch_sub(n, Ordering::Release);
+        }
+    }
 }
 
 /// Circuit breakers keyed by dependency, created on first use from one shared
@@ -171,6 +233,54 @@ fn behaves_like_new<C: Clock>(breaker: &CircuitBreaker<C>) -> bool {
 /// proportional to the keys used in the last two idle periods, however many keys
 /// have come and gone: keys that never repeat do not accumulate.
 ///
+/// # Keying safely
+/// Keys often come from requests: a host, a tenant, a route. Without a cap, a
+/// burst of distinct keys within one idle period grows the registry without
+/// bound (each breaker is a few hundred bytes plus a stripe per calling thread),
+/// so a registry keyed by anything a client controls needs
+/// [`RegistryBuilder::max_keys`]. Normalize keys before the lookup, so one
+/// dependency is one key: lower-case host names, strip ports that are the
+/// default, user info, query strings and fragments, and key by the route
+/// *template* (`/users/{id}`), never the raw path. Key by what fails together
+/// (an upstream host or pool), not by what a client sends. Keys with a per-key
+/// builder ([`configure`](RegistryBuilder::configure)) count toward the cap like
+/// any other.
+///
+/// With `max_keys(n)` the registry never holds more than `n` breakers
+/// ([`len`](Registry::len)), whatever the keys and however many threads insert
+/// at once: an insert reserves its place in an atomic count before it inserts
+/// (and gives it back if another thread inserted the key first), and an evicted
+/// or removed entry gives its place back only after it has left the map.
+///
+/// At the cap, a new key evicts breakers that behave like new ones (the rule of
+/// [Idle eviction](#idle-eviction): Closed, nothing in flight, no streak, an empty
+/// window, not held through [`get`](Registry::get)) and that have been unused for
+/// at least the idle resolution, least recently used first: one thread scans the
+/// entries (at most `n`), sorts those by their last-used time, and claims up to
+/// `n / 32` of them (at least one) as a sweep does. Evicting a breaker that
+/// behaves like a new one loses nothing but its lifetime counters, so the batch
+/// only spares the next keys a scan. Recency is as coarse as the idle resolution:
+/// breakers used within one resolution period are never evicted, so a burst of
+/// new keys arriving faster than that overflows (a shorter
+/// [`idle_resolution`](RegistryBuilder::idle_resolution) tightens it).
+///
+/// A new key that finds no room shares one *overflow* breaker with every other
+/// such key, and [`overflowed`](Registry::overflowed) counts it. The overflow
+/// breaker is built from the shared builder, named `"overflow"`
+/// ([`overflow`](Registry::overflow)), and published by
+/// [`publish_metrics`](Registry::publish_metrics) beside the counter. Those keys
+/// lose their isolation: failures of any of them count together and can open the
+/// overflow breaker for all of them, while the keys that hold a breaker keep
+/// theirs. A key is routed to overflow per lookup, not for good: once a place is
+/// free, its next lookup gets a breaker of its own. The keyed
+/// [`on_transition`](RegistryBuilder::on_transition) listener has no key to report
+/// for the overflow breaker (the shared builder's own listener still runs). So
+/// that hostile keys cost bounded work, a scan that finds fewer than `n / 32`
+/// breakers to evict lets that many more new keys go to overflow before the next
+/// scan: each new key at the cap costs about 32 entry visits, amortized, and a key
+/// may overflow for that long after a breaker has become evictable. Scans never
+/// run concurrently; a new key arriving during one goes to overflow.
+///
 /// # Examples
 /// ```
 /// use cutout::{CircuitBreaker, Registry, State};
@@ -203,6 +313,8 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
     last_sweep: AtomicU64,
     /// The initial state of each key created later (see `initial_state`).
     initial: Option<InitialState<K>>,
+    /// The key cap, if [`RegistryBuilder::max_keys`] set one.
+    cap: Option<Cap<C>>,
 }
 
 impl<K, C> Registry<K, C>
@@ -293,6 +405,7 @@ where
             resolution: None,
             hasher: RandomState::new(),
             initial: None,
+            max_keys: None,
         }
     }
 }
@@ -432,7 +545,11 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let map = self.map.pin();
-        if let Some(entry) = map.get(key).filter(|e| e.id == id) {
+        let entry = match &self.cap {
+            Some(cap) if id == OVERFLOW_ID => Some(&cap.overflow),
+            _ => map.get(key).filter(|e| e.id == id),
+        };
+        if let Some(entry) = entry {
             let permit = Permit::new(&*entry.breaker, ticket);
             match outcome {
                 Some(outcome) => permit.record(outcome),
@@ -485,7 +602,10 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.map.pin().remove(key).map(|e| e.breaker.clone())
+        let map = self.map.pin();
+        let removed = map.remove(key)?;
+        self.forget(removed);
+        Some(removed.breaker.clone())
     }
 
     /// Calls `f` with every key and its breaker, for metrics export. Entries added
@@ -533,6 +653,56 @@ where
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
         self.for_each(|_, breaker| breaker.publish_metrics());
+        if let Some(cap) = &self.cap {
+            cap.overflow.breaker.publish_metrics();
+            ::metrics::counter!(crate::export::metrics::REGISTRY_OVERFLOWED)
+                .absolute(self.overflowed());
+        }
+    }
+
+    /// How many lookups found no breaker for their key and no room for one under
+    /// [`max_keys`](RegistryBuilder::max_keys), and went to the overflow breaker,
+    /// since the registry was built (0 without a cap). Every lookup counts: a key
+    /// routed there ten times counts ten. Published by `publish_metrics` (feature
+    /// `metrics`) as `circuit_breaker_registry_overflowed_total`.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    ///
+    /// let registry: Registry<u16> = Registry::builder(CircuitBreaker::builder())
+    ///     .max_keys(1)
+    ///     .build()?;
+    /// let _held = registry.get(&80); // held: never evicted
+    /// registry.get(&443);
+    /// registry.get(&8080);
+    /// assert_eq!((registry.len(), registry.overflowed()), (1, 2));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn overflowed(&self) -> u64 {
+        self.cap
+            .as_ref()
+            // Relaxed: a statistic.
+            .map_or(0, |cap| cap.overflowed.load(Ordering::Relaxed))
+    }
+
+    /// The overflow breaker that keys without room share under
+    /// [`max_keys`](RegistryBuilder::max_keys) (named `"overflow"`, built from the
+    /// shared builder); `None` without a cap. Not in [`for_each`](Self::for_each),
+    /// [`len`](Self::len) or [`save_all`](Self::save_all).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, State};
+    ///
+    /// let registry: Registry<u16> = Registry::builder(CircuitBreaker::builder())
+    ///     .max_keys(100)
+    ///     .build()?;
+    /// assert_eq!(registry.overflow().map(|b| b.state()), Some(State::Closed));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn overflow(&self) -> Option<&CircuitBreaker<C>> {
+        self.cap.as_ref().map(|cap| &*cap.overflow.breaker)
     }
 
     /// Removes the breakers not used for more than `older_than` that behave like
@@ -560,7 +730,9 @@ where
         self.sweep(self.clock.now(), saturating_nanos(older_than))
     }
 
-    /// How many breakers the registry holds.
+    /// How many breakers the registry holds: never more than
+    /// [`max_keys`](RegistryBuilder::max_keys), and not counting the overflow
+    /// breaker.
     ///
     /// # Examples
     /// ```
@@ -570,7 +742,14 @@ where
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.map.len()
+        match &self.cap {
+            None => self.map.len(),
+            // The map's count is a sum of per-thread counters, which a reader
+            // racing a removal and an insert can read one too high; the cap's count
+            // of places is never below the entries, so it bounds the reading.
+            // Acquire: as in `Cap::reserve`.
+            Some(cap) => self.map.len().min(cap.held.load(Ordering::Acquire)),
+        }
     }
 
     /// Whether the registry holds no breaker.
@@ -600,7 +779,7 @@ where
     /// `key`'s entry, created on first use and marked as used now; never one a
     /// sweep has claimed.
     #[inline]
-    fn live_entry<'r, Q>(&self, map: &'r Pinned<'_, K, C, S>, key: &Q) -> &'r Entry<C>
+    fn live_entry<'r, Q>(&'r self, map: &'r Pinned<'_, K, C, S>, key: &Q) -> &'r Entry<C>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -631,15 +810,138 @@ where
         let _ = map.remove_if(key, |_, e| e.id == entry.id);
     }
 
+    /// A new entry for `key`, which had none; with a key cap, the overflow entry
+    /// when there is no room (see [Keying safely](Registry#keying-safely)).
     #[cold]
-    fn insert<'r>(&self, map: &'r Pinned<'_, K, C, S>, key: K) -> &'r Entry<C> {
+    fn insert<'r>(&'r self, map: &'r Pinned<'_, K, C, S>, key: K) -> &'r Entry<C> {
         let now = self.clock.now().min(EVICTED - 1);
         self.maybe_sweep(now);
         let parts = self.overrides.get(&key).unwrap_or(&self.shared);
+        let Some(cap) = &self.cap else {
+            let breaker = self.new_breaker(&key, parts);
+            // If another thread inserted the key first, its breaker wins and ours
+            // is dropped unused.
+            return map.get_or_insert(key, self.entry(breaker, now));
+        };
+        // The place is taken before the insert, so the map never holds more
+        // than `max` entries, however many threads insert at once.
+        if !self.make_room(map, cap, now) {
+            // Relaxed: a statistic.
+            cap.overflowed.fetch_add(1, Ordering::Relaxed);
+            return &cap.overflow;
+        }
         let breaker = self.new_breaker(&key, parts);
-        // If another thread inserted the key first, its breaker wins and ours is
-        // dropped unused.
-        map.get_or_insert(key, self.entry(breaker, now))
+        match map.try_insert(key, self.entry(breaker, now)) {
+            Ok(entry) => entry,
+            Err(occupied) => {
+                // Another thread inserted the key first: its breaker wins, and
+                // our place goes back.
+                cap.release(1);
+                occupied.current
+            }
+        }
+    }
+
+    /// Takes a place for a new entry, evicting the least recently used breakers
+    /// that behave like new ones if the cap is reached. `false`: no room.
+    fn make_room(&self, map: &Pinned<'_, K, C, S>, cap: &Cap<C>, now: u64) -> bool {
+        // A few tries: the places a scan frees may be taken by other inserts.
+        for _ in 0..3 {
+            if cap.reserve() {
+                return true;
+            }
+            if self.evict_lru(map, cap, now) == 0 {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// At the cap: scans for breakers to evict, unless the scan gate says the last
+    /// scans have not yet been paid for (see `SCAN_RATIO`) or another thread is
+    /// scanning. Returns how many it evicted.
+    #[cold]
+    #[inline(never)]
+    fn evict_lru(&self, map: &Pinned<'_, K, C, S>, cap: &Cap<C>, now: u64) -> usize {
+        // Relaxed: a count that gates scans; it orders nothing.
+        let miss = cap.misses.fetch_add(1, Ordering::Relaxed) + 1;
+        // Relaxed: as above; the compare-and-swap picks one scanner.
+        let due = cap.next_scan.load(Ordering::Relaxed);
+        if miss < due
+            || cap
+                .next_scan
+                .compare_exchange(due, SCANNING, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return 0;
+        }
+        let batch = (cap.max / SCAN_RATIO).max(1);
+        let evicted = self.evict_oldest(map, cap, now, batch);
+        // A scan that found fewer than a batch lets the difference go by first.
+        // Relaxed: as above.
+        let misses = cap.misses.load(Ordering::Relaxed);
+        cap.next_scan
+            .store(misses + (batch - evicted) as u64, Ordering::Relaxed);
+        evicted
+    }
+
+    /// Evicts up to `batch` breakers, least recently used first, among those
+    /// unused for at least the idle resolution that behave like new ones and are
+    /// not held elsewhere (the sweep's rule and claim). Returns how many.
+    fn evict_oldest(
+        &self,
+        map: &Pinned<'_, K, C, S>,
+        cap: &Cap<C>,
+        now: u64,
+        batch: usize,
+    ) -> usize {
+        let mut oldest: Vec<(u64, &K, &Entry<C>)> = map
+            .iter()
+            .filter_map(|(key, entry)| {
+                // Relaxed: see the module's Orderings.
+                let seen = entry.last_used.load(Ordering::Relaxed);
+                // Unused for the resolution: a lookup from now on writes the word,
+                // so the claim below fails if one races it (as in `sweep`).
+                (seen != EVICTED
+                    && now.saturating_sub(seen) >= self.resolution
+                    && Arc::strong_count(&entry.breaker) == 1)
+                    .then_some((seen, key, entry))
+            })
+            .collect();
+        oldest.sort_unstable_by_key(|&(seen, ..)| seen);
+        let mut evicted = 0;
+        for (seen, key, entry) in oldest {
+            if evicted == batch {
+                break;
+            }
+            if behaves_like_new(&entry.breaker)
+                // The claim: fails if a lookup wrote the word since it was read.
+                // Relaxed: see the module's Orderings.
+                && entry
+                    .last_used
+                    .compare_exchange(seen, EVICTED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                // Gone once this returns: removed here, or by a lookup that saw
+                // the claim first.
+                let _ = map.remove_if(key, |_, e| e.id == entry.id);
+                cap.release(1);
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+
+    /// Marks `entry`, which has left the map (removed or replaced), as claimed, so
+    /// a lookup still holding it looks again; gives back its place unless a sweep
+    /// or an eviction claimed it first (the claimer gives it back).
+    fn forget(&self, entry: &Entry<C>) {
+        // Relaxed: see the module's Orderings.
+        if entry.last_used.swap(EVICTED, Ordering::Relaxed) != EVICTED {
+            if let Some(cap) = &self.cap {
+                cap.release(1);
+            }
+        }
     }
 
     /// A new map entry holding `breaker`, last used at `now`.
@@ -702,6 +1004,10 @@ where
             evicted += usize::from(evict);
             !evict
         });
+        // The claimed entries have left the map: their places go back.
+        if let Some(cap) = &self.cap {
+            cap.release(evicted);
+        }
         evicted
     }
 }
@@ -761,6 +1067,15 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> fmt::Debug for Registry<K, C, S> {
             .field("overrides", &self.overrides.len())
             .field("resolution", &Duration::from_nanos(self.resolution))
             .field("idle_after", &self.idle_after.map(Duration::from_nanos))
+            .field("max_keys", &self.cap.as_ref().map(|cap| cap.max))
+            // Relaxed: a statistic.
+            .field(
+                "overflowed",
+                &self
+                    .cap
+                    .as_ref()
+                    .map(|cap| cap.overflowed.load(Ordering::Relaxed)),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -793,6 +1108,7 @@ pub struct RegistryBuilder<K, C: Clock = DefaultClock, S = RandomState> {
     resolution: Option<Duration>,
     hasher: S,
     initial: Option<InitialState<K>>,
+    max_keys: Option<usize>,
 }
 
 impl<K, C, S> RegistryBuilder<K, C, S>
@@ -835,6 +1151,44 @@ where
         self
     }
 
+    /// Holds at most `n` breakers (at least 1): for keys that come from requests
+    /// (see [Keying safely](Registry#keying-safely)). At the cap, a new key evicts
+    /// the least recently used breaker that behaves like a new one; if there is
+    /// none, it shares one overflow breaker with every other key in that case,
+    /// counted by [`Registry::overflowed`]. [`len`](Registry::len) never exceeds
+    /// `n`, even with many threads inserting at once.
+    ///
+    /// Lookups of keys the registry holds cost what they cost without a cap; only
+    /// a new key does more work (about 32 entry visits, amortized).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock, Registry};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let registry: Registry<String, _> =
+    ///     Registry::builder(CircuitBreaker::builder().clock(clock.clone()).consecutive_failures(1))
+    ///         .max_keys(2)
+    ///         .build()?;
+    /// registry.get("a");
+    /// let _ = registry.call("b", || Err::<(), _>("down")); // Open: never evicted
+    /// clock.advance(Duration::from_secs(1)); // one idle resolution
+    /// registry.get("c"); // evicts "a", the one that behaves like new
+    /// assert_eq!(registry.len(), 2);
+    /// registry.get("d"); // no room: shares the overflow breaker
+    /// assert_eq!((registry.len(), registry.overflowed()), (2, 1));
+    /// assert_eq!(registry.get("d").name(), "overflow");
+    ///
+    /// let zero = Registry::<String>::builder(CircuitBreaker::builder()).max_keys(0).build();
+    /// assert_eq!(zero.unwrap_err().field(), "max_keys");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn max_keys(mut self, n: usize) -> Self {
+        self.max_keys = Some(n);
+        self
+    }
+
     /// Names each breaker `name(key)` instead of the default (the key's `Display`
     /// from [`Registry::builder`], or the closure given to
     /// [`Registry::builder_named`]): the `breaker` label of its metrics and field of
@@ -869,6 +1223,7 @@ where
             resolution: self.resolution,
             hasher,
             initial: self.initial,
+            max_keys: self.max_keys,
         }
     }
 
@@ -877,7 +1232,7 @@ where
     ///
     /// # Errors
     /// The first [`ConfigError`] of the shared builder or a per-key builder, or one
-    /// naming `evict_idle_after` or `idle_resolution` when either is zero.
+    /// naming `evict_idle_after`, `idle_resolution` or `max_keys` when it is zero.
     pub fn build(self) -> Result<Registry<K, C, S>, ConfigError> {
         let shared = self.shared.into_parts()?;
         let overrides = self
@@ -900,6 +1255,29 @@ where
         };
         let clock = shared.clock.clone();
         let now = clock.now();
+        let cap = match self.max_keys {
+            Some(0) => return Err(ConfigError::new("max_keys", "must be at least 1")),
+            Some(max) => Some(Cap {
+                max,
+                held: AtomicUsize::new(0),
+                overflow: Entry {
+                    breaker: Arc::new(CircuitBreaker::from_parts(
+                        crate::config::Config {
+                            name: Cow::Borrowed(OVERFLOW_NAME),
+                            ..shared.config.clone()
+                        },
+                        shared.clock.clone(),
+                        shared.listener.clone(),
+                    )),
+                    last_used: AtomicU64::new(now.min(EVICTED - 1)),
+                    id: OVERFLOW_ID,
+                },
+                overflowed: AtomicU64::new(0),
+                misses: AtomicU64::new(0),
+                next_scan: AtomicU64::new(0),
+            }),
+            None => None,
+        };
         Ok(Registry {
             map: papaya::HashMap::with_hasher(self.hasher),
             shared,
@@ -912,6 +1290,7 @@ where
             idle_after: idle_after.map(saturating_nanos),
             last_sweep: AtomicU64::new(now),
             initial: self.initial,
+            cap,
         })
     }
 }
@@ -923,6 +1302,7 @@ impl<K, C: Clock, S> fmt::Debug for RegistryBuilder<K, C, S> {
             .field("overrides", &self.overrides.len())
             .field("idle_after", &self.idle_after)
             .field("resolution", &self.resolution)
+            .field("max_keys", &self.max_keys)
             .finish_non_exhaustive()
     }
 }
@@ -985,7 +1365,10 @@ where
     /// [`configure`](RegistryBuilder::configure)d, else the shared one), restored
     /// from its saved state by the rules of [`Builder::restore`], and puts it in
     /// the registry, in place of the key's breaker if it has one (calls in flight
-    /// on that one finish there). Returns how many it restored.
+    /// on that one finish there). Returns how many it restored. Under
+    /// [`max_keys`](RegistryBuilder::max_keys) a restored breaker takes a place
+    /// like a new key (evicting one that behaves like new if it must); a key that
+    /// finds no room is skipped and not counted.
     ///
     /// # Errors
     /// All or nothing: if any state cannot be restored, the first such key and its
@@ -1054,11 +1437,24 @@ where
                 Err(e) => return Err((key, e)),
             }
         }
-        let restored = built.len();
+        let mut restored = 0;
         let map = self.map.pin();
-        let used = self.clock.now();
+        let used = self.clock.now().min(EVICTED - 1);
         for (key, breaker) in built {
-            map.insert(key, self.entry(breaker, used));
+            if let Some(cap) = &self.cap {
+                // The key's own entry goes first, so its place can take the
+                // restored one; a key that then finds no room is skipped.
+                if let Some(old) = map.remove(&key) {
+                    self.forget(old);
+                }
+                if !self.make_room(&map, cap, used) {
+                    continue;
+                }
+            }
+            if let Some(old) = map.insert(key, self.entry(breaker, used)) {
+                self.forget(old);
+            }
+            restored += 1;
         }
         Ok(restored)
     }
@@ -1227,6 +1623,75 @@ mod tests {
                 .load(Ordering::Relaxed),
             EVICTED - 1
         );
+    }
+
+    /// The cap's count of places equals the map's entries whenever no insert is
+    /// in progress, through every way an entry leaves: eviction at the cap, idle
+    /// sweeps, `remove`, `restore_all` replacing or adding, a lookup finishing a
+    /// claim, and threads racing inserts.
+    #[test]
+    fn the_count_of_places_follows_every_insert_and_removal() {
+        let clock = ManualClock::new();
+        let r: Registry<String, ManualClock> =
+            Registry::builder(CircuitBreaker::builder().clock(clock.clone()))
+                .idle_resolution(Duration::from_millis(1))
+                .max_keys(40)
+                .build()
+                .unwrap();
+        let held = |r: &Registry<String, ManualClock>| {
+            let cap = r.cap.as_ref().unwrap();
+            let entries = r.map.pin().iter().count();
+            assert_eq!(cap.held.load(Ordering::Relaxed), entries);
+            assert!(entries <= cap.max);
+            entries
+        };
+        for i in 0..100 {
+            clock.advance(Duration::from_millis(1));
+            r.get(&format!("k{i}"));
+        }
+        assert!(held(&r) >= 39);
+        assert!(r.remove("k99").is_some());
+        assert!(r.remove("k99").is_none());
+        let n = held(&r);
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(r.evict_idle(Duration::from_secs(1)), n);
+        assert_eq!(held(&r), 0);
+        // restore_all: adds a new key, replaces an existing one.
+        r.get("k1");
+        let saved = vec![
+            ("k1".to_string(), r.get("k1").save()),
+            ("k2".to_string(), r.get("k1").save()),
+        ];
+        assert_eq!(r.restore_all(saved), Ok(2));
+        assert_eq!(held(&r), 2);
+        // A lookup that finds a claimed entry removes it; the claimer's place
+        // accounting is not disturbed (the test claims as a sweep would, then
+        // gives the place back as the claimer does).
+        r.map
+            .pin()
+            .get("k1")
+            .unwrap()
+            .last_used
+            .store(EVICTED, Ordering::Relaxed);
+        r.get("k1"); // removes the claimed entry, inserts a fresh one
+        r.cap.as_ref().unwrap().release(1);
+        assert_eq!(held(&r), 2);
+        // Threads racing at the cap.
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (r, clock) = (&r, &clock);
+                s.spawn(move || {
+                    for i in 0..500 {
+                        clock.advance(Duration::from_micros(100));
+                        let _ = r.call(&format!("t{t}-{i}"), || Ok::<_, ()>(()));
+                        if i % 7 == 0 {
+                            r.remove(&format!("t{t}-{}", i / 2));
+                        }
+                    }
+                });
+            }
+        });
+        held(&r);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `Registry`: one breaker per key, per-key builders, names, keyed events,
-//! iteration, idle eviction (bounded memory for keys that never repeat) and what
-//! a call in flight keeps alive.
+//! iteration, idle eviction (bounded memory for keys that never repeat), what
+//! a call in flight keeps alive, and the key cap (`max_keys`: least recently used
+//! eviction, the overflow breaker, flat memory under hostile keys).
 
 use cutout::{CircuitBreaker, ManualClock, Reason, Registry, State};
 use std::sync::mpsc;
@@ -448,4 +449,332 @@ fn keys_that_never_repeat_do_not_grow_memory_with_idle_eviction() {
     // the recent ones and a reclamation batch or two are still alive.
     let alive = sample.iter().filter(|w| w.strong_count() > 0).count();
     assert!(alive <= 40, "{alive} sampled breakers still alive");
+}
+
+// ---- the key cap ---------------------------------------------------------------
+
+/// Net bytes this thread has allocated (allocated minus freed): a counting global
+/// allocator, per thread so tests running in parallel do not mix.
+mod live_bytes {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    struct Counting;
+
+    thread_local! {
+        static NET: Cell<isize> = const { Cell::new(0) };
+    }
+
+    fn add(n: isize) {
+        let _ = NET.try_with(|net| net.set(net.get() + n));
+    }
+
+    // SAFETY: every method forwards to `System` unchanged; the count is a
+    // const-initialised thread-local without a destructor, which never allocates.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            add(layout.size() as isize);
+            // SAFETY: the caller upholds `alloc`'s contract.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            add(layout.size() as isize);
+            // SAFETY: the caller upholds `alloc_zeroed`'s contract.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            add(-(layout.size() as isize));
+            // SAFETY: the caller upholds `dealloc`'s contract.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            add(new_size as isize - layout.size() as isize);
+            // SAFETY: the caller upholds `realloc`'s contract.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    /// Net bytes this thread holds.
+    pub(crate) fn now() -> isize {
+        NET.with(Cell::get)
+    }
+}
+
+const CAP: usize = 1_000;
+
+/// `keys` distinct keys, one call each, through a registry capped at 1,000, each
+/// key 1 ms after the last (the idle resolution): `len()` never exceeds the cap,
+/// no key overflows (the least recently used breakers are evictable), and the
+/// memory this thread holds after the first 10,000 keys does not grow.
+fn hostile_keys(keys: u64) {
+    let clock = ManualClock::new();
+    let r = Registry::builder(manual(&clock))
+        .max_keys(CAP)
+        .idle_resolution(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let mut settled = None;
+    let mut sample = Vec::new();
+    for key in 0..keys {
+        clock.advance(Duration::from_millis(1));
+        r.call(&key, || Ok::<_, ()>(())).unwrap();
+        let len = r.len();
+        assert!(len <= CAP, "{len} breakers after key {key}");
+        if key == 10_000 {
+            settled = Some(live_bytes::now());
+        }
+        // Before the memory settles: a `Weak` keeps its breaker's allocation.
+        if key < 10_000 && key % 100 == 0 {
+            sample.push(Arc::downgrade(&r.get(&key)));
+        }
+    }
+    let grown = live_bytes::now() - settled.expect("at least 10,001 keys");
+    let mut heap = 0;
+    r.for_each(|_, b| heap += b.heap_bytes());
+    let per_breaker = heap / r.len();
+    eprintln!(
+        "{keys} keys capped at {CAP}: {} held, {} overflowed, breakers' heap {heap} B, \
+         this thread's memory grew {grown} B after the first 10,000 keys",
+        r.len(),
+        r.overflowed()
+    );
+    assert_eq!(r.overflowed(), 0, "an evictable breaker was always there");
+    // Full, less the places a batch evicted ahead of need (up to CAP / 32).
+    assert!(r.len() >= CAP - CAP / 32, "{} held", r.len());
+    // Flat: less than 100 breakers' worth of growth, whatever the key count (the
+    // map's table, reclamation batches in flight).
+    assert!(
+        grown < (100 * (per_breaker + 1_024)) as isize,
+        "memory grew by {grown} bytes"
+    );
+    // The evicted breakers are freed, not just unlinked.
+    let alive = sample.iter().filter(|w| w.strong_count() > 0).count();
+    assert!(alive <= 3, "{alive} sampled breakers still alive");
+}
+
+#[test]
+fn fifty_thousand_distinct_keys_keep_a_capped_registry_at_its_cap_in_flat_memory() {
+    hostile_keys(50_000);
+}
+
+/// CI runs it in release (`.ci/run`'s stress step).
+#[test]
+#[ignore = "a million keys: run in release, with --include-ignored"]
+fn a_million_distinct_keys_keep_a_capped_registry_at_its_cap_in_flat_memory() {
+    hostile_keys(1_000_000);
+}
+
+#[test]
+fn at_the_cap_a_new_key_evicts_the_least_recently_used_breaker() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock))
+        .max_keys(3)
+        .idle_resolution(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    for key in ["a", "b", "c"] {
+        r.get(key);
+        clock.advance(Duration::from_millis(10));
+    }
+    r.get("a"); // "b" is now the least recently used
+    clock.advance(Duration::from_millis(10));
+    let a = Arc::downgrade(&r.get("a"));
+    r.get("d");
+    let mut keys = Vec::new();
+    r.for_each(|k, _| keys.push(k.clone()));
+    keys.sort();
+    assert_eq!(keys, ["a", "c", "d"]);
+    assert!(a.strong_count() > 0, "\"a\" kept its breaker");
+    assert_eq!(r.overflowed(), 0);
+}
+
+#[test]
+fn at_the_cap_a_breaker_that_behaves_like_new_is_evicted_before_a_tripped_or_busy_one() {
+    let clock = ManualClock::new();
+    let r = Arc::new(
+        Registry::builder(manual(&clock).consecutive_failures(2))
+            .max_keys(5)
+            .idle_resolution(Duration::from_millis(1))
+            .build()
+            .unwrap(),
+    );
+    // Oldest first: a tripped breaker, one with a call in flight, one with a
+    // failure in its streak, then two that behave like new.
+    for _ in 0..2 {
+        let _ = r.call("tripped", || Err::<(), _>("down"));
+    }
+    clock.advance(Duration::from_millis(10));
+    let (finish, thread) = call_in_flight(&r, "busy");
+    clock.advance(Duration::from_millis(10));
+    let _ = r.call("streak", || Err::<(), _>("down"));
+    clock.advance(Duration::from_millis(10));
+    r.get("fresh");
+    clock.advance(Duration::from_millis(10));
+    r.get("fresher");
+    clock.advance(Duration::from_millis(10));
+    // "fresh" is the older of the two that behave like new.
+    r.get("new");
+    let mut keys = Vec::new();
+    r.for_each(|k, _| keys.push(k.clone()));
+    keys.sort();
+    assert_eq!(keys, ["busy", "fresher", "new", "streak", "tripped"]);
+    assert_eq!(r.get("tripped").state(), State::Open, "kept its cooldown");
+    assert_eq!(r.get("streak").metrics().consecutive_failures, 1);
+    finish.send(Ok(())).unwrap();
+    thread.join().unwrap();
+    assert_eq!(
+        r.get("busy").metrics().lifetime.successes,
+        1,
+        "the busy breaker got its outcome"
+    );
+    assert_eq!(r.overflowed(), 0);
+}
+
+#[test]
+fn when_every_breaker_is_tripped_or_busy_new_keys_share_the_overflow_breaker() {
+    let clock = ManualClock::new();
+    let r = Arc::new(
+        Registry::builder(manual(&clock).consecutive_failures(2))
+            .max_keys(2)
+            .idle_resolution(Duration::from_millis(1))
+            .build()
+            .unwrap(),
+    );
+    for _ in 0..2 {
+        let _ = r.call("tripped", || Err::<(), _>("down"));
+    }
+    let (finish, thread) = call_in_flight(&r, "busy");
+    clock.advance(Duration::from_millis(10));
+
+    // No room: "x" and "y" share the overflow breaker, and it is counted.
+    let overflow = r.get("x");
+    assert_eq!(overflow.name(), "overflow");
+    assert!(std::ptr::eq(&*overflow, r.overflow().unwrap()));
+    assert_eq!((r.len(), r.overflowed()), (2, 1));
+    // A call through an overflowed key works, and is recorded on the overflow breaker.
+    assert_eq!(r.call("y", || Ok::<_, ()>(7)).unwrap(), 7);
+    assert_eq!(overflow.metrics().lifetime.successes, 1);
+    assert_eq!(r.overflowed(), 2);
+    // Failures through overflowed keys trip the overflow breaker, for all of them:
+    // their isolation is lost; the keys with a breaker of their own keep it.
+    let _ = r.call("x", || Err::<(), _>("down"));
+    let _ = r.call("y", || Err::<(), _>("down"));
+    assert_eq!(overflow.state(), State::Open);
+    assert!(matches!(
+        r.call("z", || Ok::<_, ()>(())),
+        Err(cutout::Error::Rejected(_))
+    ));
+    assert_eq!(r.get("tripped").state(), State::Open);
+    assert_eq!(r.with("busy", |b| b.state()), State::Closed);
+    assert_eq!(r.len(), 2);
+
+    // Once the busy call finishes, its breaker behaves like new: the next new key
+    // evicts it and gets a breaker of its own (overflow is per lookup, not for good).
+    finish.send(Ok(())).unwrap();
+    thread.join().unwrap();
+    clock.advance(Duration::from_millis(10));
+    let overflowed = r.overflowed();
+    let own = r.get("z");
+    assert_eq!(own.name(), "z");
+    assert_eq!(own.state(), State::Closed);
+    assert_eq!(r.overflowed(), overflowed);
+    let mut keys = Vec::new();
+    r.for_each(|k, _| keys.push(k.clone()));
+    keys.sort();
+    assert_eq!(keys, ["tripped", "z"]);
+}
+
+#[test]
+fn max_keys_zero_is_a_config_error_naming_the_field() {
+    let err = Registry::<String>::builder(CircuitBreaker::builder())
+        .max_keys(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "max_keys");
+}
+
+#[test]
+fn threads_racing_at_the_cap_never_hold_more_than_it() {
+    const THREADS: u64 = 4;
+    const KEYS: u64 = 2_000;
+    let clock = ManualClock::new();
+    let r: Registry<u64, _> = Registry::builder(manual(&clock))
+        .max_keys(50)
+        .idle_resolution(Duration::from_nanos(1))
+        .build()
+        .unwrap();
+    let barrier = Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (r, clock, barrier) = (&r, &clock, &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                for key in 0..KEYS {
+                    clock.advance(Duration::from_nanos(1));
+                    r.call(&(t * KEYS + key), || Ok::<_, ()>(())).unwrap();
+                    assert!(r.len() <= 50);
+                }
+            });
+        }
+    });
+    let mut entries = 0;
+    r.for_each(|_, _| entries += 1);
+    assert!(entries <= 50, "{entries} entries");
+    assert_eq!(r.len(), entries);
+}
+
+#[cfg(feature = "metrics")]
+#[test]
+fn publish_metrics_reports_the_overflow_breaker_and_its_count() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(1))
+        .max_keys(1)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = r.call("held", || Err::<(), _>("down")); // Open: never evicted
+        let _ = r.call("a", || Ok::<_, ()>(()));
+        let _ = r.call("b", || Ok::<_, ()>(()));
+        r.publish_metrics();
+    });
+    let snapshot = snapshotter.snapshot().into_vec();
+    let overflowed = snapshot
+        .iter()
+        .find(|(key, ..)| key.key().name() == cutout::export::metrics::REGISTRY_OVERFLOWED)
+        .map(|(.., value)| value);
+    assert_eq!(overflowed, Some(&DebugValue::Counter(2)));
+    let successes = snapshot.iter().find(|(key, ..)| {
+        key.key().name() == "circuit_breaker_calls_total"
+            && key
+                .key()
+                .labels()
+                .any(|l| l.key() == "breaker" && l.value() == "overflow")
+            && key
+                .key()
+                .labels()
+                .any(|l| l.key() == "outcome" && l.value() == "success")
+    });
+    assert_eq!(successes.map(|(.., v)| v), Some(&DebugValue::Counter(2)));
+}
+
+#[test]
+fn restore_all_under_the_cap_replaces_keys_in_place_and_skips_keys_without_room() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(1))
+        .max_keys(1)
+        .build()
+        .unwrap();
+    let _ = r.call("db", || Err::<(), _>("down"));
+    let saved = r.save_all();
+    let other = ("cache".to_string(), saved[0].1.clone());
+    // "db" takes its own place; "cache" finds none ("db" is Open).
+    assert_eq!(r.restore_all(saved.into_iter().chain([other])), Ok(1));
+    assert_eq!(r.len(), 1);
+    assert_eq!(r.get("db").state(), State::Open);
 }

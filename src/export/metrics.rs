@@ -22,6 +22,7 @@
 //! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_window_calls` | gauge | | calls in the sliding window | `publish_metrics` |
+//! | `circuit_breaker_registry_overflowed_total` | counter | (no `breaker` label) | lookups a `Registry` with `max_keys` routed to its overflow breaker (itself published as `breaker="overflow"`) | `Registry::publish_metrics` |
 //!
 //! The `*_total` counters other than transitions are set with
 //! [`Counter::absolute`](::metrics::Counter::absolute) from the breaker's own
@@ -62,6 +63,9 @@ pub const FAILURE_RATE: &str = "circuit_breaker_failure_rate";
 pub const SLOW_CALL_RATE: &str = "circuit_breaker_slow_call_rate";
 /// Gauge: calls in the window.
 pub const WINDOW_CALLS: &str = "circuit_breaker_window_calls";
+/// Counter: lookups a capped registry routed to its overflow breaker (no
+/// `breaker` label).
+pub const REGISTRY_OVERFLOWED: &str = "circuit_breaker_registry_overflowed_total";
 
 /// The label every metric carries: the breaker's name.
 pub const BREAKER_LABEL: &str = "breaker";
@@ -120,6 +124,11 @@ pub fn describe() {
         WINDOW_CALLS,
         Unit::Count,
         "calls in the circuit breaker's sliding window"
+    );
+    describe_counter!(
+        REGISTRY_OVERFLOWED,
+        Unit::Count,
+        "lookups a capped registry routed to its shared overflow breaker"
     );
 }
 
