@@ -11,7 +11,7 @@
 //! window and summing the window, so of two racing failures the later sees both.
 
 use crate::clock::{Clock, DefaultClock};
-use crate::config::{Builder, Config, Listener, SlowCalls, splitmix64};
+use crate::config::{Builder, Config, Listener, SlowCalls};
 use crate::event::{Reason, Transition, WindowCounts};
 use crate::metrics::{Lifetime, Metrics};
 use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
@@ -24,6 +24,7 @@ use crate::state::{
 };
 use crate::stripe::{Counter, OPEN_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
+use crate::util::{random_seed, splitmix64};
 use crate::window::{self, Sample, Window};
 use crate::{Error, Rejected, State};
 use crossbeam_utils::CachePadded;
@@ -184,7 +185,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let bias = config.max_cooldown();
         let window = config.window.map(|w| Window::new(w, origin));
         let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
-        let seed = splitmix64(origin ^ next_seed());
+        let seed = splitmix64(origin ^ random_seed());
         CircuitBreaker {
             hot: CachePadded::new(Hot {
                 word: StateWord::new(),
@@ -223,10 +224,11 @@ impl<C: Clock> CircuitBreaker<C> {
         &self.config.name
     }
 
-    /// The name as an owned label: a copy of the pointer for a `&'static str` name.
-    #[cfg(feature = "metrics")]
-    pub(crate) fn label(&self) -> std::borrow::Cow<'static, str> {
-        self.config.name.clone()
+    /// The name as the builder holds it: cloning it copies a pointer for a
+    /// `&'static str` name.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn name_cow(&self) -> &std::borrow::Cow<'static, str> {
+        &self.config.name
     }
 
     /// The current state. A pure read: it never moves the breaker (an Open breaker
@@ -342,7 +344,7 @@ impl<C: Clock> CircuitBreaker<C> {
         // (if the slow-call policy times calls) by a cheap reading, and a success
         // recorded by the common case (`record_lean_success`). Everything else is
         // one out-of-line call: an admission off this path is made and finished by
-        // `call_off_lean`, an outcome off it is recorded by `record_slow`. So the
+        // `call_off_lean`, an outcome off it is recorded by `record_general`. So the
         // path itself calls nothing but `f`, and keeps few values in registers that
         // need saving.
         if !s.is_closed() {
@@ -389,17 +391,17 @@ impl<C: Clock> CircuitBreaker<C> {
             Outcome::Success
                 if self.hot.word.load() == s && self.record_lean_success(r, s, ticket, lean) => {}
             Outcome::Success => self.record_success_off_lean(r, ticket),
-            _ => self.record_slow(r, ticket, outcome),
+            _ => self.record_general(r, ticket, outcome),
         }
         result.map_err(Error::Inner)
     }
 
-    /// [`record_slow`](Self::record_slow) for a success off the lean path: marked
+    /// [`record_general`](Self::record_general) for a success off the lean path: marked
     /// cold so the compiler lays the lean path out first.
     #[inline(never)]
     #[cold]
     fn record_success_off_lean(&self, r: StripeRef<'_>, ticket: Ticket) {
-        self.record_slow(r, ticket, Outcome::Success);
+        self.record_general(r, ticket, Outcome::Success);
     }
 
     /// [`call_with`](Self::call_with) off its lean path: a rejection, a probe, a
@@ -430,7 +432,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// the window's live bucket (which only a thread that owns its stripe has).
     /// `phase` is the state word the call was admitted under, which the caller has
     /// just loaded again: the phase is still current. Returns `false` having
-    /// written nothing otherwise: [`record_slow`](Self::record_slow) does the rest.
+    /// written nothing otherwise: [`record_general`](Self::record_general) does the rest.
     #[inline(always)]
     fn record_lean_success(
         &self,
@@ -741,7 +743,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 }
             }
         }
-        self.acquire_slow(r, s)
+        self.admit_general(r, s)
     }
 
     #[inline]
@@ -812,7 +814,7 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     #[inline(never)]
-    fn acquire_slow(&self, r: StripeRef<'_>, mut s: Snapshot) -> Result<Ticket, Rejected> {
+    fn admit_general(&self, r: StripeRef<'_>, mut s: Snapshot) -> Result<Ticket, Rejected> {
         loop {
             s = match s.state() {
                 State::Closed | State::Disabled => return Ok(self.admit(r, s)),
@@ -958,14 +960,14 @@ impl<C: Clock> CircuitBreaker<C> {
                 return;
             }
         }
-        self.record_slow(r, ticket, outcome);
+        self.record_general(r, ticket, outcome);
     }
 
     /// Records any outcome: stale, ignored, failed, slow, a probe's, or a success
     /// that must clear the streak or rotate the window. Not marked cold: failures
     /// are the common case of a failing dependency.
     #[inline(never)]
-    fn record_slow(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
+    fn record_general(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
         let s = self.hot.word.load();
         if s != ticket.phase() {
             // Admitted under an earlier phase: the breaker has moved on, and this
@@ -1253,10 +1255,11 @@ impl<C: Clock> CircuitBreaker<C> {
                 .is(State::Open)
                 .then(|| ticks_to_duration(self.time_of(to, start).saturating_sub(self.bias))),
         };
-        #[cfg(feature = "metrics")]
-        crate::export::metrics::transition(self.config.name.clone(), &event);
-        #[cfg(feature = "tracing")]
-        crate::export::tracing::transition(&self.config.name, &event);
+        // The built-in observers (the exporters of the enabled features), then the
+        // user's listener.
+        for observe in crate::OBSERVERS {
+            observe(&self.config.name, &event);
+        }
         if let Some(listener) = &self.listener {
             listener(&event);
         }
@@ -1420,26 +1423,16 @@ fn ticks_to_duration(ticks: u64) -> Duration {
     Duration::from_nanos(ticks.saturating_mul(NANOS_PER_TICK))
 }
 
-/// A random input for every breaker's jitter seed: std's per-instance hash keys.
-fn next_seed() -> u64 {
-    use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(0u8)
-}
-
+/// Name, state and generation: one load of the state word. (For the window and
+/// the counters, which a reader sums over every stripe, see
+/// [`metrics`](CircuitBreaker::metrics).)
 impl<C: Clock> fmt::Debug for CircuitBreaker<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.metrics();
+        let s = self.hot.word.load();
         f.debug_struct("CircuitBreaker")
             .field("name", &self.config.name)
-            .field("state", &m.state)
-            .field("generation", &m.generation)
-            .field("level", &m.level)
-            .field("time_in_state", &m.time_in_state)
-            .field("retry_after", &m.retry_after)
-            .field("window", &m.window)
-            .field("failure_rate", &m.window.failure_rate())
-            .field("slow_call_rate", &m.window.slow_call_rate())
-            .field("consecutive_failures", &m.consecutive_failures)
+            .field("state", &s.state())
+            .field("generation", &s.generation())
             .finish_non_exhaustive()
     }
 }

@@ -361,7 +361,7 @@ impl ManualClock {
 
     /// Moves time forward by `by` (saturating at `u64::MAX` nanoseconds).
     pub fn advance(&self, by: Duration) {
-        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        let by = crate::util::saturating_nanos(by);
         // AcqRel: readers that see the new time also see what the advancing thread
         // did before advancing.
         let _ = self

@@ -10,6 +10,7 @@ use crate::event::Transition;
 use crate::saved::Restore;
 use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_duration};
 use crate::stripe;
+use crate::util::splitmix64;
 use crate::{CircuitBreaker, ConfigError};
 use std::borrow::Cow;
 use std::fmt;
@@ -727,13 +728,6 @@ impl Config {
         let u = (splitmix64(seed ^ u64::from(generation)) >> 11) as f64 / (1u64 << 53) as f64;
         base - (base as f64 * self.jitter * u) as u64
     }
-}
-
-pub(crate) fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 impl<C> fmt::Debug for Builder<C> {

@@ -367,6 +367,7 @@ mod stripe;
 mod sync;
 #[cfg(feature = "tower")]
 mod tower;
+mod util;
 mod window;
 
 pub use breaker::CircuitBreaker;
@@ -391,6 +392,16 @@ pub use saved::{SavedState, SavedWindow};
 #[doc(hidden)]
 pub use slot::simulate_parallelism;
 pub use state::State;
+
+/// The built-in observers of every breaker's transitions: the exporters of the
+/// enabled features. The core calls them as it calls a user's listener, after the
+/// CAS and with nothing held, and knows nothing else of them.
+pub(crate) const OBSERVERS: &[fn(&std::borrow::Cow<'static, str>, &Transition)] = &[
+    #[cfg(feature = "metrics")]
+    export::metrics::transition,
+    #[cfg(feature = "tracing")]
+    export::tracing::transition,
+];
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use tower::{

@@ -38,9 +38,9 @@
 //! own read-modify-write to be atomic (on the shared stripe) or unobserved by any
 //! other writer (on an owned one).
 
-use crate::config::splitmix64;
 use crate::stripe::{StripeRef, Stripes};
 use crate::sync::{Ordering, RAMP_SUMS, with_ramp_sums};
+use crate::util::splitmix64;
 use crate::window::RAMP_SUM;
 
 /// A whole call: shares are fractions of this.

@@ -25,6 +25,7 @@ use crate::config::{Builder, Listener, Parts};
 use crate::event::Transition;
 use crate::permit::{Outcome, Permit, Ticket};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+use crate::util::saturating_nanos;
 use crate::{CircuitBreaker, ConfigError, Error, Rejected, SavedState, State};
 use papaya::{HashMapRef, LocalGuard};
 use std::borrow::{Borrow, Cow};
@@ -1054,10 +1055,6 @@ fn keyed_listener<K: Send + Sync + 'static>(
         }
         keyed(&key, t);
     })
-}
-
-fn saturating_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl<K: Hash + Eq, C: Clock, S: BuildHasher> fmt::Debug for Registry<K, C, S> {

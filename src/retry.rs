@@ -7,8 +7,8 @@
 //! random stream.
 
 use crate::clock::Clock;
-use crate::config::splitmix64;
 use crate::sync::{AtomicU64, Ordering};
+use crate::util::{random_seed, saturating_nanos, splitmix64};
 use crate::{CircuitBreaker, ConfigError, Error, State};
 use std::fmt;
 use std::future::Future;
@@ -298,17 +298,12 @@ impl Jitter {
 
     /// Uniform in `0..=ceiling`, to the nanosecond.
     fn up_to(&mut self, ceiling: Duration) -> Duration {
-        let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = saturating_nanos(ceiling);
         let span = u128::from(nanos) + 1;
         // Multiply-shift: the high half of a 64x65-bit product is uniform in 0..span
         // up to a bias of span / 2^64.
         Duration::from_nanos(((u128::from(self.next_u64()) * span) >> 64) as u64)
     }
-}
-
-fn random_seed() -> u64 {
-    use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u16)
 }
 
 /// Calls `op` through `breaker`, retrying failures as `policy` says, sleeping with

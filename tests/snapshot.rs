@@ -102,8 +102,10 @@ fn counters_from_many_threads_add_up_exactly() {
     assert_eq!(l.failures, 1_667 + 1_667 + 1_666 + 1_667);
 }
 
+/// `Debug` is cheap (issue 20): name, state and generation, one load of the state
+/// word; it sums no stripe and reads no clock. `metrics()` has the rest.
 #[test]
-fn debug_prints_the_decoded_state_and_the_window() {
+fn debug_prints_name_state_and_generation_only() {
     let clock = ManualClock::new();
     let b = CircuitBreaker::builder()
         .name("payments")
@@ -113,24 +115,15 @@ fn debug_prints_the_decoded_state_and_the_window() {
         .build()
         .unwrap();
     let _ = b.call(|| Err::<(), _>(()));
-    for _ in 0..3 {
-        let _ = b.call(|| Ok::<_, ()>(()));
-    }
-    clock.advance(Duration::from_millis(1500));
     assert_eq!(
         format!("{b:?}"),
-        "CircuitBreaker { name: \"payments\", state: Closed, generation: 0, level: 0, \
-         time_in_state: 1.5s, retry_after: Some(0ns), \
-         window: WindowCounts { calls: 4, failures: 1, slow: 0 }, failure_rate: 0.25, \
-         slow_call_rate: 0.0, consecutive_failures: 0, .. }"
+        "CircuitBreaker { name: \"payments\", state: Closed, generation: 0, .. }"
     );
     b.force_open();
-    let shown = format!("{b:?}");
-    assert!(
-        shown.contains("state: ForcedOpen, generation: 1,"),
-        "{shown}"
+    assert_eq!(
+        format!("{b:?}"),
+        "CircuitBreaker { name: \"payments\", state: ForcedOpen, generation: 1, .. }"
     );
-    assert!(shown.contains("retry_after: None"), "{shown}");
 }
 
 /// An Open word keeps its deadline; the time it opened is derived from it. With a

@@ -149,7 +149,7 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
         let m = self.metrics();
-        let name = self.label();
+        let name = self.name_cow().clone();
         for state in STATES {
             gauge!(STATE, BREAKER_LABEL => name.clone(), "state" => state.as_str())
                 .set(if state == m.state { 1.0 } else { 0.0 });
@@ -174,7 +174,11 @@ impl<C: Clock> CircuitBreaker<C> {
 }
 
 /// Counts one transition; called by the thread that made it, after its CAS.
-pub(crate) fn transition(name: Cow<'static, str>, t: &Transition) {
+// One signature for every observer (see `crate::OBSERVERS`); this one clones the
+// `Cow`, a pointer copy for a static name.
+#[allow(clippy::ptr_arg)]
+pub(crate) fn transition(name: &Cow<'static, str>, t: &Transition) {
+    let name = name.clone();
     counter!(
         TRANSITIONS,
         BREAKER_LABEL => name,

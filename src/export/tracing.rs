@@ -31,7 +31,10 @@ use crate::event::Transition;
 pub const TARGET: &str = "cutout";
 
 /// Emits one event for `t`; called by the thread that made it, after its CAS.
-pub(crate) fn transition(name: &str, t: &Transition) {
+// One signature for every observer (see `crate::OBSERVERS`).
+#[allow(clippy::ptr_arg)]
+pub(crate) fn transition(name: &std::borrow::Cow<'static, str>, t: &Transition) {
+    let name: &str = name;
     macro_rules! emit {
         ($level:expr) => {
             ::tracing::event!(
