@@ -634,33 +634,6 @@ where
         }
     }
 
-    /// Publishes every breaker's metrics ([`CircuitBreaker::publish_metrics`]), each
-    /// with its own `breaker` label (its name: see [Names](Registry#names)). Call it
-    /// on every scrape or on a timer.
-    ///
-    /// # Examples
-    /// ```
-    /// use cutout::{CircuitBreaker, Registry};
-    ///
-    /// let registry: Registry<String> = Registry::new(CircuitBreaker::builder())?;
-    /// let _ = registry.call("payments", || Ok::<_, ()>(()));
-    /// let _ = registry.call("search", || Err::<(), _>(()));
-    /// // circuit_breaker_calls_total{breaker="payments",outcome="success"} 1
-    /// // circuit_breaker_calls_total{breaker="search",outcome="failure"} 1 ...
-    /// registry.publish_metrics();
-    /// # Ok::<(), cutout::ConfigError>(())
-    /// ```
-    #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn publish_metrics(&self) {
-        self.for_each(|_, breaker| breaker.publish_metrics());
-        if let Some(cap) = &self.cap {
-            cap.overflow.breaker.publish_metrics();
-            ::metrics::counter!(crate::export::metrics::REGISTRY_OVERFLOWED)
-                .absolute(self.overflowed());
-        }
-    }
-
     /// How many lookups found no breaker for their key and no room for one under
     /// [`max_keys`](RegistryBuilder::max_keys), and went to the overflow breaker,
     /// since the registry was built (0 without a cap). Every lookup counts: a key

@@ -188,3 +188,36 @@ pub(crate) fn transition(name: &Cow<'static, str>, t: &Transition) {
     )
     .increment(1);
 }
+
+#[cfg(feature = "registry")]
+impl<K, C, S> crate::Registry<K, C, S>
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + Clone,
+    S: std::hash::BuildHasher,
+{
+    /// Publishes every breaker's metrics ([`CircuitBreaker::publish_metrics`]), each
+    /// with its own `breaker` label (its name: see [Names](Registry#names)). Call it
+    /// on every scrape or on a timer.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    ///
+    /// let registry: Registry<String> = Registry::new(CircuitBreaker::builder())?;
+    /// let _ = registry.call("payments", || Ok::<_, ()>(()));
+    /// let _ = registry.call("search", || Err::<(), _>(()));
+    /// // circuit_breaker_calls_total{breaker="payments",outcome="success"} 1
+    /// // circuit_breaker_calls_total{breaker="search",outcome="failure"} 1 ...
+    /// registry.publish_metrics();
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn publish_metrics(&self) {
+        self.for_each(|_, breaker| breaker.publish_metrics());
+        if let Some(overflow) = self.overflow() {
+            overflow.publish_metrics();
+            counter!(REGISTRY_OVERFLOWED).absolute(self.overflowed());
+        }
+    }
+}
