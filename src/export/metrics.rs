@@ -197,7 +197,7 @@ where
     S: std::hash::BuildHasher,
 {
     /// Publishes every breaker's metrics ([`CircuitBreaker::publish_metrics`]), each
-    /// with its own `breaker` label (its name: see [Names](Registry#names)). Call it
+    /// with its own `breaker` label (its name: see [Names](crate::Registry#names)). Call it
     /// on every scrape or on a timer.
     ///
     /// # Examples
