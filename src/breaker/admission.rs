@@ -1,0 +1,190 @@
+//! Admission off the lean path: a closed call's ticket, the rejections (and the
+//! owner's cached Open deadline), the general path through Open, HalfOpen,
+//! Recovering and the manual states.
+
+use super::*;
+
+impl<C: Clock> CircuitBreaker<C> {
+    // ---- admission -------------------------------------------------------------
+
+    #[inline]
+    pub(crate) fn acquire(&self) -> Result<Ticket, Rejected> {
+        self.acquire_in(self.hot.stripes.mine())
+    }
+
+    /// Admission, counting in the stripe `r` of the calling thread.
+    #[inline]
+    pub(super) fn acquire_in(&self, r: StripeRef<'_>) -> Result<Ticket, Rejected> {
+        let s = self.hot.word.load();
+        if s.is_closed() {
+            return Ok(self.admit(r, s));
+        }
+        self.acquire_not_closed(r, s)
+    }
+
+    /// The other hot path, a rejection inside the cooldown, kept apart from the
+    /// transition loop so it stays small. Marked cold all the same: that only tells
+    /// the compiler to lay the closed path out first (a rejection costs the same).
+    #[inline(never)]
+    #[cold]
+    pub(super) fn acquire_not_closed(
+        &self,
+        r: StripeRef<'_>,
+        s: Snapshot,
+    ) -> Result<Ticket, Rejected> {
+        if s.is(State::Open) {
+            if let Some(deadline) = self.phase_ticks(s) {
+                if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, self.clock.now()) {
+                    return Err(rejected);
+                }
+            }
+        }
+        self.admit_general(r, s)
+    }
+
+    #[inline]
+    /// Admits a call in phase `s` (Closed, HalfOpen for a probe whose slot is
+    /// taken, or Disabled): its ticket.
+    pub(super) fn admit(&self, r: StripeRef<'_>, s: Snapshot) -> Ticket {
+        Stripes::bump(r, Counter::Admitted);
+        let started = match self.hot.lean.has(Lean::TIMED | Lean::PRECISE) {
+            true => self.age_reading(),
+            false => 0,
+        };
+        Ticket::new(s, started)
+    }
+
+    /// A rejection by `state` that admits a call in `ticks`.
+    #[inline]
+    pub(super) fn reject(&self, r: StripeRef<'_>, state: State, ticks: u64) -> Rejected {
+        self.bump_and_check_clock(r, Counter::Rejected);
+        Rejected::after_ms(state, ticks) // a tick is a millisecond
+    }
+
+    /// The rejection of a call at clock reading `reading` by the Open phase `s`,
+    /// whose deadline is tick `deadline`, if its cooldown is not over. A thread that
+    /// owns its stripe keeps the deadline, as a clock reading, in its stripe (see
+    /// [`OPEN_DEADLINE`]): its next rejections in this phase take the lean path,
+    /// [`reject_cached`](Self::reject_cached).
+    pub(super) fn reject_in_cooldown(
+        &self,
+        r: StripeRef<'_>,
+        s: Snapshot,
+        deadline: u64,
+        reading: u64,
+    ) -> Option<Rejected> {
+        // No overflow: a deadline is at most `ticks_max`, the last tick a reading
+        // can reach from `origin`.
+        let at = self
+            .origin
+            .saturating_add(deadline.saturating_sub(self.bias) * NANOS_PER_TICK);
+        if reading >= at {
+            return None;
+        }
+        if let Some(o) = r.as_owned() {
+            // Relaxed: private to the owner (see `reject_cached`).
+            o.scratch(OPEN_DEADLINE).store(at, Ordering::Relaxed);
+            o.scratch(PHASE_KEY).store(s.key(), Ordering::Relaxed);
+        }
+        Some(self.reject(r, State::Open, (at - reading).div_ceil(NANOS_PER_TICK)))
+    }
+
+    /// The lean rejection: the rejection of a call by the Open phase `s` if the
+    /// calling thread has its deadline in its stripe (see
+    /// [`reject_in_cooldown`](Self::reject_in_cooldown)) and a cheap clock reading
+    /// says it is not over. Three loads and three compares; the division that finds
+    /// the time left is only made for a caller that reads it.
+    #[inline(always)]
+    pub(super) fn reject_cached(&self, o: Owned<'_>, s: Snapshot) -> Option<Rejected> {
+        // Relaxed: private to the owner, which wrote both (a phase has one word, so
+        // a deadline cached for `s` is `s`'s).
+        if o.scratch(PHASE_KEY).load(Ordering::Relaxed) != s.key() {
+            return None;
+        }
+        let now = self.clock.now_if_cheap()?;
+        let at = o.scratch(OPEN_DEADLINE).load(Ordering::Relaxed);
+        // `at - now` is at least 1 here: its milliseconds, rounded up, are one more
+        // than those of one nanosecond less, rounded down.
+        (now < at)
+            .then(|| self.reject(o.stripe(), State::Open, (at - now - 1) / NANOS_PER_TICK + 1))
+    }
+
+    #[inline(never)]
+    pub(super) fn admit_general(
+        &self,
+        r: StripeRef<'_>,
+        mut s: Snapshot,
+    ) -> Result<Ticket, Rejected> {
+        loop {
+            s = match s.state() {
+                State::Closed | State::Disabled => return Ok(self.admit(r, s)),
+                State::ForcedOpen => {
+                    Stripes::bump(r, Counter::Rejected);
+                    return Err(Rejected::until_reset(State::ForcedOpen));
+                }
+                State::Open => {
+                    let reading = self.clock.now();
+                    let now = self.ticks_at(reading);
+                    let Some(deadline) = self.phase_ticks(s) else {
+                        s = self.hot.word.load(); // `s` is over: look again
+                        continue;
+                    };
+                    if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, reading) {
+                        return Err(rejected);
+                    }
+                    let update = self.transition(s, |cur| {
+                        (cur == s).then(|| (cur.next(State::HalfOpen, cur.level()), now))
+                    });
+                    self.announce(update, Reason::CooldownElapsed, WindowCounts::default(), 0)
+                }
+                State::HalfOpen => {
+                    let now = self.ticks();
+                    let Some(started) = self.phase_ticks(s) else {
+                        s = self.hot.word.load(); // `s` is over: look again
+                        continue;
+                    };
+                    let ends = started.saturating_add(self.config.half_open_timeout);
+                    if now >= ends {
+                        // A round without a verdict for the whole timeout failed.
+                        self.reopen(s, now, Reason::HalfOpenTimeout)
+                    } else {
+                        match self.take_probe(s) {
+                            Probe::Taken => return Ok(self.admit(r, s)),
+                            Probe::Full => {
+                                let retry = self.half_open_retry(s, ends, now);
+                                return Err(self.reject(r, State::HalfOpen, retry));
+                            }
+                            Probe::Retry(cur) => cur,
+                        }
+                    }
+                }
+                State::Recovering => match self.ramp_step(r, s) {
+                    Ok(true) => return Ok(self.admit(r, s)),
+                    Ok(false) => return Err(self.reject(r, State::Recovering, 0)),
+                    Err(cur) => cur,
+                },
+            }
+        }
+    }
+
+    /// A call to recovering phase `s`: whether the ramp admits it (see
+    /// [`crate::ramp`]), deciding on the caller's stripe `r`; or, if the ramp is
+    /// over, the word after it, which this call closes if no other thread did
+    /// ([`Reason::RampCompleted`]); or the current word if `s` is over.
+    pub(super) fn ramp_step(&self, r: StripeRef<'_>, s: Snapshot) -> Result<bool, Snapshot> {
+        let now = self.ticks();
+        let Some(started) = self.phase_ticks(s) else {
+            return Err(self.hot.word.load()); // `s` is over: look again
+        };
+        // Without a ramp configured (a word no build makes) the ramp is over at once.
+        let length = self.config.ramp_up.unwrap_or(0);
+        let elapsed = now.saturating_sub(started);
+        if elapsed < length {
+            return Ok(ramp::admit(r, ramp::share(elapsed, length)));
+        }
+        let update = self.transition(s, |cur| {
+            (cur == s).then(|| (cur.next(State::Closed, 0), now))
+        });
+        Err(self.announce(update, Reason::RampCompleted, WindowCounts::default(), 0))
+    }
+}

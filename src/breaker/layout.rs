@@ -1,0 +1,80 @@
+//! The breaker's memory layout for its lean paths: the `Hot` line (the state word
+//! and what the lean paths load with it), the `Phase` line, and the `Lean` settings
+//! byte.
+
+use super::*;
+
+/// The state word and the fields the lean paths of [`CircuitBreaker::call_with`]
+/// load with it, first in one line: the word, the settings byte, the slow-call
+/// threshold, and the counter lines' pointer and length (the first field of
+/// [`Stripes`]). All fall within the line's first
+/// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS) bytes, where no lean path stores in
+/// any line (4K aliasing). The line is written only when the word is.
+#[repr(C)]
+pub(super) struct Hot {
+    pub(super) word: StateWord,
+    /// What the lean path does for this configuration (see [`Lean`]).
+    pub(super) lean: Lean,
+    /// With the slow-call policy timed by cheap readings, the elapsed nanoseconds
+    /// from which a success is off the lean path (past the threshold).
+    pub(super) lean_slow_nanos: u64,
+    pub(super) stripes: Stripes,
+}
+
+/// The current phase's time, first in its line: an open rejection loads it (see
+/// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS)). Beside it the half-open round,
+/// written only while HalfOpen, when no rejection takes the lean path; the streak,
+/// which a closed call loads (also within `LEAN_LOADS`) and only a failure writes;
+/// and the transition counts, written with the time. One line for all four keeps
+/// the breaker small (a `Registry` may hold many) and writes no line on the lean
+/// paths.
+#[repr(C)]
+pub(super) struct Phase {
+    pub(super) time: TimeSlot,
+    /// The half-open round, tagged with its generation (see [`Round`]).
+    pub(super) round: TaggedWord,
+    /// Consecutive failures of the closed phase, tagged with its generation.
+    pub(super) streak: TaggedWord,
+    pub(super) transitions: [AtomicU64; Reason::ALL.len()],
+}
+
+/// The settings the lean path of [`CircuitBreaker::call_with`] needs, in one byte:
+/// it is read once per call and kept in a register, where reading each setting
+/// would be a load of its own (and a reload after the call).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Lean(pub(super) u8);
+
+impl Lean {
+    /// A window: a success is counted in the owner's live bucket.
+    pub(super) const WINDOW: u8 = 1;
+    /// Calls are timed by cheap readings: for the slow-call policy, or for a drop
+    /// setting that needs a call's age ([`Dropped::FailureAfter`](crate::Dropped)).
+    pub(super) const TIMED: u8 = 2;
+    /// The slow-call policy, with calls timed precisely: no lean path.
+    pub(super) const PRECISE: u8 = 4;
+
+    pub(super) fn of(config: &Config) -> Lean {
+        let window = match config.window {
+            Some(_) => Lean::WINDOW,
+            None => 0,
+        };
+        let slow = match config.slow_calls {
+            Some(slow) if slow.precise() => Lean::PRECISE,
+            Some(_) => Lean::TIMED,
+            None if config.on_drop.times_calls() => Lean::TIMED,
+            None => 0,
+        };
+        Lean(window | slow)
+    }
+
+    #[inline]
+    pub(super) fn has(self, any: u8) -> bool {
+        self.0 & any != 0
+    }
+}
+
+/// Marks the branch that calls it as unlikely, so the compiler lays out the other
+/// as the straight path (what `std::hint::cold_path` does from Rust 1.95).
+#[cold]
+#[inline(always)]
+pub(super) fn unlikely() {}

@@ -1,0 +1,245 @@
+//! Unit tests of the breaker's insides.
+
+use super::*;
+use crate::ManualClock;
+
+fn breaker() -> CircuitBreaker<ManualClock> {
+    CircuitBreaker::builder()
+        .consecutive_failures(5)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap()
+}
+
+/// [`breaker`] after `g` resets: at generation `g`.
+fn at_generation(g: u32) -> CircuitBreaker<ManualClock> {
+    let b = breaker();
+    for _ in 0..g {
+        b.reset();
+    }
+    assert_eq!(b.hot.word.load().generation(), g);
+    b
+}
+
+#[test]
+fn a_threads_first_call_gives_it_a_slot_and_every_call_is_counted() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(1), 2)
+        .failure_rate(0.5, 100)
+        .clock(clock)
+        .build()
+        .unwrap();
+    let assigned = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let before = crate::slot::assigned();
+                for _ in 0..3 {
+                    assert!(b.call(|| Ok::<_, ()>(())).is_ok());
+                }
+                (before, crate::slot::assigned())
+            })
+            .join()
+            .unwrap()
+    });
+    assert_eq!(assigned, (false, true), "its first call gave it a slot");
+    let m = b.metrics();
+    assert_eq!((m.lifetime.admitted, m.lifetime.successes), (3, 3));
+    assert_eq!(m.window.calls, 3);
+}
+
+/// A `ManualClock` whose reading is never "a load away", like the default clock
+/// without its refresh thread: every call leaves the lean path.
+struct NoCheapReading(ManualClock);
+
+impl Clock for NoCheapReading {
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+    fn now_if_cheap(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Runs one script of successes, failures and slow calls across bucket edges on
+/// a breaker with every policy, timed by `clock`; returns what it counted.
+fn scripted<C: Clock>(clock: C, time: &ManualClock) -> (State, WindowCounts, u64, Lifetime) {
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(0.9, 100)
+        .slow_calls(Duration::from_millis(200), 0.9)
+        .consecutive_failures(50)
+        .clock(clock)
+        .build()
+        .unwrap();
+    for i in 0..40u64 {
+        let _ = b.call(|| {
+            if i % 7 == 3 {
+                time.advance(Duration::from_millis(250)); // slow
+            }
+            if i % 5 == 0 { Err(i) } else { Ok(i) }
+        });
+        time.advance(Duration::from_millis(100)); // crosses bucket edges
+    }
+    let m = b.metrics();
+    (m.state, m.window, m.consecutive_failures, m.lifetime)
+}
+
+/// Trips a consecutive-failures breaker timed by `clock`, then calls it during
+/// and after the cooldown; returns the rejections' `retry_after` and the counts.
+fn rejected<C: Clock>(clock: C, time: &ManualClock) -> (Vec<Option<Duration>>, Lifetime) {
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(2)
+        .open_duration(Duration::from_secs(1))
+        .clock(clock)
+        .build()
+        .unwrap();
+    let mut retry = Vec::new();
+    for _ in 0..2 {
+        let _ = b.call(|| Err::<(), _>(()));
+    }
+    for _ in 0..4 {
+        time.advance(Duration::from_millis(300));
+        if let Err(Error::Rejected(r)) = b.call(|| Ok::<_, ()>(())) {
+            retry.push(r.retry_after());
+        }
+    }
+    (retry, b.metrics().lifetime)
+}
+
+#[test]
+fn calls_off_the_lean_path_count_exactly_as_on_it() {
+    let time = ManualClock::new();
+    let lean = scripted(time.clone(), &time);
+    let time = ManualClock::new();
+    assert_eq!(lean, scripted(NoCheapReading(time.clone()), &time));
+    let (_, window, _, lifetime) = lean;
+    assert_eq!(
+        (lifetime.admitted, lifetime.failures, lifetime.slow),
+        (40, 8, 6)
+    );
+    assert!(window.calls > 0 && window.slow > 0, "{window:?}");
+
+    let time = ManualClock::new();
+    let lean = rejected(time.clone(), &time);
+    let time = ManualClock::new();
+    assert_eq!(lean, rejected(NoCheapReading(time.clone()), &time));
+    let ms = Duration::from_millis;
+    assert_eq!(lean.0, [Some(ms(700)), Some(ms(400)), Some(ms(100))]);
+    assert_eq!((lean.1.rejected, lean.1.successes), (3, 1));
+}
+
+/// The owner's cached deadline belongs to one Open phase: a later Open phase,
+/// with an earlier deadline, is never judged by it, and the window's
+/// live-bucket cache, which shares its key word, counts right after it.
+#[test]
+fn a_cached_open_deadline_follows_the_phase() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(0.5, 2)
+        .open_duration(Duration::from_secs(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let ms = Duration::from_millis;
+    let retry = |b: &CircuitBreaker<ManualClock>| match b.call(|| Ok::<_, ()>(())) {
+        Err(Error::Rejected(r)) => r.retry_after(),
+        other => panic!("expected a rejection, got {other:?}"),
+    };
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                for _ in 0..2 {
+                    let _ = b.call(|| Err::<(), _>(()));
+                }
+                assert_eq!(retry(&b), Some(ms(1000))); // fills the cache
+                let o = b.hot.stripes.mine_if_owned().expect("an owned stripe");
+                assert_eq!(
+                    o.scratch(PHASE_KEY).load(Ordering::Relaxed),
+                    b.hot.word.load().key()
+                );
+                clock.advance(ms(400));
+                assert_eq!(retry(&b), Some(ms(600))); // from the cache
+                clock.advance(ms(600));
+                let _ = b.call(|| Err::<(), _>(())); // the probe fails: 2 s
+                assert_eq!(retry(&b), Some(ms(2000))); // cached: 2 s from now
+                // A new Open phase with a shorter cooldown: the cached deadline,
+                // a second later than its end, is another phase's.
+                b.reset();
+                for _ in 0..2 {
+                    let _ = b.call(|| Err::<(), _>(()));
+                }
+                clock.advance(ms(1000));
+                assert!(b.call(|| Ok::<_, ()>(())).is_ok()); // the probe closes
+                for _ in 0..3 {
+                    assert!(b.call(|| Ok::<_, ()>(())).is_ok());
+                }
+                let m = b.metrics();
+                assert_eq!(
+                    (m.state, m.window.calls, m.window.failures),
+                    (State::Closed, 3, 0)
+                );
+                assert_eq!(m.lifetime.rejected, 3);
+            })
+            .join()
+            .unwrap();
+    });
+}
+
+#[test]
+fn the_words_the_lean_paths_load_come_first_in_their_lines() {
+    /// Where a load of `size` bytes at `field` ends in its 64 bytes.
+    fn end<T>(field: &T, size: usize) -> usize {
+        field as *const T as usize % 64 + size
+    }
+    let b = breaker();
+    for end in [
+        end(&b.hot.word, size_of::<StateWord>()),
+        end(&b.hot.lean, size_of::<Lean>()),
+        end(&b.hot.lean_slow_nanos, 8),
+        // The counter lines' pointer and length: the first field of `Stripes`.
+        end(&b.hot.stripes, 2 * size_of::<usize>()),
+        end(&b.phase.streak, 8),
+        end(&b.phase.time, 8),
+    ] {
+        assert!(
+            end <= crate::stripe::LEAN_LOADS,
+            "a load ends at byte {end}"
+        );
+    }
+}
+
+#[test]
+fn a_stale_failure_leaves_a_later_phases_streak_alone() {
+    let mut b = at_generation(3);
+    b.phase.streak = TaggedWord::holding(3, 3);
+    assert_eq!(b.bump_streak(2), 0, "generation 2 is over");
+    assert_eq!(b.phase.streak.data_for(3), 3);
+    assert_eq!(b.bump_streak(3), 4);
+    b.reset();
+    assert_eq!(b.bump_streak(4), 1, "a new phase starts its own streak");
+    assert_eq!(b.phase.streak.data_for(4), 1);
+}
+
+#[test]
+fn a_success_empties_its_own_or_an_earlier_streak_but_not_a_later_one() {
+    let mut b = at_generation(3);
+    b.phase.streak = TaggedWord::holding(3, 3);
+    b.clear_streak(2);
+    assert_eq!(
+        b.phase.streak.data_for(3),
+        3,
+        "a later phase's streak stays"
+    );
+    b.clear_streak(3);
+    assert!(b.phase.streak.is_empty_relaxed());
+    b.phase.streak = TaggedWord::holding(3, 3);
+    b.reset();
+    b.reset();
+    b.clear_streak(5);
+    assert!(
+        b.phase.streak.is_empty_relaxed(),
+        "an earlier phase's streak is emptied"
+    );
+}
