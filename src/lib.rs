@@ -229,64 +229,13 @@
 //! transition builds its labelled metric key. The futures use `pin-project-lite`,
 //! whose macro expands to `unsafe` projections.)
 //!
-//! **One state word.** State, backoff level and generation share one `AtomicU64`,
-//! changed only by compare-and-swap:
-//!
-//! | bits   | field      | meaning |
-//! |--------|------------|---------|
-//! | 0-2    | state      | Closed, Open, HalfOpen, ForcedOpen, Disabled, Recovering |
-//! | 3-8    | level      | backoff level (the cap is reached within 63 levels, or the builder refuses the multiplier) |
-//! | 9-40   | generation | bumped by every transition, wrapping at 2^32 |
-//! | 41-63  | unused     | |
-//!
-//! Every transition moves the generation on, so a phase has exactly one word: no
-//! thread can see a generation with another state or level. A phase's time (Open:
-//! its deadline; HalfOpen: when the round started; otherwise when the phase began)
-//! follows from the word and the phase's start, which sits beside the word in a
-//! time slot tagged with the phase's generation. The first candidate for a
-//! transition claims the new phase's start before the word's CAS, so every thread
-//! that sees the word sees its start, all agree on it, and none waits for another
-//! (see the `state` module's docs). Each thread also keeps the deadline of the
-//! Open phase it was last rejected by in its own stripe, keyed by the state word,
-//! so a rejection is a compare of the clock with a word the thread wrote itself. The half-open round's (issued, succeeded)
-//! counts and the consecutive-failure count live in two more words, each tagged with
-//! the generation it belongs to, and a transition's winner starts the new phase's
-//! word empty. One rule reads a tag, at any generation distance: the caller's own
-//! generation is its phase's data; any other is an earlier phase's (empty) unless
-//! the state word has moved past the caller, who is then the stale one and writes
-//! nothing. A probe slot is taken by CAS on the round word and then validated
-//! against the state word, so exactly `half_open_probes` probes are admitted per
-//! round however many threads arrive at once.
-//!
-//! **Generations.** Every admitted call carries the state word it was admitted
-//! under. Its outcome is compared with the current word; if the breaker has moved
-//! on, the outcome is discarded and counted as `stale`. A late success cannot close
-//! a breaker, a late failure cannot reopen one or extend its cooldown. The window's
-//! buckets are tagged with the 32-bit generation of the closed phase that wrote them,
-//! and read by the same rule, so a new closed phase always starts from an empty
-//! window, however many transitions came before it.
-//!
-//! **ABA window.** The generation is 32 bits. A stale outcome could pass as fresh
-//! only if exactly a multiple of 2^32 = 4,294,967,296 transitions happened while its
-//! call was in flight. At the fastest a single breaker moves (about 140 ns a
-//! transition for a loop of nothing but `force_open` and `reset`: 65,536 of them
-//! in 9 ms) that is 10 minutes of uninterrupted manual transitions during one call; through trips, each cycle (Closed → Open → HalfOpen → Closed) is
-//! three transitions around a cooldown of at least 1 ms, so 1.43 billion cooldowns:
-//! 16.6 days of back-to-back 1 ms cooldowns, or 45 years at the default 1 s. The
-//! tags of the time slot are 16 bits: one could be misread only by a reader that
-//! held a word through 65,536 transitions between two adjacent loads. The window's epoch
-//! keys repeat every 2^32 - 1 buckets (49.7 days of the shortest, 1 ms buckets; 136
-//! years of the default 1 s ones); a bucket left untouched for exactly that long in
-//! one unbroken closed phase is read once more as current, for one window (see the
-//! `window` module's docs). `tests/long_life.rs` and `tests/soak.rs` drive the
-//! breaker through these distances, and through 20 years of simulated time.
-//!
-//! **Orderings.** The state word is loaded `Acquire` and changed by `AcqRel` CAS,
-//! which publishes the claimed start of its phase with it. The tagged words'
-//! `AcqRel`/`Acquire` let a thread that reads a later phase's tag see that phase in
-//! the state word too (`loom-tests/tests/two_rounds.rs` fails without them). Counters are `Relaxed`: they
-//! publish nothing but themselves. Each module with atomics explains its choices
-//! under "Orderings".
+//! **One state word, generations, tagged phase data.** State, backoff level and a
+//! 32-bit generation share one `AtomicU64` changed only by compare-and-swap; every
+//! admitted call carries the word it was admitted under, and an outcome recorded
+//! after the breaker moved on is discarded and counted as `stale`. A stale outcome
+//! could pass as fresh only after exactly a multiple of 2^32 transitions during its
+//! call. The [implementation notes](implementation) give the layout, the protocols
+//! and the arithmetic.
 //!
 //! **Proofs.** The `loom-tests` crate model-checks the interleavings of tripping,
 //! half-open admission, stale outcomes, probe verdicts, permit drops, window
@@ -304,14 +253,10 @@
 //! the state word, a clock read compared with the deadline the thread keeps in its
 //! own stripe for that word, and a counter.
 //!
-//! Measured on a 2-vCPU AMD EPYC VM (criterion medians, one thread, the call
-//! inlined at its call site as the compiler does for a closure written there): a
-//! closed call 1.5 ns with the consecutive policy and 2.0 ns with the rate window, an
-//! open rejection 1.4 ns, against 8-11 ns and 28-30 ns for failsafe, recloser and a
-//! `Mutex` breaker; at 2 threads the aggregate cost per call falls to 0.9 ns (1.2 ns
-//! with the window) while theirs rises. The admission ticket is the admitting state
-//! word and a start time, two words in registers; the rejection one word.
-//! `docs/PERFORMANCE.md` has the full report and how to rerun it.
+//! The measured figures (criterion medians and callgrind instruction counts,
+//! against failsafe, recloser and a `Mutex` breaker, with the CPU named beside every
+//! table) are in `docs/PERFORMANCE.md`, which says how to rerun them; they drift on
+//! their own schedule, so the API docs do not repeat them.
 //!
 //! # Implementation notes
 //! - `state.rs`: the packed word and its single CAS helper.
@@ -350,6 +295,7 @@ mod future;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
+pub mod implementation;
 #[cfg(cutout_loom)]
 #[doc(hidden)]
 pub mod loom_hooks;

@@ -1,62 +1,7 @@
 //! The sliding window: a ring of `K` buckets in every stripe.
 //!
-//! Time is cut into buckets of `bucket_nanos`; bucket number `e` (the *epoch*) lives
-//! in ring slot `e % K`. Each bucket is four words: a tag, calls, failures and slow
-//! calls. The tag packs the generation of the closed phase that wrote it (32 bits)
-//! and an epoch key (32 bits: the epoch modulo `2^32 - 1`, plus one; tag 0 is a
-//! bucket never written), so a bucket counts only for the closed phase that wrote
-//! it: closing or resetting the breaker starts a fresh window without touching any
-//! bucket.
-//!
-//! A writer that finds its slot tagged with another phase rotates it (zeroes the
-//! counts and writes its own tag) if that phase is an earlier one, which it is
-//! unless the breaker has moved past the writer's own phase (the rule of
-//! [`TaggedWord`](crate::state::TaggedWord), at any generation distance). In its
-//! own phase it rotates a slot tagged with an older epoch; a slot tagged with a
-//! newer epoch (at most [`Window::ahead_max`] epochs newer: a racing writer's)
-//! means the writer's outcome took long to arrive, and it leaves the window alone.
-//!
-//! A reader at epoch `e` sums, over every stripe, the buckets tagged with the
-//! current generation and an epoch in `e-K+1 ..= e`. After an idle gap longer than
-//! the window every bucket is outside that range, so old counts never leak in. Each
-//! owned stripe also publishes the tag of its newest bucket, so the reader skips an
-//! idle thread's stripe with one load instead of reading its `K` buckets.
-//!
-//! # Epoch keys wrap
-//! Epoch keys repeat every `2^32 - 1` epochs: 49.7 days of 1 ms buckets (the
-//! shortest), 136 years of the default 1 s ones. Distances between keys are taken
-//! modulo that, which is exact for every bucket rewritten within that time. A
-//! bucket left untouched for a whole key cycle in one unbroken closed phase is the
-//! exception: for one window length per cycle it reads as current (its old counts
-//! are summed), and while it reads as up to [`Window::ahead_max`] epochs newer,
-//! outcomes for its slot are dropped as late.
-//!
-//! The owner of a stripe remembers the bucket it counted in last, its *live*
-//! bucket (its start, the phase it counts, that is the closed state word, and its
-//! length, in the stripe's scratch words). While the time and the phase still
-//! match, a success goes straight to that bucket: no division, no tag load. Only
-//! the owner changes its stripe's tags, and it re-caches on every change, so the
-//! memory cannot go stale.
-//!
-//! The live bucket's calls are not in the bucket at all: the owner counts them in
-//! one word of its counter line (`LIVE_CALLS`, which only grows), so a success
-//! costs the same increment wherever the live bucket is. The bucket's calls word
-//! holds `LIVE` meanwhile, and its count is `LIVE_CALLS - LIVE_BASE` (the counter
-//! when the bucket went live). When the owner moves on it *finalizes* the bucket:
-//! it stores that difference in the calls word, and only then moves `LIVE_BASE`.
-//!
-//! # Exactness
-//! Owned stripes have one writer, so their counts are exact; a reader validates
-//! each bucket it reads against a racing rotation (see Orderings). On the shared
-//! stripe a rotation is a CAS of the tag followed by zeroing the counts: an
-//! increment by another thread that lands between the two is lost, and one that
-//! read the old tag but lands after the zeroing is counted in the new bucket. So
-//! per rotation of a shared bucket, at most one outcome per other thread writing
-//! the shared stripe at that instant is lost or misattributed; without a racing
-//! rotation the counts are exact. The bound holds per counter: one outcome's call
-//! and failure increments can fall on either side of the zeroing, so a raced bucket
-//! may show more failures than calls (the loom model of this race finds 1 call, 2
-//! failures). Counts are `u64`: no overflow in any realistic lifetime.
+//! How buckets are tagged, rotated, read and cached is in the
+//! [implementation notes](crate::implementation#the-sliding-window).
 //!
 //! # Orderings
 //! A rotation writes the zeroed counts before the tag, and the tag with `Release`;

@@ -1,0 +1,130 @@
+//! Implementation notes: how cutout works inside, for a reader changing it. Not
+//! API: nothing here is code. (sharded-slab's `implementation` module is the
+//! model.) The measured figures are in `docs/PERFORMANCE.md`.
+//!
+//! # The state word
+//! State, backoff level and generation share one `AtomicU64`,
+//! changed only by compare-and-swap:
+//!
+//! | bits   | field      | meaning |
+//! |--------|------------|---------|
+//! | 0-2    | state      | Closed, Open, HalfOpen, ForcedOpen, Disabled, Recovering |
+//! | 3-8    | level      | backoff level (the cap is reached within 63 levels, or the builder refuses the multiplier) |
+//! | 9-40   | generation | bumped by every transition, wrapping at 2^32 |
+//! | 41-63  | unused     | |
+//!
+//! Every transition moves the generation on, so a phase has exactly one word: no
+//! thread can see a generation with another state or level. A phase's time (Open:
+//! its deadline; HalfOpen: when the round started; otherwise when the phase began)
+//! follows from the word and the phase's start, which sits beside the word in a
+//! time slot tagged with the phase's generation. The first candidate for a
+//! transition claims the new phase's start before the word's CAS, so every thread
+//! that sees the word sees its start, all agree on it, and none waits for another
+//! (see the `state` module's docs). Each thread also keeps the deadline of the
+//! Open phase it was last rejected by in its own stripe, keyed by the state word,
+//! so a rejection is a compare of the clock with a word the thread wrote itself. The half-open round's (issued, succeeded)
+//! counts and the consecutive-failure count live in two more words, each tagged with
+//! the generation it belongs to, and a transition's winner starts the new phase's
+//! word empty. One rule reads a tag, at any generation distance: the caller's own
+//! generation is its phase's data; any other is an earlier phase's (empty) unless
+//! the state word has moved past the caller, who is then the stale one and writes
+//! nothing. A probe slot is taken by CAS on the round word and then validated
+//! against the state word, so exactly `half_open_probes` probes are admitted per
+//! round however many threads arrive at once.
+//!
+//!
+//! # Generations
+//! Every admitted call carries the state word it was admitted
+//! under. Its outcome is compared with the current word; if the breaker has moved
+//! on, the outcome is discarded and counted as `stale`. A late success cannot close
+//! a breaker, a late failure cannot reopen one or extend its cooldown. The window's
+//! buckets are tagged with the 32-bit generation of the closed phase that wrote them,
+//! and read by the same rule, so a new closed phase always starts from an empty
+//! window, however many transitions came before it.
+//!
+//!
+//! # The ABA window
+//! The generation is 32 bits. A stale outcome could pass as fresh
+//! only if exactly a multiple of 2^32 = 4,294,967,296 transitions happened while its
+//! call was in flight. At the fastest a single breaker moves (about 140 ns a
+//! transition for a loop of nothing but `force_open` and `reset`: 65,536 of them
+//! in 9 ms) that is 10 minutes of uninterrupted manual transitions during one call; through trips, each cycle (Closed → Open → HalfOpen → Closed) is
+//! three transitions around a cooldown of at least 1 ms, so 1.43 billion cooldowns:
+//! 16.6 days of back-to-back 1 ms cooldowns, or 45 years at the default 1 s. The
+//! tags of the time slot are 16 bits: one could be misread only by a reader that
+//! held a word through 65,536 transitions between two adjacent loads. The window's epoch
+//! keys repeat every 2^32 - 1 buckets (49.7 days of the shortest, 1 ms buckets; 136
+//! years of the default 1 s ones); a bucket left untouched for exactly that long in
+//! one unbroken closed phase is read once more as current, for one window (see the
+//! `window` module's docs). `tests/long_life.rs` and `tests/soak.rs` drive the
+//! breaker through these distances, and through 20 years of simulated time.
+//!
+//!
+//! # Orderings
+//! The state word is loaded `Acquire` and changed by `AcqRel` CAS,
+//! which publishes the claimed start of its phase with it. The tagged words'
+//! `AcqRel`/`Acquire` let a thread that reads a later phase's tag see that phase in
+//! the state word too (`loom-tests/tests/two_rounds.rs` fails without them). Counters are `Relaxed`: they
+//! publish nothing but themselves. Each module with atomics explains its choices
+//! under "Orderings".
+//!
+//!
+//! # The sliding window
+//! Time is cut into buckets of `bucket_nanos`; bucket number `e` (the *epoch*) lives
+//! in ring slot `e % K`. Each bucket is four words: a tag, calls, failures and slow
+//! calls. The tag packs the generation of the closed phase that wrote it (32 bits)
+//! and an epoch key (32 bits: the epoch modulo `2^32 - 1`, plus one; tag 0 is a
+//! bucket never written), so a bucket counts only for the closed phase that wrote
+//! it: closing or resetting the breaker starts a fresh window without touching any
+//! bucket.
+//!
+//! A writer that finds its slot tagged with another phase rotates it (zeroes the
+//! counts and writes its own tag) if that phase is an earlier one, which it is
+//! unless the breaker has moved past the writer's own phase (the rule of
+//! `TaggedWord`, at any generation distance). In its
+//! own phase it rotates a slot tagged with an older epoch; a slot tagged with a
+//! newer epoch (at most `Window::ahead_max` epochs newer: a racing writer's)
+//! means the writer's outcome took long to arrive, and it leaves the window alone.
+//!
+//! A reader at epoch `e` sums, over every stripe, the buckets tagged with the
+//! current generation and an epoch in `e-K+1 ..= e`. After an idle gap longer than
+//! the window every bucket is outside that range, so old counts never leak in. Each
+//! owned stripe also publishes the tag of its newest bucket, so the reader skips an
+//! idle thread's stripe with one load instead of reading its `K` buckets.
+//!
+//! ## Epoch keys wrap
+//! Epoch keys repeat every `2^32 - 1` epochs: 49.7 days of 1 ms buckets (the
+//! shortest), 136 years of the default 1 s ones. Distances between keys are taken
+//! modulo that, which is exact for every bucket rewritten within that time. A
+//! bucket left untouched for a whole key cycle in one unbroken closed phase is the
+//! exception: for one window length per cycle it reads as current (its old counts
+//! are summed), and while it reads as up to `Window::ahead_max` epochs newer,
+//! outcomes for its slot are dropped as late.
+//!
+//! The owner of a stripe remembers the bucket it counted in last, its *live*
+//! bucket (its start, the phase it counts, that is the closed state word, and its
+//! length, in the stripe's scratch words). While the time and the phase still
+//! match, a success goes straight to that bucket: no division, no tag load. Only
+//! the owner changes its stripe's tags, and it re-caches on every change, so the
+//! memory cannot go stale.
+//!
+//! The live bucket's calls are not in the bucket at all: the owner counts them in
+//! one word of its counter line (`LIVE_CALLS`, which only grows), so a success
+//! costs the same increment wherever the live bucket is. The bucket's calls word
+//! holds `LIVE` meanwhile, and its count is `LIVE_CALLS - LIVE_BASE` (the counter
+//! when the bucket went live). When the owner moves on it *finalizes* the bucket:
+//! it stores that difference in the calls word, and only then moves `LIVE_BASE`.
+//!
+//! ## Exactness
+//! Owned stripes have one writer, so their counts are exact; a reader validates
+//! each bucket it reads against a racing rotation (see Orderings). On the shared
+//! stripe a rotation is a CAS of the tag followed by zeroing the counts: an
+//! increment by another thread that lands between the two is lost, and one that
+//! read the old tag but lands after the zeroing is counted in the new bucket. So
+//! per rotation of a shared bucket, at most one outcome per other thread writing
+//! the shared stripe at that instant is lost or misattributed; without a racing
+//! rotation the counts are exact. The bound holds per counter: one outcome's call
+//! and failure increments can fall on either side of the zeroing, so a raced bucket
+//! may show more failures than calls (the loom model of this race finds 1 call, 2
+//! failures). Counts are `u64`: no overflow in any realistic lifetime.
+//!
