@@ -20,7 +20,7 @@ use crate::ramp;
 use crate::saved;
 use crate::state::{
     Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
-    Update, next_generation, ticks_from_duration, ticks_from_nanos,
+    Update, ticks_from_duration, ticks_from_nanos,
 };
 use crate::stripe::{Counter, OPEN_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};

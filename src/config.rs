@@ -10,7 +10,6 @@ use crate::event::Transition;
 use crate::saved::Restore;
 use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_duration};
 use crate::stripe;
-use crate::util::splitmix64;
 use crate::{CircuitBreaker, ConfigError};
 use std::borrow::Cow;
 use std::fmt;
@@ -710,24 +709,6 @@ impl Config {
     pub(crate) fn max_level(&self) -> u8 {
         (self.cooldowns.len() - 1) as u8
     }
-
-    /// The open duration at `level`, in ticks, shortened by this generation's jitter.
-    #[inline]
-    pub(crate) fn cooldown(&self, level: u8, generation: u32, seed: u64) -> u64 {
-        // `level` never exceeds `max_level()` (see `reopen`); a miss reads the cap.
-        let base = self
-            .cooldowns
-            .get(usize::from(level))
-            .copied()
-            .unwrap_or(self.max_cooldown());
-        if self.jitter == 0.0 {
-            return base;
-        }
-        // A counter-based PRNG: the same (seed, generation) always gives the same
-        // jitter, so every thread computes the same deadline from the same word.
-        let u = (splitmix64(seed ^ u64::from(generation)) >> 11) as f64 / (1u64 << 53) as f64;
-        base - (base as f64 * self.jitter * u) as u64
-    }
 }
 
 impl<C> fmt::Debug for Builder<C> {
@@ -957,12 +938,13 @@ mod tests {
     fn jitter_only_shortens_and_is_the_same_for_the_same_generation() {
         let c = builder().jitter(0.5).validate().unwrap();
         for generation in 0..1000u32 {
-            let d = c.cooldown(0, generation, 42);
+            let d = crate::policy::cooldown(&c, 0, generation, 42);
             assert!((500..=1000).contains(&d), "{d}");
-            assert_eq!(d, c.cooldown(0, generation, 42));
+            assert_eq!(d, crate::policy::cooldown(&c, 0, generation, 42));
         }
-        let spread: std::collections::HashSet<_> =
-            (0..100u32).map(|g| c.cooldown(0, g, 7)).collect();
+        let spread: std::collections::HashSet<_> = (0..100u32)
+            .map(|g| crate::policy::cooldown(&c, 0, g, 7))
+            .collect();
         assert!(
             spread.len() > 50,
             "jitter should spread deadlines: {}",
@@ -974,6 +956,6 @@ mod tests {
     fn levels_beyond_the_table_use_the_cap() {
         let c = builder().validate().unwrap();
         assert_eq!(c.max_level(), 6);
-        assert_eq!(c.cooldown(40, 0, 0), 60_000);
+        assert_eq!(crate::policy::cooldown(&c, 40, 0, 0), 60_000);
     }
 }

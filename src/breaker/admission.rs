@@ -143,15 +143,20 @@ impl<C: Clock> CircuitBreaker<C> {
                         s = self.hot.word.load(); // `s` is over: look again
                         continue;
                     };
-                    let ends = started.saturating_add(self.config.half_open_timeout);
-                    if now >= ends {
+                    if policy::round_timed_out(&self.config, started, now) {
                         // A round without a verdict for the whole timeout failed.
                         self.reopen(s, now, Reason::HalfOpenTimeout)
                     } else {
                         match self.take_probe(s) {
                             Probe::Taken => return Ok(self.admit(r, s)),
                             Probe::Full => {
-                                let retry = self.half_open_retry(s, ends, now);
+                                let retry = policy::half_open_retry(
+                                    &self.config,
+                                    self.seed,
+                                    s,
+                                    started,
+                                    now,
+                                );
                                 return Err(self.reject(r, State::HalfOpen, retry));
                             }
                             Probe::Retry(cur) => cur,

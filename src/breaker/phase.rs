@@ -100,7 +100,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let TagUpdate::Updated { new, .. } = update else {
             return; // the round is over; this success is stale
         };
-        if Round::from_data(new).succeeded >= self.config.half_open_probes {
+        if policy::round_closes(&self.config, Round::from_data(new).succeeded) {
             let now = self.ticks();
             // With a ramp, the breaker recovers at the round's level: a trip during
             // the ramp reopens at the next one.
@@ -131,6 +131,6 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// The backoff level a reopening of `s` moves to.
     pub(super) fn next_level(&self, s: Snapshot) -> u8 {
-        s.level().saturating_add(1).min(self.config.max_level())
+        policy::next_level(&self.config, s)
     }
 }

@@ -29,13 +29,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// (jittered, the same for every thread), so a rejection compares the clock
     /// with the deadline and computes nothing; otherwise `start`.
     pub(super) fn time_of(&self, s: Snapshot, start: u64) -> u64 {
-        if s.is(State::Open) {
-            start
-                .saturating_add(self.cooldown(s.level(), s.generation()))
-                .min(self.ticks_max)
-        } else {
-            start
-        }
+        policy::phase_time(&self.config, self.seed, self.ticks_max, s, start)
     }
 
     /// The time of phase `s` (see [`time_of`](Self::time_of)), the same for every
@@ -56,19 +50,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// The jittered cooldown, in ticks, of an Open phase at `level` in `generation`.
     pub(super) fn cooldown(&self, level: u8, generation: Generation) -> u64 {
-        self.config.cooldown(level, generation, self.seed)
-    }
-
-    /// How long a call rejected by a full half-open round of `s` should wait, at
-    /// `now`, with the round's timeout at `ends`: until the round can end, but no
-    /// longer than the cooldown a failed round would start. The round ends when its
-    /// probes report, usually within a call's time: if they close the breaker, a
-    /// retry is admitted; if they reopen it, a probe is next admitted after that
-    /// cooldown. Waiting for the whole half-open timeout (30 s by default) would
-    /// overshoot both.
-    pub(super) fn half_open_retry(&self, s: Snapshot, ends: u64, now: u64) -> u64 {
-        let reopened = self.cooldown(self.next_level(s), next_generation(s.generation()));
-        ends.saturating_sub(now).min(reopened)
+        policy::cooldown(&self.config, level, generation, self.seed)
     }
 
     /// The `retry_after` of phase `s`, whose time is `ticks`, at `now`.
@@ -80,8 +62,8 @@ impl<C: Clock> CircuitBreaker<C> {
                 if round.issued < self.config.half_open_probes {
                     Some(Duration::ZERO) // a probe slot is free now
                 } else {
-                    let ends = ticks.saturating_add(self.config.half_open_timeout);
-                    Some(ticks_to_duration(self.half_open_retry(s, ends, now)))
+                    let retry = policy::half_open_retry(&self.config, self.seed, s, ticks, now);
+                    Some(ticks_to_duration(retry))
                 }
             }
             State::ForcedOpen => None,
