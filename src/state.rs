@@ -270,10 +270,11 @@ impl Snapshot {
     }
 
     /// An opaque key for the phase: equal keys are one phase (for 2^32
-    /// transitions). What the window's owners cache beside their live bucket.
+    /// transitions). What an owner caches beside its live bucket and its Open
+    /// deadline (see [`PhaseKey`]).
     #[inline]
-    pub(crate) fn key(self) -> u64 {
-        self.0
+    pub(crate) fn key(self) -> PhaseKey {
+        PhaseKey(self.0)
     }
 
     #[inline]
@@ -316,6 +317,26 @@ impl fmt::Debug for Snapshot {
             .field("generation", &self.generation())
             .field("level", &self.level())
             .finish()
+    }
+}
+
+/// A phase's key, as a thread stores it in a word of its own stripe to remember
+/// which phase a cache of its belongs to. Its bits mean nothing outside this
+/// module: they are only stored, loaded and compared ([`PhaseKey::is`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct PhaseKey(u64);
+
+impl PhaseKey {
+    /// The key as a word to store.
+    #[inline]
+    pub(crate) fn to_bits(self) -> u64 {
+        self.0
+    }
+
+    /// Whether `bits`, a stored key, is this one.
+    #[inline]
+    pub(crate) fn is(self, bits: u64) -> bool {
+        self.0 == bits
     }
 }
 

@@ -219,7 +219,7 @@ impl Window {
         // The whole word, not just its generation: nothing to extract, and a phase
         // has one word (every transition moves the generation on). Not `&&`: both
         // tests are cheap, and one branch is cheaper than two.
-        in_bucket & (key == phase.key())
+        in_bucket & phase.key().is(key)
     }
 
     /// The owner's live bucket, if it holds `now` and `phase`.
@@ -308,7 +308,8 @@ impl Window {
             .store(self.origin.saturating_add(start), Ordering::Relaxed);
         o.scratch(CACHE_SPAN)
             .store(self.bucket_nanos, Ordering::Relaxed);
-        o.scratch(CACHE_KEY).store(phase.key(), Ordering::Relaxed);
+        o.scratch(CACHE_KEY)
+            .store(phase.key().to_bits(), Ordering::Relaxed);
         Some((bucket, o.scratch(LIVE_CALLS)))
     }
 

@@ -84,7 +84,8 @@ impl<C: Clock> CircuitBreaker<C> {
         if let Some(o) = r.as_owned() {
             // Relaxed: private to the owner (see `reject_cached`).
             o.scratch(OPEN_DEADLINE).store(at, Ordering::Relaxed);
-            o.scratch(PHASE_KEY).store(s.key(), Ordering::Relaxed);
+            o.scratch(PHASE_KEY)
+                .store(s.key().to_bits(), Ordering::Relaxed);
         }
         Some(self.reject(r, State::Open, (at - reading).div_ceil(NANOS_PER_TICK)))
     }
@@ -98,7 +99,7 @@ impl<C: Clock> CircuitBreaker<C> {
     pub(super) fn reject_cached(&self, o: Owned<'_>, s: Snapshot) -> Option<Rejected> {
         // Relaxed: private to the owner, which wrote both (a phase has one word, so
         // a deadline cached for `s` is `s`'s).
-        if o.scratch(PHASE_KEY).load(Ordering::Relaxed) != s.key() {
+        if !s.key().is(o.scratch(PHASE_KEY).load(Ordering::Relaxed)) {
             return None;
         }
         let now = self.clock.now_if_cheap()?;

@@ -157,7 +157,7 @@ fn a_cached_open_deadline_follows_the_phase() {
                 let o = b.hot.stripes.mine_if_owned().expect("an owned stripe");
                 assert_eq!(
                     o.scratch(PHASE_KEY).load(Ordering::Relaxed),
-                    b.hot.word.load().key()
+                    b.hot.word.load().key().to_bits()
                 );
                 clock.advance(ms(400));
                 assert_eq!(retry(&b), Some(ms(600))); // from the cache
