@@ -451,10 +451,11 @@ impl TimeSlot {
         u64::from(s.generation()) & mask(SLOT_TAG_BITS)
     }
 
-    /// The tag of the phase before `s`.
+    /// The tag of the phase before `s` (its generation, wrapped at [`GEN_BITS`],
+    /// less one).
     #[inline]
     fn previous(s: Snapshot) -> u64 {
-        TimeSlot::tag(s).wrapping_sub(1) & mask(SLOT_TAG_BITS)
+        u64::from(s.generation().wrapping_sub(1) & GEN_MASK) & mask(SLOT_TAG_BITS)
     }
 
     #[inline]
@@ -809,6 +810,26 @@ mod tests {
             "`to`'s word is a later phase's now"
         );
         assert_eq!(slot.start_of(later), Some(12));
+    }
+
+    /// Generation 0's previous phase is the last generation of the cycle, at any
+    /// width: before, a 3-bit generation's wrap made every transition out of
+    /// generation 0 look stale, and the transition loop spun for ever.
+    #[test]
+    fn a_transition_out_of_generation_zero_claims_across_the_wrap() {
+        let last = Snapshot::pack(State::Closed, 0, GEN_MASK);
+        let word = StateWord::at(last);
+        let slot = TimeSlot::starting(last, 1);
+        let mut seen = last;
+        for round in 0..3 * (u64::from(GEN_MASK.min(20)) + 1) {
+            let Update::Moved { to, start, .. } =
+                word.transition(&slot, seen, |s| Some((s.next(State::Closed, 0), round)))
+            else {
+                panic!("an unchanged word moves");
+            };
+            assert_eq!((start, slot.start_of(to)), (round, Some(round)));
+            seen = to;
+        }
     }
 
     #[test]
