@@ -821,7 +821,7 @@ mod tests {
         let word = StateWord::at(last);
         let slot = TimeSlot::starting(last, 1);
         let mut seen = last;
-        for round in 0..3 * (u64::from(GEN_MASK.min(20)) + 1) {
+        for round in 0..60 {
             let Update::Moved { to, start, .. } =
                 word.transition(&slot, seen, |s| Some((s.next(State::Closed, 0), round)))
             else {
