@@ -32,9 +32,11 @@ use std::fmt;
 use std::time::Duration;
 
 mod admission;
+mod announce;
 mod layout;
 mod manual;
 mod phase;
+mod record;
 mod report;
 mod time;
 
@@ -397,39 +399,6 @@ impl<C: Clock> CircuitBreaker<C> {
         true
     }
 
-    /// [`StateWord::transition`] on this breaker's word and time slot.
-    /// A closed or recovering phase starts with an empty streak and a half-open
-    /// phase with an empty round: the winner re-tags the word it starts (see
-    /// [`TaggedWord::begin`]), so no phase ever reads data tagged by an earlier one,
-    /// even one a whole generation cycle back.
-    fn transition(
-        &self,
-        seen: Snapshot,
-        mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
-    ) -> Update {
-        // What each attempt saw of the word its phase starts, just before its CAS.
-        let mut before = 0;
-        let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
-            let next = f(cur)?;
-            before = match next.0.state() {
-                State::Closed | State::Recovering => self.phase.streak.raw(),
-                State::HalfOpen => self.phase.round.raw(),
-                _ => 0,
-            };
-            Some(next)
-        });
-        if let Update::Moved { to, .. } = update {
-            match to.state() {
-                State::Closed | State::Recovering => {
-                    self.phase.streak.begin(before, to.generation())
-                }
-                State::HalfOpen => self.phase.round.begin(before, to.generation()),
-                _ => {}
-            }
-        }
-        update
-    }
-
     // ---- outcomes --------------------------------------------------------------
 
     /// Records the outcome of an admitted call.
@@ -458,179 +427,6 @@ impl<C: Clock> CircuitBreaker<C> {
             }
         }
         self.record_general(r, ticket, outcome);
-    }
-
-    /// Records any outcome: stale, ignored, failed, slow, a probe's, or a success
-    /// that must clear the streak or rotate the window. Not marked cold: failures
-    /// are the common case of a failing dependency.
-    #[inline(never)]
-    fn record_general(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
-        let s = self.hot.word.load();
-        if s != ticket.phase() {
-            // Admitted under an earlier phase: the breaker has moved on, and this
-            // result must not decide the new phase.
-            Stripes::bump(r, Counter::Stale);
-            return;
-        }
-        let failed = match outcome {
-            Outcome::Ignored => {
-                Stripes::bump(r, Counter::Ignored);
-                if ticket.kind() == Kind::Probe {
-                    self.release_probe(ticket.generation());
-                }
-                return;
-            }
-            Outcome::Success => false,
-            Outcome::Failure => true,
-        };
-        let slow = self.is_slow(ticket);
-        if failed {
-            self.bump_and_check_clock(r, Counter::Failures);
-        } else {
-            Stripes::bump(r, Counter::Successes);
-        }
-        if slow {
-            Stripes::bump(r, Counter::Slow);
-        }
-        match ticket.kind() {
-            Kind::Closed | Kind::Ramp => self.record_closed(r, s, Sample { failed, slow }, true),
-            Kind::Probe if failed || slow => {
-                let _ = self.reopen(s, self.ticks(), Reason::ProbeFailed);
-            }
-            Kind::Probe => self.probe_succeeded(s),
-            Kind::Disabled => {}
-        }
-    }
-
-    /// Records a permit dropped without an outcome, counted as dropped (and nothing
-    /// else, if stale). In its own phase it is a failure if `on_drop` says so, and
-    /// slow if it ran past the slow-call threshold; a slow call that is not a
-    /// failure leaves the streak as it is. Neither: ignored, its probe slot back.
-    #[inline(never)]
-    pub(crate) fn abandon(&self, ticket: Ticket) {
-        let r = self.hot.stripes.mine();
-        Stripes::bump(r, Counter::Dropped);
-        let s = self.hot.word.load();
-        if s != ticket.phase() {
-            return; // stale: the breaker has moved on
-        }
-        let failed = self
-            .config
-            .on_drop
-            .is_failure(|| ticket.elapsed(self.age_reading()));
-        let slow = self.is_slow(ticket);
-        if slow {
-            Stripes::bump(r, Counter::Slow);
-        }
-        match ticket.kind() {
-            Kind::Probe if failed || slow => {
-                let _ = self.reopen(s, self.ticks(), Reason::ProbeFailed);
-            }
-            Kind::Probe => self.release_probe(ticket.generation()),
-            Kind::Closed | Kind::Ramp if failed || slow => {
-                self.record_closed(r, s, Sample { failed, slow }, false);
-            }
-            Kind::Closed | Kind::Ramp | Kind::Disabled => {}
-        }
-    }
-
-    /// Counts a closed or recovering phase's outcome and trips if a policy says
-    /// so: a closed phase to Open at level 0, a recovering one at the next level
-    /// ([`Reason::RampFailed`]). A sample that is no failure clears the streak if
-    /// `clears_streak` (a success does; a slow dropped call does not).
-    // Inlined into its callers: called, it costs the failure path about 30
-    // instructions of saved registers (callgrind: 136 against 106 a failure).
-    #[inline(always)]
-    fn record_closed(&self, r: StripeRef<'_>, s: Snapshot, sample: Sample, clears_streak: bool) {
-        let generation = s.generation();
-        let mut streak = 0;
-        if self.config.consecutive_failures.is_some() {
-            if sample.failed {
-                streak = self.bump_streak(generation);
-            } else if clears_streak {
-                self.clear_streak(generation);
-            }
-        }
-        let mut window = WindowCounts::default();
-        let mut reason =
-            policy::streak_trips(&self.config, streak).then_some(Reason::ConsecutiveFailures);
-        if let Some(w) = &self.window {
-            let now = self.clock.now();
-            w.record(&self.hot.stripes, r, (s, &self.hot.word), now, sample);
-            if sample.failed || sample.slow {
-                // SeqCst: two failures recorded at once must not both miss each other's
-                // count (store buffering); with this fence between each one's write
-                // and its read, the later of the two sees both.
-                fence(Ordering::SeqCst);
-                window = w.counts(&self.hot.stripes, generation, now);
-                reason = reason.or_else(|| policy::rate_trip(&self.config, window));
-            }
-        }
-        if let Some(mut reason) = reason {
-            self.revive_clock(); // a trip's cooldown starts at the true time
-            let now = self.ticks();
-            let mut level = 0;
-            if s.is(State::Recovering) {
-                (level, reason) = (self.next_level(s), Reason::RampFailed);
-            }
-            let update = self.transition(s, |cur| {
-                (cur.generation() == generation && cur.state() == s.state())
-                    .then(|| self.opened(cur, level, now))
-            });
-            let _ = self.announce(update, reason, window, streak);
-        }
-    }
-
-    /// Counts and delivers a transition this thread made, after its CAS and with
-    /// nothing held. Returns the newest word either way.
-    fn announce(
-        &self,
-        update: Update,
-        reason: Reason,
-        window: WindowCounts,
-        streak: u64,
-    ) -> Snapshot {
-        self.deliver(update, reason, window, streak, |_, start| start)
-    }
-
-    /// [`announce`](Self::announce), with the transition's time given by `at`
-    /// (from the new word and its start).
-    fn deliver(
-        &self,
-        update: Update,
-        reason: Reason,
-        window: WindowCounts,
-        streak: u64,
-        at: impl FnOnce(Snapshot, u64) -> u64,
-    ) -> Snapshot {
-        let (from, to, start) = match update {
-            Update::Declined(cur) => return cur,
-            Update::Moved { from, to, start } => (from, to, start),
-        };
-        // Relaxed: a statistic; the event itself is ordered by the CAS.
-        self.phase.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
-        let event = Transition {
-            from: from.state(),
-            to: to.state(),
-            generation: to.generation(),
-            reason,
-            at: ticks_to_duration(at(to, start).saturating_sub(self.bias)),
-            level: to.level(),
-            window,
-            consecutive_failures: streak,
-            open_until: to
-                .is(State::Open)
-                .then(|| ticks_to_duration(self.time_of(to, start).saturating_sub(self.bias))),
-        };
-        // The built-in observers (the exporters of the enabled features), then the
-        // user's listener.
-        for observe in crate::OBSERVERS {
-            observe(&self.config.name, &event);
-        }
-        if let Some(listener) = &self.listener {
-            listener(&event);
-        }
-        to
     }
 }
 

@@ -59,7 +59,7 @@ impl Reason {
         Reason::RampFailed,
     ];
 
-    /// Every reason, in declaration order: for exporters that label a count per
+    /// Every reason, in declaration order: for integrations that label a count per
     /// reason (with [`Metrics::transitions`](crate::Metrics::transitions)). A later
     /// release may yield more reasons.
     ///

@@ -305,6 +305,8 @@ mod policy;
 mod ramp;
 #[cfg(feature = "registry")]
 mod registry;
+#[cfg(feature = "retry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 mod retry;
 mod saved;
 mod slot;
@@ -331,6 +333,8 @@ pub use permit::{Outcome, OwnedPermit, Permit};
 #[cfg(feature = "registry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "registry")))]
 pub use registry::{Registry, RegistryBuilder};
+#[cfg(feature = "retry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };

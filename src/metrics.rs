@@ -1,5 +1,5 @@
 //! [`Metrics`]: a snapshot of a breaker for a scrape or a dashboard. (The state
-//! word's decoded copy is `state::Snapshot`; the exporters are in `export/`.)
+//! word's decoded copy is `state::Snapshot`.)
 
 use crate::State;
 use crate::event::{Reason, WindowCounts};

@@ -609,7 +609,7 @@ where
         Some(removed.breaker.clone())
     }
 
-    /// Calls `f` with every key and its breaker, for metrics export. Entries added
+    /// Calls `f` with every key and its breaker, to publish metrics. Entries added
     /// or removed meanwhile may or may not be seen. Does not count as a use.
     ///
     /// # Examples

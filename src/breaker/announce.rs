@@ -1,0 +1,92 @@
+//! Applying and announcing a decision: the transition (the state word's CAS, the
+//! new phase's tagged words started empty), and its delivery to the built-in
+//! observers and the user's listener, after the CAS and with nothing held.
+
+use super::*;
+
+impl<C: Clock> CircuitBreaker<C> {
+    /// [`StateWord::transition`] on this breaker's word and time slot.
+    /// A closed or recovering phase starts with an empty streak and a half-open
+    /// phase with an empty round: the winner re-tags the word it starts (see
+    /// [`TaggedWord::begin`]), so no phase ever reads data tagged by an earlier one,
+    /// even one a whole generation cycle back.
+    pub(super) fn transition(
+        &self,
+        seen: Snapshot,
+        mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
+    ) -> Update {
+        // What each attempt saw of the word its phase starts, just before its CAS.
+        let mut before = 0;
+        let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
+            let next = f(cur)?;
+            before = match next.0.state() {
+                State::Closed | State::Recovering => self.phase.streak.raw(),
+                State::HalfOpen => self.phase.round.raw(),
+                _ => 0,
+            };
+            Some(next)
+        });
+        if let Update::Moved { to, .. } = update {
+            match to.state() {
+                State::Closed | State::Recovering => {
+                    self.phase.streak.begin(before, to.generation())
+                }
+                State::HalfOpen => self.phase.round.begin(before, to.generation()),
+                _ => {}
+            }
+        }
+        update
+    }
+
+    /// Counts and delivers a transition this thread made, after its CAS and with
+    /// nothing held. Returns the newest word either way.
+    pub(super) fn announce(
+        &self,
+        update: Update,
+        reason: Reason,
+        window: WindowCounts,
+        streak: u64,
+    ) -> Snapshot {
+        self.deliver(update, reason, window, streak, |_, start| start)
+    }
+
+    /// [`announce`](Self::announce), with the transition's time given by `at`
+    /// (from the new word and its start).
+    pub(super) fn deliver(
+        &self,
+        update: Update,
+        reason: Reason,
+        window: WindowCounts,
+        streak: u64,
+        at: impl FnOnce(Snapshot, u64) -> u64,
+    ) -> Snapshot {
+        let (from, to, start) = match update {
+            Update::Declined(cur) => return cur,
+            Update::Moved { from, to, start } => (from, to, start),
+        };
+        // Relaxed: a statistic; the event itself is ordered by the CAS.
+        self.phase.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
+        let event = Transition {
+            from: from.state(),
+            to: to.state(),
+            generation: to.generation(),
+            reason,
+            at: ticks_to_duration(at(to, start).saturating_sub(self.bias)),
+            level: to.level(),
+            window,
+            consecutive_failures: streak,
+            open_until: to
+                .is(State::Open)
+                .then(|| ticks_to_duration(self.time_of(to, start).saturating_sub(self.bias))),
+        };
+        // The built-in observers (the observability integrations enabled), then the
+        // user's listener.
+        for observe in crate::OBSERVERS {
+            observe(&self.config.name, &event);
+        }
+        if let Some(listener) = &self.listener {
+            listener(&event);
+        }
+        to
+    }
+}
