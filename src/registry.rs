@@ -167,12 +167,12 @@ impl<C: Clock> Cap<C> {
 /// line); an `arc-swap`ped `HashMap` copies the whole map on every insert, which is
 /// quadratic for keys that never repeat.
 ///
-/// A hit costs about 390 instructions (callgrind; 20-35 ns on the 2-core development
-/// machine, `benches/registry.rs`) on a 12-byte `String` key, most of it std's
-/// SipHash and the probe; about 270 with a multiply-rotate hasher set by
-/// [`RegistryBuilder::hasher`]. [`with`](Registry::with) and [`call`](Registry::call)
-/// touch no reference count; [`get`](Registry::get) clones the breaker's `Arc`, a
-/// write to a line shared by every thread using the key.
+/// A hit is mostly the key's hash and the table's probe (std's SipHash by default;
+/// a faster hasher can be set with [`RegistryBuilder::hasher`]; the measured costs
+/// are in `docs/PERFORMANCE.md`, from `benches/registry.rs`).
+/// [`with`](Registry::with) and [`call`](Registry::call) touch no reference count;
+/// [`get`](Registry::get) clones the breaker's `Arc`, a write to a line shared by
+/// every thread using the key.
 ///
 /// # Names
 /// Each breaker is named after its key (see [`Builder::name`]): the `breaker` label
@@ -188,13 +188,11 @@ impl<C: Clock> Cap<C> {
 /// nothing that keeps other breakers alive. When it returns they look the key up
 /// again and record the outcome on the same breaker (told apart from a later one
 /// for the key by an id). The price is that second lookup (a hash and a probe, no
-/// shared write): about 850 instructions a call on a 11-byte `String` key, two of
-/// them locked (each lookup's epoch guard marks the calling thread's own slot),
-/// where holding the guard through the call took 443 and one (callgrind). The
-/// alternative, an `Arc` clone and drop per call, takes 436 instructions and
-/// three locked, two of them on a line that every thread calling the key writes,
-/// which does not stay flat as threads are added; the crate's call paths write no
-/// shared line, and this keeps it so. A sweep never evicts a breaker with a call in
+/// shared write: each lookup's epoch guard marks the calling thread's own slot).
+/// The alternative, an `Arc` clone and drop per call, is fewer instructions but
+/// writes a line that every thread calling the key writes, which does not stay flat
+/// as threads are added; the crate's call paths write no shared line, and this
+/// keeps it so. (The measured costs of both are in `docs/PERFORMANCE.md`.) A sweep never evicts a breaker with a call in
 /// flight (below), so the second lookup finds it; only a breaker
 /// [`remove`](Registry::remove)d meanwhile loses the outcome.
 ///
