@@ -77,6 +77,10 @@ pub struct Scenario {
     pub tick: Duration,
     /// Whether the breaker recovers progressively (`--ramp-up`).
     pub ramp_up: bool,
+    /// The breaker's cooldown jitter (0.2). Its random seed is the breaker's only
+    /// randomness, so measurements that compare two settings like for like turn
+    /// it off.
+    pub jitter: f64,
 }
 
 /// The script at scale 1: 20 s.
@@ -112,6 +116,17 @@ impl Scenario {
             scale,
             tick: TICK.mul_f64(scale),
             ramp_up: false,
+            jitter: 0.2,
+        }
+    }
+
+    /// The same script, with the breaker's cooldowns not jittered: with a seeded
+    /// simulation, two runs then differ only by the setting compared.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn without_jitter(self) -> Scenario {
+        Scenario {
+            jitter: 0.0,
+            ..self
         }
     }
 
@@ -205,7 +220,7 @@ impl Scenario {
             .open_duration(self.scaled(250))
             .backoff_multiplier(2.0)
             .max_open_duration(self.scaled(1000))
-            .jitter(0.2)
+            .jitter(self.jitter)
             .half_open_probes(3)
             .half_open_timeout(CALL_TIMEOUT * 2)
     }
