@@ -60,36 +60,9 @@ fn on_fresh_thread<S: Subject>(s: &S, iters: u64, warm_up: impl Fn(&S) -> bool +
 /// Closed success timed on a thread started while a crowd held every owned slot
 /// (two per core), after the crowd left.
 fn after_a_crowd<S: Subject>(s: &S, iters: u64) -> Duration {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let crowd = (2 * cores).min(64);
-    let holding = Barrier::new(crowd + 1);
-    let leave = Barrier::new(crowd + 1);
-    let (started, measure) = (Barrier::new(2), Barrier::new(2));
-    std::thread::scope(|scope| {
-        let crowd: Vec<_> = (0..crowd)
-            .map(|_| {
-                scope.spawn(|| {
-                    let _ = succeed!(s);
-                    holding.wait();
-                    leave.wait();
-                })
-            })
-            .collect();
-        holding.wait();
-        let pool = scope.spawn(|| {
-            let _ = succeed!(s);
-            started.wait();
-            measure.wait();
-            let _ = succeed!(s);
-            timed(iters, || succeed!(s))
-        });
-        started.wait();
-        leave.wait();
-        for thread in crowd {
-            thread.join().unwrap();
-        }
-        measure.wait();
-        pool.join().unwrap()
+    common::after_a_crowd(s, || {
+        let _ = succeed!(s);
+        timed(iters, || succeed!(s))
     })
 }
 

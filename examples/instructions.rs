@@ -152,37 +152,7 @@ impl Drive {
     /// One thread started while a crowd held every owned slot (two per core, as
     /// cutout has), measured after the crowd left.
     fn after_a_crowd<S: Subject>(&self, s: &S) -> u64 {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let crowd = (2 * cores).min(64);
-        let holding = Barrier::new(crowd + 1);
-        let leave = Barrier::new(crowd + 1);
-        let (started, measure) = (Barrier::new(2), Barrier::new(2));
-        std::thread::scope(|scope| {
-            let crowd: Vec<_> = (0..crowd)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let _ = succeed!(s);
-                        holding.wait();
-                        leave.wait();
-                    })
-                })
-                .collect();
-            holding.wait();
-            let pool = scope.spawn(|| {
-                let _ = succeed!(s); // behind the crowd
-                started.wait();
-                measure.wait();
-                self.one(s, &Barrier::new(1))
-            });
-            started.wait();
-            leave.wait();
-            // Joined: each has exited and released its slot.
-            for thread in crowd {
-                thread.join().unwrap();
-            }
-            measure.wait();
-            pool.join().unwrap()
-        })
+        common::after_a_crowd(s, || self.one(s, &Barrier::new(1)))
     }
 }
 

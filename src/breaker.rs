@@ -279,10 +279,12 @@ impl<C: Clock> CircuitBreaker<C> {
         // need saving.
         if !s.is_closed() {
             // An Open rejection inside the cooldown, inline too: one compare of the
-            // clock with the deadline the word holds. Only for a thread that owns
-            // its stripe here; any other (its first call to this breaker included)
-            // takes `call_off_lean`, which gives it its slot and stripe. So the
-            // path calls nothing, and saves no registers for a call.
+            // clock with the deadline the thread keeps in its own stripe for this
+            // word (`reject_cached`). Only for a thread that owns its stripe and has
+            // been rejected in this phase before; any other (its first call to
+            // this breaker included) takes `call_off_lean`, which gives it its slot
+            // and stripe and fills that cache. So the path calls nothing, and saves
+            // no registers for a call.
             if s.is(State::Open) {
                 if let Some(o) = self.hot.stripes.mine_if_owned() {
                     if let Some(rejected) = self.reject_cached(o, s) {

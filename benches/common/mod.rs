@@ -51,6 +51,45 @@ macro_rules! fail {
 #[allow(unused_imports)] // as `succeed`
 pub(crate) use fail;
 
+/// Runs `measure` on a thread started while a crowd of threads held every owned
+/// stripe slot of `s` (two per core, as cutout has, up to 64), after the crowd
+/// exited: the "after a crowd" shape of issue 16 (a thread's slot history). Each
+/// thread, the measured one too, makes one call first, which takes its slot.
+pub fn after_a_crowd<S: Subject, R: Send>(s: &S, measure: impl FnOnce() -> R + Send) -> R {
+    use std::sync::Barrier;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let crowd = (2 * cores).min(64);
+    let holding = Barrier::new(crowd + 1);
+    let leave = Barrier::new(crowd + 1);
+    let (started, begin) = (Barrier::new(2), Barrier::new(2));
+    std::thread::scope(|scope| {
+        let crowd: Vec<_> = (0..crowd)
+            .map(|_| {
+                scope.spawn(|| {
+                    let _ = succeed!(s);
+                    holding.wait();
+                    leave.wait();
+                })
+            })
+            .collect();
+        holding.wait();
+        let pool = scope.spawn(|| {
+            let _ = succeed!(s); // behind the crowd
+            started.wait();
+            begin.wait();
+            measure()
+        });
+        started.wait();
+        leave.wait();
+        // Joined: each has exited and released its slot.
+        for thread in crowd {
+            thread.join().unwrap();
+        }
+        begin.wait();
+        pool.join().unwrap()
+    })
+}
+
 /// Receives each implementation of a scenario, by concrete type.
 pub trait Visit {
     fn visit<S: Subject>(&mut self, name: &str, subject: S);

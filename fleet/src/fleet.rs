@@ -117,27 +117,9 @@ impl Fleet {
             attached: Mutex::new(Attached::default()),
             synced: (Mutex::new(false), Condvar::new()),
         });
-        let publisher = {
-            let inner = inner.clone();
-            thread::Builder::new()
-                .name("cutout-fleet-publish".into())
-                .spawn(move || publish_loop(&inner))
-                .map_err(|_| FleetError::Config {
-                    field: "threads",
-                    why: "could not be spawned",
-                })?
-        };
+        let publisher = spawn(&inner, "cutout-fleet-publish", publish_loop)?;
         let _ = inner.publisher.set(publisher.thread().clone());
-        let subscriber = {
-            let inner = inner.clone();
-            thread::Builder::new()
-                .name("cutout-fleet-subscribe".into())
-                .spawn(move || subscribe_loop(&inner))
-                .map_err(|_| FleetError::Config {
-                    field: "threads",
-                    why: "could not be spawned",
-                })?
-        };
+        let subscriber = spawn(&inner, "cutout-fleet-subscribe", subscribe_loop)?;
         let fleet = Fleet {
             inner,
             threads: vec![publisher, subscriber],
@@ -493,6 +475,19 @@ fn connect(inner: &Inner) -> Option<redis::Connection> {
             None
         }
     }
+}
+
+/// Starts one of the fleet's two background threads, named `name`, running `body`
+/// on the fleet's shared state.
+fn spawn(inner: &Arc<Inner>, name: &str, body: fn(&Inner)) -> Result<JoinHandle<()>, FleetError> {
+    let inner = inner.clone();
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(move || body(&inner))
+        .map_err(|_| FleetError::Config {
+            field: "threads",
+            why: "could not be spawned",
+        })
 }
 
 fn publish_loop(inner: &Inner) {

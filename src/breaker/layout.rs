@@ -21,13 +21,12 @@ pub(super) struct Hot {
     pub(super) stripes: Stripes,
 }
 
-/// The current phase's time, first in its line: an open rejection loads it (see
-/// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS)). Beside it the half-open round,
-/// written only while HalfOpen, when no rejection takes the lean path; the streak,
-/// which a closed call loads (also within `LEAN_LOADS`) and only a failure writes;
-/// and the transition counts, written with the time. One line for all four keeps
-/// the breaker small (a `Registry` may hold many) and writes no line on the lean
-/// paths.
+/// The data of the phase beside the state word, in one line: the phases' starts
+/// (written by transitions), the half-open round (written only while HalfOpen),
+/// the streak, which a closed call loads (within
+/// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS)) and only a failure writes, and the
+/// transition counts. One line for all four keeps the breaker small (a `Registry`
+/// may hold many) and writes no line on the lean paths.
 #[repr(C)]
 pub(super) struct Phase {
     pub(super) time: TimeSlot,
