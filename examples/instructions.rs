@@ -302,7 +302,7 @@ mod tower {
             "tower_layer" => {
                 drive_tower(|| poll_once(service.call(black_box(1u64))).is_ok(), calls)
             }
-            // What the layer did before its lease: a permit that clones the
+            // What the layer did before its spare holds: a permit that clones the
             // breaker's `Arc`, recorded when the ready response arrives.
             "tower_arc_permit" => drive_tower(
                 || match breaker.try_acquire_owned() {

@@ -183,12 +183,12 @@ fn retry_after_secs(after: Duration) -> u64 {
 /// assert_eq!(response.headers()["retry-after"], "1"); // the 1 s cooldown
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct HttpLayer<C: Clock = DefaultClock, K = ServerErrorIsFailure> {
+pub struct HttpLayer<C: Clock + 'static = DefaultClock, K = ServerErrorIsFailure> {
     breaker: Arc<CircuitBreaker<C>>,
     classify: K,
 }
 
-impl<C: Clock> HttpLayer<C> {
+impl<C: Clock + 'static> HttpLayer<C> {
     /// A layer whose services all go through `breaker`, a `5xx` or an `Err` being
     /// a failure ([`ServerErrorIsFailure`]).
     pub fn new(breaker: Arc<CircuitBreaker<C>>) -> Self {
@@ -199,7 +199,7 @@ impl<C: Clock> HttpLayer<C> {
     }
 }
 
-impl<C: Clock, K> HttpLayer<C, K> {
+impl<C: Clock + 'static, K> HttpLayer<C, K> {
     /// Classifies each `Result<Response<B>, Error>` with `classify` instead: any
     /// [`Classify`], such as a closure.
     ///
@@ -233,7 +233,7 @@ impl<C: Clock, K> HttpLayer<C, K> {
     }
 }
 
-impl<C: Clock, K: Clone> Clone for HttpLayer<C, K> {
+impl<C: Clock + 'static, K: Clone> Clone for HttpLayer<C, K> {
     fn clone(&self) -> Self {
         HttpLayer {
             breaker: self.breaker.clone(),
@@ -242,7 +242,7 @@ impl<C: Clock, K: Clone> Clone for HttpLayer<C, K> {
     }
 }
 
-impl<S, C: Clock, K: Clone> Layer<S> for HttpLayer<C, K> {
+impl<S, C: Clock + 'static, K: Clone> Layer<S> for HttpLayer<C, K> {
     type Service = HttpService<S, C, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
@@ -253,7 +253,7 @@ impl<S, C: Clock, K: Clone> Layer<S> for HttpLayer<C, K> {
     }
 }
 
-impl<C: Clock, K> fmt::Debug for HttpLayer<C, K> {
+impl<C: Clock + 'static, K> fmt::Debug for HttpLayer<C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpLayer")
             .field("breaker", &self.breaker)
@@ -297,11 +297,11 @@ impl<C: Clock, K> fmt::Debug for HttpLayer<C, K> {
 /// assert_eq!(response.body(), ""); // String::default()
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct HttpService<S, C: Clock = DefaultClock, K = ServerErrorIsFailure> {
+pub struct HttpService<S, C: Clock + 'static = DefaultClock, K = ServerErrorIsFailure> {
     inner: CircuitBreakerService<S, C, K>,
 }
 
-impl<S, C: Clock> HttpService<S, C> {
+impl<S, C: Clock + 'static> HttpService<S, C> {
     /// `inner` behind `breaker`, a `5xx` or an `Err` being a failure.
     pub fn new(inner: S, breaker: Arc<CircuitBreaker<C>>) -> Self {
         HttpService {
@@ -310,7 +310,7 @@ impl<S, C: Clock> HttpService<S, C> {
     }
 }
 
-impl<S, C: Clock, K> HttpService<S, C, K> {
+impl<S, C: Clock + 'static, K> HttpService<S, C, K> {
     /// Classifies each `Result<Response<B>, Error>` with `classify` instead.
     pub fn classify<K2>(self, classify: K2) -> HttpService<S, C, K2> {
         HttpService {
@@ -343,7 +343,7 @@ impl<S, C, K, Request, B> Service<Request> for HttpService<S, C, K>
 where
     S: Service<Request, Response = Response<B>>,
     B: Default,
-    C: Clock,
+    C: Clock + 'static,
     K: Classify<Response<B>, S::Error> + Clone,
 {
     type Response = Response<B>;
@@ -363,7 +363,7 @@ where
     }
 }
 
-impl<S: Clone, C: Clock, K: Clone> Clone for HttpService<S, C, K> {
+impl<S: Clone, C: Clock + 'static, K: Clone> Clone for HttpService<S, C, K> {
     fn clone(&self) -> Self {
         HttpService {
             inner: self.inner.clone(),
@@ -371,7 +371,7 @@ impl<S: Clone, C: Clock, K: Clone> Clone for HttpService<S, C, K> {
     }
 }
 
-impl<S: fmt::Debug, C: Clock, K> fmt::Debug for HttpService<S, C, K> {
+impl<S: fmt::Debug, C: Clock + 'static, K> fmt::Debug for HttpService<S, C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpService")
             .field("inner", self.inner.get_ref())
@@ -388,7 +388,11 @@ pin_project! {
     /// client that went away) counts the call as `dropped` and records it as
     /// [`Dropped`](crate::Dropped) says.
     #[must_use = "futures do nothing unless polled"]
-    pub struct ResponseFuture<F, K, C: Clock = DefaultClock> {
+    pub struct ResponseFuture<F, K, C = DefaultClock>
+    where
+        C: Clock,
+        C: 'static,
+    {
         #[pin]
         inner: crate::tower::ResponseFuture<F, K, C>,
     }
@@ -399,7 +403,7 @@ where
     F: Future<Output = Result<Response<B>, E>>,
     K: Classify<Response<B>, E>,
     B: Default,
-    C: Clock,
+    C: Clock + 'static,
 {
     type Output = Result<Response<B>, E>;
 
@@ -412,7 +416,7 @@ where
     }
 }
 
-impl<F, K, C: Clock> fmt::Debug for ResponseFuture<F, K, C> {
+impl<F, K, C: Clock + 'static> fmt::Debug for ResponseFuture<F, K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("inner", &self.inner)

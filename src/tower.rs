@@ -13,6 +13,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
+mod hold;
+use hold::Hold;
+
 /// Says what a service's result means to the breaker.
 ///
 /// Implemented by every `Fn(&Result<T, E>) -> Outcome` and by [`ErrIsFailure`], the
@@ -115,12 +118,12 @@ impl<T, E> Classify<T, E> for ErrIsFailure {
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct CircuitBreakerLayer<C: Clock = DefaultClock, K = ErrIsFailure> {
+pub struct CircuitBreakerLayer<C: Clock + 'static = DefaultClock, K = ErrIsFailure> {
     breaker: Arc<CircuitBreaker<C>>,
     classify: K,
 }
 
-impl<C: Clock> CircuitBreakerLayer<C> {
+impl<C: Clock + 'static> CircuitBreakerLayer<C> {
     /// A layer whose services all go through `breaker`, classifying `Err` as a
     /// failure and `Ok` as a success.
     pub fn new(breaker: Arc<CircuitBreaker<C>>) -> Self {
@@ -131,7 +134,7 @@ impl<C: Clock> CircuitBreakerLayer<C> {
     }
 }
 
-impl<C: Clock, K> CircuitBreakerLayer<C, K> {
+impl<C: Clock + 'static, K> CircuitBreakerLayer<C, K> {
     /// Classifies each `Result<Response, Error>` with `classify` instead.
     pub fn classify<K2>(self, classify: K2) -> CircuitBreakerLayer<C, K2> {
         CircuitBreakerLayer {
@@ -146,7 +149,7 @@ impl<C: Clock, K> CircuitBreakerLayer<C, K> {
     }
 }
 
-impl<C: Clock, K: Clone> Clone for CircuitBreakerLayer<C, K> {
+impl<C: Clock + 'static, K: Clone> Clone for CircuitBreakerLayer<C, K> {
     fn clone(&self) -> Self {
         CircuitBreakerLayer {
             breaker: self.breaker.clone(),
@@ -155,19 +158,19 @@ impl<C: Clock, K: Clone> Clone for CircuitBreakerLayer<C, K> {
     }
 }
 
-impl<S, C: Clock, K: Clone> Layer<S> for CircuitBreakerLayer<C, K> {
+impl<S, C: Clock + 'static, K: Clone> Layer<S> for CircuitBreakerLayer<C, K> {
     type Service = CircuitBreakerService<S, C, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
         CircuitBreakerService {
             inner,
-            lease: Lease::new(self.breaker.clone()),
+            hold: Hold::of(&self.breaker),
             classify: self.classify.clone(),
         }
     }
 }
 
-impl<C: Clock, K> fmt::Debug for CircuitBreakerLayer<C, K> {
+impl<C: Clock + 'static, K> fmt::Debug for CircuitBreakerLayer<C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerLayer")
             .field("breaker", &self.breaker)
@@ -203,91 +206,46 @@ impl<C: Clock, K> fmt::Debug for CircuitBreakerLayer<C, K> {
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct CircuitBreakerService<S, C: Clock = DefaultClock, K = ErrIsFailure> {
+pub struct CircuitBreakerService<S, C: Clock + 'static = DefaultClock, K = ErrIsFailure> {
     inner: S,
-    lease: Arc<Lease<C>>,
+    hold: Hold<C>,
     classify: K,
 }
 
-/// A service's hold on its breaker, which its response futures share: an admitted
-/// call's future clones this `Arc`, not the breaker's, so the reference count it
-/// writes (twice a call) is the service's own, on a line of its own, not one
-/// that every thread's service writes. The service and its clones share one lease;
-/// [`CircuitBreakerLayer::layer`] and [`CircuitBreakerService::new`] make a new one
-/// (one allocation), so a service built for each connection or thread writes only
-/// its own line (see `docs/PERFORMANCE.md`, "The tower path").
-///
-/// Aligned to 128 bytes: the counts of the `Arc` come first in its allocation and
-/// take a whole 128-byte block (two lines, for the adjacent-line prefetcher), so no
-/// neighbouring allocation shares it.
-#[repr(align(128))]
-struct Lease<C: Clock> {
+/// An admitted call in a response future: its breaker (a [`hold`] taken for the
+/// call and given back when it ends), its ticket, and the classifier. Recorded when
+/// the response arrives, abandoned if the future is dropped before that.
+struct Admitted<C: Clock + 'static, K> {
     breaker: Arc<CircuitBreaker<C>>,
+    ticket: Ticket,
+    classify: K,
 }
 
-impl<C: Clock> Lease<C> {
-    fn new(breaker: Arc<CircuitBreaker<C>>) -> Arc<Lease<C>> {
-        Arc::new(Lease { breaker })
-    }
-}
-
-/// An admitted call's permit in a response future: [`OwnedPermit`](crate::OwnedPermit)
-/// with the service's lease instead of the breaker's `Arc`.
-struct LeasedPermit<C: Clock> {
-    lease: Arc<Lease<C>>,
-    /// `None` once recorded.
-    ticket: Option<Ticket>,
-}
-
-impl<C: Clock> LeasedPermit<C> {
-    fn record(mut self, outcome: Outcome) {
-        if let Some(ticket) = self.ticket.take() {
-            self.lease.breaker.record(ticket, outcome);
-        }
-    }
-}
-
-impl<C: Clock> Drop for LeasedPermit<C> {
-    fn drop(&mut self) {
-        if let Some(ticket) = self.ticket.take() {
-            self.lease.breaker.abandon(ticket);
-        }
-    }
-}
-
-impl<C: Clock> fmt::Debug for LeasedPermit<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedPermit")
-            .field("ticket", &self.ticket)
-            .finish()
-    }
-}
-
-impl<S, C: Clock> CircuitBreakerService<S, C> {
+impl<S, C: Clock + 'static> CircuitBreakerService<S, C> {
     /// `inner` behind `breaker`, classifying `Err` as a failure and `Ok` as a
     /// success.
     pub fn new(inner: S, breaker: Arc<CircuitBreaker<C>>) -> Self {
         CircuitBreakerService {
             inner,
-            lease: Lease::new(breaker),
+            hold: Hold::new(breaker),
             classify: ErrIsFailure,
         }
     }
 }
 
-impl<S, C: Clock, K> CircuitBreakerService<S, C, K> {
+impl<S, C: Clock + 'static, K> CircuitBreakerService<S, C, K> {
     /// Classifies each `Result<Response, Error>` with `classify` instead.
     pub fn classify<K2>(self, classify: K2) -> CircuitBreakerService<S, C, K2> {
         CircuitBreakerService {
             inner: self.inner,
-            lease: self.lease,
+            hold: self.hold,
             classify,
         }
     }
 
     /// The shared breaker.
     pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
-        &self.lease.breaker
+        self.hold.breaker()
     }
 
     /// The inner service.
@@ -309,7 +267,7 @@ impl<S, C: Clock, K> CircuitBreakerService<S, C, K> {
 impl<S, C, K, Request> Service<Request> for CircuitBreakerService<S, C, K>
 where
     S: Service<Request>,
-    C: Clock,
+    C: Clock + 'static,
     K: Classify<S::Response, S::Error> + Clone,
 {
     type Response = S::Response;
@@ -324,42 +282,40 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        match self.lease.breaker.acquire() {
+        match self.hold.breaker().acquire() {
             Ok(ticket) => ResponseFuture {
                 response: Some(self.inner.call(request)),
-                permit: Some((
-                    LeasedPermit {
-                        lease: self.lease.clone(),
-                        ticket: Some(ticket),
-                    },
-                    self.classify.clone(),
-                )),
+                admitted: Some(Admitted {
+                    breaker: hold::take(self.hold.breaker()),
+                    ticket,
+                    classify: self.classify.clone(),
+                }),
                 rejected: None,
             },
             Err(rejected) => ResponseFuture {
                 response: None,
-                permit: None,
+                admitted: None,
                 rejected: Some(rejected),
             },
         }
     }
 }
 
-impl<S: Clone, C: Clock, K: Clone> Clone for CircuitBreakerService<S, C, K> {
+impl<S: Clone, C: Clock + 'static, K: Clone> Clone for CircuitBreakerService<S, C, K> {
     fn clone(&self) -> Self {
         CircuitBreakerService {
             inner: self.inner.clone(),
-            lease: self.lease.clone(),
+            hold: self.hold.clone(),
             classify: self.classify.clone(),
         }
     }
 }
 
-impl<S: fmt::Debug, C: Clock, K> fmt::Debug for CircuitBreakerService<S, C, K> {
+impl<S: fmt::Debug, C: Clock + 'static, K> fmt::Debug for CircuitBreakerService<S, C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerService")
             .field("inner", &self.inner)
-            .field("breaker", &self.lease.breaker)
+            .field("breaker", self.hold.breaker())
             .finish_non_exhaustive()
     }
 }
@@ -373,13 +329,31 @@ pin_project! {
     /// half-open slot back). Polling it again after it
     /// completed returns `Pending`.
     #[must_use = "futures do nothing unless polled"]
-    pub struct ResponseFuture<F, K, C: Clock = DefaultClock> {
+    pub struct ResponseFuture<F, K, C = DefaultClock>
+    where
+        C: Clock,
+        C: 'static,
+    {
         // `None` when rejected, and once completed.
         #[pin]
         response: Option<F>,
-        // The permit and the classifier, taken together when the response arrives.
-        permit: Option<(LeasedPermit<C>, K)>,
+        // Taken when the response arrives.
+        admitted: Option<Admitted<C, K>>,
         rejected: Option<Rejected>,
+    }
+
+    impl<F, K, C> PinnedDrop for ResponseFuture<F, K, C>
+    where
+        C: Clock,
+        C: 'static,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            // Dropped before the response arrived: abandoned (see `Dropped`).
+            if let Some(Admitted { breaker, ticket, .. }) = this.project().admitted.take() {
+                breaker.abandon(ticket);
+                hold::give_back(breaker);
+            }
+        }
     }
 }
 
@@ -387,7 +361,7 @@ impl<F, K, T, E, C> Future for ResponseFuture<F, K, C>
 where
     F: Future<Output = Result<T, E>>,
     K: Classify<T, E>,
-    C: Clock,
+    C: Clock + 'static,
 {
     type Output = Result<T, Error<E>>;
 
@@ -402,17 +376,23 @@ where
         };
         let result = ready!(response.poll(cx));
         this.response.set(None);
-        if let Some((permit, classify)) = this.permit.take() {
-            permit.record(classify.classify(&result));
+        if let Some(Admitted {
+            breaker,
+            ticket,
+            classify,
+        }) = this.admitted.take()
+        {
+            breaker.record(ticket, classify.classify(&result));
+            hold::give_back(breaker);
         }
         Poll::Ready(result.map_err(Error::Inner))
     }
 }
 
-impl<F, K, C: Clock> fmt::Debug for ResponseFuture<F, K, C> {
+impl<F, K, C: Clock + 'static> fmt::Debug for ResponseFuture<F, K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
-            .field("permit", &self.permit.as_ref().map(|(permit, _)| permit))
+            .field("ticket", &self.admitted.as_ref().map(|a| &a.ticket))
             .field("rejected", &self.rejected)
             .finish_non_exhaustive()
     }

@@ -313,24 +313,32 @@ fn the_error_boxes_into_a_box_error() {
 }
 
 #[test]
-fn a_call_writes_its_services_lease_not_the_breakers_count_and_the_future_keeps_it_alive() {
+fn calls_and_service_clones_write_no_reference_count_and_the_future_keeps_it_alive() {
     let clock = ManualClock::new();
     let b = breaker(&clock, 1);
     let layer = CircuitBreakerLayer::new(b.clone());
     let echo = service_fn(|x: u16| async move { Ok::<_, std::io::Error>(x) });
     let mut one = layer.layer(echo);
-    let mut two = layer.layer(echo);
-    // The layer, the two services (one lease each) and ours.
-    assert_eq!(Arc::strong_count(&b), 4);
+    let two = layer.layer(echo);
+    // This thread's first request clones the service and calls it: each takes a
+    // handle, and when they end, the handles are this thread's spares.
+    assert_eq!(block_on(two.clone().call(100)).unwrap(), 100);
+    let settled = Arc::strong_count(&b);
+    // From then on, a call and a service cloned for each request (as axum's
+    // router does) take those spares and give them back: the count never moves.
+    for i in 0..1000 {
+        let mut per_request = two.clone();
+        let future = per_request.call(i);
+        assert_eq!(Arc::strong_count(&b), settled, "a call wrote the count");
+        drop(per_request);
+        assert_eq!(block_on(future).unwrap(), i);
+        assert_eq!(Arc::strong_count(&b), settled, "a call wrote the count");
+    }
+    // Futures outlive every other handle on the breaker, and still record.
     let first = one.call(200);
-    let second = two.call(201);
-    assert_eq!(
-        Arc::strong_count(&b),
-        4,
-        "an admitted call clones its service's lease, not the breaker's Arc"
-    );
-    // The futures outlive every other handle on the breaker, and still record.
-    drop((one, two, layer));
+    let mut three = two.clone();
+    let second = three.call(201);
+    drop((one, two, three, layer));
     let weak = Arc::downgrade(&b);
     drop(b);
     assert!(
@@ -338,9 +346,39 @@ fn a_call_writes_its_services_lease_not_the_breakers_count_and_the_future_keeps_
         "the futures keep the breaker alive"
     );
     assert_eq!(block_on(first).unwrap(), 200);
-    let b = weak.upgrade().unwrap();
-    assert_eq!(b.metrics().lifetime.successes, 1);
-    drop(b);
+    assert_eq!(weak.upgrade().unwrap().metrics().lifetime.successes, 1002);
     assert_eq!(block_on(second).unwrap(), 201);
+    // This thread's spares were all that held it: the last future let it go.
     assert!(weak.upgrade().is_none(), "the last future let it go");
+}
+
+#[test]
+fn a_future_may_end_on_another_thread_and_a_thread_lets_its_spares_go_when_it_exits() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let service = CircuitBreakerLayer::new(b.clone()).layer(service_fn(|x: u16| async move {
+        Ok::<_, std::io::Error>(x)
+    }));
+    let before = Arc::strong_count(&b);
+    std::thread::scope(|scope| {
+        let (send, receive) = std::sync::mpsc::channel();
+        let mut started = service.clone();
+        scope.spawn(move || {
+            for i in 0..100 {
+                send.send(started.call(i)).unwrap();
+            }
+        });
+        let ends = scope.spawn(move || {
+            let mut seen = 0;
+            for future in receive {
+                assert_eq!(block_on(future).unwrap(), seen);
+                seen += 1;
+            }
+            seen
+        });
+        assert_eq!(ends.join().unwrap(), 100);
+    });
+    // Both threads exited: whatever spares they kept are gone.
+    assert_eq!(Arc::strong_count(&b), before);
+    assert_eq!(b.metrics().lifetime.successes, 100);
 }
