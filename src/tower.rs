@@ -214,11 +214,46 @@ pub struct CircuitBreakerService<S, C: Clock + 'static = DefaultClock, K = ErrIs
 
 /// An admitted call in a response future: its breaker (a [`hold`] taken for the
 /// call and given back when it ends), its ticket, and the classifier. Recorded when
-/// the response arrives, abandoned if the future is dropped before that.
+/// the response arrives; abandoned (see [`Dropped`](crate::Dropped)) if dropped
+/// before that.
 struct Admitted<C: Clock + 'static, K> {
-    breaker: Arc<CircuitBreaker<C>>,
+    /// `None` once recorded.
+    breaker: Option<Arc<CircuitBreaker<C>>>,
     ticket: Ticket,
     classify: K,
+}
+
+impl<C: Clock + 'static, K> Admitted<C, K> {
+    /// Records the call's `result` and gives the hold back.
+    #[inline]
+    fn finish<T, E>(mut self, result: &Result<T, E>)
+    where
+        K: Classify<T, E>,
+    {
+        if let Some(breaker) = self.breaker.take() {
+            breaker.record(self.ticket, self.classify.classify(result));
+            hold::give_back(breaker);
+        }
+    }
+}
+
+impl<C: Clock + 'static, K> Drop for Admitted<C, K> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(breaker) = self.breaker.take() {
+            abandon(breaker, self.ticket);
+        }
+    }
+}
+
+/// A response future dropped before its response: the call is abandoned and the
+/// hold given back. Out of line: the hot path (a response) gives its hold back
+/// inline, and only once.
+#[cold]
+#[inline(never)]
+fn abandon<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>, ticket: Ticket) {
+    breaker.abandon(ticket);
+    hold::give_back_cold(breaker);
 }
 
 impl<S, C: Clock + 'static> CircuitBreakerService<S, C> {
@@ -284,18 +319,17 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         match self.hold.breaker().acquire() {
             Ok(ticket) => ResponseFuture {
-                response: Some(self.inner.call(request)),
-                admitted: Some(Admitted {
-                    breaker: hold::take(self.hold.breaker()),
-                    ticket,
-                    classify: self.classify.clone(),
-                }),
-                rejected: None,
+                state: State::Called {
+                    response: self.inner.call(request),
+                    admitted: Admitted {
+                        breaker: Some(hold::take(self.hold.breaker())),
+                        ticket,
+                        classify: self.classify.clone(),
+                    },
+                },
             },
             Err(rejected) => ResponseFuture {
-                response: None,
-                admitted: None,
-                rejected: Some(rejected),
+                state: State::Rejected { rejected },
             },
         }
     }
@@ -334,26 +368,25 @@ pin_project! {
         C: Clock,
         C: 'static,
     {
-        // `None` when rejected, and once completed.
         #[pin]
-        response: Option<F>,
-        // Taken when the response arrives.
-        admitted: Option<Admitted<C, K>>,
-        rejected: Option<Rejected>,
+        state: State<F, K, C>,
     }
+}
 
-    impl<F, K, C> PinnedDrop for ResponseFuture<F, K, C>
+pin_project! {
+    #[project = StateProj]
+    #[project_replace = StateReplace]
+    enum State<F, K, C>
     where
         C: Clock,
         C: 'static,
     {
-        fn drop(this: Pin<&mut Self>) {
-            // Dropped before the response arrived: abandoned (see `Dropped`).
-            if let Some(Admitted { breaker, ticket, .. }) = this.project().admitted.take() {
-                breaker.abandon(ticket);
-                hold::give_back(breaker);
-            }
-        }
+        // Admitted and called: the inner service's future.
+        Called { #[pin] response: F, admitted: Admitted<C, K> },
+        // Rejected: resolves at once.
+        Rejected { rejected: Rejected },
+        // Resolved.
+        Done,
     }
 }
 
@@ -366,34 +399,33 @@ where
     type Output = Result<T, Error<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        // No response: a rejection (resolved once), or a call already completed.
-        let Some(response) = this.response.as_mut().as_pin_mut() else {
-            return match this.rejected.take() {
-                Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
-                None => Poll::Pending, // polled after completion
-            };
-        };
-        let result = ready!(response.poll(cx));
-        this.response.set(None);
-        if let Some(Admitted {
-            breaker,
-            ticket,
-            classify,
-        }) = this.admitted.take()
-        {
-            breaker.record(ticket, classify.classify(&result));
-            hold::give_back(breaker);
+        let mut state = self.project().state;
+        match state.as_mut().project() {
+            StateProj::Called { response, .. } => {
+                let result = ready!(response.poll(cx));
+                if let StateReplace::Called { admitted, .. } = state.project_replace(State::Done) {
+                    admitted.finish(&result);
+                }
+                Poll::Ready(result.map_err(Error::Inner))
+            }
+            StateProj::Rejected { rejected } => {
+                let rejected = *rejected;
+                state.project_replace(State::Done);
+                Poll::Ready(Err(Error::Rejected(rejected)))
+            }
+            StateProj::Done => Poll::Pending, // polled after completion
         }
-        Poll::Ready(result.map_err(Error::Inner))
     }
 }
 
 impl<F, K, C: Clock + 'static> fmt::Debug for ResponseFuture<F, K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture")
-            .field("ticket", &self.admitted.as_ref().map(|a| &a.ticket))
-            .field("rejected", &self.rejected)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("ResponseFuture");
+        match &self.state {
+            State::Called { admitted, .. } => d.field("ticket", &admitted.ticket),
+            State::Rejected { rejected } => d.field("rejected", rejected),
+            State::Done => d.field("done", &true),
+        };
+        d.finish_non_exhaustive()
     }
 }

@@ -26,7 +26,8 @@
 //!   spares is not kept, and those spares go with it: nothing could take them
 //!   again. So where one thread made a breaker's tower calls, the breaker goes when
 //!   its last layer, service and future do, as it would without spares.
-//! - A thread's spares are dropped when it exits.
+//! - A thread's spares are dropped when it exits (and a hold given back after that,
+//!   by another thread-local's destructor, is dropped, not kept).
 //!
 //! What remains: where several threads made tower calls to a breaker, it can
 //! outlive its last layer, service and future by the spares the other threads
@@ -42,6 +43,7 @@ use crate::clock::Clock;
 use crate::clock::DefaultClock;
 use std::any::{Any, TypeId};
 use std::cell::Cell;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// The most spare holds a thread keeps, of all breakers together: enough for a
@@ -52,8 +54,15 @@ pub(crate) const MAX_SPARES: usize = 8;
 /// breaker's address beside it (a plain compare finds one). `Cell`s, not a
 /// `RefCell`: every access is a move in or out, so there is no borrow to check or
 /// to find taken.
+///
+/// The lists are thread-locals without a destructor (a `ManuallyDrop`), so reaching
+/// one is an address computation, with no check for a destructor to register or for
+/// a list already destroyed; a [`Guard`] registered when a thread first keeps a
+/// spare empties them when the thread exits.
 struct Spares<T> {
-    /// How many spares there are: `spares[..len]` are `Some`.
+    /// How many spares there are: `spares[..len]` are `Some`. Or [`UNREGISTERED`]
+    /// or [`CLOSED`], which are beyond [`MAX_SPARES`]: `keep` takes its slow path
+    /// for them, and `take` finds nothing.
     len: Cell<usize>,
     addresses: [Cell<usize>; MAX_SPARES],
     spares: [Cell<Option<T>>; MAX_SPARES],
@@ -62,7 +71,7 @@ struct Spares<T> {
 impl<T> Spares<T> {
     const fn new() -> Self {
         Spares {
-            len: Cell::new(0),
+            len: Cell::new(UNREGISTERED),
             addresses: [const { Cell::new(0) }; MAX_SPARES],
             spares: [const { Cell::new(None) }; MAX_SPARES],
         }
@@ -86,7 +95,10 @@ impl<T> Spares<T> {
     #[cold]
     #[inline(never)]
     fn take_below(&self, address: usize) -> Option<T> {
-        let len = self.len.get().min(MAX_SPARES);
+        let len = self.len.get();
+        if len > MAX_SPARES {
+            return None; // `UNREGISTERED` or `CLOSED`: no spares
+        }
         let at = (0..len)
             .rev()
             .find(|&i| self.addresses[i].get() == address)?;
@@ -114,9 +126,10 @@ impl<T> Spares<T> {
         }
         self.addresses[len].set(address);
         self.len.set(len + 1);
-        // The slot above the top is empty: nothing to drop.
-        let empty = self.spares[len].replace(Some(spare));
-        drop(empty);
+        // The slot above the top is always empty, so there is nothing to drop, and
+        // forgetting it keeps drop code for an `Arc` off this path (were the slot
+        // not empty, forgetting would only leak).
+        std::mem::forget(self.spares[len].replace(Some(spare)));
     }
 
     /// [`keep`](Self::keep) when the list is full or the breaker may be held by
@@ -124,7 +137,19 @@ impl<T> Spares<T> {
     #[cold]
     #[inline(never)]
     fn keep_slow(&self, address: usize, spare: T, handles: usize) {
-        let len = self.len.get().min(MAX_SPARES);
+        let mut len = self.len.get();
+        if len == UNREGISTERED {
+            // This thread's first spare: its guard will empty the lists at exit.
+            if GUARD.try_with(|_| ()).is_err() {
+                self.len.set(CLOSED); // the thread is exiting already
+            } else {
+                self.len.set(0);
+                len = 0;
+            }
+        }
+        if len == CLOSED {
+            return drop(spare);
+        }
         let mine = (0..len)
             .filter(|&i| self.addresses[i].get() == address)
             .count();
@@ -160,18 +185,48 @@ impl<T> Spares<T> {
         drop(evicted);
     }
 
+    /// Empties the list for good (the thread is exiting): dropped, its spares.
+    fn close(&self) {
+        let len = self.len.replace(CLOSED).min(MAX_SPARES);
+        let spares: [Option<T>; MAX_SPARES] = std::array::from_fn(|i| match i < len {
+            true => self.spares[i].take(),
+            false => None,
+        });
+        drop(spares);
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.len.get()
+        Some(self.len.get())
+            .filter(|&len| len <= MAX_SPARES)
+            .unwrap_or(0)
+    }
+}
+
+/// [`Spares::len`] before the thread's first spare (its guard not yet registered).
+const UNREGISTERED: usize = usize::MAX;
+/// [`Spares::len`] once the thread's guard has emptied the list.
+const CLOSED: usize = usize::MAX - 1;
+
+/// Empties this thread's lists when it exits (registered with its first spare).
+struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        DEFAULT.with(|spares| spares.close());
+        OTHER.with(|spares| spares.close());
     }
 }
 
 crate::sync::thread_locals! {
     /// This thread's spares of breakers on the default clock: typed, so that taking
     /// one needs no type check at run time.
-    static DEFAULT: Spares<Arc<CircuitBreaker<DefaultClock>>> = Spares::new();
+    static DEFAULT: ManuallyDrop<Spares<Arc<CircuitBreaker<DefaultClock>>>> =
+        ManuallyDrop::new(Spares::new());
     /// This thread's spares of breakers on other clocks, their type erased.
-    static OTHER: Spares<Arc<dyn Any + Send + Sync>> = Spares::new();
+    static OTHER: ManuallyDrop<Spares<Arc<dyn Any + Send + Sync>>> =
+        ManuallyDrop::new(Spares::new());
+    static GUARD: Guard = Guard;
 }
 
 /// `breaker` as an `Arc` of `T`, if that is its type. Free when the types are known
@@ -229,10 +284,10 @@ impl<C: Clock + 'static> Clone for Hold<C> {
 }
 
 impl<C: Clock + 'static> Drop for Hold<C> {
-    #[inline(always)]
+    #[inline]
     fn drop(&mut self) {
         if let Some(breaker) = self.breaker.take() {
-            give_back(breaker);
+            give_back_cold(breaker);
         }
     }
 }
@@ -254,11 +309,22 @@ fn cloned<C: Clock + 'static>(breaker: &Arc<CircuitBreaker<C>>) -> Arc<CircuitBr
 }
 
 /// Gives a handle from [`take`] back: it becomes a spare of this thread (see
-/// [`keep_spare`] for when it does not).
+/// [`keep_spare`] for when it does not). For the one hot caller, a response;
+/// everyone else calls [`give_back_cold`].
 #[inline(always)]
 pub(crate) fn give_back<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>) {
     let address = address(&breaker);
-    keep_spare(breaker, address);
+    keep_spare::<C, true>(breaker, address);
+}
+
+/// [`give_back`], out of line: a distinct instance of [`keep_spare`], so that the
+/// hot one keeps a single caller and the compiler inlines its thread-local access
+/// (with several callers it calls the thread-local's accessor out of line: 30
+/// more instructions a call).
+#[inline(never)]
+pub(crate) fn give_back_cold<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>) {
+    let address = address(&breaker);
+    keep_spare::<C, false>(breaker, address);
 }
 
 /// The address that identifies `breaker` among the spares.
@@ -270,43 +336,41 @@ fn address<C: Clock>(breaker: &Arc<CircuitBreaker<C>>) -> usize {
 /// Takes this thread's newest spare of `breaker` (at `address`), if it has one.
 #[inline(always)]
 fn take_spare<C: Clock + 'static>(address: usize) -> Option<Arc<CircuitBreaker<C>>> {
-    // `Err` from `try_with`: the thread is exiting and its spares are gone. `None`
-    // from `retype` or `downcast` never happens (a spare at `address` is that
-    // breaker, so it has its type); either way the caller clones instead.
+    // `None` from `retype` or `downcast` never happens (a spare at `address` is
+    // that breaker, so it has its type); were it to, the caller clones instead.
     if is_default::<C>() {
-        retype(DEFAULT.try_with(|spares| spares.take(address)).ok()??)
+        retype(DEFAULT.with(|spares| spares.take(address))?)
     } else {
-        OTHER
-            .try_with(|spares| spares.take(address))
-            .ok()??
-            .downcast()
-            .ok()
+        OTHER.with(|spares| spares.take(address))?.downcast().ok()
     }
 }
 
 /// Keeps `breaker` (at `address`) as a spare of this thread, unless it is the
 /// breaker's last handle or all its other handles are this thread's spares (then
 /// they are dropped, and the breaker with them; see [`Spares::keep`]).
+/// `HOT` only tells the two instances apart (see [`give_back_cold`]).
 #[inline(always)]
-fn keep_spare<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>, address: usize) {
+fn keep_spare<C: Clock + 'static, const HOT: bool>(
+    breaker: Arc<CircuitBreaker<C>>,
+    address: usize,
+) {
     let handles = Arc::strong_count(&breaker);
     if handles == 1 {
         return;
     }
-    // `Err` from `try_with`: the thread is exiting; `breaker` drops with the closure.
     if is_default::<C>() {
         if let Some(breaker) = retype(breaker) {
-            let _ = DEFAULT.try_with(|spares| spares.keep(address, breaker, handles));
+            DEFAULT.with(|spares| spares.keep(address, breaker, handles));
         }
     } else {
-        let _ = OTHER.try_with(|spares| spares.keep(address, breaker, handles));
+        OTHER.with(|spares| spares.keep(address, breaker, handles));
     }
 }
 
 /// How many spares this thread keeps, of all breakers. For tests.
 #[cfg(test)]
 pub(crate) fn spares() -> usize {
-    DEFAULT.with(Spares::len) + OTHER.with(Spares::len)
+    DEFAULT.with(|s| s.len()) + OTHER.with(|s| s.len())
 }
 
 #[cfg(test)]
