@@ -115,7 +115,7 @@ for shape in helper dyn crowd fresh; do
 done
 
 echo
-echo "| cutout, closed (default window), async and tower ($CALLS calls) | instructions/call | locked/call |"
+echo "| closed, async and tower: cutout (default window); tower_resilience: tower-resilience 0.13's layer (its defaults) ($CALLS calls) | instructions/call | locked/call |"
 echo "|---|---|---|"
 for name in $("$BIN" list tower); do
     profile tower "$name" 0 "$TMP/zero.out"

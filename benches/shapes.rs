@@ -8,10 +8,27 @@
 //!   rejection (the breaker was tripped by another thread);
 //! - `closed/after a crowd`: closed success on a thread started while a crowd of
 //!   threads held every owned stripe slot, measured after the crowd left;
-//! - `tower/<n> threads`: cutout's tower layer over an always-ready service,
-//!   polled once with a no-op waker, each thread with its own service built by the
-//!   layer, against `call_async` and `call` (tower-resilience, the peer the issue
-//!   measured, is not a dependency here).
+//! - `tower/layer, <n> threads`: cutout's tower layer over an always-ready
+//!   service, polled once with a no-op waker, each thread with its own service
+//!   built by the layer, against `call_async` and `call`;
+//! - `tower/tower-resilience layer, <n> threads`: the same for tower-resilience
+//!   0.13's `CircuitBreakerLayer` (its defaults: a count-based window of 100 calls),
+//!   the peer the issue measured. Built with `build_with_handle`, so the services
+//!   the layer builds share one circuit, as cutout's share one breaker (its plain
+//!   `build` gives each service a circuit of its own). Two differences in how it is
+//!   driven: `poll_ready` before each `call` (its readiness is where its circuit is
+//!   checked, an open one reserving the rejection there; closed, over this service,
+//!   it is always ready; cutout's `poll_ready` only asks the inner service, so its
+//!   scenario leaves it out), and a real waker: its future (boxed) takes a
+//!   `tokio::sync::Mutex` twice, which the other thread may hold, so it can be
+//!   pending. Each thread polls with a waker that unparks it and parks while the
+//!   future is pending, as a thread blocking on a future does (one thread: never
+//!   pending, so this is the same single poll). Polling again with the no-op
+//!   waker instead measured 1.5-8.8 us per call at two threads here, with tens of
+//!   pending polls per call: each poll of a queued waiter takes the lock of tokio's
+//!   wait list, which the releasing thread needs too. No tokio runtime is needed
+//!   while the circuit stays closed (it does not leave closed here): its timer,
+//!   used by `poll_ready` when the circuit is not closed, would need one.
 //!
 //! Wall time on a 2-vCPU machine shared with other work: noisy, and the
 //! two-thread figures are bimodal. `benches/instructions.sh` counts the same
@@ -27,9 +44,10 @@ use std::future::{Future, Ready, ready};
 use std::hint::black_box;
 use std::pin::pin;
 use std::sync::{Arc, Barrier};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 use tower::{Layer, Service, service_fn};
+use tower_resilience::circuitbreaker::CircuitBreakerLayer as ResilienceLayer;
 
 #[inline(never)]
 fn helper<S: Subject>(s: &S) -> bool {
@@ -123,22 +141,35 @@ fn closed(c: &mut Criterion) {
     g.finish();
 }
 
-/// `threads` threads, each with its own service from one layer, `iters` calls each:
-/// wall time from the first start to the last finish.
-fn tower_threads(layer: &CircuitBreakerLayer, threads: usize, iters: u64) -> Duration {
+/// The always-ready inner service of the `tower/` scenarios.
+fn echo() -> impl Service<u64, Response = u64, Error = (), Future = Ready<Result<u64, ()>>>
++ Clone
++ Send
++ 'static {
+    service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) })
+}
+
+/// `threads` threads, each with its own service from `make`, one warm-up call and
+/// then `iters` calls each through `once`: wall time from the first start to the
+/// last finish.
+fn across_threads<S: Send>(
+    threads: usize,
+    iters: u64,
+    make: impl Fn() -> S,
+    once: impl Fn(&mut S) -> bool + Sync,
+) -> Duration {
     let barrier = Barrier::new(threads);
     let spans: Vec<(Instant, Instant)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                let echo = service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) });
-                let mut service = layer.layer(echo);
-                let barrier = &barrier;
+                let mut service = make();
+                let (barrier, once) = (&barrier, &once);
                 scope.spawn(move || {
-                    let _ = poll_once(service.call(1));
+                    let _ = once(&mut service);
                     barrier.wait();
                     let start = Instant::now();
                     for _ in 0..iters {
-                        black_box(poll_once(service.call(black_box(1))).is_ok());
+                        black_box(once(&mut service));
                     }
                     (start, Instant::now())
                 })
@@ -149,6 +180,67 @@ fn tower_threads(layer: &CircuitBreakerLayer, threads: usize, iters: u64) -> Dur
     let first = spans.iter().map(|s| s.0).min().unwrap();
     let last = spans.iter().map(|s| s.1).max().unwrap();
     last - first
+}
+
+/// Cutout's layer: `call`, its future polled once.
+fn tower_threads(layer: &CircuitBreakerLayer, threads: usize, iters: u64) -> Duration {
+    across_threads(
+        threads,
+        iters,
+        || layer.layer(echo()),
+        |service| poll_once(service.call(black_box(1))).is_ok(),
+    )
+}
+
+/// Wakes a thread parked on a future.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A waker that unparks the current thread.
+fn parking_waker() -> Waker {
+    Waker::from(Arc::new(Unpark(std::thread::current())))
+}
+
+/// `f` polled until it is ready, the thread parked while it is pending (`cx`'s
+/// waker unparks it): tower-resilience's future waits for its `tokio::sync::Mutex`
+/// when another thread holds it.
+fn poll_parking<F: Future>(f: F, cx: &mut Context<'_>) -> F::Output {
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(out) = f.as_mut().poll(cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+/// tower-resilience's layer: `poll_ready` (ready at once: the circuit is closed,
+/// the inner service always ready), then `call`, its future polled to the end.
+fn tower_resilience_threads(layer: &ResilienceLayer, threads: usize, iters: u64) -> Duration {
+    across_threads(
+        threads,
+        iters,
+        || (layer.layer(echo()), None),
+        |(service, waker)| {
+            // Made by the service's thread, at its first (warm-up) call.
+            let mut cx = Context::from_waker(waker.get_or_insert_with(parking_waker));
+            let ready = service.poll_ready(&mut cx);
+            assert!(
+                matches!(ready, Poll::Ready(Ok(()))),
+                "a closed circuit is ready"
+            );
+            poll_parking(service.call(black_box(1)), &mut cx).is_ok()
+        },
+    )
 }
 
 fn tower(c: &mut Criterion) {
@@ -169,11 +261,16 @@ fn tower(c: &mut Criterion) {
             })
         })
     });
+    let (peer, _handle) = ResilienceLayer::builder().build_with_handle().unwrap();
     for threads in [1, 2] {
         // Criterion's figure: wall time over one thread's calls (per thread).
         g.bench_function(format!("tower/layer, {threads} threads"), |b| {
             b.iter_custom(|iters| tower_threads(&layer, threads, iters))
         });
+        g.bench_function(
+            format!("tower/tower-resilience layer, {threads} threads"),
+            |b| b.iter_custom(|iters| tower_resilience_threads(&peer, threads, iters)),
+        );
     }
     g.finish();
 }

@@ -18,8 +18,10 @@
 //!   rejection first; the breaker was tripped by another thread);
 //! - `crowd`: on a thread started while a crowd of threads held every owned stripe
 //!   slot, measured after the crowd exited (its slot history);
-//! - `tower`: closed, for cutout only: `call`, `call_async`, the tower layer, and
-//!   the tower layer's former shape (a permit holding the breaker's `Arc`).
+//! - `tower`: closed, for cutout: `call`, `call_async`, the tower layer, and the
+//!   tower layer's former shape (a permit holding the breaker's `Arc`); and
+//!   tower-resilience 0.13's layer (`tower_resilience`, its default config), driven
+//!   as a tower client drives it: `poll_ready`, then `call`.
 //!
 //! Scenario `ramp`: successful calls to a breaker in the middle of a ramp-up
 //! (`Builder::ramp_up`), its share frozen (a `ManualClock`) at 10%, 50% or 90%
@@ -267,7 +269,11 @@ fn main() {
 }
 
 /// The async and tower shapes of one closed breaker (10 s window, the default),
-/// each polled once with a no-op waker.
+/// each polled once with a no-op waker; and tower-resilience's layer (its
+/// defaults: a count-based window of 100 calls) over the same service, the same
+/// way, after its `poll_ready` (where it checks its circuit). On one thread its
+/// `tokio::sync::Mutex` is never held by another, so its boxed future is ready at
+/// the first poll, and no tokio runtime is needed while the circuit is closed.
 mod tower {
     use super::black_box;
     use cutout::{CircuitBreaker, CircuitBreakerLayer, Outcome};
@@ -276,8 +282,15 @@ mod tower {
     use std::sync::Arc;
     use std::task::{Context, Poll, Waker};
     use tower::{Layer, Service, service_fn};
+    use tower_resilience::circuitbreaker::CircuitBreakerLayer as ResilienceLayer;
 
-    pub const NAMES: [&str; 4] = ["call", "call_async", "tower_layer", "tower_arc_permit"];
+    pub const NAMES: [&str; 5] = [
+        "call",
+        "call_async",
+        "tower_layer",
+        "tower_arc_permit",
+        "tower_resilience",
+    ];
 
     fn poll_once<F: Future>(f: F) -> F::Output {
         match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
@@ -290,6 +303,9 @@ mod tower {
         let breaker = Arc::new(CircuitBreaker::builder().build().unwrap());
         let echo = service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) });
         let mut service = CircuitBreakerLayer::new(breaker.clone()).layer(echo);
+        // As in the shapes bench: services from this layer share one circuit.
+        let (peer, _handle) = ResilienceLayer::builder().build_with_handle().unwrap();
+        let mut resilient = peer.layer(echo);
         let ran = match name {
             "call" => drive_tower(
                 || breaker.call(|| Ok::<_, ()>(black_box(1u64))).is_ok(),
@@ -312,6 +328,17 @@ mod tower {
                         result.is_ok()
                     }
                     Err(_) => false,
+                },
+                calls,
+            ),
+            "tower_resilience" => drive_tower(
+                || {
+                    let ready = resilient.poll_ready(&mut Context::from_waker(Waker::noop()));
+                    assert!(
+                        matches!(ready, Poll::Ready(Ok(()))),
+                        "a closed circuit is ready"
+                    );
+                    poll_once(resilient.call(black_box(1u64))).is_ok()
                 },
                 calls,
             ),
