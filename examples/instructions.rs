@@ -18,7 +18,8 @@
 //!   rejection first; the breaker was tripped by another thread);
 //! - `crowd`: on a thread started while a crowd of threads held every owned stripe
 //!   slot, measured after the crowd exited (its slot history);
-//! - `tower`: closed, for cutout: `call`, `call_async`, the tower layer, and the
+//! - `tower`: closed, for cutout: `call`, `call_async`, the tower layer (called,
+//!   and cloned for each call as axum's router does), and the
 //!   tower layer's former shape (a permit holding the breaker's `Arc`); and
 //!   tower-resilience 0.13's layer (`tower_resilience`, its default config), driven
 //!   as a tower client drives it: `poll_ready`, then `call`.
@@ -284,10 +285,11 @@ mod tower {
     use tower::{Layer, Service, service_fn};
     use tower_resilience::circuitbreaker::CircuitBreakerLayer as ResilienceLayer;
 
-    pub const NAMES: [&str; 5] = [
+    pub const NAMES: [&str; 6] = [
         "call",
         "call_async",
         "tower_layer",
+        "tower_clone_per_call",
         "tower_arc_permit",
         "tower_resilience",
     ];
@@ -318,6 +320,11 @@ mod tower {
             "tower_layer" => {
                 drive_tower(|| poll_once(service.call(black_box(1u64))).is_ok(), calls)
             }
+            // As axum's router drives a service: a clone for each request.
+            "tower_clone_per_call" => drive_tower(
+                || poll_once(service.clone().call(black_box(1u64))).is_ok(),
+                calls,
+            ),
             // What the layer did before its spare holds: a permit that clones the
             // breaker's `Arc`, recorded when the ready response arrives.
             "tower_arc_permit" => drive_tower(

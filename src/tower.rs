@@ -253,7 +253,7 @@ impl<C: Clock + 'static, K> Drop for Admitted<C, K> {
 #[inline(never)]
 fn abandon<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>, ticket: Ticket) {
     breaker.abandon(ticket);
-    hold::give_back_cold(breaker);
+    hold::give_back(breaker);
 }
 
 impl<S, C: Clock + 'static> CircuitBreakerService<S, C> {

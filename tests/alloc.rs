@@ -175,3 +175,31 @@ fn failures_that_trip_allocate_nothing_even_with_a_listener() {
         assert_eq!(n, 0, "{n} allocations while failing and tripping");
     }
 }
+
+#[cfg(feature = "tower")]
+#[test]
+fn a_tower_call_and_a_service_cloned_for_it_allocate_nothing() {
+    use std::future::{Future, Ready, ready};
+    use std::task::{Context, Poll, Waker};
+    use tower::{Layer, Service, service_fn};
+
+    fn poll_once<F: Future>(f: F) -> Poll<F::Output> {
+        std::pin::pin!(f).poll(&mut Context::from_waker(Waker::noop()))
+    }
+    let b = Arc::new(CircuitBreaker::builder().build().unwrap());
+    let echo = service_fn(|x: usize| -> Ready<Result<usize, ()>> { ready(Ok(x)) });
+    let service = cutout::CircuitBreakerLayer::new(b.clone()).layer(echo);
+    // The warm-up: the stripe, and this thread's spare holds of the breaker.
+    assert!(matches!(
+        poll_once(service.clone().call(0)),
+        Poll::Ready(Ok(0))
+    ));
+    let n = allocations_in(|| {
+        for i in 0..CALLS {
+            let future = service.clone().call(i);
+            assert!(matches!(poll_once(future), Poll::Ready(Ok(x)) if x == i));
+        }
+    });
+    assert_eq!(n, 0);
+    assert_eq!(b.metrics().lifetime.successes, CALLS as u64 + 1);
+}

@@ -287,7 +287,7 @@ impl<C: Clock + 'static> Drop for Hold<C> {
     #[inline]
     fn drop(&mut self) {
         if let Some(breaker) = self.breaker.take() {
-            give_back_cold(breaker);
+            give_back(breaker);
         }
     }
 }
@@ -309,22 +309,11 @@ fn cloned<C: Clock + 'static>(breaker: &Arc<CircuitBreaker<C>>) -> Arc<CircuitBr
 }
 
 /// Gives a handle from [`take`] back: it becomes a spare of this thread (see
-/// [`keep_spare`] for when it does not). For the one hot caller, a response;
-/// everyone else calls [`give_back_cold`].
+/// [`keep_spare`] for when it does not).
 #[inline(always)]
 pub(crate) fn give_back<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>) {
     let address = address(&breaker);
-    keep_spare::<C, true>(breaker, address);
-}
-
-/// [`give_back`], out of line: a distinct instance of [`keep_spare`], so that the
-/// hot one keeps a single caller and the compiler inlines its thread-local access
-/// (with several callers it calls the thread-local's accessor out of line: 30
-/// more instructions a call).
-#[inline(never)]
-pub(crate) fn give_back_cold<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>) {
-    let address = address(&breaker);
-    keep_spare::<C, false>(breaker, address);
+    keep_spare(breaker, address);
 }
 
 /// The address that identifies `breaker` among the spares.
@@ -336,34 +325,39 @@ fn address<C: Clock>(breaker: &Arc<CircuitBreaker<C>>) -> usize {
 /// Takes this thread's newest spare of `breaker` (at `address`), if it has one.
 #[inline(always)]
 fn take_spare<C: Clock + 'static>(address: usize) -> Option<Arc<CircuitBreaker<C>>> {
-    // `None` from `retype` or `downcast` never happens (a spare at `address` is
-    // that breaker, so it has its type); were it to, the caller clones instead.
+    // `try_with`, not `with`: the lists have no destructor, so it never fails,
+    // and without `with`'s panic path the compiler inlines it (it left `with`
+    // out of line, the thread-local's accessor called through a pointer: 30 more
+    // instructions a call). `None` from `retype` or `downcast` never happens (a
+    // spare at `address` is that breaker, so it has its type); were it to, the
+    // caller clones instead.
     if is_default::<C>() {
-        retype(DEFAULT.with(|spares| spares.take(address))?)
+        retype(DEFAULT.try_with(|spares| spares.take(address)).ok()??)
     } else {
-        OTHER.with(|spares| spares.take(address))?.downcast().ok()
+        OTHER
+            .try_with(|spares| spares.take(address))
+            .ok()??
+            .downcast()
+            .ok()
     }
 }
 
 /// Keeps `breaker` (at `address`) as a spare of this thread, unless it is the
 /// breaker's last handle or all its other handles are this thread's spares (then
 /// they are dropped, and the breaker with them; see [`Spares::keep`]).
-/// `HOT` only tells the two instances apart (see [`give_back_cold`]).
 #[inline(always)]
-fn keep_spare<C: Clock + 'static, const HOT: bool>(
-    breaker: Arc<CircuitBreaker<C>>,
-    address: usize,
-) {
+fn keep_spare<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>, address: usize) {
     let handles = Arc::strong_count(&breaker);
     if handles == 1 {
         return;
     }
+    // `try_with`: see `take_spare`.
     if is_default::<C>() {
         if let Some(breaker) = retype(breaker) {
-            DEFAULT.with(|spares| spares.keep(address, breaker, handles));
+            let _ = DEFAULT.try_with(|spares| spares.keep(address, breaker, handles));
         }
     } else {
-        OTHER.with(|spares| spares.keep(address, breaker, handles));
+        let _ = OTHER.try_with(|spares| spares.keep(address, breaker, handles));
     }
 }
 
