@@ -11,6 +11,9 @@
 //! - `tower/layer, <n> threads`: cutout's tower layer over an always-ready
 //!   service, polled once with a no-op waker, each thread with its own service
 //!   built by the layer, against `call_async` and `call`;
+//! - `tower/layer, a clone per request, <n> threads`: the same, driven as axum's
+//!   router drives a service: one service, cloned for each thread and again for
+//!   each request;
 //! - `tower/tower-resilience layer, <n> threads`: the same for tower-resilience
 //!   0.13's `CircuitBreakerLayer` (its defaults: a count-based window of 100 calls),
 //!   the peer the issue measured. Built with `build_with_handle`, so the services
@@ -192,6 +195,18 @@ fn tower_threads(layer: &CircuitBreakerLayer, threads: usize, iters: u64) -> Dur
     )
 }
 
+/// Cutout's layer as axum's router drives it: one service, cloned for each thread
+/// and again for each request, then called.
+fn tower_clones(layer: &CircuitBreakerLayer, threads: usize, iters: u64) -> Duration {
+    let service = layer.layer(echo());
+    across_threads(
+        threads,
+        iters,
+        || service.clone(),
+        |service| poll_once(service.clone().call(black_box(1))).is_ok(),
+    )
+}
+
 /// Wakes a thread parked on a future.
 struct Unpark(std::thread::Thread);
 
@@ -267,6 +282,10 @@ fn tower(c: &mut Criterion) {
         g.bench_function(format!("tower/layer, {threads} threads"), |b| {
             b.iter_custom(|iters| tower_threads(&layer, threads, iters))
         });
+        g.bench_function(
+            format!("tower/layer, a clone per request, {threads} threads"),
+            |b| b.iter_custom(|iters| tower_clones(&layer, threads, iters)),
+        );
         g.bench_function(
             format!("tower/tower-resilience layer, {threads} threads"),
             |b| b.iter_custom(|iters| tower_resilience_threads(&peer, threads, iters)),
