@@ -79,6 +79,16 @@ impl<T, E> Classify<T, E> for ErrIsFailure {
 /// back; slow if the slow-call policy is on and it ran past the threshold; a
 /// failure if [`Builder::on_drop`](crate::Builder::on_drop) says so.
 ///
+/// A response future keeps its breaker alive however long it lives, and a service
+/// may be cloned for every request: neither writes the breaker's reference count.
+/// Each takes one of the calling thread's *spare* handles on the breaker (a clone
+/// only when the thread has none) and gives it back when done, so calls in a steady
+/// state write no line that other threads write too. A thread keeps at most eight
+/// spares, drops them when it exits, and drops a breaker's spares as soon as
+/// nothing else holds that breaker, but where several threads called it, the other
+/// threads' spares keep it allocated (and keep a [`Registry`](crate::Registry) from
+/// evicting it) until they keep newer spares or exit.
+///
 /// The error is [`Error<S::Error>`](Error), a `std::error::Error` whenever the inner
 /// error is one, so it boxes into tower's `BoxError` as it is. When the inner error
 /// is already a `BoxError`, map it by hand: `Error::Rejected(r)` boxes as the
