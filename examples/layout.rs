@@ -37,7 +37,7 @@ fn main() {
     let call = || breaker.call(|| Ok::<_, ()>(black_box(1u64))).is_ok();
     assert!(call());
     let best = match shape.as_str() {
-        "inline" => (0..5).map(|_| timed(calls, || call())).min(),
+        "inline" => (0..5).map(|_| timed(calls, &call)).min(),
         "dyn" => {
             let f: &dyn Fn() -> bool = &call;
             (0..5).map(|_| timed(calls, || black_box(f)())).min()

@@ -20,8 +20,9 @@
 //! does) writes no count either.
 //!
 //! A spare is a strong handle, so it keeps its breaker alive. What bounds that:
-//! - A thread keeps at most [`MAX_SPARES`] spares, of all breakers together; the
-//!   oldest goes when a newer one needs the room.
+//! - A thread keeps at most [`MAX_SPARES`] spares of breakers on the default clock
+//!   and as many of breakers on other clocks; the oldest goes when a newer one
+//!   needs the room.
 //! - A hold given back when the breaker has no handle left but this thread's
 //!   spares is not kept, and those spares go with it: nothing could take them
 //!   again. So where one thread made a breaker's tower calls, the breaker goes when
@@ -46,8 +47,9 @@ use std::cell::Cell;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-/// The most spare holds a thread keeps, of all breakers together: enough for a
-/// thread's service and a few calls in flight to each of a few breakers.
+/// The most spare holds a thread keeps in each of its two lists (breakers on the
+/// default clock, breakers on others): enough for a service and a few calls in
+/// flight to each of a few breakers.
 pub(crate) const MAX_SPARES: usize = 8;
 
 /// A thread's spare holds of one type: a stack, newest on top, each with its
@@ -80,15 +82,14 @@ impl<T> Spares<T> {
     /// Takes the newest spare of the breaker at `address`, if there is one.
     #[inline(always)]
     fn take(&self, address: usize) -> Option<T> {
-        let len = self.len.get();
         // The top spare is the one a thread's calls to one breaker take back.
-        match len.checked_sub(1) {
-            Some(top) if self.addresses[top % MAX_SPARES].get() == address => {
-                self.len.set(top);
-                self.spares[top % MAX_SPARES].take()
-            }
-            _ => self.take_below(address),
+        // `wrapping_sub`: an empty list (and `UNREGISTERED`, `CLOSED`) has no top.
+        let top = self.len.get().wrapping_sub(1);
+        if top < MAX_SPARES && self.addresses[top].get() == address {
+            self.len.set(top);
+            return self.spares[top].take();
         }
+        self.take_below(address)
     }
 
     /// [`take`](Self::take) when the top spare is not the one.
@@ -397,6 +398,30 @@ mod tests {
         }
         assert_eq!(spares(), 1);
         drop(b);
+    }
+
+    #[test]
+    fn a_closed_list_finds_nothing_and_keeps_nothing() {
+        let list: Spares<Arc<u32>> = Spares::new();
+        let a = Arc::new(1);
+        assert!(list.take(7).is_none(), "a new list has nothing");
+        for address in 1..=7 {
+            list.keep(address, a.clone(), 9); // 9: other handles exist
+        }
+        assert_eq!((list.len(), Arc::strong_count(&a)), (7, 8));
+        list.close(); // as the thread's guard does when it exits
+        assert_eq!((list.len(), Arc::strong_count(&a)), (0, 1));
+        // Its addresses are still there: neither they nor the marker mislead it.
+        for address in 1..=7 {
+            assert!(list.take(address).is_none());
+        }
+        list.keep(7, a.clone(), 3);
+        assert_eq!(
+            Arc::strong_count(&a),
+            1,
+            "a hold given back after the close"
+        );
+        assert!(list.take(7).is_none());
     }
 
     #[test]
