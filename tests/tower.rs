@@ -382,3 +382,40 @@ fn a_future_may_end_on_another_thread_and_a_thread_lets_its_spares_go_when_it_ex
     assert_eq!(Arc::strong_count(&b), before);
     assert_eq!(b.metrics().lifetime.successes, 100);
 }
+
+#[cfg(feature = "registry")]
+#[test]
+fn spares_keep_a_registry_breaker_from_eviction_until_their_thread_exits() {
+    use cutout::Registry;
+    let clock = ManualClock::new();
+    let registry: Registry<String, _> = Registry::builder(
+        CircuitBreaker::builder()
+            .consecutive_failures(5)
+            .clock(clock.clone()),
+    )
+    .build()
+    .unwrap();
+    let (called, wait) = std::sync::mpsc::channel();
+    let (exit, exiting) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let registry = &registry;
+        let worker = scope.spawn(move || {
+            let service = CircuitBreakerLayer::new(registry.get("host")).layer(service_fn(
+                |x: u16| async move { Ok::<_, std::io::Error>(x) },
+            ));
+            assert_eq!(block_on(service.clone().oneshot(7)).unwrap(), 7);
+            drop(service); // layer, service and future gone: spares are left
+            called.send(()).unwrap();
+            let _ = exiting.recv();
+        });
+        wait.recv().unwrap();
+        clock.advance(Duration::from_secs(3600));
+        // The worker's spares are handles: the idle breaker stays.
+        assert_eq!(registry.evict_idle(Duration::from_secs(60)), 0);
+        drop(exit);
+        worker.join().unwrap();
+    });
+    // The worker exited and its spares went with it.
+    assert_eq!(registry.evict_idle(Duration::from_secs(60)), 1);
+    assert!(registry.is_empty());
+}
