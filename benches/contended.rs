@@ -1,6 +1,6 @@
 //! One breaker shared by 1, 2, 4 and 8 threads, each making successful calls.
 //!
-//! Each thread makes `iters` calls after a common barrier; the time is from the
+//! Each thread makes one warm-up call, then `iters` calls after a common barrier; the time is from the
 //! first thread's start to the last thread's finish. Criterion's figure is thus the
 //! per-thread time per call (wall time / calls per thread); the aggregate time per
 //! call is that divided by the thread count (`benches/report.sh` prints both).
@@ -10,36 +10,17 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{Subject, Visit, succeed};
+use common::{Subject, Visit, across_threads, succeed};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
-use std::hint::black_box;
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const THREADS: [usize; 4] = [1, 2, 4, 8];
 
-/// `threads` threads make `iters` successful calls each on `s`.
+/// `threads` threads make `iters` successful calls each on `s` (after one warm-up
+/// call each, which takes the thread's slot and stripe).
 fn run<S: Subject>(s: &S, threads: usize, iters: u64) -> Duration {
-    let barrier = Barrier::new(threads);
-    let spans: Vec<(Instant, Instant)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        black_box(succeed!(s));
-                    }
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let first = spans.iter().map(|s| s.0).min().unwrap();
-    let last = spans.iter().map(|s| s.1).max().unwrap();
-    last - first
+    across_threads(threads, iters, || (), |_| succeed!(s))
 }
 
 struct Contended<'a, 'c>(&'a mut BenchmarkGroup<'c, WallTime>);

@@ -40,13 +40,13 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{LONG, Subject, fail, succeed};
+use common::{LONG, Subject, across_threads, fail, succeed};
 use criterion::{Criterion, criterion_group, criterion_main};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::{Future, Ready, ready};
 use std::hint::black_box;
 use std::pin::pin;
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 use tower::{Layer, Service, service_fn};
@@ -150,39 +150,6 @@ fn echo() -> impl Service<u64, Response = u64, Error = (), Future = Ready<Result
 + Send
 + 'static {
     service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) })
-}
-
-/// `threads` threads, each with its own service from `make`, one warm-up call and
-/// then `iters` calls each through `once`: wall time from the first start to the
-/// last finish.
-fn across_threads<S: Send>(
-    threads: usize,
-    iters: u64,
-    make: impl Fn() -> S,
-    once: impl Fn(&mut S) -> bool + Sync,
-) -> Duration {
-    let barrier = Barrier::new(threads);
-    let spans: Vec<(Instant, Instant)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let mut service = make();
-                let (barrier, once) = (&barrier, &once);
-                scope.spawn(move || {
-                    let _ = once(&mut service);
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        black_box(once(&mut service));
-                    }
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let first = spans.iter().map(|s| s.0).min().unwrap();
-    let last = spans.iter().map(|s| s.1).max().unwrap();
-    last - first
 }
 
 /// Cutout's layer: `call`, its future polled once.

@@ -9,8 +9,8 @@
 use criterion::measurement::Measurement;
 use cutout::{CircuitBreaker, Clock, DefaultClock, Error};
 use std::hint::black_box;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 /// A cooldown no benchmark outlives.
@@ -625,4 +625,37 @@ impl Measurement for CpuTime {
     fn formatter(&self) -> &dyn criterion::measurement::ValueFormatter {
         self.0.formatter()
     }
+}
+
+/// `threads` threads, each with its own state from `make` (a service, or `()`),
+/// one warm-up call and then, after a common barrier, `iters` calls each through
+/// `once`: wall time from the first start to the last finish.
+pub fn across_threads<S: Send>(
+    threads: usize,
+    iters: u64,
+    make: impl Fn() -> S,
+    once: impl Fn(&mut S) -> bool + Sync,
+) -> Duration {
+    let barrier = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let mut service = make();
+                let (barrier, once) = (&barrier, &once);
+                scope.spawn(move || {
+                    let _ = once(&mut service);
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        black_box(once(&mut service));
+                    }
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let first = spans.iter().map(|s| s.0).min().unwrap();
+    let last = spans.iter().map(|s| s.1).max().unwrap();
+    last - first
 }
