@@ -50,7 +50,7 @@ use std::sync::Arc;
 /// The most spare holds a thread keeps in each of its two lists (breakers on the
 /// default clock, breakers on others): enough for a service and a few calls in
 /// flight to each of a few breakers.
-pub(crate) const MAX_SPARES: usize = 8;
+const MAX_SPARES: usize = 8;
 
 /// A thread's spare holds of one type: a stack, newest on top, each with its
 /// breaker's address beside it (a plain compare finds one). `Cell`s, not a
@@ -364,7 +364,7 @@ fn keep_spare<C: Clock + 'static>(breaker: Arc<CircuitBreaker<C>>, address: usiz
 
 /// How many spares this thread keeps, of all breakers. For tests.
 #[cfg(test)]
-pub(crate) fn spares() -> usize {
+fn spares() -> usize {
     DEFAULT.with(|s| s.len()) + OTHER.with(|s| s.len())
 }
 
