@@ -119,10 +119,11 @@ impl<C: Clock> CircuitBreaker<C> {
         CircuitBreaker {
             hot: CachePadded::new(Hot {
                 word: StateWord::new(),
-                lean: Lean::of(&config),
-                lean_slow_nanos: config.slow_calls.map_or(u64::MAX, |slow| {
-                    slow.threshold_nanos.get().saturating_add(1)
+                lean_slow_nanos: config.slow_calls.map_or(u32::MAX, |slow| {
+                    let past = slow.threshold_nanos.get().saturating_add(1);
+                    u32::try_from(past).unwrap_or(u32::MAX)
                 }),
+                lean: Lean::of(&config),
                 stripes,
             }),
             phase: CachePadded::new(Phase {
@@ -386,7 +387,9 @@ impl<C: Clock> CircuitBreaker<C> {
             // against the same reading.
             if lean.has(Lean::TIMED | Lean::PRECISE) {
                 unlikely();
-                if lean.has(Lean::PRECISE) || ticket.elapsed(now) >= self.hot.lean_slow_nanos {
+                if lean.has(Lean::PRECISE)
+                    || ticket.elapsed(now) >= u64::from(self.hot.lean_slow_nanos)
+                {
                     return false;
                 }
             }

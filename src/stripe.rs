@@ -14,17 +14,23 @@
 //! every such thread), and are updated with atomic read-modify-writes. Readers
 //! (metrics, the trip check) sum every stripe that exists.
 //!
-//! A stripe is a padded line of [`COUNTERS`] lifetime counters, [`SCRATCH`] words
-//! its owner writes for the window (its live bucket's start, phase and length,
-//! private; the live bucket's call counter and base and the newest bucket's tag,
-//! read by readers) and the pointer to its ring of window buckets (four words
-//! each; see [`crate::window`]). The ring is a second
-//! allocation when the breaker has a window: the crate has no `unsafe`, so a stripe
-//! cannot be one allocation of a size chosen at run time behind an 8-byte pointer
-//! (see `docs/PERFORMANCE.md`, "Memory that follows use").
+//! A stripe is one allocation of 128-byte lines ([`Line`]): the counter line first,
+//! with [`COUNTERS`] lifetime counters, [`SCRATCH`] words its owner writes for the
+//! window (its live bucket's start, phase and length, private; the live bucket's
+//! call counter and base and the newest bucket's tag, read by readers) and the
+//! stripe's own index; then its ring of window buckets (four words each, four to a
+//! line; see [`crate::window`]), none without a window. The crate has no `unsafe`,
+//! so a stripe's size cannot be chosen at run time behind the 8-byte pointer the
+//! room keeps for it: a stripe is an array of a fixed number of lines, one of a few
+//! dozen *classes* ([`room!`]), and a breaker's room holds the smallest class its
+//! window fits. The classes are exact up to 64 buckets (the default window has 10)
+//! and then at most 1.5 times the ring. Every class keeps the counter line first,
+//! so the lean paths, which touch only that line, compile to the same loads in
+//! every class, and the compiler merges the class's `match` away (see
+//! `docs/PERFORMANCE.md`, "Memory that follows use").
 //!
 //! # Limits
-//! The largest allocation a breaker makes is a stripe's ring of buckets, at most
+//! The largest allocation a breaker makes is a stripe, at most
 //! [`MAX_STRIPE_BYTES`]; all its stripes together take at most [`MAX_BREAKER_BYTES`].
 //! The bounds on it are constants here, in one place: [`MAX_BUCKETS`],
 //! [`MAX_STRIPE_BYTES`] and [`MAX_BREAKER_BYTES`]. [`check_buckets`] checks all
@@ -45,11 +51,19 @@ use crossbeam_utils::CachePadded;
 
 /// A window bucket: tag, calls, failures, slow (see [`crate::window`]).
 pub(crate) type Bucket = [AtomicU64; 4];
+/// A stripe's unit: 128 bytes, padded (more where the cache line is longer):
+/// the counter line, or four buckets of the ring.
+pub(crate) type Line = CachePadded<[Bucket; LINE_BUCKETS]>;
+/// Buckets in a line of the ring.
+const LINE_BUCKETS: usize = 4;
 /// Words of the counter line after the counters, written by the owner only (the
 /// window's live bucket: see [`crate::window`]).
 pub(crate) const SCRATCH: usize = 6;
-/// The counter line's words: the counters, then the scratch words.
-const WORDS: usize = COUNTERS + SCRATCH;
+/// Word of the counter line after the scratch words: the stripe's index in its
+/// breaker's room, written before the stripe is published and never again, which
+/// takes a holder of the counter line to its ring (see [`Stripes::lines`]).
+const INDEX: usize = COUNTERS + SCRATCH;
+const _: () = assert!(INDEX < 4 * LINE_BUCKETS);
 
 /// The most buckets a window may have: a reader sums them all, in every stripe,
 /// whenever a failure is recorded, so far fewer is faster.
@@ -62,49 +76,150 @@ pub(crate) const MAX_STRIPES: usize = MAX_OWNED_STRIPES + SHARED;
 /// The most owned stripes a breaker has room for (see [`crate::slot::owned_stripes`]).
 pub(crate) const MAX_OWNED_STRIPES: usize = 64;
 /// The most heap bytes one stripe may take.
-pub(crate) const MAX_STRIPE_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_STRIPE_BYTES: usize = 512 * 1024;
 /// The most heap bytes a breaker's stripes may take together.
-pub(crate) const MAX_BREAKER_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_BREAKER_BYTES: usize = 48 * 1024 * 1024;
 
 // Today's layout: the bucket bound keeps a stripe and a whole breaker within theirs.
 const _: () = {
     let stripe = match stripe_bytes(MAX_BUCKETS as usize) {
         Some(bytes) => bytes,
-        None => panic!("a stripe of MAX_BUCKETS buckets overflows usize"),
+        None => panic!("no stripe class holds MAX_BUCKETS buckets"),
     };
     assert!(stripe <= MAX_STRIPE_BYTES);
     assert!(MAX_STRIPE_BYTES.checked_mul(MAX_STRIPES).is_some());
     assert!(MAX_STRIPE_BYTES * MAX_STRIPES <= MAX_BREAKER_BYTES);
 };
 
-/// A stripe's counter line: the counters, the scratch words, and the stripe's ring
-/// of window buckets (empty without a window: no allocation). The ring is not
-/// padded: an owner writes it only when its live bucket moves on and on a failure
-/// or a slow call (a success goes to the counter line), and a shared stripe's
-/// writers share it anyway.
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct Head {
-    words: [AtomicU64; WORDS],
-    buckets: Box<[Bucket]>,
+/// Defines the stripe classes, each the number of lines its stripes have (the
+/// counter line and the ring's), smallest first, and [`Room`], which holds the
+/// stripes of one class. Each method of `Room` is one `match` whose arms differ
+/// only in the class's length; where they touch only the counter line, the first
+/// line in every class, they are the same code and compile to no dispatch at all.
+macro_rules! room {
+    ($($class:ident = $lines:literal,)* ; $last:ident = $last_lines:literal) => {
+        /// The lines of every stripe class, smallest first.
+        const CLASSES: [usize; [$($lines,)* $last_lines].len()] = [$($lines,)* $last_lines];
+
+        /// Room for a breaker's stripes, all of one class: a pointer a stripe,
+        /// each set by the stripe's first writer.
+        enum Room {
+            $($class(Box<[OnceBox<[Line; $lines]>]>),)*
+            $last(Box<[OnceBox<[Line; $last_lines]>]>),
+        }
+
+        impl Room {
+            /// Room for `len` stripes of at least `lines` lines each: the smallest
+            /// class that holds them (the largest if none does, which a checked
+            /// configuration never asks for).
+            fn new(lines: usize, len: usize) -> Room {
+                fn empty<T>(len: usize) -> Box<[OnceBox<T>]> {
+                    (0..len).map(|_| OnceBox::new()).collect()
+                }
+                $(if lines <= $lines {
+                    return Room::$class(empty(len));
+                })*
+                Room::$last(empty(len))
+            }
+
+            /// How many stripes there is room for.
+            #[inline]
+            fn len(&self) -> usize {
+                match self {
+                    $(Room::$class(room) => room.len(),)*
+                    Room::$last(room) => room.len(),
+                }
+            }
+
+            /// The counter line of stripe `index`, if it exists.
+            #[inline]
+            fn get(&self, index: usize) -> Option<&Line> {
+                match self {
+                    $(Room::$class(room) => room.get(index)?.get().map(|lines| &lines[0]),)*
+                    Room::$last(room) => room.get(index)?.get().map(|lines| &lines[0]),
+                }
+            }
+
+            /// The counter line of stripe `index`, allocated if no thread has
+            /// written it yet. `index` is below [`len`](Self::len).
+            #[inline]
+            fn get_or_init(&self, index: usize) -> &Line {
+                match self {
+                    $(Room::$class(room) => &room[index].get_or_init(|| allocate(index))[0],)*
+                    Room::$last(room) => &room[index].get_or_init(|| allocate(index))[0],
+                }
+            }
+
+            /// Every line of stripe `index`: none if it does not exist.
+            fn lines(&self, index: usize) -> &[Line] {
+                match self {
+                    $(Room::$class(room) => room.get(index).and_then(OnceBox::get).map_or(&[], |lines| &lines[..]),)*
+                    Room::$last(room) => room.get(index).and_then(OnceBox::get).map_or(&[], |lines| &lines[..]),
+                }
+            }
+
+            /// The heap bytes of one stripe of this class.
+            fn stripe_bytes(&self) -> usize {
+                match self {
+                    $(Room::$class(_) => std::mem::size_of::<[Line; $lines]>(),)*
+                    Room::$last(_) => std::mem::size_of::<[Line; $last_lines]>(),
+                }
+            }
+        }
+    };
 }
 
-/// A stripe: its counter line, padded.
-type Stripe = CachePadded<Head>;
+// Exact up to 16 ring lines (64 buckets), then steps of at most 1.5 times; the
+// largest holds `MAX_BUCKETS`.
+room! {
+    R0 = 1, R1 = 2, R2 = 3, R3 = 4, R4 = 5, R5 = 6, R6 = 7, R7 = 8, R8 = 9,
+    R9 = 10, R10 = 11, R11 = 12, R12 = 13, R13 = 14, R14 = 15, R15 = 16, R16 = 17,
+    R24 = 25, R32 = 33, R48 = 49, R64 = 65, R96 = 97, R128 = 129, R192 = 193,
+    R256 = 257, R384 = 385, R512 = 513, R768 = 769,
+    ; R1024 = 1025
+}
 
-// The ring's pointer fits in the counter line beside the words: a stripe without a
-// window is one line.
-// (Not under loom, whose atomics are larger.)
-const _: () = assert!(
-    crate::sync::LOOM || std::mem::size_of::<Head>() <= std::mem::size_of::<[AtomicU64; 16]>()
-);
+/// A zeroed stripe of `L` lines, stripe `index` of its room.
+#[cold]
+#[inline(never)]
+fn allocate<const L: usize>(index: usize) -> Box<[Line; L]> {
+    // Collected on the heap (an array built by value would be built on the stack
+    // first): one allocation of exactly `L` lines.
+    let lines: Box<[Line]> = (0..L).map(|_| CachePadded::new(zeroed_buckets())).collect();
+    // Relaxed: published with the stripe (the `OnceBox`'s Release).
+    word(&lines[0], INDEX).store(index as u64, Ordering::Relaxed);
+    match lines.try_into() {
+        Ok(stripe) => stripe,
+        Err(_) => unreachable!("{L} lines were collected"),
+    }
+}
 
-/// The heap bytes of one stripe with room for `buckets` window buckets: its counter
-/// line and its ring of buckets. `None` if the size does not fit in a `usize`.
+/// Word `i` of the counter line.
+#[inline(always)]
+fn word(line: &Line, i: usize) -> &AtomicU64 {
+    &line[i / 4][i % 4]
+}
+
+/// The lines of a stripe with room for `buckets` window buckets: the counter line
+/// and the ring's, `None` if no class is that large.
+const fn class_lines(buckets: usize) -> Option<usize> {
+    let lines = 1 + buckets.div_ceil(LINE_BUCKETS);
+    let mut i = 0;
+    while i < CLASSES.len() {
+        if CLASSES[i] >= lines {
+            return Some(CLASSES[i]);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The heap bytes of one stripe with room for `buckets` window buckets: its
+/// class's lines. `None` if no class is that large.
 pub(crate) const fn stripe_bytes(buckets: usize) -> Option<usize> {
-    let counters = std::mem::size_of::<Stripe>();
-    match buckets.checked_mul(std::mem::size_of::<Bucket>()) {
-        Some(ring) => ring.checked_add(counters),
+    match class_lines(buckets) {
+        // At most 1025 lines of at most a few hundred bytes: no overflow.
+        Some(lines) => Some(lines * std::mem::size_of::<Line>()),
         None => None,
     }
 }
@@ -198,7 +313,7 @@ const _: () = {
     assert!(clear_of_lean_loads(Counter::Admitted as usize));
     assert!(clear_of_lean_loads(Counter::Rejected as usize));
     assert!(clear_of_lean_loads(Counter::Successes as usize));
-    assert!(std::mem::offset_of!(Stripes, slots) == 0);
+    assert!(std::mem::offset_of!(Stripes, room) == 0);
 };
 
 /// Where this thread writes: a stripe, and whether the thread owns it (a stripe
@@ -208,7 +323,8 @@ const _: () = {
 /// an owned stripe, and drops the branch between a plain and a locked increment.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StripeRef<'a> {
-    stripe: &'a Head,
+    /// The stripe's counter line.
+    stripe: &'a Line,
     owned: bool,
 }
 
@@ -244,7 +360,7 @@ impl<'a> Owned<'a> {
 
     #[inline]
     pub(crate) fn bump(self, counter: Counter) {
-        self.add(&self.0.stripe.words[counter as usize], 1);
+        self.add(word(self.0.stripe, counter as usize), 1);
     }
 
     /// Scratch word `i`.
@@ -259,19 +375,28 @@ impl<'a> Owned<'a> {
     }
 }
 
-/// `repr(C)`, the stripes' pointers first: their pointer and length are what the
+/// `repr(C)`, the room first: its pointer and length (and its class) are what the
 /// lean paths load, so they must fall in the breaker's first [`LEAN_LOADS`] bytes.
 #[repr(C)]
 pub(crate) struct Stripes {
     /// Stripes `0..SHARED` are shared, the rest owned; each allocated by the first
     /// thread that writes it.
-    slots: Box<[OnceBox<Stripe>]>,
+    room: Room,
     /// Window buckets per stripe.
     buckets: usize,
 }
 
+impl Stripes {
+    /// The bytes at the start of `Stripes` that the lean paths load: the room.
+    pub(crate) const LEAN_BYTES: usize = std::mem::size_of::<Room>();
+}
+
 fn zeroed<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
+}
+
+fn zeroed_buckets() -> [Bucket; LINE_BUCKETS] {
+    std::array::from_fn(|_| zeroed())
 }
 
 impl Stripes {
@@ -291,26 +416,17 @@ impl Stripes {
                 .is_some_and(|bytes| bytes <= MAX_BREAKER_BYTES),
             "{buckets} buckets were not checked"
         );
+        let lines = 1 + buckets.div_ceil(LINE_BUCKETS);
         let stripes = Stripes {
-            slots: (0..SHARED + owned).map(|_| OnceBox::new()).collect(),
+            room: Room::new(lines, SHARED + owned),
             buckets,
         };
         if crate::sync::EAGER_STRIPES {
-            for index in 0..stripes.slots.len() {
+            for index in 0..stripes.room.len() {
                 let _ = stripes.stripe(index);
             }
         }
         stripes
-    }
-
-    /// A zeroed stripe.
-    #[cold]
-    #[inline(never)]
-    fn allocate(&self) -> Box<Stripe> {
-        Box::new(CachePadded::new(Head {
-            words: zeroed(),
-            buckets: (0..self.buckets).map(|_| zeroed()).collect(),
-        }))
     }
 
     /// The stripe the calling thread writes: its own, or a shared one. Gives the
@@ -327,8 +443,7 @@ impl Stripes {
     /// null check, which a thread's first call to this breaker fails.
     #[inline]
     pub(crate) fn mine_if_owned(&self) -> Option<Owned<'_>> {
-        let index = slot::owned().get();
-        let stripe = self.slots.get(index)?.get()?;
+        let stripe = self.room.get(slot::owned().get())?;
         Some(Owned(StripeRef {
             stripe,
             owned: true,
@@ -339,34 +454,46 @@ impl Stripes {
     /// (see [`mine`](Self::mine)), or any stripe as a test writes it.
     #[inline]
     pub(crate) fn stripe(&self, index: usize) -> StripeRef<'_> {
-        let stripe = self.slots[index].get_or_init(|| self.allocate());
         StripeRef {
-            stripe,
+            stripe: self.room.get_or_init(index),
             owned: index >= SHARED,
         }
     }
 
-    /// Bucket `b` of a stripe.
-    #[inline]
-    pub(crate) fn bucket<'a>(&self, r: StripeRef<'a>, b: usize) -> &'a Bucket {
-        &r.stripe.buckets[b]
+    /// Every line of stripe `r`: its counter line, then its ring's.
+    fn lines<'a>(&'a self, r: StripeRef<'a>) -> &'a [Line] {
+        // Relaxed: written before the stripe was published, and `r` was found
+        // with the Acquire that saw it published.
+        let index = word(r.stripe, INDEX).load(Ordering::Relaxed);
+        self.room
+            .lines(usize::try_from(index).unwrap_or(usize::MAX))
     }
 
-    /// Every bucket of stripe `r`, for readers.
-    pub(crate) fn buckets_of<'a>(&self, r: StripeRef<'a>) -> &'a [Bucket] {
-        &r.stripe.buckets
+    /// Bucket `b` of a stripe (`b` is below the window's bucket count).
+    #[inline]
+    pub(crate) fn bucket<'a>(&'a self, r: StripeRef<'a>, b: usize) -> &'a Bucket {
+        &self.lines(r)[1 + b / LINE_BUCKETS][b % LINE_BUCKETS]
+    }
+
+    /// The lines of stripe `r`'s ring that hold its buckets, for readers: every
+    /// bucket, four to a line, the last line's rest never written.
+    pub(crate) fn ring<'a>(&'a self, r: StripeRef<'a>) -> &'a [Line] {
+        let ring = self
+            .lines(r)
+            .get(1..1 + self.buckets.div_ceil(LINE_BUCKETS));
+        ring.unwrap_or_default()
     }
 
     /// Scratch word `i` of a stripe: written by its owner only.
     #[inline]
     pub(crate) fn scratch(r: StripeRef<'_>, i: usize) -> &AtomicU64 {
-        &r.stripe.words[COUNTERS + i]
+        word(r.stripe, COUNTERS + i)
     }
 
     /// Every stripe some thread has written, for readers.
     pub(crate) fn all(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
-        self.slots.iter().enumerate().filter_map(|(index, slot)| {
-            slot.get().map(|stripe| StripeRef {
+        (0..self.room.len()).filter_map(|index| {
+            self.room.get(index).map(|stripe| StripeRef {
                 stripe,
                 owned: index >= SHARED,
             })
@@ -385,7 +512,7 @@ impl Stripes {
 
     #[inline]
     pub(crate) fn bump(r: StripeRef<'_>, counter: Counter) {
-        Stripes::add(r, &r.stripe.words[counter as usize], 1);
+        Stripes::add(r, word(r.stripe, counter as usize), 1);
     }
 
     /// [`bump`](Self::bump), then whether the stripe's count is a multiple of 256:
@@ -393,7 +520,7 @@ impl Stripes {
     /// leaves the owner's bump a single increment.
     #[inline(always)]
     pub(crate) fn bump_to_multiple_of_256(r: StripeRef<'_>, counter: Counter) -> bool {
-        let word = &r.stripe.words[counter as usize];
+        let word = self::word(r.stripe, counter as usize);
         // Relaxed (the loads): a statistic; another thread's add to the shared
         // stripe may or may not be seen.
         match r.as_owned() {
@@ -412,7 +539,7 @@ impl Stripes {
     pub(crate) fn total(&self, counter: Counter) -> u64 {
         self.all()
             // Relaxed: a snapshot; see the module's Orderings.
-            .map(|r| r.stripe.words[counter as usize].load(Ordering::Relaxed))
+            .map(|r| word(r.stripe, counter as usize).load(Ordering::Relaxed))
             .fold(0, u64::wrapping_add)
     }
 
@@ -424,11 +551,12 @@ impl Stripes {
 
     /// Heap bytes held: the stripes' pointers and the stripes that exist.
     pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.slots)
-            + self
-                .all()
-                .map(|r| std::mem::size_of::<Stripe>() + std::mem::size_of_val(&*r.stripe.buckets))
-                .sum::<usize>()
+        self.room_bytes() + self.all().count() * self.room.stripe_bytes()
+    }
+
+    /// Heap bytes of the room: a pointer a stripe.
+    fn room_bytes(&self) -> usize {
+        self.room.len() * std::mem::size_of::<OnceBox<Line>>()
     }
 }
 
@@ -462,13 +590,13 @@ mod tests {
         // No size computation overflows, even for sizes no window may have.
         assert_eq!(stripe_bytes(usize::MAX), None);
         let stripes = Stripes::new(MAX_BUCKETS as usize);
-        for index in 0..stripes.slots.len() {
+        for index in 0..stripes.room.len() {
             let _ = stripes.stripe(index);
         }
-        let room = std::mem::size_of_val(&*stripes.slots);
+        let room = stripes.room_bytes();
         assert_eq!(
             stripes.heap_bytes(),
-            room + stripes.slots.len() * largest,
+            room + stripes.room.len() * largest,
             "every stripe allocated: the most a breaker can hold"
         );
         assert!(stripes.heap_bytes() <= MAX_BREAKER_BYTES);
@@ -477,7 +605,7 @@ mod tests {
     #[test]
     fn stripes_come_with_their_first_writer() {
         let stripes = Stripes::new(10);
-        let room = std::mem::size_of_val(&*stripes.slots);
+        let room = stripes.room_bytes();
         assert_eq!(stripes.allocated(), 0);
         assert_eq!(stripes.heap_bytes(), room, "only the room for pointers");
         assert!(stripes.mine_if_owned().is_none(), "nothing written yet");
@@ -499,7 +627,55 @@ mod tests {
         let r = stripes.mine();
         Stripes::add(r, &stripes.bucket(r, 9)[1], 5);
         assert_eq!(stripes.bucket(r, 9)[1].load(Ordering::Relaxed), 5);
-        assert_eq!(stripes.buckets_of(r).len(), 10);
-        assert_eq!(stripe_bytes(10), Some(128 + 10 * 32));
+        assert_eq!(stripes.ring(r).len(), 3, "three lines of four buckets");
+        // The counter line and three lines of four buckets: one allocation.
+        assert_eq!(stripe_bytes(10), Some(4 * size_of::<Line>()));
+        assert_eq!(stripes.lines(r).len(), 4);
+    }
+
+    #[test]
+    fn every_window_fits_the_smallest_class_that_holds_it_in_one_allocation() {
+        assert!(CLASSES.windows(2).all(|w| w[0] < w[1]), "smallest first");
+        for buckets in 0..=MAX_BUCKETS as usize {
+            let needed = 1 + buckets.div_ceil(LINE_BUCKETS);
+            let lines = class_lines(buckets).expect("every allowed window has a class");
+            assert!(lines >= needed, "{buckets} buckets");
+            // Exact up to 64 buckets, then at most 1.5 times the ring.
+            let (ring, needed_ring) = (lines - 1, needed - 1);
+            assert!(
+                ring == needed_ring || needed_ring > 16 && 2 * ring <= 3 * needed_ring,
+                "{buckets} buckets in {lines} lines"
+            );
+        }
+        assert_eq!(class_lines(MAX_BUCKETS as usize + 1), None);
+        for buckets in [1, 4, 5, 10, 60, 64, 65, 100, 1000, MAX_BUCKETS as usize] {
+            let stripes = Stripes::new(buckets);
+            let r = stripes.mine();
+            assert_eq!(stripes.lines(r).len(), class_lines(buckets).unwrap());
+            assert_eq!(stripes.ring(r).len(), buckets.div_ceil(LINE_BUCKETS));
+            // Every bucket is its own, in the stripe's lines.
+            for b in 0..buckets {
+                Stripes::add(r, &stripes.bucket(r, b)[1], b as u64 + 1);
+            }
+            let written: Vec<u64> = stripes
+                .ring(r)
+                .iter()
+                .flat_map(|line| line.iter())
+                .map(|bucket| bucket[1].load(Ordering::Relaxed))
+                .collect();
+            assert_eq!(
+                written[..buckets],
+                (1..=buckets as u64).collect::<Vec<_>>()[..]
+            );
+            assert!(
+                written[buckets..].iter().all(|&w| w == 0),
+                "the rest unwritten"
+            );
+            assert_eq!(
+                stripes.heap_bytes(),
+                stripes.room_bytes() + stripe_bytes(buckets).unwrap()
+            );
+            assert_eq!(Stripes::scratch(r, 0).load(Ordering::Relaxed), 0, "apart");
+        }
     }
 }

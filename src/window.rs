@@ -226,7 +226,7 @@ impl Window {
     #[inline]
     fn cached<'s>(
         &self,
-        stripes: &Stripes,
+        stripes: &'s Stripes,
         o: Owned<'s>,
         phase: Snapshot,
         now: u64,
@@ -237,7 +237,7 @@ impl Window {
     /// The owner's live bucket, as its cached start says (or the first bucket if
     /// nothing is cached): a division, off the lean path, which saves the counter
     /// line a word.
-    fn live_bucket<'s>(&self, stripes: &Stripes, o: Owned<'s>) -> &'s Bucket {
+    fn live_bucket<'s>(&self, stripes: &'s Stripes, o: Owned<'s>) -> &'s Bucket {
         // Relaxed: private to the owner.
         let start = o.scratch(CACHE_START).load(Ordering::Relaxed);
         stripes.bucket(o.stripe(), (self.epoch(start) % self.buckets) as usize)
@@ -320,7 +320,7 @@ impl Window {
     #[cold]
     fn rotate_shared<'s>(
         &self,
-        stripes: &Stripes,
+        stripes: &'s Stripes,
         r: StripeRef<'s>,
         (phase, word): (Snapshot, &StateWord),
         now: u64,
@@ -397,7 +397,7 @@ impl Window {
         let mut c = WindowCounts::default();
         for r in stripes.all() {
             if r.as_owned().is_none() {
-                for bucket in stripes.buckets_of(r) {
+                for bucket in stripes.ring(r).iter().flat_map(|line| line.iter()) {
                     // Acquire: see the module's Orderings.
                     if in_window(bucket[TAG].load(Ordering::Acquire)) {
                         // Relaxed: counts only; the tag's Acquire ordered them.
@@ -423,8 +423,10 @@ impl Window {
             {
                 continue;
             }
-            for bucket in stripes.buckets_of(r) {
-                c.add(owned_counts(r, bucket, in_window));
+            for line in stripes.ring(r) {
+                for bucket in line.iter() {
+                    c.add(owned_counts(r, bucket, in_window));
+                }
             }
         }
         c

@@ -34,11 +34,16 @@ fn the_allocator_counts_this_threads_allocations() {
 
 #[test]
 fn a_threads_first_call_allocates_its_stripe_once_and_building_allocates_no_stripe() {
-    for (builder, stripe_allocations) in [
+    // Issue 16: at most one allocation per (thread, breaker), with or without a
+    // window (its ring is in the stripe's one allocation).
+    let stripe_allocations = 1;
+    for builder in [
         // The counter line only.
-        (CircuitBreaker::builder().consecutive_failures(5), 1),
+        CircuitBreaker::builder().consecutive_failures(5),
         // The counter line and the ring of buckets.
-        (CircuitBreaker::<DefaultClock>::builder(), 2),
+        CircuitBreaker::<DefaultClock>::builder(),
+        // A window of a larger class.
+        CircuitBreaker::<DefaultClock>::builder().window(Duration::from_secs(60), 600),
     ] {
         let b = builder.build().unwrap();
         let built = b.heap_bytes();

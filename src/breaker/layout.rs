@@ -5,19 +5,23 @@
 use super::*;
 
 /// The state word and the fields the lean paths of [`CircuitBreaker::call_with`]
-/// load with it, first in one line: the word, the settings byte, the slow-call
-/// threshold, and the counter lines' pointer and length (the first field of
-/// [`Stripes`]). All fall within the line's first
+/// load with it, first in one line: the word, the slow-call threshold, the
+/// settings byte, and the room of the stripes (its pointer, length and class: the
+/// first field of [`Stripes`], [`Stripes::LEAN_BYTES`] long). All fall within the
+/// line's first
 /// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS) bytes, where no lean path stores in
 /// any line (4K aliasing). The line is written only when the word is.
 #[repr(C)]
 pub(super) struct Hot {
     pub(super) word: StateWord,
+    /// With the slow-call policy timed by cheap readings, the elapsed nanoseconds
+    /// from which a success is off the lean path (past the threshold), at most
+    /// `u32::MAX` (4.3 s): over a longer threshold, a success that took longer
+    /// goes off the lean path, where it is checked against the threshold itself.
+    /// Four bytes, so that the room of the stripes ends within `LEAN_LOADS`.
+    pub(super) lean_slow_nanos: u32,
     /// What the lean path does for this configuration (see [`Lean`]).
     pub(super) lean: Lean,
-    /// With the slow-call policy timed by cheap readings, the elapsed nanoseconds
-    /// from which a success is off the lean path (past the threshold).
-    pub(super) lean_slow_nanos: u64,
     pub(super) stripes: Stripes,
 }
 
@@ -77,3 +81,11 @@ impl Lean {
 #[cold]
 #[inline(always)]
 pub(super) fn unlikely() {}
+
+// The lean paths' loads in `Hot` end within `LEAN_LOADS` (the test
+// `the_words_the_lean_paths_load_come_first_in_their_lines` checks every line).
+// (Not under loom, whose atomics are larger.)
+const _: () = assert!(
+    crate::sync::LOOM
+        || std::mem::offset_of!(Hot, stripes) + Stripes::LEAN_BYTES <= crate::stripe::LEAN_LOADS
+);

@@ -197,9 +197,9 @@ fn the_words_the_lean_paths_load_come_first_in_their_lines() {
     for end in [
         end(&b.hot.word, size_of::<StateWord>()),
         end(&b.hot.lean, size_of::<Lean>()),
-        end(&b.hot.lean_slow_nanos, 8),
-        // The counter lines' pointer and length: the first field of `Stripes`.
-        end(&b.hot.stripes, 2 * size_of::<usize>()),
+        end(&b.hot.lean_slow_nanos, 4),
+        // The room's pointer, length and class: the first field of `Stripes`.
+        end(&b.hot.stripes, Stripes::LEAN_BYTES),
         end(&b.phase.streak, 8),
         end(&b.phase.time, 8),
     ] {
@@ -242,4 +242,36 @@ fn a_success_empties_its_own_or_an_earlier_streak_but_not_a_later_one() {
         b.phase.streak.is_empty_relaxed(),
         "an earlier phase's streak is emptied"
     );
+}
+
+/// The lean path keeps the slow-call threshold in four bytes, at most 4.3 s: over a
+/// longer threshold a success is judged off the lean path, against the threshold
+/// itself, so one that took 5 s is not slow under 10 s, and one that took 11 s is.
+#[test]
+fn a_slow_call_threshold_beyond_four_seconds_is_judged_exactly() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .failure_rate(0.5, 2)
+        .slow_calls(Duration::from_secs(10), 1.0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(b.hot.lean_slow_nanos, u32::MAX, "10 s + 1 ns, clamped");
+    let took = |secs| {
+        b.call(|| {
+            clock.advance(Duration::from_secs(secs));
+            Ok::<_, ()>(())
+        })
+        .unwrap()
+    };
+    took(0);
+    took(5);
+    took(5);
+    let m = b.metrics().lifetime;
+    assert_eq!((m.successes, m.slow), (3, 0), "5 s is not slow");
+    took(11);
+    assert_eq!(b.metrics().lifetime.slow, 1, "11 s is");
+    took(4);
+    let m = b.metrics().lifetime;
+    assert_eq!((m.successes, m.slow), (5, 1), "4 s is not slow");
 }
