@@ -93,6 +93,8 @@ pub struct CircuitBreaker<C = DefaultClock> {
     ticks_max: u64,
     seed: u64,
     listener: Option<Listener>,
+    /// Transitions by reason: written only with a transition, read by metrics.
+    transitions: [AtomicU64; Reason::ALL.len()],
 }
 
 impl CircuitBreaker<DefaultClock> {
@@ -130,8 +132,8 @@ impl<C: Clock> CircuitBreaker<C> {
                 time: TimeSlot::starting(Snapshot::INITIAL, bias),
                 round: TaggedWord::new(),
                 streak: TaggedWord::new(),
-                transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             }),
+            transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             window,
             config,
             clock,

@@ -65,7 +65,7 @@ impl<C: Clock> CircuitBreaker<C> {
             Update::Moved { from, to, start } => (from, to, start),
         };
         // Relaxed: a statistic; the event itself is ordered by the CAS.
-        self.phase.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
         let event = Transition {
             from: from.state(),
             to: to.state(),

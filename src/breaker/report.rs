@@ -55,7 +55,7 @@ impl<C: Clock> CircuitBreaker<C> {
             },
             lifetime,
             // Relaxed: a snapshot of independent counters.
-            transitions: std::array::from_fn(|i| self.phase.transitions[i].load(Ordering::Relaxed)),
+            transitions: std::array::from_fn(|i| self.transitions[i].load(Ordering::Relaxed)),
         }
     }
 
