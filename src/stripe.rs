@@ -144,6 +144,17 @@ macro_rules! room {
             /// written it yet. `index` is below [`len`](Self::len).
             #[inline]
             fn get_or_init(&self, index: usize) -> &Line {
+                // The common case, a stripe that exists, in the code every class
+                // shares (no dispatch); the class's own code only to allocate.
+                match self.get(index) {
+                    Some(line) => line,
+                    None => self.init(index),
+                }
+            }
+
+            #[cold]
+            #[inline(never)]
+            fn init(&self, index: usize) -> &Line {
                 match self {
                     $(Room::$class(room) => &room[index].get_or_init(|| allocate(index))[0],)*
                     Room::$last(room) => &room[index].get_or_init(|| allocate(index))[0],
