@@ -50,7 +50,9 @@ use crate::sync::{AtomicU64, OnceBox, Ordering};
 use crossbeam_utils::CachePadded;
 
 /// A window bucket: tag, calls, failures, slow (see [`crate::window`]).
-pub(crate) type Bucket = [AtomicU64; 4];
+pub(crate) type Bucket = [AtomicU64; BUCKET_WORDS];
+/// Words in a bucket.
+const BUCKET_WORDS: usize = 4;
 /// A stripe's unit: 128 bytes, padded (more where the cache line is longer):
 /// the counter line, or four buckets of the ring.
 pub(crate) type Line = CachePadded<[Bucket; LINE_BUCKETS]>;
@@ -63,7 +65,7 @@ pub(crate) const SCRATCH: usize = 6;
 /// breaker's room, written before the stripe is published and never again, which
 /// takes a holder of the counter line to its ring (see [`Stripes::lines`]).
 const INDEX: usize = COUNTERS + SCRATCH;
-const _: () = assert!(INDEX < 4 * LINE_BUCKETS);
+const _: () = assert!(INDEX < BUCKET_WORDS * LINE_BUCKETS);
 
 /// The most buckets a window may have: a reader sums them all, in every stripe,
 /// whenever a failure is recorded, so far fewer is faster.
@@ -205,10 +207,10 @@ fn allocate<const L: usize>(index: usize) -> Box<[Line; L]> {
     }
 }
 
-/// Word `i` of the counter line.
+/// Word `i` of the counter line (which holds four buckets' words).
 #[inline(always)]
 fn word(line: &Line, i: usize) -> &AtomicU64 {
-    &line[i / 4][i % 4]
+    &line[i / BUCKET_WORDS][i % BUCKET_WORDS]
 }
 
 /// The lines of a stripe with room for `buckets` window buckets: the counter line
