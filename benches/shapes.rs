@@ -109,11 +109,20 @@ fn closed(c: &mut Criterion) {
                 let f: &dyn Fn() -> bool = &|| succeed!(s);
                 b.iter_custom(|iters| timed(iters, || black_box(f)()))
             });
+            // The same `&dyn Fn`, made opaque once, as a loop over a callback held
+            // in a struct calls it: no store and reload of the pointer per call.
+            g.bench_function(format!("closed/dyn, opaque once/{}", $name), |b| {
+                let call = || succeed!(s);
+                let f: &dyn Fn() -> bool = black_box(&call);
+                b.iter_custom(|iters| timed(iters, f))
+            });
             g.bench_function(format!("closed/after a crowd/{}", $name), |b| {
                 b.iter_custom(|iters| after_a_crowd(&s, iters))
             });
         }};
     }
+    // The shape's own cost: the closure called with no breaker.
+    shapes!("direct", common::Direct);
     shapes!("cutout_window", common::cutout_window(20));
     shapes!("cutout_consecutive", common::cutout_consecutive(5));
     shapes!(
