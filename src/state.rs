@@ -192,6 +192,9 @@ pub(crate) const GEN_BITS: u32 = 3;
 const STATE_BITS: u32 = 3;
 const LEVEL_BITS: u32 = 6;
 const WORD_GEN_BITS: u32 = 32;
+// Used by const assertions only, which rustc before 1.88 (the MSRV is 1.87) does
+// not count as uses.
+#[allow(dead_code)]
 const UNUSED_BITS: u32 = 23;
 const _: () = assert!(STATE_BITS + LEVEL_BITS + WORD_GEN_BITS + UNUSED_BITS == 64);
 const _: () = assert!(GEN_BITS <= WORD_GEN_BITS);

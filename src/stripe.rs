@@ -271,10 +271,14 @@ pub(crate) fn check_buckets(buckets: u32) -> Result<(), String> {
 /// bits, which the CPU would take for a dependency of the load on the store ("4K
 /// aliasing": a stall on every call, in the memory layouts where it happens; about
 /// one run in five of the closed-path benchmark before).
+#[allow(dead_code)] // used by const assertions only (see `clear_of_lean_loads`)
 pub(crate) const LEAN_LOADS: usize = 40;
 
 /// Whether word `i` of the counter line keeps clear of the lean paths' loads (see
 /// [`LEAN_LOADS`]): what every word those paths store must be.
+// Used by const assertions only, which rustc before 1.88 (the MSRV is 1.87) does
+// not count as uses.
+#[allow(dead_code)]
 pub(crate) const fn clear_of_lean_loads(i: usize) -> bool {
     i * 8 % 64 >= LEAN_LOADS
 }
@@ -401,6 +405,7 @@ pub(crate) struct Stripes {
 
 impl Stripes {
     /// The bytes at the start of `Stripes` that the lean paths load: the room.
+    #[allow(dead_code)] // used by a const assertion and a test only (see `clear_of_lean_loads`)
     pub(crate) const LEAN_BYTES: usize = std::mem::size_of::<Room>();
 }
 
