@@ -94,6 +94,13 @@ fn poll_once<F: Future>(f: F) -> F::Output {
     }
 }
 
+/// [`poll_once`], never inlined: the future is moved into a poll of its own, as an
+/// executor's task polls it, wherever the compiler would have inlined it.
+#[inline(never)]
+fn poll_out_of_line<F: Future>(f: F) -> F::Output {
+    poll_once(f)
+}
+
 fn closed(c: &mut Criterion) {
     let mut g = c.benchmark_group("shapes");
     macro_rules! shapes {
@@ -249,6 +256,23 @@ fn tower(c: &mut Criterion) {
         b.iter_custom(|iters| {
             timed(iters, || {
                 poll_once(breaker.call_async(ready(Ok::<_, ()>(black_box(1u64))))).is_ok()
+            })
+        })
+    });
+    // Both futures polled out of line, as a task is: the comparison that does not
+    // depend on whether the compiler inlined the poll into the loop.
+    g.bench_function("tower/call_async, polled out of line", |b| {
+        b.iter_custom(|iters| {
+            timed(iters, || {
+                poll_out_of_line(breaker.call_async(ready(Ok::<_, ()>(black_box(1u64))))).is_ok()
+            })
+        })
+    });
+    g.bench_function("tower/layer, polled out of line", |b| {
+        let mut service = layer.layer(echo());
+        b.iter_custom(|iters| {
+            timed(iters, || {
+                poll_out_of_line(service.call(black_box(1))).is_ok()
             })
         })
     });
