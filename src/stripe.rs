@@ -696,4 +696,21 @@ mod tests {
             assert_eq!(Stripes::scratch(r, 0).load(Ordering::Relaxed), 0, "apart");
         }
     }
+
+    #[test]
+    fn the_largest_stripe_is_built_on_the_heap_not_on_the_callers_stack() {
+        // 129 KiB of lines, on the first call of a thread with a 64 KiB stack: an
+        // array built by value and then boxed would overflow it (and abort).
+        let stripes = Stripes::new(MAX_BUCKETS as usize);
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn_scoped(s, || Stripes::bump(stripes.mine(), Counter::Successes))
+                .unwrap()
+                .join()
+                .unwrap();
+        });
+        assert_eq!(stripes.total(Counter::Successes), 1);
+        assert!(stripe_bytes(MAX_BUCKETS as usize).unwrap() > 2 * 64 * 1024);
+    }
 }
