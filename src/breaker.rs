@@ -408,9 +408,20 @@ impl<C: Clock> CircuitBreaker<C> {
 
     // ---- outcomes --------------------------------------------------------------
 
-    /// Records the outcome of an admitted call.
+    /// Records the outcome of an admitted call: inline where the calling thread
+    /// owns a stripe that exists, the rest (a first call, a thread on a shared
+    /// stripe) out of line.
     #[inline]
     pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome) {
+        match self.hot.stripes.mine_if_owned() {
+            Some(o) => self.record_in(o.stripe(), ticket, outcome),
+            None => self.record_in_mine(ticket, outcome),
+        }
+    }
+
+    /// [`record`](Self::record) from a thread without a stripe of its own.
+    #[inline(never)]
+    fn record_in_mine(&self, ticket: Ticket, outcome: Outcome) {
         self.record_in(self.hot.stripes.mine(), ticket, outcome);
     }
 
