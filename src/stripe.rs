@@ -22,7 +22,7 @@
 //! line; see [`crate::window`]), none without a window. The crate has no `unsafe`,
 //! so a stripe's size cannot be chosen at run time behind the 8-byte pointer the
 //! room keeps for it: a stripe is an array of a fixed number of lines, one of a few
-//! dozen *classes* ([`room!`]), and a breaker's room holds the smallest class its
+//! dozen *classes* (see [`Room`]), and a breaker's room holds the smallest class its
 //! window fits. The classes are exact up to 64 buckets (the default window has 10)
 //! and then at most 1.5 times the ring. Every class keeps the counter line first,
 //! so the lean paths, which touch only that line, compile to the same loads in
@@ -403,12 +403,6 @@ pub(crate) struct Stripes {
     buckets: usize,
 }
 
-impl Stripes {
-    /// The bytes at the start of `Stripes` that the lean paths load: the room.
-    #[allow(dead_code)] // used by a const assertion and a test only (see `clear_of_lean_loads`)
-    pub(crate) const LEAN_BYTES: usize = std::mem::size_of::<Room>();
-}
-
 fn zeroed<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
 }
@@ -418,6 +412,10 @@ fn zeroed_buckets() -> [Bucket; LINE_BUCKETS] {
 }
 
 impl Stripes {
+    /// The bytes at the start of `Stripes` that the lean paths load: the room.
+    #[allow(dead_code)] // used by a const assertion and a test only (see `clear_of_lean_loads`)
+    pub(crate) const LEAN_BYTES: usize = std::mem::size_of::<Room>();
+
     /// Room for the stripes, each with the counters and `buckets` window buckets.
     /// Allocates only the room (one pointer a stripe): each stripe comes with its
     /// first writer.
