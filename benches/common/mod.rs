@@ -56,7 +56,6 @@ pub(crate) use fail;
 /// exited: the "after a crowd" shape of issue 16 (a thread's slot history). Each
 /// thread, the measured one too, makes one call first, which takes its slot.
 pub fn after_a_crowd<S: Subject, R: Send>(s: &S, measure: impl FnOnce() -> R + Send) -> R {
-    use std::sync::Barrier;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let crowd = (2 * cores).min(64);
     let holding = Barrier::new(crowd + 1);
