@@ -1,9 +1,10 @@
 //! One breaker shared by 1, 2, 4 and 8 threads, each making successful calls.
 //!
 //! Each thread makes one warm-up call, then `iters` calls after a common barrier;
-//! the time is from the first thread's start to the last thread's finish. Criterion's figure is thus the
-//! per-thread time per call (wall time / calls per thread); the aggregate time per
-//! call is that divided by the thread count (`benches/report.sh` prints both).
+//! the time is from the first thread's start to the last thread's finish.
+//! Criterion's figure is thus the per-thread time per call (wall time / calls per
+//! thread); the aggregate time per call is that divided by the thread count
+//! (`benches/report.sh` prints both).
 //! With more threads than cores, threads take turns: the aggregate is the figure to
 //! compare there.
 
