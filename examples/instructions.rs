@@ -19,10 +19,10 @@
 //! - `crowd`: on a thread started while a crowd of threads held every owned stripe
 //!   slot, measured after the crowd exited (its slot history);
 //! - `tower`: closed, for cutout: `call`, `call_async`, the tower layer (called,
-//!   and cloned for each call as axum's router does), and the
-//!   tower layer's former shape (a permit holding the breaker's `Arc`); and
-//!   tower-resilience 0.13's layer (`tower_resilience`, its default config), driven
-//!   as a tower client drives it: `poll_ready`, then `call`.
+//!   and cloned for each call as axum's router does), and the tower layer's former
+//!   shape (a permit holding the breaker's `Arc`); and tower-resilience 0.13's
+//!   layer (`tower_resilience`, its default config), driven as a tower client
+//!   drives it: `poll_ready`, then `call`.
 //!
 //! Scenario `ramp`: successful calls to a breaker in the middle of a ramp-up
 //! (`Builder::ramp_up`), its share frozen (a `ManualClock`) at 10%, 50% or 90%
