@@ -11,6 +11,10 @@
 //! - `tower/layer, <n> threads`: cutout's tower layer over an always-ready
 //!   service, polled once with a no-op waker, each thread with its own service
 //!   built by the layer, against `call_async` and `call`;
+//! - `tower/<call_async or layer>, polled as a task`: both futures made in place
+//!   and polled through a function pointer, as an executor polls a task, so each
+//!   poll is a function of its own (`common::as_a_task`): the like-for-like
+//!   comparison, which does not depend on what the compiler inlined into the loop;
 //! - `tower/layer, a clone per request, <n> threads`: the same, driven as axum's
 //!   router drives a service: one service, cloned for each thread and again for
 //!   each request;
@@ -40,7 +44,7 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{LONG, Subject, across_threads, fail, succeed};
+use common::{LONG, Subject, across_threads, as_a_task, fail, succeed};
 use criterion::{Criterion, criterion_group, criterion_main};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::{Future, Ready, ready};
@@ -275,6 +279,19 @@ fn tower(c: &mut Criterion) {
                 poll_out_of_line(service.call(black_box(1))).is_ok()
             })
         })
+    });
+    // Both polled as an executor polls a task (`common::as_a_task`): each future's
+    // poll a function of its own, as the layer's is in every row. The call's error
+    // type is `u8` so that its future is a type of its own: with the address of
+    // its poll taken here, the rows above would stop inlining it too.
+    g.bench_function("tower/call_async, polled as a task", |b| {
+        let mut call = as_a_task(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
+        b.iter_custom(|iters| timed(iters, || call().is_ok()))
+    });
+    g.bench_function("tower/layer, polled as a task", |b| {
+        let mut service = layer.layer(echo());
+        let mut call = as_a_task(|| service.call(black_box(1)));
+        b.iter_custom(|iters| timed(iters, || call().is_ok()))
     });
     let (peer, _handle) = ResilienceLayer::builder().build_with_handle().unwrap();
     for threads in [1, 2] {

@@ -8,9 +8,12 @@
 
 use criterion::measurement::Measurement;
 use cutout::{CircuitBreaker, Clock, DefaultClock, Error};
+use std::future::Future;
 use std::hint::black_box;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// A cooldown no benchmark outlives.
@@ -50,6 +53,26 @@ macro_rules! fail {
 }
 #[allow(unused_imports)] // as `succeed`
 pub(crate) use fail;
+
+/// Polls each future `make` makes as an executor polls a task, for the async and
+/// tower shapes: the future is pinned where it was made (never moved) and polled
+/// once, through a function pointer the compiler cannot see through, as an
+/// executor reaches a task's poll through its vtable. So the future's poll is a
+/// function of its own, whatever the compiler would have inlined into a loop that
+/// polls it directly: the shape in which an async breaker and a tower layer
+/// compare like for like. Panics if a future is pending.
+pub fn as_a_task<F: Future>(mut make: impl FnMut() -> F) -> impl FnMut() -> F::Output {
+    // Opaque once, outside the measured loop: the pointer is one word, so no
+    // store-forwarding stall of a two-word `black_box` is measured with it.
+    let poll: fn(Pin<&mut F>, &mut Context<'_>) -> Poll<F::Output> = black_box(F::poll);
+    move || {
+        let future = pin!(make());
+        match poll(future, &mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => unreachable!("the future is ready"),
+        }
+    }
+}
 
 /// Runs `measure` on a thread started while a crowd of threads held every owned
 /// stripe slot of `s` (two per core, as cutout has, up to 64), after the crowd
