@@ -157,7 +157,8 @@ impl<'a, C: Clock> Permit<'a, C> {
     }
 
     /// Records `outcome`.
-    #[inline]
+    // Always inlined: see `CircuitBreaker::try_acquire`.
+    #[inline(always)]
     pub fn record(self, outcome: Outcome) {
         let this = ManuallyDrop::new(self);
         this.breaker.record(this.ticket, outcome);
