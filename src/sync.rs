@@ -1,9 +1,10 @@
 //! The one place that names an atomic type.
 //!
 //! Under `--cfg cutout_loom` every atomic, the thread-local and the lazily built
-//! statics come from [loom], so the `loom-tests/` crate model-checks the real
-//! library code. Otherwise the atomics are [`portable_atomic`]'s (64-bit atomics on
-//! every target, with a fallback where the hardware has none) and the rest is `std`.
+//! statics come from [loom](https://docs.rs/loom), so the `loom-tests/` crate
+//! model-checks the real library code. Otherwise the atomics are
+//! [`portable_atomic`]'s (64-bit atomics on every target, with a fallback where the
+//! hardware has none) and the rest is `std`.
 //!
 //! Nothing outside this module imports an atomic type directly, and no other file
 //! says `cfg(cutout_loom)` (apart from test-module gates and test-only helpers):
