@@ -62,9 +62,9 @@
 //!   dependency key, built on first use from a shared [`Builder`] and named after
 //!   its key, with lock-free lookups and optional idle eviction (only of breakers
 //!   that behave like new ones; a call in flight keeps its own breaker, and only it).
-//! - [`retry`](fn@retry), [`retry_with_sleep`] and [`retry_async`] retry with full-jitter
-//!   exponential backoff ([`RetryPolicy`]); every attempt goes through the breaker,
-//!   and an open breaker ends the retries at once, without sleeping.
+//! - [`retry`](fn@retry), [`retry_with_sleep`] and [`retry_async`] retry with
+//!   full-jitter exponential backoff ([`RetryPolicy`]); every attempt goes through
+//!   the breaker, and an open breaker ends the retries at once, without sleeping.
 //! - [Fallbacks](fallback): [`call_or_else`](CircuitBreaker::call_or_else) and
 //!   [`call_async_or_else`](CircuitBreaker::call_async_or_else) answer a rejection
 //!   (a cached or degraded value) instead of an error;
