@@ -71,3 +71,5 @@ echo
 echo "### Memory"
 echo
 target/release/examples/memory
+echo
+target/release/examples/memory per-key 64

@@ -1,6 +1,8 @@
-//! Memory figures for `benches/report.sh`: the breaker's size, its heap, and the
-//! allocations per call of every implementation in each scenario, counted by a
-//! global allocator (this thread's allocations only).
+//! Memory figures for `benches/report.sh`: the breaker's size, its heap, the
+//! memory per key of every implementation (cutout at this machine's core count,
+//! or at a simulated one: `memory per-key 64`), and the allocations per call of
+//! every implementation in each scenario, counted by a global allocator (this
+//! thread's allocations only).
 
 #[allow(dead_code)]
 #[path = "../benches/common/mod.rs"]
@@ -9,8 +11,8 @@ mod common;
 #[path = "../benches/common/counting_alloc.rs"]
 mod counting_alloc;
 
-use common::{Run, Subject, fail, succeed};
-use counting_alloc::allocations_in;
+use common::{Cutout, Run, Subject, fail, succeed};
+use counting_alloc::{allocations_in, held_after};
 use cutout::{CircuitBreaker, ManualClock};
 use std::time::Duration;
 
@@ -34,7 +36,89 @@ impl Run for PerCall {
     }
 }
 
+/// How many breakers the per-key table builds of each implementation.
+const KEYS: usize = 10_000;
+
+/// Bytes per key held by [`KEYS`] breakers from `make`, each built and called once
+/// on this thread, as the breakers of a registry's keys that one thread calls
+/// each: the breaker itself (in a `Vec`, so its own size counts) and what it
+/// allocated. One breaker is built, called and dropped first, so the thread's and
+/// the process's one-time set-up (a slot, a clock) is not counted.
+fn per_key<S: Subject>(make: impl Fn() -> S) -> f64 {
+    let warm = make();
+    succeed!(warm);
+    drop(warm);
+    let (all, bytes) = held_after(|| {
+        let mut all = Vec::with_capacity(KEYS);
+        for _ in 0..KEYS {
+            let s = make();
+            succeed!(s);
+            all.push(s);
+        }
+        all
+    });
+    drop(all);
+    bytes as f64 / KEYS as f64
+}
+
+/// The per-key table: cutout's breakers as `cores` cores would size them, the
+/// peers' (which do not depend on the core count) beside them.
+fn per_key_table(cores: usize) {
+    println!(
+        "| memory per key ({KEYS} breakers, each called once by one thread), cutout at {cores} cores | bytes |"
+    );
+    println!("|---|---|");
+    let long = std::time::Duration::from_secs(3600);
+    let rows: [(&str, f64); 6] = [
+        (
+            "cutout, its defaults (a 10 s window of 10 buckets)",
+            per_key(|| Cutout(CircuitBreaker::builder().build().unwrap())),
+        ),
+        (
+            "cutout, consecutive failures only",
+            per_key(|| {
+                Cutout(
+                    CircuitBreaker::builder()
+                        .consecutive_failures(5)
+                        .build()
+                        .unwrap(),
+                )
+            }),
+        ),
+        (
+            "failsafe 1.3, consecutive failures",
+            per_key(|| common::failsafe_consecutive(5, long)),
+        ),
+        ("failsafe 1.3, default", per_key(common::failsafe_default)),
+        (
+            "recloser 1.4, default",
+            per_key(|| common::recloser_default(long)),
+        ),
+        (
+            "`Mutex` breaker",
+            per_key(|| common::MutexBreaker::new(5, long)),
+        ),
+    ];
+    for (name, bytes) in rows {
+        println!("| {name} | {bytes:.0} |");
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [per_key, cores] = args.as_slice() {
+        let cores: usize = match (per_key.as_str(), cores.parse()) {
+            ("per-key", Ok(cores)) => cores,
+            _ => {
+                eprintln!("usage: memory [per-key CORES]");
+                std::process::exit(2);
+            }
+        };
+        // Before any breaker is built: the count is read once.
+        assert!(cutout::simulate_parallelism(cores), "no breaker yet");
+        per_key_table(cores);
+        return;
+    }
     let default = CircuitBreaker::builder().build().unwrap();
     let consecutive = CircuitBreaker::builder()
         .consecutive_failures(5)
@@ -77,6 +161,8 @@ fn main() {
             b.heap_bytes()
         );
     }
+    println!();
+    per_key_table(cores);
     println!();
     println!(
         "| allocations per call | closed success | open rejection | failure below threshold |"
