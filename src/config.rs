@@ -186,7 +186,7 @@ impl<C: Clock> Builder<C> {
     /// those the breaker's threads have written exist) holds the window's buckets,
     /// 32 bytes each (four to a 128-byte line, in a stripe one class of lines long:
     /// at most 1.5 times the buckets' bytes beyond 64 buckets), so a breaker's
-    /// stripes take at most 512 KiB each (129 KiB on x86-64) and 48 MiB together.
+    /// stripes take at most 512 KiB each (128 KiB on x86-64) and 48 MiB together.
     /// More buckets are a [`ConfigError`], never an allocation the process cannot
     /// survive (a thread's first call allocates its stripe).
     ///

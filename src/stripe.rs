@@ -697,8 +697,9 @@ mod tests {
 
     #[test]
     fn the_largest_stripe_is_built_on_the_heap_not_on_the_callers_stack() {
-        // 129 KiB of lines, on the first call of a thread with a 64 KiB stack: an
-        // array built by value and then boxed would overflow it (and abort).
+        // 128 KiB of lines (1,025 of 128 bytes), on the first call of a thread with
+        // a 64 KiB stack: an array built by value and then boxed would overflow it
+        // (and abort).
         let stripes = Stripes::new(MAX_BUCKETS as usize);
         std::thread::scope(|s| {
             std::thread::Builder::new()
