@@ -213,10 +213,16 @@ fn word(line: &Line, i: usize) -> &AtomicU64 {
     &line[i / BUCKET_WORDS][i % BUCKET_WORDS]
 }
 
-/// The lines of a stripe with room for `buckets` window buckets: the counter line
-/// and the ring's, `None` if no class is that large.
+/// The lines a stripe needs for `buckets` window buckets: the counter line, then
+/// the ring's, four buckets to a line.
+const fn needed_lines(buckets: usize) -> usize {
+    1 + buckets.div_ceil(LINE_BUCKETS)
+}
+
+/// The lines of the class that holds a stripe of `buckets` window buckets (see
+/// [`needed_lines`]), `None` if no class is that large.
 const fn class_lines(buckets: usize) -> Option<usize> {
-    let lines = 1 + buckets.div_ceil(LINE_BUCKETS);
+    let lines = needed_lines(buckets);
     let mut i = 0;
     while i < CLASSES.len() {
         if CLASSES[i] >= lines {
@@ -432,9 +438,8 @@ impl Stripes {
                 .is_some_and(|bytes| bytes <= MAX_BREAKER_BYTES),
             "{buckets} buckets were not checked"
         );
-        let lines = 1 + buckets.div_ceil(LINE_BUCKETS);
         let stripes = Stripes {
-            room: Room::new(lines, SHARED + owned),
+            room: Room::new(needed_lines(buckets), SHARED + owned),
             buckets,
         };
         if crate::sync::EAGER_STRIPES {
@@ -494,10 +499,9 @@ impl Stripes {
     /// The lines of stripe `r`'s ring that hold its buckets, for readers: every
     /// bucket, four to a line, the last line's rest never written.
     pub(crate) fn ring<'a>(&'a self, r: StripeRef<'a>) -> &'a [Line] {
-        let ring = self
-            .lines(r)
-            .get(1..1 + self.buckets.div_ceil(LINE_BUCKETS));
-        ring.unwrap_or_default()
+        self.lines(r)
+            .get(1..needed_lines(self.buckets))
+            .unwrap_or_default()
     }
 
     /// Scratch word `i` of a stripe: written by its owner only.
@@ -653,7 +657,7 @@ mod tests {
     fn every_window_fits_the_smallest_class_that_holds_it_in_one_allocation() {
         assert!(CLASSES.windows(2).all(|w| w[0] < w[1]), "smallest first");
         for buckets in 0..=MAX_BUCKETS as usize {
-            let needed = 1 + buckets.div_ceil(LINE_BUCKETS);
+            let needed = needed_lines(buckets);
             let lines = class_lines(buckets).expect("every allowed window has a class");
             assert!(lines >= needed, "{buckets} buckets");
             // Exact up to 64 buckets, then at most 1.5 times the ring.
@@ -668,7 +672,7 @@ mod tests {
             let stripes = Stripes::new(buckets);
             let r = stripes.mine();
             assert_eq!(stripes.lines(r).len(), class_lines(buckets).unwrap());
-            assert_eq!(stripes.ring(r).len(), buckets.div_ceil(LINE_BUCKETS));
+            assert_eq!(stripes.ring(r).len(), needed_lines(buckets) - 1);
             // Every bucket is its own, in the stripe's lines.
             for b in 0..buckets {
                 Stripes::add(r, &stripes.bucket(r, b)[1], b as u64 + 1);

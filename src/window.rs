@@ -398,7 +398,9 @@ impl Window {
         for r in stripes.all() {
             if r.as_owned().is_none() {
                 // Four buckets a line; the last line's unused ones are never
-                // written, so their tags keep them out of the window.
+                // written, so their tags keep them out of the window. (Here
+                // `flat_map` measured better: nested loops, as for the owned
+                // stripes below, cost a failure 14 instructions more.)
                 for bucket in stripes.ring(r).iter().flat_map(|line| line.iter()) {
                     // Acquire: see the module's Orderings.
                     if in_window(bucket[TAG].load(Ordering::Acquire)) {
