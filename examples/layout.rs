@@ -8,7 +8,9 @@
 //!   the breaker, its stripe room and its stripe land elsewhere in the heap;
 //! - the stack: the script pads the environment (which sits above the stack)
 //!   under `setarch -R` (no address randomization), so every stack address moves;
-//! - code alignment: the script rebuilds with LLVM alignment flags.
+//! - code alignment: not varied by the script; rebuild with LLVM's alignment flags
+//!   (for example `RUSTFLAGS="-C llvm-args=-align-loops=64"`) and run it again, as
+//!   the report's five code-alignment builds were made.
 
 use cutout::CircuitBreaker;
 use std::hint::black_box;
