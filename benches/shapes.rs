@@ -98,8 +98,9 @@ fn poll_once<F: Future>(f: F) -> F::Output {
     }
 }
 
-/// [`poll_once`], never inlined: the future is moved into a poll of its own, as an
-/// executor's task polls it, wherever the compiler would have inlined it.
+/// [`poll_once`], never inlined: the future is moved into a function of its own
+/// that polls it. The future's own `poll` may still be inlined there (it is for
+/// `call_async`'s), so this is not yet a task's shape: see `common::as_a_task`.
 #[inline(never)]
 fn poll_out_of_line<F: Future>(f: F) -> F::Output {
     poll_once(f)
@@ -263,8 +264,9 @@ fn tower(c: &mut Criterion) {
             })
         })
     });
-    // Both futures polled out of line, as a task is: the comparison that does not
-    // depend on whether the compiler inlined the poll into the loop.
+    // Both futures moved into an out-of-line poll (`poll_out_of_line`): the
+    // compiler may still inline `call_async`'s poll there, and the layer's move
+    // costs a store-forwarding stall; the as-a-task rows below compare like for like.
     g.bench_function("tower/call_async, polled out of line", |b| {
         b.iter_custom(|iters| {
             timed(iters, || {
