@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every benchmark suite with short measurement times and prints one markdown
 # report: the machine, one table of criterion medians with ratios to cutout (same
-# run, same suite), the callgrind instruction counts (benches/instructions.sh) and
-# the memory figures (examples/memory.rs).
+# run, same suite), the callgrind instruction counts (benches/instructions.sh), the
+# call shapes timed in pairs (examples/paired.rs) and the memory figures
+# (examples/memory.rs).
 #
 # Timings on a shared or 2-vCPU machine are noisy: read the ratios and the
 # instruction counts, and look at the load average printed with them.
@@ -22,6 +23,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 cargo bench -q --no-run 2>"$TMP/build.log" || { cat "$TMP/build.log" >&2; exit 1; }
 cargo build -q --profile bench --examples
+cargo build -q --profile bench --example paired --features tower
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 runs=()
@@ -66,6 +68,13 @@ if [[ -z ${NO_INSTRUCTIONS:-} ]]; then
     echo "### Instructions per call (callgrind; locked = lock-prefixed instructions executed)"
     bash benches/instructions.sh --no-pieces
 fi
+
+echo
+echo "### Call shapes timed in pairs (examples/paired.rs)"
+echo
+echo '```'
+target/release/examples/paired 1000
+echo '```'
 
 echo
 echo "### Memory"

@@ -1,0 +1,322 @@
+//! Issue 16's call shapes timed in pairs, for a machine too noisy for criterion's
+//! ratios: `paired [rounds] [calls] [sync|async]` (defaults 400, 20,000, both).
+//!
+//! Criterion measures one shape for seconds, then the next; on a shared machine
+//! the state moves between them (the same code measured 0.89x to 2.95x of itself
+//! across four runs in one hour, `docs/PERFORMANCE.md`, "Call shapes today"). Here
+//! every round times `calls` calls of every shape of every implementation, one
+//! after another within a millisecond, so a ratio is taken between two timings
+//! made under the same conditions. The report gives the median of those
+//! per-round ratios with its quartiles, and the ratio of the fastest rounds (the
+//! machine at its quietest). The shapes are those of `benches/shapes.rs` and of
+//! `examples/instructions.rs` (`SHAPE=`), each in a loop of its own that is never
+//! inlined:
+//!
+//! - `inline`: the closure written at the call site, the call inlined into the loop;
+//! - `helper`: through one shared generic helper that is not inlined;
+//! - `dyn`: through a `&dyn Fn() -> bool` made opaque once (a callback held in a
+//!   struct), so each call is an indirect call.
+//!
+//! And the async shapes (`benches/shapes.rs`'s `tower/` rows), each polled once
+//! with a no-op waker: `call_async` inlined whole into the loop that polls it, and
+//! the tower layer over an always-ready service polled in that loop (its `call`
+//! and `poll` stay functions of their own); then both polled as an executor polls
+//! a task (`common::as_a_task`), and four at a time (`four_tasks`): the
+//! like-for-like pairs.
+//!
+//! Each ratio is printed twice: the whole call (`total`), and what the breaker
+//! adds (`added`: the time less that of the same shape with no breaker, `direct`,
+//! in the same round) against what it adds in the shape compared with. The order
+//! of the shapes turns each round, so none is always first.
+
+#[allow(dead_code)]
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::{Subject, as_a_task, succeed};
+use cutout::{CircuitBreaker, CircuitBreakerLayer};
+use std::future::{Future, Ready, ready};
+use std::hint::black_box;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+use tower::{Layer, Service, service_fn};
+
+const SHAPES: [&str; 3] = ["inline", "helper", "dyn"];
+
+#[inline(never)]
+fn drive_inline<S: Subject>(s: &S, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(succeed!(black_box(s)));
+    }
+    ran
+}
+
+/// The shared helper: one instantiation per implementation, not inlined.
+#[inline(never)]
+fn helper<S: Subject>(s: &S) -> bool {
+    succeed!(s)
+}
+
+#[inline(never)]
+fn drive_helper<S: Subject>(s: &S, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(helper(black_box(s)));
+    }
+    ran
+}
+
+#[inline(never)]
+fn drive_dyn(f: &dyn Fn() -> bool, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(f());
+    }
+    ran
+}
+
+/// Nanoseconds per call of one shape of one implementation, `calls` calls.
+fn time<S: Subject>(s: &S, shape: usize, calls: u64) -> f64 {
+    let call = || succeed!(s);
+    let f: &dyn Fn() -> bool = black_box(&call);
+    let start = Instant::now();
+    let ran = match shape {
+        0 => drive_inline(s, calls),
+        1 => drive_helper(s, calls),
+        _ => drive_dyn(f, calls),
+    };
+    let ns = start.elapsed().as_nanos() as f64 / calls as f64;
+    assert_eq!(ran, calls, "a closed breaker runs every call");
+    ns
+}
+
+/// `once` makes `per` calls and says how many succeeded.
+#[inline(never)]
+fn drive_async(once: &mut impl FnMut() -> u64, per: u64, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls / per {
+        ran += once();
+    }
+    ran
+}
+
+/// Nanoseconds per call of `once`, which makes `per` calls, over `calls` calls.
+fn time_async(per: u64, mut once: impl FnMut() -> u64, calls: u64) -> f64 {
+    let calls = calls / per * per;
+    let start = Instant::now();
+    let ran = drive_async(&mut once, per, calls);
+    let ns = start.elapsed().as_nanos() as f64 / calls as f64;
+    assert_eq!(ran, calls, "a closed breaker runs every call");
+    ns
+}
+
+/// Like `common::as_a_task`, four futures at a time, as an executor polls tasks
+/// spawned before: all four are made (each pinned where it was made), then each
+/// polled once through a function pointer made opaque once. So no poll reads a
+/// future the line before wrote it, which `as_a_task` does: there the poll's
+/// first loads wait for the stores that made the future (a ready future with no
+/// breaker, polled as a task, costs 6 ns here, 0.3 ns in the loop). Returns how
+/// many of the four succeeded.
+fn four_tasks<F, E>(mut make: impl FnMut() -> F) -> impl FnMut() -> u64
+where
+    F: Future<Output = Result<u64, E>>,
+{
+    let poll: fn(Pin<&mut F>, &mut Context<'_>) -> Poll<F::Output> = black_box(F::poll);
+    move || {
+        let tasks = [pin!(make()), pin!(make()), pin!(make()), pin!(make())];
+        let mut ok = 0;
+        for task in tasks {
+            match poll(task, &mut Context::from_waker(Waker::noop())) {
+                Poll::Ready(out) => ok += u64::from(out.is_ok()),
+                Poll::Pending => unreachable!("the future is ready"),
+            }
+        }
+        ok
+    }
+}
+
+fn ok<E>(r: Result<u64, E>) -> u64 {
+    u64::from(r.is_ok())
+}
+
+fn poll_once<F: Future>(f: F) -> F::Output {
+    match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("the future is ready"),
+    }
+}
+
+/// The `q` quantile of `v` (sorted here), by nearest rank.
+fn quantile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// "median (quartiles)" of `v`.
+fn summary(mut v: Vec<f64>) -> String {
+    let (lo, mid, hi) = (
+        quantile(&mut v, 0.25),
+        quantile(&mut v, 0.5),
+        quantile(&mut v, 0.75),
+    );
+    format!("{mid:5.2} ({lo:.2}-{hi:.2})")
+}
+
+/// The fastest of a column's timings: the machine at its quietest.
+fn fastest(times: &[Vec<f64>], column: usize) -> f64 {
+    times
+        .iter()
+        .map(|t| t[column])
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// A ratio between two columns of a round's timings: its name, the numerator's
+/// column, the denominator's, and the columns of the same two shapes with no
+/// breaker. `total` is numerator / denominator; `added` is what the breaker adds
+/// to each, (numerator - its direct) / (denominator - its direct).
+type Ratio = (&'static str, usize, usize, usize, usize);
+
+/// Prints each column's time and each ratio over the rounds of `times`
+/// (`times[round][column]`, ns per call): the median of the rounds with its
+/// quartiles, and the fastest round (for a ratio, the ratio of the fastest
+/// rounds). This machine moves between a fast and a slow state for seconds at a
+/// time; the fastest rounds are all from the fast one.
+fn report(times: &[Vec<f64>], columns: &[&str], ratios: &[Ratio]) {
+    println!("ns per call: median (quartiles), fastest");
+    for (c, name) in columns.iter().enumerate() {
+        let v = times.iter().map(|t| t[c]).collect();
+        println!("  {name:<35} {}  {:5.2}", summary(v), fastest(times, c));
+    }
+    println!("ratios: median of the per-round ratios (quartiles), ratio of the fastest");
+    for &(name, num, den, num_direct, den_direct) in ratios {
+        let total = times.iter().map(|t| t[num] / t[den]).collect();
+        let added = times
+            .iter()
+            .map(|t| (t[num] - t[num_direct]) / (t[den] - t[den_direct]))
+            .collect();
+        let f = |c| fastest(times, c);
+        println!(
+            "  {name:<35} total {} {:4.2}  added {} {:4.2}",
+            summary(total),
+            f(num) / f(den),
+            summary(added),
+            (f(num) - f(num_direct)) / (f(den) - f(den_direct)),
+        );
+    }
+}
+
+/// The sync shapes: `direct`, `cutout_window` and `cutout_consecutive`, each
+/// `inline`, through the `helper` and through the `dyn`.
+fn sync_shapes(rounds: usize, calls: u64) {
+    let (direct, window, consecutive) = (
+        common::Direct,
+        common::cutout_window(20),
+        common::cutout_consecutive(5),
+    );
+    // Column 3 * implementation + shape.
+    let mut times = vec![vec![0.0; 9]; rounds];
+    for (round, t) in times.iter_mut().enumerate() {
+        for k in 0..SHAPES.len() {
+            let shape = (round + k) % SHAPES.len();
+            t[shape] = time(&direct, shape, calls);
+            t[3 + shape] = time(&window, shape, calls);
+            t[6 + shape] = time(&consecutive, shape, calls);
+        }
+    }
+    let names = ["direct", "cutout_window", "cutout_consecutive"];
+    let columns: Vec<String> = names
+        .iter()
+        .flat_map(|n| SHAPES.iter().map(move |s| format!("{n}, {s}")))
+        .collect();
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let ratios: [Ratio; 4] = [
+        ("cutout_window, helper / inline", 4, 3, 1, 0),
+        ("cutout_window, dyn / inline", 5, 3, 2, 0),
+        ("cutout_consecutive, helper / inline", 7, 6, 1, 0),
+        ("cutout_consecutive, dyn / inline", 8, 6, 2, 0),
+    ];
+    report(&times, &columns, &ratios);
+}
+
+/// The async shapes: no breaker, `call_async` and the tower layer (over the
+/// default breaker, a 10 s window), each in the loop, as a task, and as four
+/// tasks.
+fn async_shapes(rounds: usize, calls: u64) {
+    let breaker = std::sync::Arc::new(CircuitBreaker::builder().build().unwrap());
+    let echo = service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) });
+    let mut service = CircuitBreakerLayer::new(breaker.clone()).layer(echo);
+    let (mut for_task, mut for_tasks) = (service.clone(), service.clone());
+    // As a task, the futures' error type is `u8`, so that each is a type of its
+    // own whose poll is not also inlined into the loop of the in-the-loop row.
+    let mut direct_task = as_a_task(|| ready(Ok::<_, u8>(black_box(1u64))));
+    let mut call_async_task = as_a_task(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
+    let mut layer_task = as_a_task(move || for_task.call(black_box(1u64)));
+    let mut direct_tasks = four_tasks(|| ready(Ok::<_, u8>(black_box(1u64))));
+    let mut call_async_tasks =
+        four_tasks(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
+    let mut layer_tasks = four_tasks(move || for_tasks.call(black_box(1u64)));
+    const COLUMNS: [&str; 9] = [
+        "direct, in the loop",
+        "call_async, in the loop",
+        "layer, in the loop",
+        "direct, as a task",
+        "call_async, as a task",
+        "layer, as a task",
+        "direct, as four tasks",
+        "call_async, as four tasks",
+        "layer, as four tasks",
+    ];
+    let mut times = vec![vec![0.0; COLUMNS.len()]; rounds];
+    for (round, t) in times.iter_mut().enumerate() {
+        for k in 0..COLUMNS.len() {
+            let column = (round + k) % COLUMNS.len();
+            t[column] = match column {
+                0 => time_async(
+                    1,
+                    || ok(poll_once(ready(Ok::<_, ()>(black_box(1u64))))),
+                    calls,
+                ),
+                1 => time_async(
+                    1,
+                    || {
+                        ok(poll_once(
+                            breaker.call_async(ready(Ok::<_, ()>(black_box(1u64)))),
+                        ))
+                    },
+                    calls,
+                ),
+                2 => time_async(1, || ok(poll_once(service.call(black_box(1u64)))), calls),
+                3 => time_async(1, || ok(direct_task()), calls),
+                4 => time_async(1, || ok(call_async_task()), calls),
+                5 => time_async(1, || ok(layer_task()), calls),
+                6 => time_async(4, &mut direct_tasks, calls),
+                7 => time_async(4, &mut call_async_tasks, calls),
+                _ => time_async(4, &mut layer_tasks, calls),
+            };
+        }
+    }
+    let ratios: [Ratio; 3] = [
+        ("layer / call_async, in the loop", 2, 1, 0, 0),
+        ("layer / call_async, as a task", 5, 4, 3, 3),
+        ("layer / call_async, as four tasks", 8, 7, 6, 6),
+    ];
+    report(&times, &COLUMNS, &ratios);
+}
+
+fn main() {
+    let usage = "usage: paired [rounds] [calls] [sync|async]";
+    let mut args = std::env::args().skip(1);
+    let rounds: usize = args.next().map_or(400, |a| a.parse().expect(usage));
+    let calls: u64 = args.next().map_or(20_000, |a| a.parse().expect(usage));
+    let which = args.next().unwrap_or_default();
+    assert!(rounds > 0 && calls > 0, "{usage}");
+    println!("{rounds} rounds of {calls} calls per shape");
+    if which != "async" {
+        sync_shapes(rounds, calls);
+    }
+    if which != "sync" {
+        async_shapes(rounds, calls);
+    }
+}
