@@ -44,7 +44,7 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{LONG, Subject, across_threads, as_a_task, fail, succeed};
+use common::{LONG, Subject, across_threads, as_a_task, fail, helper, succeed};
 use criterion::{Criterion, criterion_group, criterion_main};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::{Future, Ready, ready};
@@ -55,11 +55,6 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 use tower::{Layer, Service, service_fn};
 use tower_resilience::circuitbreaker::CircuitBreakerLayer as ResilienceLayer;
-
-#[inline(never)]
-fn helper<S: Subject>(s: &S) -> bool {
-    succeed!(s)
-}
 
 fn timed(iters: u64, mut f: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();

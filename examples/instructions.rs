@@ -33,7 +33,7 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use common::{Run, Subject, fail, succeed};
+use common::{Run, Subject, drive_helper, drive_succeed, fail, succeed};
 use cutout::{CircuitBreaker, ManualClock, State};
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -78,35 +78,10 @@ fn ramp(share: f64) -> Ramp {
 }
 
 #[inline(never)]
-fn drive_succeed<S: Subject>(s: &S, calls: u64) -> u64 {
-    let mut ran = 0;
-    for _ in 0..calls {
-        ran += u64::from(succeed!(black_box(s)));
-    }
-    ran
-}
-
-#[inline(never)]
 fn drive_fail<S: Subject>(s: &S, calls: u64) -> u64 {
     let mut ran = 0;
     for _ in 0..calls {
         ran += u64::from(fail!(black_box(s)));
-    }
-    ran
-}
-
-/// The shared helper of `SHAPE=helper`: one instantiation per subject type,
-/// called from the loop, not inlined.
-#[inline(never)]
-fn helper<S: Subject>(s: &S) -> bool {
-    succeed!(s)
-}
-
-#[inline(never)]
-fn drive_helper<S: Subject>(s: &S, calls: u64) -> u64 {
-    let mut ran = 0;
-    for _ in 0..calls {
-        ran += u64::from(helper(black_box(s)));
     }
     ran
 }

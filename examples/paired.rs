@@ -33,7 +33,7 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use common::{Subject, as_a_task, succeed};
+use common::{Subject, as_a_task, drive_helper, drive_succeed, succeed};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::{Future, Ready, ready};
 use std::hint::black_box;
@@ -43,30 +43,6 @@ use std::time::Instant;
 use tower::{Layer, Service, service_fn};
 
 const SHAPES: [&str; 3] = ["inline", "helper", "dyn"];
-
-#[inline(never)]
-fn drive_inline<S: Subject>(s: &S, calls: u64) -> u64 {
-    let mut ran = 0;
-    for _ in 0..calls {
-        ran += u64::from(succeed!(black_box(s)));
-    }
-    ran
-}
-
-/// The shared helper: one instantiation per implementation, not inlined.
-#[inline(never)]
-fn helper<S: Subject>(s: &S) -> bool {
-    succeed!(s)
-}
-
-#[inline(never)]
-fn drive_helper<S: Subject>(s: &S, calls: u64) -> u64 {
-    let mut ran = 0;
-    for _ in 0..calls {
-        ran += u64::from(helper(black_box(s)));
-    }
-    ran
-}
 
 #[inline(never)]
 fn drive_dyn(f: &dyn Fn() -> bool, calls: u64) -> u64 {
@@ -83,7 +59,7 @@ fn time<S: Subject>(s: &S, shape: usize, calls: u64) -> f64 {
     let f: &dyn Fn() -> bool = black_box(&call);
     let start = Instant::now();
     let ran = match shape {
-        0 => drive_inline(s, calls),
+        0 => drive_succeed(s, calls),
         1 => drive_helper(s, calls),
         _ => drive_dyn(f, calls),
     };

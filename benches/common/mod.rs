@@ -54,6 +54,36 @@ macro_rules! fail {
 #[allow(unused_imports)] // as `succeed`
 pub(crate) use fail;
 
+/// The call shapes of issue 16 that the harnesses share, each a loop of its own
+/// that is never inlined (callgrind collects inside `*drive_*` only): `calls`
+/// successful calls through `s` written at the call site, inlined into the loop.
+/// Returns how many ran.
+#[inline(never)]
+pub fn drive_succeed<S: Subject>(s: &S, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(succeed!(black_box(s)));
+    }
+    ran
+}
+
+/// A shared generic helper that is not inlined, as one called from many places
+/// would be: one instantiation per implementation.
+#[inline(never)]
+pub fn helper<S: Subject>(s: &S) -> bool {
+    succeed!(s)
+}
+
+/// [`drive_succeed`] through [`helper`].
+#[inline(never)]
+pub fn drive_helper<S: Subject>(s: &S, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(helper(black_box(s)));
+    }
+    ran
+}
+
 /// Polls each future `make` makes as an executor polls a task, for the async and
 /// tower shapes: the future is pinned where it was made (never moved) and polled
 /// once, through a function pointer the compiler cannot see through, as an
