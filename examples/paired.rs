@@ -152,7 +152,7 @@ fn fastest(times: &[Vec<f64>], column: usize) -> f64 {
 /// column, the denominator's, and the columns of the same two shapes with no
 /// breaker. `total` is numerator / denominator; `added` is what the breaker adds
 /// to each, (numerator - its direct) / (denominator - its direct).
-type Ratio = (&'static str, usize, usize, usize, usize);
+type Ratio = (String, usize, usize, usize, usize);
 
 /// Prints each column's time and each ratio over the rounds of `times`
 /// (`times[round][column]`, ns per call): the median of the rounds with its
@@ -163,10 +163,10 @@ fn report(times: &[Vec<f64>], columns: &[&str], ratios: &[Ratio]) {
     println!("ns per call: median (quartiles), fastest");
     for (c, name) in columns.iter().enumerate() {
         let v = times.iter().map(|t| t[c]).collect();
-        println!("  {name:<35} {}  {:5.2}", summary(v), fastest(times, c));
+        println!("  {name:<37} {}  {:5.2}", summary(v), fastest(times, c));
     }
     println!("ratios: median of the per-round ratios (quartiles), ratio of the fastest");
-    for &(name, num, den, num_direct, den_direct) in ratios {
+    for &(ref name, num, den, num_direct, den_direct) in ratios {
         let total = times.iter().map(|t| t[num] / t[den]).collect();
         let added = times
             .iter()
@@ -174,7 +174,7 @@ fn report(times: &[Vec<f64>], columns: &[&str], ratios: &[Ratio]) {
             .collect();
         let f = |c| fastest(times, c);
         println!(
-            "  {name:<35} total {} {:4.2}  added {} {:4.2}",
+            "  {name:<37} total {} {:4.2}  added {} {:4.2}",
             summary(total),
             f(num) / f(den),
             summary(added),
@@ -183,36 +183,53 @@ fn report(times: &[Vec<f64>], columns: &[&str], ratios: &[Ratio]) {
     }
 }
 
-/// The sync shapes: `direct`, `cutout_window` and `cutout_consecutive`, each
-/// `inline`, through the `helper` and through the `dyn`.
+/// A boxed timer of `s`'s shapes: `time(s, shape, calls)`.
+fn timer<S: Subject + 'static>(s: S) -> Box<dyn Fn(usize, u64) -> f64> {
+    Box::new(move |shape, calls| time(&s, shape, calls))
+}
+
+/// The sync shapes: each implementation `inline`, through the `helper` and
+/// through the `dyn`. Beside cutout's two policies, the same shapes with no
+/// breaker (`direct`, which every `added` is taken against), the two floors of
+/// `benches/common` (a load of a state word; that and a locked increment of the
+/// thread's stripe) and failsafe: a call that costs less or more inline, to show
+/// how the ratio follows the inline call's cost.
 fn sync_shapes(rounds: usize, calls: u64) {
-    let (direct, window, consecutive) = (
-        common::Direct,
-        common::cutout_window(20),
-        common::cutout_consecutive(5),
-    );
+    let subjects = [
+        ("direct", timer(common::Direct)),
+        ("cutout_window", timer(common::cutout_window(20))),
+        ("cutout_consecutive", timer(common::cutout_consecutive(5))),
+        ("floor_load", timer(common::FloorLoad::new(false))),
+        ("floor_striped", timer(common::FloorStriped::new(false))),
+        (
+            "failsafe_consecutive",
+            timer(common::failsafe_consecutive(5, common::LONG)),
+        ),
+    ];
     // Column 3 * implementation + shape.
-    let mut times = vec![vec![0.0; 9]; rounds];
+    let mut times = vec![vec![0.0; 3 * subjects.len()]; rounds];
     for (round, t) in times.iter_mut().enumerate() {
         for k in 0..SHAPES.len() {
             let shape = (round + k) % SHAPES.len();
-            t[shape] = time(&direct, shape, calls);
-            t[3 + shape] = time(&window, shape, calls);
-            t[6 + shape] = time(&consecutive, shape, calls);
+            for (i, (_, time)) in subjects.iter().enumerate() {
+                t[3 * i + shape] = time(shape, calls);
+            }
         }
     }
-    let names = ["direct", "cutout_window", "cutout_consecutive"];
-    let columns: Vec<String> = names
+    let columns: Vec<String> = subjects
         .iter()
-        .flat_map(|n| SHAPES.iter().map(move |s| format!("{n}, {s}")))
+        .flat_map(|(n, _)| SHAPES.iter().map(move |s| format!("{n}, {s}")))
         .collect();
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-    let ratios: [Ratio; 4] = [
-        ("cutout_window, helper / inline", 4, 3, 1, 0),
-        ("cutout_window, dyn / inline", 5, 3, 2, 0),
-        ("cutout_consecutive, helper / inline", 7, 6, 1, 0),
-        ("cutout_consecutive, dyn / inline", 8, 6, 2, 0),
-    ];
+    let ratios: Vec<Ratio> = (1..subjects.len())
+        .flat_map(|i| {
+            let name = subjects[i].0;
+            [
+                (format!("{name}, helper / inline"), 3 * i + 1, 3 * i, 1, 0),
+                (format!("{name}, dyn / inline"), 3 * i + 2, 3 * i, 2, 0),
+            ]
+        })
+        .collect();
     report(&times, &columns, &ratios);
 }
 
@@ -274,9 +291,9 @@ fn async_shapes(rounds: usize, calls: u64) {
         }
     }
     let ratios: [Ratio; 3] = [
-        ("layer / call_async, in the loop", 2, 1, 0, 0),
-        ("layer / call_async, as a task", 5, 4, 3, 3),
-        ("layer / call_async, as four tasks", 8, 7, 6, 6),
+        ("layer / call_async, in the loop".into(), 2, 1, 0, 0),
+        ("layer / call_async, as a task".into(), 5, 4, 3, 3),
+        ("layer / call_async, as four tasks".into(), 8, 7, 6, 6),
     ];
     report(&times, &COLUMNS, &ratios);
 }
