@@ -28,5 +28,5 @@ done | sort | awk -F'\t' '
     { n[$1]++; c[$1, $2]++; if (!($1 in lo) || $2 < lo[$1]) lo[$1] = $2; if ($2 > hi[$1]) hi[$1] = $2 }
     END {
         for (k in c) { split(k, p, SUBSEP); if (c[k] > best[p[1]]) { best[p[1]] = c[k]; mode[p[1]] = p[2] } }
-        for (r in n) printf "%-36s %s most often (%d of %d positions), %s-%s\n", r, mode[r], best[r], n[r], lo[r], hi[r]
+        for (r in n) printf "%-38s %s most often (%d of %d positions), %s-%s\n", r, mode[r], best[r], n[r], lo[r], hi[r]
     }' | sort
