@@ -12,6 +12,7 @@
 //! never holds a slot. A call that panicked counts the same way and poisons its
 //! future: polled again, it panics rather than admit a second time.
 
+use crate::classify::{Classify, ErrIsFailure};
 use crate::clock::Clock;
 use crate::permit::{Outcome, Permit};
 use crate::{CircuitBreaker, Error};
@@ -23,7 +24,8 @@ use std::task::{Context, Poll};
 
 impl<C: Clock> CircuitBreaker<C> {
     /// Runs the future `call` through the breaker: `Err` is a failure, `Ok` a
-    /// success.
+    /// success (the classifier [`ErrIsFailure`], zero-sized: the returned future
+    /// holds nothing for it and calls nothing through a pointer).
     ///
     /// Nothing happens until the returned future is first polled; then it asks the
     /// breaker for a permit and, if admitted, polls `call` to completion and records
@@ -61,17 +63,22 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    #[allow(clippy::type_complexity)]
-    pub fn call_async<F, T, E>(&self, call: F) -> CallAsync<'_, F, fn(&Result<T, E>) -> Outcome, C>
+    pub fn call_async<F, T, E>(&self, call: F) -> CallAsync<'_, F, ErrIsFailure, C>
     where
         F: Future<Output = Result<T, E>>,
     {
-        self.call_async_with(Outcome::of as fn(&Result<T, E>) -> Outcome, call)
+        CallAsync {
+            breaker: self,
+            permit: None,
+            classify: Some(ErrIsFailure),
+            call: Some(call),
+        }
     }
 
     /// Like [`call_async`](Self::call_async), with `classify` saying what the result
     /// means: a [`Success`](Outcome::Success), a [`Failure`](Outcome::Failure) or
-    /// [`Ignored`](Outcome::Ignored) (a 404, the caller's own cancellation).
+    /// [`Ignored`](Outcome::Ignored) (a 404, the caller's own cancellation): any
+    /// `Fn(&Result<T, E>) -> Outcome`.
     ///
     /// # Errors
     /// As [`call_async`](Self::call_async).
@@ -103,7 +110,7 @@ impl<C: Clock> CircuitBreaker<C> {
     pub fn call_async_with<F, K, T, E>(&self, classify: K, call: F) -> CallAsync<'_, F, K, C>
     where
         F: Future<Output = Result<T, E>>,
-        K: FnOnce(&Result<T, E>) -> Outcome,
+        K: Fn(&Result<T, E>) -> Outcome,
     {
         CallAsync {
             breaker: self,
@@ -116,7 +123,8 @@ impl<C: Clock> CircuitBreaker<C> {
 
 pin_project! {
     /// The future of [`CircuitBreaker::call_async`] and
-    /// [`call_async_with`](CircuitBreaker::call_async_with).
+    /// [`call_async_with`](CircuitBreaker::call_async_with). `K` is its classifier:
+    /// [`ErrIsFailure`] for `call_async`, the given closure for `call_async_with`.
     ///
     /// It resolves to `Result<T, Error<E>>`. Dropping it before it completes counts
     /// the call as `dropped` and records it as [`Dropped`](crate::Dropped) says (by
@@ -170,7 +178,7 @@ pin_project! {
 impl<F, K, T, E, C> Future for CallAsync<'_, F, K, C>
 where
     F: Future<Output = Result<T, E>>,
-    K: FnOnce(&Result<T, E>) -> Outcome,
+    K: Classify<T, E>,
     C: Clock,
 {
     type Output = Result<T, Error<E>>;
@@ -213,7 +221,7 @@ where
                 Poll::Pending
             }
             Poll::Ready(result) => {
-                let outcome = classify(&result);
+                let outcome = classify.classify(&result);
                 this.call.set(None);
                 permit.record(outcome);
                 Poll::Ready(result.map_err(Error::Inner))

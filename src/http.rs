@@ -61,9 +61,10 @@
 //! # Ok::<(), cutout::ConfigError>(())
 //! ```
 
+use crate::classify::Classify;
 use crate::clock::{Clock, DefaultClock};
 use crate::permit::Outcome;
-use crate::tower::{CircuitBreakerService, Classify};
+use crate::tower::CircuitBreakerService;
 use crate::{CircuitBreaker, Error, Rejected};
 use ::http::{HeaderValue, Response, StatusCode, header};
 use ::tower::{Layer, Service};

@@ -282,6 +282,7 @@
 #![forbid(unsafe_code)]
 
 mod breaker;
+mod classify;
 mod clock;
 mod config;
 mod dropped;
@@ -319,6 +320,7 @@ mod util;
 mod window;
 
 pub use breaker::CircuitBreaker;
+pub use classify::{Classify, ErrIsFailure};
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock};
 pub use config::Builder;
 pub use dropped::Dropped;
@@ -354,9 +356,7 @@ pub(crate) const OBSERVERS: &[fn(&std::borrow::Cow<'static, str>, &Transition)] 
 ];
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use tower::{
-    CircuitBreakerLayer, CircuitBreakerService, Classify, ErrIsFailure, ResponseFuture,
-};
+pub use tower::{CircuitBreakerLayer, CircuitBreakerService, ResponseFuture};
 
 /// README.md's examples, compiled and run as doctests.
 #[cfg(doctest)]

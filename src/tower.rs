@@ -2,8 +2,9 @@
 //!
 //! See [`CircuitBreakerLayer`] for how readiness, calls and errors behave.
 
+use crate::classify::{Classify, ErrIsFailure};
 use crate::clock::{Clock, DefaultClock};
-use crate::permit::{Outcome, Ticket};
+use crate::permit::Ticket;
 use crate::{CircuitBreaker, Error, Rejected};
 use ::tower::{Layer, Service};
 use pin_project_lite::pin_project;
@@ -15,55 +16,6 @@ use std::task::{Context, Poll, ready};
 
 mod hold;
 use hold::Hold;
-
-/// Says what a service's result means to the breaker.
-///
-/// Implemented by every `Fn(&Result<T, E>) -> Outcome` and by [`ErrIsFailure`], the
-/// default. With HTTP, a classifier can make a `503` response a failure and a `404`
-/// a success.
-///
-/// # Examples
-/// ```
-/// use cutout::{Classify, Outcome};
-///
-/// let by_status = |r: &Result<u16, std::io::Error>| match r {
-///     Ok(status) if *status >= 500 => Outcome::Failure,
-///     Ok(_) => Outcome::Success, // a 404 says the dependency is up
-///     Err(_) => Outcome::Failure,
-/// };
-/// assert_eq!(by_status.classify(&Ok(503)), Outcome::Failure);
-/// assert_eq!(by_status.classify(&Ok(404)), Outcome::Success);
-/// ```
-pub trait Classify<T, E> {
-    /// The outcome of `result`.
-    fn classify(&self, result: &Result<T, E>) -> Outcome;
-}
-
-impl<T, E, F: Fn(&Result<T, E>) -> Outcome> Classify<T, E> for F {
-    #[inline]
-    fn classify(&self, result: &Result<T, E>) -> Outcome {
-        self(result)
-    }
-}
-
-/// The default classifier: `Ok` is a success, `Err` a failure (as [`Outcome::of`]).
-///
-/// # Examples
-/// ```
-/// use cutout::{Classify, ErrIsFailure, Outcome};
-///
-/// assert_eq!(ErrIsFailure.classify(&Ok::<_, ()>(200)), Outcome::Success);
-/// assert_eq!(ErrIsFailure.classify(&Err::<u16, _>("reset")), Outcome::Failure);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ErrIsFailure;
-
-impl<T, E> Classify<T, E> for ErrIsFailure {
-    #[inline]
-    fn classify(&self, result: &Result<T, E>) -> Outcome {
-        Outcome::of(result)
-    }
-}
 
 /// A tower [`Layer`] that puts one shared breaker in front of a service.
 ///

@@ -218,6 +218,30 @@ fn the_future_is_send_when_its_inner_future_is() {
     assert_eq!(block_on(with), Ok(1));
 }
 
+#[test]
+fn the_default_classifier_is_named_and_takes_no_room() {
+    use cutout::{CallAsync, ErrIsFailure};
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .build()
+        .unwrap();
+    let inner = async { Err::<u8, _>("down") };
+    let size = std::mem::size_of_val(&inner);
+    // The future's type can be written out, to keep it in a struct's field.
+    let call: CallAsync<'_, _, ErrIsFailure, _> = b.call_async(inner);
+    // No bigger than with a closure that captures nothing: no pointer is held for
+    // the classifier (a function pointer would take eight bytes).
+    let with = b.call_async_with(|r: &Result<u8, &str>| Outcome::of(r), async {
+        Err::<u8, _>("down")
+    });
+    assert_eq!(std::mem::size_of_val(&call), std::mem::size_of_val(&with));
+    assert!(std::mem::size_of_val(&call) > size);
+    // And it says `Err` is a failure.
+    assert_eq!(block_on(call).unwrap_err().into_inner(), Some("down"));
+    assert_eq!(b.state(), State::Open);
+    assert!(matches!(block_on(with), Err(Error::Rejected(_))));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_timeout_that_cancels_a_probe_releases_its_slot() {
     let clock = ManualClock::new();
