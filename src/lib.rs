@@ -50,8 +50,8 @@
 //! - With the `tower` feature, `CircuitBreakerLayer` puts one shared breaker in
 //!   front of any `Service`; a rejection is [`Error::Rejected`] with the
 //!   `retry_after` an HTTP server needs for `503` + `Retry-After` (see
-//!   `examples/tower_http.rs`), and a `Classify` can make a `503` response a failure
-//!   and a `404` a success.
+//!   `examples/tower_http.rs`), and a [`Classify`] can make a `503` response a
+//!   failure and a `404` a success.
 //! - With the `http` feature, `http::HttpLayer` does the same for services on the
 //!   `http` crate's types (axum, hyper): a rejection is a `503` response with
 //!   `Retry-After`, the inner service's errors pass through unchanged (an axum

@@ -266,8 +266,8 @@ impl<C: Clock> Cap<C> {
 /// A new key that finds no room shares one *overflow* breaker with every other
 /// such key, and [`overflowed`](Registry::overflowed) counts it. The overflow
 /// breaker is built from the shared builder, named `"overflow"`
-/// ([`overflow`](Registry::overflow)), and published by
-/// [`publish_metrics`](Registry::publish_metrics) beside the counter. Those keys
+/// ([`overflow`](Registry::overflow)), and published by `publish_metrics` (the
+/// `metrics` feature) beside the counter. Those keys
 /// lose their isolation: failures of any of them count together and can open the
 /// overflow breaker for all of them, while the keys that hold a breaker keep
 /// theirs. A key is routed to overflow per lookup, not for good: once a place is
