@@ -113,7 +113,7 @@
 //! ```
 //!
 //! # Features
-//! - `metrics`: [`FleetView::record_metrics`] publishes the view through the
+//! - `metrics`: `FleetView::record_metrics` publishes the view through the
 //!   `metrics` facade; the background thread calls it once a second.
 
 #![forbid(unsafe_code)]
