@@ -267,11 +267,11 @@ impl<C: Clock> Cap<C> {
 /// such key, and [`overflowed`](Registry::overflowed) counts it. The overflow
 /// breaker is built from the shared builder, named `"overflow"`
 /// ([`overflow`](Registry::overflow)), and published by `publish_metrics` (the
-/// `metrics` feature) beside the counter. Those keys
-/// lose their isolation: failures of any of them count together and can open the
-/// overflow breaker for all of them, while the keys that hold a breaker keep
-/// theirs. A key is routed to overflow per lookup, not for good: once a place is
-/// free, its next lookup gets a breaker of its own. The keyed
+/// `metrics` feature) beside the counter. Those keys lose their isolation:
+/// failures of any of them count together and can open the overflow breaker for
+/// all of them, while the keys that hold a breaker keep theirs. A key is routed to
+/// overflow per lookup, not for good: once a place is free, its next lookup gets a
+/// breaker of its own. The keyed
 /// [`on_transition`](RegistryBuilder::on_transition) listener has no key to report
 /// for the overflow breaker (the shared builder's own listener still runs). So
 /// that hostile keys cost bounded work, a scan that finds fewer than `n / 32`
