@@ -235,7 +235,8 @@ fn sync_shapes(rounds: usize, calls: u64) {
 
 /// The async shapes: no breaker, `call_async` and the tower layer (over the
 /// default breaker, a 10 s window), each in the loop, as a task, and as four
-/// tasks.
+/// tasks; and the sync `call` on the same breaker, which `call_async` is compared
+/// with (DESIGN.md: within 2x).
 fn async_shapes(rounds: usize, calls: u64) {
     let breaker = std::sync::Arc::new(CircuitBreaker::builder().build().unwrap());
     let echo = service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) });
@@ -250,7 +251,7 @@ fn async_shapes(rounds: usize, calls: u64) {
     let mut call_async_tasks =
         four_tasks(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
     let mut layer_tasks = four_tasks(move || for_tasks.call(black_box(1u64)));
-    const COLUMNS: [&str; 9] = [
+    const COLUMNS: [&str; 10] = [
         "direct, in the loop",
         "call_async, in the loop",
         "layer, in the loop",
@@ -260,6 +261,7 @@ fn async_shapes(rounds: usize, calls: u64) {
         "direct, as four tasks",
         "call_async, as four tasks",
         "layer, as four tasks",
+        "call, in the loop",
     ];
     let mut times = vec![vec![0.0; COLUMNS.len()]; rounds];
     for (round, t) in times.iter_mut().enumerate() {
@@ -286,11 +288,17 @@ fn async_shapes(rounds: usize, calls: u64) {
                 5 => time_async(1, || ok(layer_task()), calls),
                 6 => time_async(4, &mut direct_tasks, calls),
                 7 => time_async(4, &mut call_async_tasks, calls),
-                _ => time_async(4, &mut layer_tasks, calls),
+                8 => time_async(4, &mut layer_tasks, calls),
+                _ => time_async(
+                    1,
+                    || ok(breaker.call(|| Ok::<_, ()>(black_box(1u64)))),
+                    calls,
+                ),
             };
         }
     }
-    let ratios: [Ratio; 3] = [
+    let ratios: [Ratio; 4] = [
+        ("call_async / call, in the loop".into(), 1, 9, 0, 0),
         ("layer / call_async, in the loop".into(), 2, 1, 0, 0),
         ("layer / call_async, as a task".into(), 5, 4, 3, 3),
         ("layer / call_async, as four tasks".into(), 8, 7, 6, 6),
