@@ -15,6 +15,9 @@
 //!   and polled through a function pointer, as an executor polls a task, so each
 //!   poll is a function of its own (`common::as_a_task`): the like-for-like
 //!   comparison, which does not depend on what the compiler inlined into the loop;
+//! - `tower/<call_async or layer>, as four tasks`: the same, four futures made and
+//!   then each polled (`common::four_tasks`), so no poll reads a future the
+//!   instruction before wrote (the as-a-task rows pay that stall);
 //! - `tower/layer, a clone per request, <n> threads`: the same, driven as axum's
 //!   router drives a service: one service, cloned for each thread and again for
 //!   each request;
@@ -44,7 +47,7 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{LONG, Subject, across_threads, as_a_task, fail, helper, succeed};
+use common::{LONG, Subject, across_threads, as_a_task, fail, four_tasks, helper, succeed};
 use criterion::{Criterion, criterion_group, criterion_main};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::{Future, Ready, ready};
@@ -62,6 +65,17 @@ fn timed(iters: u64, mut f: impl FnMut() -> bool) -> Duration {
         black_box(f());
     }
     start.elapsed()
+}
+
+/// `iters` calls made four at a time by `four` (which returns how many of its four
+/// succeeded), scaled to `iters` when that is not a multiple of four.
+fn timed_fours(iters: u64, mut four: impl FnMut() -> u64) -> Duration {
+    let rounds = iters.div_ceil(4);
+    let start = Instant::now();
+    for _ in 0..rounds {
+        assert_eq!(four(), 4, "a closed breaker runs every call");
+    }
+    start.elapsed().mul_f64(iters as f64 / (4 * rounds) as f64)
 }
 
 /// `f` timed on a new thread, after `warm_up` ran there first.
@@ -289,6 +303,18 @@ fn tower(c: &mut Criterion) {
         let mut service = layer.layer(echo());
         let mut call = as_a_task(|| service.call(black_box(1)));
         b.iter_custom(|iters| timed(iters, || call().is_ok()))
+    });
+    // Four futures made, then each polled (`common::four_tasks`), as an executor
+    // polls tasks spawned before: no poll waits for the stores that made its
+    // future, which the as-a-task rows pay (6 ns with no breaker at all).
+    g.bench_function("tower/call_async, as four tasks", |b| {
+        let mut four = four_tasks(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
+        b.iter_custom(|iters| timed_fours(iters, &mut four))
+    });
+    g.bench_function("tower/layer, as four tasks", |b| {
+        let mut service = layer.layer(echo());
+        let mut four = four_tasks(|| service.call(black_box(1)));
+        b.iter_custom(|iters| timed_fours(iters, &mut four))
     });
     let (peer, _handle) = ResilienceLayer::builder().build_with_handle().unwrap();
     for threads in [1, 2] {

@@ -33,11 +33,11 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use common::{Subject, as_a_task, drive_helper, drive_succeed, succeed};
+use common::{Subject, as_a_task, drive_helper, drive_succeed, four_tasks, succeed};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::{Future, Ready, ready};
 use std::hint::black_box;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 use tower::{Layer, Service, service_fn};
@@ -86,31 +86,6 @@ fn time_async(per: u64, mut once: impl FnMut() -> u64, calls: u64) -> f64 {
     let ns = start.elapsed().as_nanos() as f64 / calls as f64;
     assert_eq!(ran, calls, "a closed breaker runs every call");
     ns
-}
-
-/// Like `common::as_a_task`, four futures at a time, as an executor polls tasks
-/// spawned before: all four are made (each pinned where it was made), then each
-/// polled once through a function pointer made opaque once. So no poll reads a
-/// future the line before wrote it, which `as_a_task` does: there the poll's
-/// first loads wait for the stores that made the future (a ready future with no
-/// breaker, polled as a task, costs 6 ns here, 0.3 ns in the loop). Returns how
-/// many of the four succeeded.
-fn four_tasks<F, E>(mut make: impl FnMut() -> F) -> impl FnMut() -> u64
-where
-    F: Future<Output = Result<u64, E>>,
-{
-    let poll: fn(Pin<&mut F>, &mut Context<'_>) -> Poll<F::Output> = black_box(F::poll);
-    move || {
-        let tasks = [pin!(make()), pin!(make()), pin!(make()), pin!(make())];
-        let mut ok = 0;
-        for task in tasks {
-            match poll(task, &mut Context::from_waker(Waker::noop())) {
-                Poll::Ready(out) => ok += u64::from(out.is_ok()),
-                Poll::Pending => unreachable!("the future is ready"),
-            }
-        }
-        ok
-    }
 }
 
 fn ok<E>(r: Result<u64, E>) -> u64 {
