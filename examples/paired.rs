@@ -21,8 +21,8 @@
 //! with a no-op waker: `call_async` inlined whole into the loop that polls it, and
 //! the tower layer over an always-ready service polled in that loop (its `call`
 //! and `poll` stay functions of their own); then both polled as an executor polls
-//! a task (`common::as_a_task`), and four at a time (`four_tasks`): the
-//! like-for-like pairs.
+//! a task (`common::as_a_task`), and four at a time (`common::four_tasks`):
+//! the like-for-like pairs. Beside them, the sync `call` on the same breaker.
 //!
 //! Each ratio is printed twice: the whole call (`total`), and what the breaker
 //! adds (`added`: the time less that of the same shape with no breaker, `direct`,
