@@ -107,10 +107,11 @@ pub fn as_a_task<F: Future>(mut make: impl FnMut() -> F) -> impl FnMut() -> F::O
 /// Like [`as_a_task`], four futures at a time, as an executor polls tasks
 /// spawned before: all four are made (each pinned where it was made), then each
 /// polled once through a function pointer made opaque once. So no poll reads a
-/// future the line before wrote it, which `as_a_task` does: there the poll's
-/// first loads wait for the stores that made the future (a ready future with no
-/// breaker, polled as a task, costs 6 ns here, 0.3 ns in the loop). Returns how
-/// many of the four succeeded.
+/// future its maker has only just written, which `as_a_task` does: there the
+/// poll's first loads wait for the stores that made the future (a ready future
+/// with no breaker, polled as a task, costs 6 ns on the AMD EPYC machine of
+/// `docs/PERFORMANCE.md`, 0.3 ns in the loop). Returns how many of the four
+/// succeeded.
 pub fn four_tasks<F, E>(mut make: impl FnMut() -> F) -> impl FnMut() -> u64
 where
     F: Future<Output = Result<u64, E>>,
