@@ -48,6 +48,52 @@ fn a_threads_first_call_gives_it_a_slot_and_every_call_is_counted() {
     assert_eq!(m.window.calls, 3);
 }
 
+#[test]
+fn a_permit_recorded_on_a_thread_without_a_stripe_here_is_counted() {
+    // `record` takes the inline path only for a thread that owns a stripe of this
+    // breaker; a permit recorded elsewhere goes through `record_in_mine`, which
+    // gives the recording thread its slot and stripe first.
+    let b = std::sync::Arc::new(
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(1), 2)
+            .failure_rate(0.5, 100)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
+    );
+    let other = breaker();
+    let (owned, fresh, elsewhere) = (
+        b.try_acquire_owned().unwrap(),
+        b.try_acquire_owned().unwrap(),
+        b.try_acquire_owned().unwrap(),
+    );
+    owned.success(); // this thread owns its stripe: the inline path
+    let here = b.clone();
+    std::thread::spawn(move || {
+        // A slot from another breaker, but no stripe of this one yet. (First: a
+        // thread that exits gives its slot back, and a later thread taking it over
+        // would find that thread's stripe here.)
+        assert!(other.call(|| Ok::<_, ()>(())).is_ok());
+        assert!(here.hot.stripes.mine_if_owned().is_none());
+        elsewhere.success();
+        assert!(
+            here.hot.stripes.mine_if_owned().is_some(),
+            "it has its stripe now"
+        );
+    })
+    .join()
+    .unwrap();
+    let fresh_thread = std::thread::spawn(move || {
+        let before = crate::slot::assigned();
+        fresh.success(); // a thread with no slot at all
+        (before, crate::slot::assigned())
+    });
+    assert_eq!(fresh_thread.join().unwrap(), (false, true));
+    let m = b.metrics();
+    assert_eq!((m.lifetime.admitted, m.lifetime.successes), (3, 3));
+    assert_eq!(m.window.calls, 3, "every success is in the window");
+}
+
 /// A `ManualClock` whose reading is never "a load away", like the default clock
 /// without its refresh thread: every call leaves the lean path.
 struct NoCheapReading(ManualClock);
