@@ -68,7 +68,6 @@ fn per_key_table(cores: usize) {
         "| memory per key ({KEYS} breakers, each called once by one thread), cutout at {cores} cores | bytes |"
     );
     println!("|---|---|");
-    let long = std::time::Duration::from_secs(3600);
     let rows: [(&str, f64); 6] = [
         (
             "cutout, its defaults (a 10 s window of 10 buckets)",
@@ -87,16 +86,16 @@ fn per_key_table(cores: usize) {
         ),
         (
             "failsafe 1.3, consecutive failures",
-            per_key(|| common::failsafe_consecutive(5, long)),
+            per_key(|| common::failsafe_consecutive(5, common::LONG)),
         ),
         ("failsafe 1.3, default", per_key(common::failsafe_default)),
         (
             "recloser 1.4, default",
-            per_key(|| common::recloser_default(long)),
+            per_key(|| common::recloser_default(common::LONG)),
         ),
         (
             "`Mutex` breaker",
-            per_key(|| common::MutexBreaker::new(5, long)),
+            per_key(|| common::MutexBreaker::new(5, common::LONG)),
         ),
     ];
     for (name, bytes) in rows {
