@@ -47,7 +47,9 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{LONG, Subject, across_threads, as_a_task, fail, four_tasks, helper, succeed};
+use common::{
+    LONG, Subject, across_threads, as_a_task, fail, four_tasks, helper, poll_once, succeed,
+};
 use criterion::{Criterion, criterion_group, criterion_main};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::{Future, Ready, ready};
@@ -98,13 +100,6 @@ fn after_a_crowd<S: Subject>(s: &S, iters: u64) -> Duration {
         let _ = succeed!(s);
         timed(iters, || succeed!(s))
     })
-}
-
-fn poll_once<F: Future>(f: F) -> F::Output {
-    match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(out) => out,
-        Poll::Pending => unreachable!("the future is ready"),
-    }
 }
 
 /// [`poll_once`], never inlined: the future is moved into a function of its own

@@ -252,10 +252,9 @@ fn main() {
 /// the first poll, and no tokio runtime is needed while the circuit is closed.
 mod tower {
     use super::black_box;
-    use super::common::as_a_task;
+    use super::common::{as_a_task, poll_once};
     use cutout::{CircuitBreaker, CircuitBreakerLayer, Outcome};
-    use std::future::{Future, Ready, ready};
-    use std::pin::pin;
+    use std::future::{Ready, ready};
     use std::sync::Arc;
     use std::task::{Context, Poll, Waker};
     use tower::{Layer, Service, service_fn};
@@ -271,13 +270,6 @@ mod tower {
         "tower_arc_permit",
         "tower_resilience",
     ];
-
-    fn poll_once<F: Future>(f: F) -> F::Output {
-        match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(out) => out,
-            Poll::Pending => unreachable!("the future is ready"),
-        }
-    }
 
     pub fn run(name: &str, calls: u64) {
         let breaker = Arc::new(CircuitBreaker::builder().build().unwrap());

@@ -33,12 +33,10 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use common::{Subject, as_a_task, drive_helper, drive_succeed, four_tasks, succeed};
+use common::{Subject, as_a_task, drive_helper, drive_succeed, four_tasks, poll_once, succeed};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
-use std::future::{Future, Ready, ready};
+use std::future::{Ready, ready};
 use std::hint::black_box;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 use tower::{Layer, Service, service_fn};
 
@@ -90,13 +88,6 @@ fn time_async(per: u64, mut once: impl FnMut() -> u64, calls: u64) -> f64 {
 
 fn ok<E>(r: Result<u64, E>) -> u64 {
     u64::from(r.is_ok())
-}
-
-fn poll_once<F: Future>(f: F) -> F::Output {
-    match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(out) => out,
-        Poll::Pending => unreachable!("the future is ready"),
-    }
 }
 
 /// The `q` quantile of `v` (sorted here), by nearest rank.
