@@ -270,7 +270,8 @@ fn tower(c: &mut Criterion) {
     });
     // Both futures moved into an out-of-line poll (`poll_out_of_line`): the
     // compiler may still inline `call_async`'s poll there, and the layer's move
-    // costs a store-forwarding stall; the as-a-task rows below compare like for like.
+    // costs a store-forwarding stall; the as-a-task and as-four-tasks rows below
+    // compare like for like.
     g.bench_function("tower/call_async, polled out of line", |b| {
         b.iter_custom(|iters| {
             timed(iters, || {
