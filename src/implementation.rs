@@ -90,7 +90,12 @@
 //! current generation and an epoch in `e-K+1 ..= e`. After an idle gap longer than
 //! the window every bucket is outside that range, so old counts never leak in. Each
 //! owned stripe also publishes the tag of its newest bucket, so the reader skips an
-//! idle thread's stripe with one load instead of reading its `K` buckets.
+//! idle thread's stripe with one load instead of reading its `K` buckets. A
+//! failure's reader (the trip check) takes `e` from the tag its own record has just
+//! written, with no division, and checks each tag with one subtraction and one
+//! compare: a generation's tags in the window are one range of the tag word,
+//! except for one window's length each key cycle (below), when a tag is checked
+//! part by part.
 //!
 //! ## Epoch keys wrap
 //! Epoch keys repeat every `2^32 - 1` epochs: 49.7 days of 1 ms buckets (the

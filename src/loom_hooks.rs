@@ -53,6 +53,7 @@ impl WindowModel {
         let word = StateWord::at(phase);
         self.window
             .record(&self.stripes, r, (phase, &word), nanos, sample)
+            .is_some()
     }
 
     /// The window's counts for `generation` at `nanos`.

@@ -60,7 +60,7 @@ pub(crate) type Line = CachePadded<[Bucket; LINE_BUCKETS]>;
 const LINE_BUCKETS: usize = 4;
 /// Words of the counter line after the counters, written by the owner only (the
 /// window's live bucket: see [`crate::window`]).
-pub(crate) const SCRATCH: usize = 6;
+pub(crate) const SCRATCH: usize = 7;
 /// Word of the counter line after the scratch words: the stripe's index in its
 /// breaker's room, written before the stripe is published and never again, which
 /// takes a holder of the counter line to its ring (see [`Stripes::lines`]).

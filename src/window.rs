@@ -35,13 +35,13 @@ const CALLS: usize = 1;
 const FAILURES: usize = 2;
 const SLOW: usize = 3;
 
-/// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY` and `CACHE_SPAN`
-/// are the owner's cache of its live bucket: that bucket's start (a clock reading,
-/// from which its slot in the ring follows), the phase it counts (the closed state
-/// word; `CACHE_KEY` is [`PHASE_KEY`], which the owner's open-deadline cache
-/// shares, as it shares `NEWEST`: see [`OPEN_DEADLINE`]), and its length in
-/// nanoseconds (so the hot path reads only the owner's
-/// line; 0 while nothing is cached, which no reading falls within). The owner sets
+/// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY`, `CACHE_SPAN` and
+/// `LIVE_SLOT` are the owner's cache of its live bucket: that bucket's start (a
+/// clock reading), the phase it counts (the closed state word; `CACHE_KEY` is
+/// [`PHASE_KEY`], which the owner's open-deadline cache shares, as it shares
+/// `NEWEST`: see [`OPEN_DEADLINE`]), its length in nanoseconds (so the hot path
+/// reads only the owner's line; 0 while nothing is cached, which no reading falls
+/// within), and its slot in the ring (0 while nothing is cached). The owner sets
 /// them whenever it has made sure the bucket carries that tag, and it is the only
 /// thread that changes a tag of its stripe, so the cache stays true until the owner
 /// moves on. `NEWEST` is the tag of the newest bucket the owner rotated in (0 if
@@ -57,10 +57,13 @@ const CACHE_SPAN: usize = 4;
 /// [`crate::ramp`]), whose scratch words the window does not use (its caches are
 /// an owner's). Named here so that every scratch word is named in one place.
 pub(crate) const RAMP_SUM: usize = CACHE_START;
-/// Last, clear of the lean paths' loads (see [`crate::stripe::LEAN_LOADS`]).
+/// Clear of the lean paths' loads (see [`crate::stripe::LEAN_LOADS`]).
 const LIVE_CALLS: usize = 5;
 const _: () = assert!(crate::stripe::clear_of_lean_loads(COUNTERS + LIVE_CALLS));
-const _: () = assert!(LIVE_CALLS < crate::stripe::SCRATCH);
+/// The live bucket's slot in the ring, cached with its start, so that finding the
+/// live bucket off the lean path (a failure's record) takes no division.
+const LIVE_SLOT: usize = 6;
+const _: () = assert!(LIVE_SLOT < crate::stripe::SCRATCH);
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
 const LIVE: u64 = u64::MAX;
 
@@ -107,7 +110,14 @@ pub(crate) struct Window {
     bucket_nanos: u64,
     buckets: u64,
     origin: u64,
+    /// Nanoseconds from `origin` to the first epoch with `K - 1` before it (so the
+    /// window spans all `K` buckets), if that is within a reading's range.
+    full_after: Option<u64>,
 }
+
+/// Where [`Window::record`] counted an outcome: the tag of its bucket.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counted(Tag);
 
 /// What a writer finds in its slot.
 enum Found {
@@ -121,10 +131,12 @@ enum Found {
 
 impl Window {
     pub(crate) fn new(config: WindowConfig, origin: u64) -> Window {
+        let buckets = u64::from(config.buckets);
         Window {
             bucket_nanos: config.bucket_nanos,
-            buckets: u64::from(config.buckets),
+            buckets,
             origin,
+            full_after: (buckets - 1).checked_mul(config.bucket_nanos),
         }
     }
 
@@ -170,7 +182,10 @@ impl Window {
 
     /// Counts one outcome at clock reading `now` for the closed phase `phase` (the
     /// state word, which `word` holds unless the breaker has moved on since) in the
-    /// caller's stripe. Returns `false` if the outcome was too old for its bucket.
+    /// caller's stripe. Returns where it counted it, for [`counts_after`], or `None`
+    /// if the outcome was too old for its bucket.
+    ///
+    /// [`counts_after`]: Self::counts_after
     #[inline]
     pub(crate) fn record(
         &self,
@@ -179,19 +194,21 @@ impl Window {
         (phase, word): (Snapshot, &StateWord),
         now: u64,
         s: Sample,
-    ) -> bool {
-        let (bucket, calls) = match r.as_owned() {
-            Some(o) => match self.cached(stripes, o, phase, now) {
-                Some(bucket) => (bucket, o.scratch(LIVE_CALLS)),
-                None => match self.rotate_owned(stripes, o, (phase, word), now) {
-                    Some(found) => found,
-                    None => return false,
-                },
-            },
-            None => match self.rotate_shared(stripes, r, (phase, word), now) {
-                Some(bucket) => (bucket, &bucket[CALLS]),
-                None => return false,
-            },
+    ) -> Option<Counted> {
+        let (bucket, calls, tag) = match r.as_owned() {
+            Some(o) => {
+                let (bucket, calls) = match self.cached(stripes, o, phase, now) {
+                    Some(bucket) => (bucket, o.scratch(LIVE_CALLS)),
+                    None => self.rotate_owned(stripes, o, (phase, word), now)?,
+                };
+                // Relaxed: only this thread writes its stripe's tags, and it has
+                // made sure this one is `phase`'s for `now` (cached or rotated).
+                (bucket, calls, Tag(bucket[TAG].load(Ordering::Relaxed)))
+            }
+            None => {
+                let (bucket, tag) = self.rotate_shared(stripes, r, (phase, word), now)?;
+                (bucket, &bucket[CALLS], tag)
+            }
         };
         Stripes::add(r, calls, 1);
         if s.failed {
@@ -200,7 +217,7 @@ impl Window {
         if s.slow {
             Stripes::add(r, &bucket[SLOW], 1);
         }
-        true
+        Some(Counted(tag))
     }
 
     /// The owner's fast path: whether `now` and `phase` fall in its live bucket.
@@ -231,16 +248,16 @@ impl Window {
         phase: Snapshot,
         now: u64,
     ) -> Option<&'s Bucket> {
-        Self::is_live(o, phase, now).then(|| self.live_bucket(stripes, o))
+        Self::is_live(o, phase, now).then(|| Self::live_bucket(stripes, o))
     }
 
-    /// The owner's live bucket, as its cached start says (or the first bucket if
-    /// nothing is cached): a division, off the lean path, which saves the counter
-    /// line a word.
-    fn live_bucket<'s>(&self, stripes: &'s Stripes, o: Owned<'s>) -> &'s Bucket {
+    /// The owner's live bucket, as its cached slot says (the first bucket if
+    /// nothing is cached): no division (from its cached start, it took two).
+    fn live_bucket<'s>(stripes: &'s Stripes, o: Owned<'s>) -> &'s Bucket {
         // Relaxed: private to the owner.
-        let start = o.scratch(CACHE_START).load(Ordering::Relaxed);
-        stripes.bucket(o.stripe(), (self.epoch(start) % self.buckets) as usize)
+        let slot = o.scratch(LIVE_SLOT).load(Ordering::Relaxed);
+        // Always below the window's bucket count (see `rotate_owned`).
+        stripes.bucket(o.stripe(), slot as usize)
     }
 
     /// The bucket for `now` and `phase` and its calls word, off the owner's fast
@@ -266,7 +283,7 @@ impl Window {
         // Relaxed, every scratch word below: private to the owner, or published by
         // the fences and the tag's Release.
         let cached = o.scratch(CACHE_SPAN).load(Ordering::Relaxed) != 0;
-        let live = self.live_bucket(stripes, o);
+        let live = Self::live_bucket(stripes, o);
         match self.found(seen, mine, phase, word) {
             Found::Mine => {
                 return Some(if cached && std::ptr::eq(live, bucket) {
@@ -310,12 +327,13 @@ impl Window {
             .store(self.bucket_nanos, Ordering::Relaxed);
         o.scratch(CACHE_KEY)
             .store(phase.key().to_bits(), Ordering::Relaxed);
+        o.scratch(LIVE_SLOT).store(slot as u64, Ordering::Relaxed);
         Some((bucket, o.scratch(LIVE_CALLS)))
     }
 
     /// The shared stripe's bucket for `now` and `generation`, rotating it in if it
-    /// holds an older epoch or generation. `None` if it already holds a newer one:
-    /// the outcome is too old to count.
+    /// holds an older epoch or generation, and its tag. `None` if it already holds
+    /// a newer one: the outcome is too old to count.
     #[inline(never)]
     #[cold]
     fn rotate_shared<'s>(
@@ -324,7 +342,7 @@ impl Window {
         r: StripeRef<'s>,
         (phase, word): (Snapshot, &StateWord),
         now: u64,
-    ) -> Option<&'s Bucket> {
+    ) -> Option<(&'s Bucket, Tag)> {
         let epoch = self.epoch(now);
         let mine = Tag::new(phase.generation(), epoch);
         let bucket = stripes.bucket(r, (epoch % self.buckets) as usize);
@@ -357,7 +375,7 @@ impl Window {
                 Err(actual) => seen = Tag(actual),
             }
         }
-        Some(bucket)
+        Some((bucket, mine))
     }
 
     /// Puts `counts` in the shared stripe's bucket for `now` and `phase`: a
@@ -371,7 +389,7 @@ impl Window {
         counts: WindowCounts,
     ) {
         let r = stripes.stripe(0);
-        if let Some(bucket) = self.rotate_shared(stripes, r, (phase, word), now) {
+        if let Some((bucket, _)) = self.rotate_shared(stripes, r, (phase, word), now) {
             Stripes::add(r, &bucket[CALLS], counts.calls);
             Stripes::add(r, &bucket[FAILURES], counts.failures);
             Stripes::add(r, &bucket[SLOW], counts.slow);
@@ -385,15 +403,41 @@ impl Window {
         generation: Generation,
         now: u64,
     ) -> WindowCounts {
-        // The tags that count: this generation, epochs `now-K+1 ..= now` (at most
-        // `now`'s epoch since the breaker began).
         let epoch = self.epoch(now);
-        let last = Tag::new(generation, epoch);
-        let span = (self.buckets - 1).min(epoch);
-        let in_window = |tag: u64| {
-            let tag = Tag(tag);
-            tag.written() && tag.generation() == generation && tag.behind(last) <= span
+        self.sum(
+            stripes,
+            Tag::new(generation, epoch),
+            (self.buckets - 1).min(epoch),
+        )
+    }
+
+    /// [`counts`](Self::counts) at the reading `now` at which [`record`](Self::record)
+    /// returned `counted`, for the same phase: what a failure's trip check reads.
+    /// No division: the tag `record` counted under is the newest the window
+    /// takes, and whether the window is full yet (the breaker has lived at least
+    /// `K - 1` epochs) is one compare of the reading.
+    #[inline]
+    pub(crate) fn counts_after(
+        &self,
+        stripes: &Stripes,
+        counted: Counted,
+        now: u64,
+    ) -> WindowCounts {
+        let last = counted.0;
+        let span = match self.full_after {
+            Some(full) if now.saturating_sub(self.origin) >= full => self.buckets - 1,
+            // Not full: fewer than `K - 1` epochs since the breaker began, so its
+            // keys have not wrapped, and `now`'s epoch is its key less 1.
+            _ => (last.0 & KEY_MASK) - 1,
         };
+        self.sum(stripes, last, span)
+    }
+
+    /// The counts of the buckets tagged `last`'s generation and a key from `span`
+    /// epochs before `last`'s through `last`'s, in every stripe.
+    fn sum(&self, stripes: &Stripes, last: Tag, span: u64) -> WindowCounts {
+        let generation = last.generation();
+        let in_window = in_window(last, span);
         let mut c = WindowCounts::default();
         for r in stripes.all() {
             if r.as_owned().is_none() {
@@ -436,6 +480,29 @@ impl Window {
         }
         c
     }
+}
+
+/// Whether a tag is `last`'s generation's, with a key from `span` epochs before
+/// `last`'s through `last`'s (modulo the key cycle): in the window that ends at
+/// `last`. Those tags are one range of the word, `last - span ..= last`, unless
+/// the keys wrap within it (for one window's length each key cycle): then a tag
+/// is checked part by part. One subtraction and one compare otherwise (a tag of
+/// another generation, or 0, never written, is far outside the range): a failure
+/// checks every bucket of every stripe so.
+#[inline]
+fn in_window(last: Tag, span: u64) -> impl Fn(u64) -> bool + Copy {
+    let wraps = (last.0 & KEY_MASK) <= span;
+    let first = last.0.wrapping_sub(span);
+    move |tag| match wraps {
+        false => tag.wrapping_sub(first) <= span,
+        true => in_window_by_parts(last, span, Tag(tag)),
+    }
+}
+
+/// [`in_window`] part by part: written, `last`'s generation, at most `span` keys
+/// behind `last`'s.
+fn in_window_by_parts(last: Tag, span: u64, tag: Tag) -> bool {
+    tag.written() && tag.generation() == last.generation() && tag.behind(last) <= span
 }
 
 /// Counts a success in the owner's live bucket if it holds `now` and `phase` (see
@@ -536,7 +603,7 @@ mod tests {
             w.record(&s, s.mine(), phase(0), 5 * MS, OK);
         }
         let later = 5 * MS + 1000 * MS + 1;
-        assert!(w.record(&s, s.mine(), phase(0), later, FAIL));
+        assert!(w.record(&s, s.mine(), phase(0), later, FAIL).is_some());
         assert_eq!(
             w.counts(&s, 0, later),
             WindowCounts {
@@ -578,11 +645,12 @@ mod tests {
         w.record(&s, s.mine(), phase(1), 0, FAIL);
         assert_eq!(w.counts(&s, 2, 0).calls, 0);
         assert!(
-            w.record(&s, s.mine(), phase(2), 0, OK),
+            w.record(&s, s.mine(), phase(2), 0, OK).is_some(),
             "a newer generation rotates"
         );
         assert!(
-            !w.record(&s, s.mine(), (phase(1).0, phase(2).1), 0, FAIL),
+            w.record(&s, s.mine(), (phase(1).0, phase(2).1), 0, FAIL)
+                .is_none(),
             "an earlier one, once the breaker has moved on, is too late"
         );
         assert_eq!(
@@ -603,7 +671,7 @@ mod tests {
         w.record(&s, shared, phase(0), 0, OK);
         // The first owned stripe's owner has no live bucket yet (its empty cache
         // names its bucket 0): going live finalizes nothing.
-        assert!(w.record(&s, s.stripe(SHARED), phase(0), 0, OK));
+        assert!(w.record(&s, s.stripe(SHARED), phase(0), 0, OK).is_some());
         assert_eq!(
             w.counts(&s, 0, 0),
             WindowCounts {
@@ -642,7 +710,7 @@ mod tests {
         // A reading from before the live bucket (a thread that inherits this slot
         // with its own idea of the time) counts in the finalized bucket directly.
         assert!(!record_live_success(o, phase(0).0, 10 * MS));
-        assert!(w.record(&s, r, phase(0), 10 * MS, OK));
+        assert!(w.record(&s, r, phase(0), 10 * MS, OK).is_some());
         assert_eq!(bucket[CALLS].load(Ordering::Relaxed), 5);
         assert_eq!(w.counts(&s, 0, 150 * MS).calls, 7);
         assert!(
@@ -650,6 +718,32 @@ mod tests {
             "epoch 1 is still live"
         );
         assert_eq!(w.counts(&s, 0, 150 * MS).calls, 8);
+    }
+
+    #[test]
+    fn a_young_windows_read_takes_no_bucket_a_key_cycle_ahead() {
+        // A window in its first `K - 1` epochs spans only the epochs since the
+        // breaker began, also in a failure's read: a bucket whose key sits just
+        // before key 1 in the key cycle (a thread whose clock reading is a whole
+        // cycle ahead, 49.7 days of 1 ms buckets, as a clock advanced by
+        // `Duration::MAX` gives) is not in it, though a span of `K - 1` keys
+        // would take it.
+        let (w, s) = window(4, 1);
+        let ahead = (EPOCH_KEYS - 1) * MS; // key EPOCH_KEYS: one key before key 1
+        std::thread::scope(|scope| {
+            scope.spawn(|| w.record(&s, s.mine(), phase(3), ahead, FAIL));
+        });
+        for epoch in 0..3 {
+            let now = epoch * MS;
+            let counted = w.record(&s, s.mine(), phase(3), now, FAIL).unwrap();
+            let own = epoch + 1;
+            assert_eq!(w.counts(&s, 3, now).failures, own, "epoch {epoch}");
+            assert_eq!(
+                w.counts_after(&s, counted, now).failures,
+                own,
+                "epoch {epoch}"
+            );
+        }
     }
 
     #[test]
@@ -661,7 +755,7 @@ mod tests {
         });
         assert_eq!(w.counts(&s, 5, 0).failures, 1);
         // This thread writes later; the idle stripe's bucket has left the window.
-        assert!(w.record(&s, s.mine(), phase(5), 1_000 * MS, OK));
+        assert!(w.record(&s, s.mine(), phase(5), 1_000 * MS, OK).is_some());
         assert_eq!(
             w.counts(&s, 5, 1_000 * MS),
             WindowCounts {
@@ -672,8 +766,11 @@ mod tests {
         );
         // Across the generation's wrap a newer generation's tag compares smaller;
         // the counts stay right.
-        assert!(w.record(&s, s.mine(), phase(GEN_MASK), 2_000 * MS, FAIL));
-        assert!(w.record(&s, s.mine(), phase(0), 2_000 * MS, OK));
+        assert!(
+            w.record(&s, s.mine(), phase(GEN_MASK), 2_000 * MS, FAIL)
+                .is_some()
+        );
+        assert!(w.record(&s, s.mine(), phase(0), 2_000 * MS, OK).is_some());
         assert_eq!(
             w.counts(&s, 0, 2_000 * MS),
             WindowCounts {
@@ -753,7 +850,14 @@ mod tests {
         let shared = s.stripe(0);
         for r in [s.mine(), shared] {
             for e in EPOCH_KEYS - 3..EPOCH_KEYS + 3 {
-                assert!(w.record(&s, r, phase(4), e * MS, FAIL), "epoch {e}");
+                let counted = w.record(&s, r, phase(4), e * MS, FAIL);
+                assert!(counted.is_some(), "epoch {e}");
+                // A failure's read, whose tag range wraps here (checked by parts).
+                assert_eq!(
+                    w.counts_after(&s, counted.unwrap(), e * MS),
+                    w.counts(&s, 4, e * MS),
+                    "epoch {e}"
+                );
             }
         }
         let at = (EPOCH_KEYS + 2) * MS;
@@ -769,6 +873,66 @@ mod tests {
         // A bucket a whole key cycle behind is the documented exception; one a
         // window behind is not counted.
         assert_eq!(w.counts(&s, 4, at + 3 * MS).calls, 0);
+    }
+
+    #[test]
+    fn a_window_too_long_to_fill_within_a_readings_range_reads_the_same_after_a_record() {
+        // (K - 1) epochs overflow a reading: the window is never full, and a
+        // failure's read takes the epoch's division, as `counts` does.
+        let w = Window::new(
+            WindowConfig {
+                bucket_nanos: u64::MAX / 2,
+                buckets: 4,
+            },
+            0,
+        );
+        assert_eq!(w.full_after, None);
+        let s = Stripes::new(w.buckets());
+        for now in [0, u64::MAX / 2 - 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+            let counted = w.record(&s, s.mine(), phase(2), now, FAIL).unwrap();
+            assert_eq!(
+                w.counts_after(&s, counted, now),
+                w.counts(&s, 2, now),
+                "at {now}"
+            );
+        }
+        assert_eq!(w.counts(&s, 2, u64::MAX).calls, 5);
+    }
+
+    proptest! {
+        /// A failure checks each bucket's tag with one subtraction and one compare
+        /// where the window's keys do not wrap: the same verdict as the check part
+        /// by part, for tags of every kind (never written, another generation, a
+        /// key before, within, after the window, across the key cycle's edge).
+        #[test]
+        fn the_tag_range_is_the_tag_check_by_parts(
+            generation in prop_oneof![Just(0), Just(GEN_MASK), 0..=GEN_MASK],
+            last_key in prop_oneof![1..=10u64, EPOCH_KEYS - 10..=EPOCH_KEYS, 1..=EPOCH_KEYS],
+            span in prop_oneof![0..=10u64, 0..u64::from(crate::stripe::MAX_BUCKETS)],
+            other in 0..=GEN_MASK,
+            key in prop_oneof![1..=10u64, EPOCH_KEYS - 10..=EPOCH_KEYS, 1..=EPOCH_KEYS],
+            raw in any::<u64>(),
+        ) {
+            let tag = |g: Generation, k: u64| u64::from(g) << 32 | k;
+            let last = Tag(tag(generation, last_key));
+            let check = in_window(last, span);
+            let mut tags = vec![0, raw, tag(generation, key), tag(other, key)];
+            let (k, s) = (i128::from(last_key), i128::from(span));
+            for edge in [k - s, k, k + 1] {
+                for k in edge - 1..=edge + 1 {
+                    // Keys as the cycle has them: 1..=EPOCH_KEYS.
+                    let k = (k - 1).rem_euclid(i128::from(EPOCH_KEYS)) as u64 + 1;
+                    tags.extend([tag(generation, k), tag(other, k)]);
+                }
+            }
+            for t in tags {
+                prop_assert_eq!(
+                    check(t),
+                    in_window_by_parts(last, span, Tag(t)),
+                    "tag {:#x}, last {:#x}", t, last.0
+                );
+            }
+        }
     }
 
     fn reference(log: &[(u64, Sample)], now: u64, bucket: u64, buckets: u64) -> WindowCounts {
@@ -791,17 +955,23 @@ mod tests {
             buckets in 1u32..=5,
             bucket_ms in 1u64..=20,
             steps in proptest::collection::vec((0u64..60, any::<bool>(), any::<bool>()), 1..200),
+            shared in any::<bool>(),
         ) {
             let (w, s) = window(buckets, bucket_ms);
+            let r = if shared { s.stripe(0) } else { s.mine() };
             let mut now = 0;
             let mut log = Vec::new();
             for (dt_ms, failed, slow) in steps {
                 now += dt_ms * MS / 2; // half-millisecond steps: land inside and on edges
                 let sample = Sample { failed, slow };
-                prop_assert!(w.record(&s, s.mine(), phase(3), now, sample));
+                let counted = w.record(&s, r, phase(3), now, sample);
+                prop_assert!(counted.is_some());
                 log.push((now, sample));
                 let want = reference(&log, now, bucket_ms * MS, u64::from(buckets));
                 prop_assert_eq!(w.counts(&s, 3, now), want);
+                // A failure's read, from where it counted: the same, the window
+                // not yet full (the first `buckets - 1` epochs) included.
+                prop_assert_eq!(w.counts_after(&s, counted.unwrap(), now), want);
             }
         }
     }
@@ -817,15 +987,15 @@ mod tests {
         ) {
             let (w, s) = window(1, 3_600_000);
             let later = first.wrapping_add(distance) & GEN_MASK;
-            prop_assert!(w.record(&s, s.mine(), phase(first), 0, FAIL));
-            prop_assert!(w.record(&s, s.mine(), phase(later), MS, FAIL));
+            prop_assert!(w.record(&s, s.mine(), phase(first), 0, FAIL).is_some());
+            prop_assert!(w.record(&s, s.mine(), phase(later), MS, FAIL).is_some());
             prop_assert_eq!(
                 w.counts(&s, later, MS),
                 WindowCounts { calls: 1, failures: 1, slow: 0 }
             );
             prop_assert_eq!(w.counts(&s, first, MS).calls, 0);
             // The earlier phase's writer, late, does not rotate it back.
-            prop_assert!(!w.record(&s, s.mine(), (phase(first).0, phase(later).1), MS, OK));
+            prop_assert!(w.record(&s, s.mine(), (phase(first).0, phase(later).1), MS, OK).is_none());
             prop_assert_eq!(w.counts(&s, later, MS).calls, 1);
         }
     }

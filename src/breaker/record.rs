@@ -106,13 +106,16 @@ impl<C: Clock> CircuitBreaker<C> {
             policy::streak_trips(&self.config, streak).then_some(Reason::ConsecutiveFailures);
         if let Some(w) = &self.window {
             let now = self.clock.now();
-            w.record(&self.hot.stripes, r, (s, &self.hot.word), now, sample);
+            let counted = w.record(&self.hot.stripes, r, (s, &self.hot.word), now, sample);
             if sample.failed || sample.slow {
                 // SeqCst: two failures recorded at once must not both miss each other's
                 // count (store buffering); with this fence between each one's write
                 // and its read, the later of the two sees both.
                 fence(Ordering::SeqCst);
-                window = w.counts(&self.hot.stripes, generation, now);
+                window = match counted {
+                    Some(counted) => w.counts_after(&self.hot.stripes, counted, now),
+                    None => w.counts(&self.hot.stripes, generation, now), // too late
+                };
                 reason = reason.or_else(|| policy::rate_trip(&self.config, window));
             }
         }
