@@ -12,7 +12,9 @@
 //! and store, no locked instruction. Stripes `0..SHARED` are shared by the threads
 //! whose slot is beyond `owned`, spread by slot number (so no one line is written by
 //! every such thread), and are updated with atomic read-modify-writes. Readers
-//! (metrics, the trip check) sum every stripe that exists.
+//! (metrics, the trip check) sum every stripe that exists, and only those: a word
+//! of bits names the owned stripes that exist, so a reader's cost follows the
+//! threads too (not the room's 68 stripes on a machine of 32 cores or more).
 //!
 //! A stripe is one allocation of 128-byte lines ([`Line`]): the counter line first,
 //! with [`COUNTERS`] lifetime counters, [`SCRATCH`] words its owner writes for the
@@ -143,17 +145,9 @@ macro_rules! room {
             }
 
             /// The counter line of stripe `index`, allocated if no thread has
-            /// written it yet. `index` is below [`len`](Self::len).
-            #[inline]
-            fn get_or_init(&self, index: usize) -> &Line {
-                // The common case, a stripe that exists, in the code every class
-                // shares (no dispatch); the class's own code only to allocate.
-                match self.get(index) {
-                    Some(line) => line,
-                    None => self.init(index),
-                }
-            }
-
+            /// written it yet (or by a racing thread meanwhile). `index` is below
+            /// [`len`](Self::len). The class's own code, called only to allocate:
+            /// see [`Stripes::stripe`].
             #[cold]
             #[inline(never)]
             fn init(&self, index: usize) -> &Line {
@@ -407,7 +401,13 @@ pub(crate) struct Stripes {
     room: Room,
     /// Window buckets per stripe.
     buckets: usize,
+    /// Bit `i`: owned stripe `SHARED + i` exists. Readers visit the stripes that
+    /// exist, not all the room's (68 on a machine of 32 cores or more): a failure's
+    /// window read and every metrics sum cost what the threads in use write, not
+    /// what the core count reserves. Set once per stripe, when it is allocated.
+    written: AtomicU64,
 }
+const _: () = assert!(MAX_OWNED_STRIPES <= u64::BITS as usize);
 
 fn zeroed<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
@@ -415,6 +415,21 @@ fn zeroed<const N: usize>() -> [AtomicU64; N] {
 
 fn zeroed_buckets() -> [Bucket; LINE_BUCKETS] {
     std::array::from_fn(|_| zeroed())
+}
+
+/// The positions of a word's set bits, lowest first.
+struct Bits(u64);
+
+impl Iterator for Bits {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        let bit = self.0.trailing_zeros() as usize;
+        // Clears the lowest set bit (none if the word is 0: then `None`).
+        self.0 &= self.0.wrapping_sub(1);
+        (bit < u64::BITS as usize).then_some(bit)
+    }
 }
 
 impl Stripes {
@@ -441,6 +456,7 @@ impl Stripes {
         let stripes = Stripes {
             room: Room::new(needed_lines(buckets), SHARED + owned),
             buckets,
+            written: AtomicU64::new(0),
         };
         if crate::sync::EAGER_STRIPES {
             for index in 0..stripes.room.len() {
@@ -475,10 +491,30 @@ impl Stripes {
     /// (see [`mine`](Self::mine)), or any stripe as a test writes it.
     #[inline]
     pub(crate) fn stripe(&self, index: usize) -> StripeRef<'_> {
+        // The common case, a stripe that exists, in the code every class shares
+        // (no dispatch); the class's own code only to allocate.
+        let stripe = match self.room.get(index) {
+            Some(line) => line,
+            None => self.allocate(index),
+        };
         StripeRef {
-            stripe: self.room.get_or_init(index),
+            stripe,
             owned: index >= SHARED,
         }
+    }
+
+    /// Stripe `index`'s counter line, allocated (unless a racing thread did), and
+    /// marked as existing for readers if it is an owned one.
+    #[cold]
+    #[inline(never)]
+    fn allocate(&self, index: usize) -> &Line {
+        let line = self.room.init(index);
+        if let Some(bit) = index.checked_sub(SHARED) {
+            // Release: a reader that sees the bit (with Acquire) finds the stripe,
+            // published before it (the `OnceBox`'s own Release).
+            self.written.fetch_or(1 << bit, Ordering::Release);
+        }
+        line
     }
 
     /// Every line of stripe `r`: its counter line, then its ring's.
@@ -510,12 +546,31 @@ impl Stripes {
         word(r.stripe, COUNTERS + i)
     }
 
-    /// Every stripe some thread has written, for readers.
+    /// Every stripe some thread has written, for readers: [`shared`](Self::shared),
+    /// then [`owned`](Self::owned).
     pub(crate) fn all(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
-        (0..self.room.len()).filter_map(|index| {
+        self.shared().chain(self.owned())
+    }
+
+    /// The shared stripes some thread has written.
+    pub(crate) fn shared(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
+        (0..SHARED).filter_map(|index| {
             self.room.get(index).map(|stripe| StripeRef {
                 stripe,
-                owned: index >= SHARED,
+                owned: false,
+            })
+        })
+    }
+
+    /// The owned stripes some thread has written: those their bits name (the
+    /// others cost a reader nothing).
+    pub(crate) fn owned(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
+        // Acquire: pairs with `allocate`'s Release, so each stripe a bit names is
+        // found. A stripe allocated after this load is read as not yet written.
+        Bits(self.written.load(Ordering::Acquire)).filter_map(|bit| {
+            self.room.get(SHARED + bit).map(|stripe| StripeRef {
+                stripe,
+                owned: true,
             })
         })
     }
@@ -639,6 +694,48 @@ mod tests {
         });
         assert_eq!(stripes.allocated(), 2);
         assert_eq!(stripes.total(Counter::Successes), 2);
+    }
+
+    #[test]
+    fn readers_visit_exactly_the_stripes_that_exist_whatever_their_index() {
+        // The most stripes a breaker has (64 owned: every bit of the word).
+        let stripes = Stripes {
+            room: Room::new(needed_lines(10), MAX_STRIPES),
+            buckets: 10,
+            written: AtomicU64::new(0),
+        };
+        let len = stripes.room.len();
+        let visited = |s: &Stripes| -> Vec<u64> {
+            // Each stripe's index, from its counter line.
+            s.all()
+                .map(|r| word(r.stripe, INDEX).load(Ordering::Relaxed))
+                .collect()
+        };
+        assert_eq!(visited(&stripes), Vec::<u64>::new());
+        // The last owned stripe (the highest bit), a middle one, a shared one:
+        // shared first, then owned in index order, and nothing else.
+        for index in [len - 1, SHARED + 1, 2] {
+            Stripes::bump(stripes.stripe(index), Counter::Successes);
+        }
+        let want: Vec<u64> = [2, SHARED + 1, len - 1].map(|i| i as u64).to_vec();
+        assert_eq!(visited(&stripes), want);
+        assert_eq!(stripes.total(Counter::Successes), 3);
+        // Written again, or found again, nothing changes.
+        let _ = stripes.stripe(len - 1);
+        assert_eq!(visited(&stripes), want);
+        assert_eq!(stripes.allocated(), 3);
+        // Every stripe, all 64 bits.
+        for index in 0..len {
+            let _ = stripes.stripe(index);
+        }
+        assert_eq!(visited(&stripes), (0..len as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn bits_are_visited_lowest_first_and_the_top_bit_too() {
+        assert_eq!(Bits(0).count(), 0);
+        assert_eq!(Bits(1 << 63 | 1 << 5 | 1).collect::<Vec<_>>(), [0, 5, 63]);
+        assert_eq!(Bits(u64::MAX).count(), 64);
     }
 
     #[test]

@@ -439,23 +439,22 @@ impl Window {
         let generation = last.generation();
         let in_window = in_window(last, span);
         let mut c = WindowCounts::default();
-        for r in stripes.all() {
-            if r.as_owned().is_none() {
-                // Four buckets a line; the last line's unused ones are never
-                // written, so their tags keep them out of the window. (Here
-                // `flat_map` measured better: nested loops, as for the owned
-                // stripes below, cost a failure 14 instructions more.)
-                for bucket in stripes.ring(r).iter().flat_map(|line| line.iter()) {
-                    // Acquire: see the module's Orderings.
-                    if in_window(bucket[TAG].load(Ordering::Acquire)) {
-                        // Relaxed: counts only; the tag's Acquire ordered them.
-                        c.calls += bucket[CALLS].load(Ordering::Relaxed);
-                        c.failures += bucket[FAILURES].load(Ordering::Relaxed);
-                        c.slow += bucket[SLOW].load(Ordering::Relaxed);
-                    }
+        for r in stripes.shared() {
+            // Four buckets a line; the last line's unused ones are never written,
+            // so their tags keep them out of the window. (Here `flat_map` measured
+            // better: nested loops, as for the owned stripes below, cost a failure
+            // 14 instructions more.)
+            for bucket in stripes.ring(r).iter().flat_map(|line| line.iter()) {
+                // Acquire: see the module's Orderings.
+                if in_window(bucket[TAG].load(Ordering::Acquire)) {
+                    // Relaxed: counts only; the tag's Acquire ordered them.
+                    c.calls += bucket[CALLS].load(Ordering::Relaxed);
+                    c.failures += bucket[FAILURES].load(Ordering::Relaxed);
+                    c.slow += bucket[SLOW].load(Ordering::Relaxed);
                 }
-                continue;
             }
+        }
+        for r in stripes.owned() {
             // An owned stripe never written, or whose newest bucket is another
             // phase's or older than the window (an idle thread's), has nothing to
             // add: its owner's tags only move on, so every other bucket is older
