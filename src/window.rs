@@ -486,8 +486,8 @@ impl Window {
 /// `last`. Those tags are one range of the word, `last - span ..= last`, unless
 /// the keys wrap within it (for one window's length each key cycle): then a tag
 /// is checked part by part. One subtraction and one compare otherwise (a tag of
-/// another generation, or 0, never written, is far outside the range): a failure
-/// checks every bucket of every stripe so.
+/// another generation, or 0, never written, is far outside the range), for every
+/// bucket a reader visits.
 #[inline]
 fn in_window(last: Tag, span: u64) -> impl Fn(u64) -> bool + Copy {
     let wraps = (last.0 & KEY_MASK) <= span;
