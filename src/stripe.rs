@@ -518,6 +518,7 @@ impl Stripes {
     }
 
     /// Every line of stripe `r`: its counter line, then its ring's.
+    #[inline]
     fn lines<'a>(&'a self, r: StripeRef<'a>) -> &'a [Line] {
         // Relaxed: written before the stripe was published, and `r` was found
         // with the Acquire that saw it published.
@@ -534,6 +535,7 @@ impl Stripes {
 
     /// The lines of stripe `r`'s ring that hold its buckets, for readers: every
     /// bucket, four to a line, the last line's rest never written.
+    #[inline]
     pub(crate) fn ring<'a>(&'a self, r: StripeRef<'a>) -> &'a [Line] {
         self.lines(r)
             .get(1..needed_lines(self.buckets))
