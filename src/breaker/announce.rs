@@ -66,6 +66,9 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         // Relaxed: a statistic; the event itself is ordered by the CAS.
         self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
+        if crate::OBSERVERS.is_empty() && self.listener.is_none() {
+            return to; // no one to tell: the event is not built
+        }
         let event = Transition {
             from: from.state(),
             to: to.state(),
