@@ -14,7 +14,8 @@ import os
 import statistics
 import sys
 
-SUITES = ["closed_success", "open_reject", "failure_path", "half_open"]
+SUITES = ["closed_success", "open_reject", "failure_path", "failure_path_one_in_10",
+          "failure_path_one_in_3", "half_open"]
 # Suites with their own baselines (benches/future.rs, benches/registry.rs), printed as
 # a second table of medians under their full criterion ids (wall time).
 EXTRA = ["future", "registry"]

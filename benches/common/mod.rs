@@ -635,6 +635,9 @@ pub enum Op {
     Fail,
     /// Calls that must be rejected.
     Rejected,
+    /// Calls that must be admitted, one in `n` failing (and never tripping): a
+    /// dependency in partial trouble.
+    FailOneIn(u32),
 }
 
 /// Benchmarks `op` on every implementation it visits, one criterion function each,
@@ -648,7 +651,7 @@ impl<M: Measurement> Visit for Group<'_, '_, M> {
     fn visit<S: Subject>(&mut self, name: &str, s: S) {
         let (op, group) = (self.op, &mut *self.group);
         let ready = |s: &S| match op {
-            Op::Succeed => succeed!(s),
+            Op::Succeed | Op::FailOneIn(_) => succeed!(s),
             Op::Fail => fail!(s),
             Op::Rejected => !succeed!(s),
         };
@@ -657,6 +660,13 @@ impl<M: Measurement> Visit for Group<'_, '_, M> {
         match op {
             Op::Succeed | Op::Rejected => group.bench_function(name, |b| b.iter(|| succeed!(s))),
             Op::Fail => group.bench_function(name, |b| b.iter(|| fail!(s))),
+            Op::FailOneIn(n) => group.bench_function(name, |b| {
+                let mut i = 0;
+                b.iter(|| {
+                    i = if i + 1 == n { 0 } else { i + 1 };
+                    if i == 0 { fail!(s) } else { succeed!(s) }
+                })
+            }),
         };
         assert!(ready(&s), "{name} changed state while it was measured");
     }
