@@ -67,12 +67,7 @@ impl<C: Clock> CircuitBreaker<C> {
     where
         F: Future<Output = Result<T, E>>,
     {
-        CallAsync {
-            breaker: self,
-            permit: None,
-            classify: Some(ErrIsFailure),
-            call: Some(call),
-        }
+        CallAsync::new(self, ErrIsFailure, call)
     }
 
     /// Like [`call_async`](Self::call_async), with `classify` saying what the result
@@ -112,12 +107,7 @@ impl<C: Clock> CircuitBreaker<C> {
         F: Future<Output = Result<T, E>>,
         K: Fn(&Result<T, E>) -> Outcome,
     {
-        CallAsync {
-            breaker: self,
-            permit: None,
-            classify: Some(classify),
-            call: Some(call),
-        }
+        CallAsync::new(self, classify, call)
     }
 }
 
@@ -172,6 +162,19 @@ pin_project! {
         // `None` once rejected or completed, so the inner future is dropped early.
         #[pin]
         call: Option<F>,
+    }
+}
+
+impl<'a, F, K, C: Clock> CallAsync<'a, F, K, C> {
+    /// A call through `breaker` not yet polled: no permit yet.
+    #[inline]
+    fn new(breaker: &'a CircuitBreaker<C>, classify: K, call: F) -> Self {
+        CallAsync {
+            breaker,
+            permit: None,
+            classify: Some(classify),
+            call: Some(call),
+        }
     }
 }
 

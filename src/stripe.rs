@@ -144,10 +144,9 @@ macro_rules! room {
                 }
             }
 
-            /// The counter line of stripe `index`, allocated if no thread has
-            /// written it yet (or by a racing thread meanwhile). `index` is below
-            /// [`len`](Self::len). The class's own code, called only to allocate:
-            /// see [`Stripes::stripe`].
+            /// The counter line of stripe `index`, allocated unless a racing thread
+            /// has just done so. `index` is below [`len`](Self::len). The class's
+            /// own code, called only to allocate: see [`Stripes::stripe`].
             #[cold]
             #[inline(never)]
             fn init(&self, index: usize) -> &Line {
@@ -404,7 +403,8 @@ pub(crate) struct Stripes {
     /// Bit `i`: owned stripe `SHARED + i` exists. Readers visit the stripes that
     /// exist, not all the room's (68 on a machine of 32 cores or more): a failure's
     /// window read and every metrics sum cost what the threads in use write, not
-    /// what the core count reserves. Set once per stripe, when it is allocated.
+    /// what the core count reserves. Set when the stripe is allocated, never
+    /// cleared (a stripe lives as long as its breaker).
     written: AtomicU64,
 }
 const _: () = assert!(MAX_OWNED_STRIPES <= u64::BITS as usize);
