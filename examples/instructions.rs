@@ -77,6 +77,32 @@ fn ramp(share: f64) -> Ramp {
     Ramp(b)
 }
 
+/// Scenario `failing`, implementation `cutout_window_full`: `cutout_window` (10 s,
+/// ten buckets, never tripping) on a `ManualClock`, with a failure and a success
+/// in each of its ten buckets, so that a failure's trip check reads a full window
+/// (nine finalized buckets and the live one), as it does after ten seconds of a
+/// real service; the other `failing` rows run for a fraction of a second, in one
+/// bucket.
+fn window_full() -> common::Cutout<ManualClock> {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(0.5, u32::MAX)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for second in 0..10 {
+        if second > 0 {
+            clock.advance(Duration::from_secs(1));
+        }
+        let _ = b.call(|| Err::<(), _>(()));
+        let _ = b.call(|| Ok::<_, ()>(()));
+    }
+    let counts = b.metrics().window;
+    assert_eq!((counts.calls, counts.failures), (20, 10), "a full window");
+    common::Cutout(b)
+}
+
 #[inline(never)]
 fn drive_fail<S: Subject>(s: &S, calls: u64) -> u64 {
     let mut ran = 0;
@@ -206,6 +232,9 @@ fn main() {
             for name in common::names(scenario) {
                 println!("{name}");
             }
+            if scenario == "failing" {
+                println!("cutout_window_full");
+            }
         }
         [scenario, name, calls, rest @ ..] if rest.len() <= 1 => {
             let calls: u64 = calls.parse().expect(usage);
@@ -228,7 +257,12 @@ fn main() {
                 threads,
                 ran: 0,
             };
-            let found = common::run_one(scenario, name, &mut drive);
+            let found = if (scenario.as_str(), name.as_str()) == ("failing", "cutout_window_full") {
+                drive.run(&window_full());
+                true
+            } else {
+                common::run_one(scenario, name, &mut drive)
+            };
             assert!(found, "no implementation {name} in scenario {scenario}");
             let expected = if scenario == "open" { 0 } else { calls };
             assert_eq!(drive.ran, expected, "{name}: calls that ran");

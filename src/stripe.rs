@@ -405,9 +405,13 @@ pub(crate) struct Stripes {
     /// window read and every metrics sum cost what the threads in use write, not
     /// what the core count reserves. Set when the stripe is allocated, never
     /// cleared (a stripe lives as long as its breaker).
-    written: AtomicU64,
+    owned_bits: AtomicU64,
+    /// Bit `i`: shared stripe `i` exists, as `owned_bits` says of owned ones (most
+    /// processes never write a shared stripe: one load skips all four).
+    shared_bits: AtomicU64,
 }
 const _: () = assert!(MAX_OWNED_STRIPES <= u64::BITS as usize);
+const _: () = assert!(SHARED <= u64::BITS as usize);
 
 fn zeroed<const N: usize>() -> [AtomicU64; N] {
     std::array::from_fn(|_| AtomicU64::new(0))
@@ -456,7 +460,8 @@ impl Stripes {
         let stripes = Stripes {
             room: Room::new(needed_lines(buckets), SHARED + owned),
             buckets,
-            written: AtomicU64::new(0),
+            owned_bits: AtomicU64::new(0),
+            shared_bits: AtomicU64::new(0),
         };
         if crate::sync::EAGER_STRIPES {
             for index in 0..stripes.room.len() {
@@ -504,16 +509,18 @@ impl Stripes {
     }
 
     /// Stripe `index`'s counter line, allocated (unless a racing thread did), and
-    /// marked as existing for readers if it is an owned one.
+    /// marked as existing for readers.
     #[cold]
     #[inline(never)]
     fn allocate(&self, index: usize) -> &Line {
         let line = self.room.init(index);
-        if let Some(bit) = index.checked_sub(SHARED) {
-            // Release: a reader that sees the bit (with Acquire) finds the stripe,
-            // published before it (the `OnceBox`'s own Release).
-            self.written.fetch_or(1 << bit, Ordering::Release);
-        }
+        let (bits, bit) = match index.checked_sub(SHARED) {
+            Some(bit) => (&self.owned_bits, bit),
+            None => (&self.shared_bits, index),
+        };
+        // Release: a reader that sees the bit (with Acquire) finds the stripe,
+        // published before it (the `OnceBox`'s own Release).
+        bits.fetch_or(1 << bit, Ordering::Release);
         line
     }
 
@@ -554,9 +561,10 @@ impl Stripes {
         self.shared().chain(self.owned())
     }
 
-    /// The shared stripes some thread has written.
+    /// The shared stripes some thread has written: those their bits name.
     pub(crate) fn shared(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
-        (0..SHARED).filter_map(|index| {
+        // Acquire: as in `owned`.
+        Bits(self.shared_bits.load(Ordering::Acquire)).filter_map(|index| {
             self.room.get(index).map(|stripe| StripeRef {
                 stripe,
                 owned: false,
@@ -569,7 +577,7 @@ impl Stripes {
     pub(crate) fn owned(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
         // Acquire: pairs with `allocate`'s Release, so each stripe a bit names is
         // found. A stripe allocated after this load is read as not yet written.
-        Bits(self.written.load(Ordering::Acquire)).filter_map(|bit| {
+        Bits(self.owned_bits.load(Ordering::Acquire)).filter_map(|bit| {
             self.room.get(SHARED + bit).map(|stripe| StripeRef {
                 stripe,
                 owned: true,
@@ -704,7 +712,8 @@ mod tests {
         let stripes = Stripes {
             room: Room::new(needed_lines(10), MAX_STRIPES),
             buckets: 10,
-            written: AtomicU64::new(0),
+            owned_bits: AtomicU64::new(0),
+            shared_bits: AtomicU64::new(0),
         };
         let len = stripes.room.len();
         let visited = |s: &Stripes| -> Vec<u64> {

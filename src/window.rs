@@ -89,6 +89,17 @@ impl Tag {
         self.0 != 0
     }
 
+    /// The tag `epochs` (fewer than a key cycle) after `self` in its generation,
+    /// modulo the key cycle (written).
+    fn ahead(self, epochs: u64) -> Tag {
+        debug_assert!(epochs < EPOCH_KEYS);
+        let mut key = (self.0 & KEY_MASK) + epochs;
+        if key > EPOCH_KEYS {
+            key -= EPOCH_KEYS;
+        }
+        Tag(self.0 & !KEY_MASK | key)
+    }
+
     /// How many epochs `self` is behind `mine`, modulo the key cycle (both written).
     fn behind(self, mine: Tag) -> u64 {
         ((mine.0 & KEY_MASK) + EPOCH_KEYS - (self.0 & KEY_MASK)) % EPOCH_KEYS
@@ -436,14 +447,11 @@ impl Window {
     /// The counts of the buckets tagged `last`'s generation and a key from `span`
     /// epochs before `last`'s through `last`'s, in every stripe.
     fn sum(&self, stripes: &Stripes, last: Tag, span: u64) -> WindowCounts {
-        let generation = last.generation();
         let in_window = in_window(last, span);
         let mut c = WindowCounts::default();
         for r in stripes.shared() {
             // Four buckets a line; the last line's unused ones are never written,
-            // so their tags keep them out of the window. (Here `flat_map` measured
-            // better: nested loops, as for the owned stripes below, cost a failure
-            // 14 instructions more.)
+            // so their tags keep them out of the window.
             for bucket in stripes.ring(r).iter().flat_map(|line| line.iter()) {
                 // Acquire: see the module's Orderings.
                 if in_window(bucket[TAG].load(Ordering::Acquire)) {
@@ -454,26 +462,24 @@ impl Window {
                 }
             }
         }
+        // An owned stripe whose newest bucket is another phase's or older than the
+        // window (an idle thread's) has nothing to add: its owner's tags only move
+        // on, so every other bucket is older still. (A newest bucket newer than
+        // `last`, the owner's clock having moved on since this thread's reading,
+        // does not skip it.)
+        let recent = self::in_window(last.ahead(self.ahead_max()), span + self.ahead_max());
         for r in stripes.owned() {
-            // An owned stripe never written, or whose newest bucket is another
-            // phase's or older than the window (an idle thread's), has nothing to
-            // add: its owner's tags only move on, so every other bucket is older
-            // still. Skip it with one load. (A newest bucket newer than `now`, the
-            // owner's clock having moved on since this thread's reading, does not
-            // skip it.)
             // Acquire: pairs with the owner's Release of the tag.
-            let newest = Tag(Stripes::scratch(r, NEWEST).load(Ordering::Acquire));
-            let behind = newest.behind(last);
-            if !newest.written()
-                || newest.generation() != generation
-                || behind > span && behind < EPOCH_KEYS - self.ahead_max()
-            {
+            if !recent(Stripes::scratch(r, NEWEST).load(Ordering::Acquire)) {
                 continue;
             }
-            // (Nested loops: a `flat_map` here cost a failure 180 instructions more.)
             for line in stripes.ring(r) {
                 for bucket in line.iter() {
-                    c.add(owned_counts(r, bucket, in_window));
+                    // Acquire: see the module's Orderings (and `owned_counts`).
+                    let tag = bucket[TAG].load(Ordering::Acquire);
+                    if in_window(tag) {
+                        c.add(owned_counts(r, bucket, tag, in_window));
+                    }
                 }
             }
         }
@@ -516,17 +522,17 @@ pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bo
     live
 }
 
-/// An owned bucket's counts if its tag is in the window (`in_window`), read
-/// consistently with its tag (see the module's Orderings).
+/// An owned bucket's counts, read consistently with its tag (see the module's
+/// Orderings), if it is in the window (`in_window`): `tag` is the tag its reader
+/// has loaded with `Acquire`, and found in the window.
 #[inline]
 fn owned_counts(
     r: StripeRef<'_>,
     bucket: &Bucket,
+    mut tag: u64,
     in_window: impl Fn(u64) -> bool,
 ) -> WindowCounts {
-    // Acquire: see the module's Orderings.
-    let mut tag = bucket[TAG].load(Ordering::Acquire);
-    while in_window(tag) {
+    loop {
         // Relaxed, every load until the last fence: validated by the tag.
         let failures = bucket[FAILURES].load(Ordering::Relaxed);
         let slow = bucket[SLOW].load(Ordering::Relaxed);
@@ -553,9 +559,11 @@ fn owned_counts(
                 slow,
             };
         }
+        if !in_window(again) {
+            return WindowCounts::default();
+        }
         tag = again;
     }
-    WindowCounts::default()
 }
 
 #[cfg(all(test, not(cutout_loom)))]
