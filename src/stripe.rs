@@ -175,14 +175,14 @@ macro_rules! room {
     };
 }
 
-// Exact up to 16 ring lines (64 buckets), then steps of at most 1.5 times; the
-// largest holds `MAX_BUCKETS`.
+// Exact up to 17 ring lines (64 buckets and the summary), then steps of at most
+// 1.5 times; the largest holds `MAX_BUCKETS` and the summary.
 room! {
     R0 = 1, R1 = 2, R2 = 3, R3 = 4, R4 = 5, R5 = 6, R6 = 7, R7 = 8, R8 = 9,
     R9 = 10, R10 = 11, R11 = 12, R12 = 13, R13 = 14, R14 = 15, R15 = 16, R16 = 17,
-    R24 = 25, R32 = 33, R48 = 49, R64 = 65, R96 = 97, R128 = 129, R192 = 193,
+    R17 = 18, R24 = 25, R32 = 33, R48 = 49, R64 = 65, R96 = 97, R128 = 129, R192 = 193,
     R256 = 257, R384 = 385, R512 = 513, R768 = 769,
-    ; R1024 = 1025
+    ; R1025 = 1026
 }
 
 /// A zeroed stripe of `L` lines, stripe `index` of its room.
@@ -207,9 +207,12 @@ fn word(line: &Line, i: usize) -> &AtomicU64 {
 }
 
 /// The lines a stripe needs for `buckets` window buckets: the counter line, then
-/// the ring's, four buckets to a line.
+/// the ring's, four buckets to a line, and with a window one more bucket's room
+/// after them, for the owner's summary (see [`Ring::summary`]).
 const fn needed_lines(buckets: usize) -> usize {
-    1 + buckets.div_ceil(LINE_BUCKETS)
+    // Saturating: no size computation overflows (see `stripe_bytes`).
+    let slots = if buckets == 0 { 0 } else { buckets.saturating_add(1) };
+    1 + slots.div_ceil(LINE_BUCKETS)
 }
 
 /// The lines of the class that holds a stripe of `buckets` window buckets (see
@@ -230,7 +233,7 @@ const fn class_lines(buckets: usize) -> Option<usize> {
 /// class's lines. `None` if no class is that large.
 pub(crate) const fn stripe_bytes(buckets: usize) -> Option<usize> {
     match class_lines(buckets) {
-        // At most 1025 lines of at most a few hundred bytes: no overflow.
+        // At most 1026 lines of at most a few hundred bytes: no overflow.
         Some(lines) => Some(lines * std::mem::size_of::<Line>()),
         None => None,
     }
@@ -391,6 +394,55 @@ impl<'a> Owned<'a> {
     }
 }
 
+/// A stripe's ring, found once for several reads: `buckets` window buckets, four
+/// to a line, then one bucket's room for the summary (see [`summary`]); the last
+/// line's rest is never written.
+///
+/// [`summary`]: Ring::summary
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ring<'a> {
+    lines: &'a [Line],
+    buckets: usize,
+}
+
+impl<'a> Ring<'a> {
+    /// The window's buckets: the lines they fill, then the rest of the next line
+    /// (the summary's slot not among them).
+    #[inline]
+    pub(crate) fn buckets(self) -> (&'a [Line], &'a [Bucket]) {
+        let (whole, rest) = (self.buckets / LINE_BUCKETS, self.buckets % LINE_BUCKETS);
+        let tail = self.lines.get(whole).map_or(&[][..], |line| &line[..rest]);
+        (self.lines.get(..whole).unwrap_or_default(), tail)
+    }
+
+    /// Slot `b`: window bucket `b`, or the summary's slot (`b` the bucket count);
+    /// `None` beyond the ring.
+    #[inline]
+    pub(crate) fn bucket(self, b: usize) -> Option<&'a Bucket> {
+        Some(&self.lines.get(b / LINE_BUCKETS)?[b % LINE_BUCKETS])
+    }
+
+    /// The slot after the window's buckets, where the owner of the stripe keeps
+    /// the sum of its buckets in the window that ends at its live bucket (see
+    /// [`crate::window`]). `None` without a window.
+    #[inline]
+    pub(crate) fn summary(self) -> Option<&'a Bucket> {
+        self.bucket(self.buckets)
+    }
+
+    /// How many lines the ring takes.
+    #[cfg(test)]
+    pub(crate) fn len(self) -> usize {
+        self.lines.len()
+    }
+
+    /// Every slot, the summary's and the unused ones too.
+    #[cfg(test)]
+    pub(crate) fn slots(self) -> impl Iterator<Item = &'a Bucket> {
+        self.lines.iter().flat_map(|line| line.iter())
+    }
+}
+
 /// `repr(C)`, the room first: its pointer and length (and its class) are what the
 /// lean paths load, so they must fall in the breaker's first [`LEAN_LOADS`] bytes.
 #[repr(C)]
@@ -540,13 +592,17 @@ impl Stripes {
         &self.lines(r)[1 + b / LINE_BUCKETS][b % LINE_BUCKETS]
     }
 
-    /// The lines of stripe `r`'s ring that hold its buckets, for readers: every
-    /// bucket, four to a line, the last line's rest never written.
+    /// Stripe `r`'s ring, for readers: its window buckets, four to a line, then
+    /// the summary's slot.
     #[inline]
-    pub(crate) fn ring<'a>(&'a self, r: StripeRef<'a>) -> &'a [Line] {
-        self.lines(r)
-            .get(1..needed_lines(self.buckets))
-            .unwrap_or_default()
+    pub(crate) fn ring<'a>(&'a self, r: StripeRef<'a>) -> Ring<'a> {
+        Ring {
+            lines: self
+                .lines(r)
+                .get(1..needed_lines(self.buckets))
+                .unwrap_or_default(),
+            buckets: self.buckets,
+        }
     }
 
     /// Scratch word `i` of a stripe: written by its owner only.
@@ -768,14 +824,20 @@ mod tests {
             let needed = needed_lines(buckets);
             let lines = class_lines(buckets).expect("every allowed window has a class");
             assert!(lines >= needed, "{buckets} buckets");
-            // Exact up to 64 buckets, then at most 1.5 times the ring.
+            // Exact up to 64 buckets (and the summary), then at most 1.5 times the
+            // ring.
             let (ring, needed_ring) = (lines - 1, needed - 1);
             assert!(
-                ring == needed_ring || needed_ring > 16 && 2 * ring <= 3 * needed_ring,
+                ring == needed_ring || needed_ring > 17 && 2 * ring <= 3 * needed_ring,
                 "{buckets} buckets in {lines} lines"
             );
         }
-        assert_eq!(class_lines(MAX_BUCKETS as usize + 1), None);
+        // The largest class is the largest window's, no larger.
+        assert_eq!(
+            Some(needed_lines(MAX_BUCKETS as usize)),
+            CLASSES.last().copied()
+        );
+        assert_eq!(class_lines(MAX_BUCKETS as usize + LINE_BUCKETS), None);
         for buckets in [1, 4, 5, 10, 60, 64, 65, 100, 1000, MAX_BUCKETS as usize] {
             let stripes = Stripes::new(buckets);
             let r = stripes.mine();
@@ -787,8 +849,7 @@ mod tests {
             }
             let written: Vec<u64> = stripes
                 .ring(r)
-                .iter()
-                .flat_map(|line| line.iter())
+                .slots()
                 .map(|bucket| bucket[1].load(Ordering::Relaxed))
                 .collect();
             assert_eq!(

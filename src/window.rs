@@ -27,13 +27,17 @@
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
 use crate::state::{Generation, Snapshot, StateWord};
-use crate::stripe::{Bucket, COUNTERS, OPEN_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
+use crate::stripe::{Bucket, COUNTERS, OPEN_DEADLINE, Owned, PHASE_KEY, Ring, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 
 const TAG: usize = 0;
 const CALLS: usize = 1;
 const FAILURES: usize = 2;
 const SLOW: usize = 3;
+/// The summary's first word (in the slot after the window's buckets, where a tag
+/// would be): the tag of the owner's live bucket when the summary was written, the
+/// end of the window it sums; 0 while it is being rewritten or given up.
+const SEQ: usize = TAG;
 
 /// Scratch words of an owned stripe. `CACHE_START`, `CACHE_KEY`, `CACHE_SPAN` and
 /// `LIVE_SLOT` are the owner's cache of its live bucket: that bucket's start (a
@@ -301,6 +305,13 @@ impl Window {
                     (bucket, o.scratch(LIVE_CALLS))
                 } else {
                     // Finalized earlier: count in it directly, and leave the cache.
+                    // The summary may count this bucket: no reader may take it now
+                    // (until the next rotation writes it anew). Relaxed: stored before
+                    // the count, and a failure's reader that must see the count sees
+                    // this store too (the `SeqCst` fences order both).
+                    if let Some(summary) = stripes.ring(r).summary() {
+                        summary[SEQ].store(0, Ordering::Relaxed);
+                    }
                     (bucket, &bucket[CALLS])
                 });
             }
@@ -313,10 +324,18 @@ impl Window {
             let base = o.scratch(LIVE_BASE).load(Ordering::Relaxed);
             live[CALLS].store(counted.wrapping_sub(base), Ordering::Relaxed);
         }
+        let ring = stripes.ring(r);
+        let summary = ring.summary();
+        let others = summary
+            .map(|summary| self.others(ring, summary, cached.then_some(live), bucket, mine));
         // Clear the tag of the slot being reused, so a reader that sees any of the
-        // writes below sees a changed tag.
+        // writes below sees a changed tag; and the summary's sequence word, so a
+        // reader that sees any of them does not take the summary.
         bucket[TAG].store(0, Ordering::Relaxed);
-        // Release: the finalized count and the cleared tag come before everything
+        if let Some(summary) = summary {
+            summary[SEQ].store(0, Ordering::Relaxed);
+        }
+        // Release: the finalized count and the cleared words come before everything
         // below (see the module's Orderings).
         fence(Ordering::Release);
         o.scratch(LIVE_BASE).store(counted, Ordering::Relaxed);
@@ -325,10 +344,20 @@ impl Window {
         bucket[SLOW].store(0, Ordering::Relaxed);
         // Release: the zeroed counts are visible with the tag.
         bucket[TAG].store(mine.0, Ordering::Release);
-        // Release: a reader that sees this tag here sees the bucket too. The owner's
-        // tags only grow (its time and generation readings do not go backwards), so
-        // this is the stripe's newest bucket.
-        o.scratch(NEWEST).store(mine.0, Ordering::Release);
+        // The stripe's newest bucket, unless a newer one of this phase is (this
+        // outcome arrived late: its reading is earlier than one the owner has
+        // counted, as a thread that took over an exited thread's slot may bring).
+        // A reader skips the stripe if this word is older than its window, so it
+        // must not move back. Relaxed: the owner's own words; while `CACHE_KEY`
+        // holds this phase's key, this word holds the tag of the owner's rotation
+        // for it, not an Open deadline (see `OPEN_DEADLINE`).
+        let newer = o.scratch(CACHE_KEY).load(Ordering::Relaxed) == phase.key().to_bits()
+            && (1..=self.ahead_max())
+                .contains(&mine.behind(Tag(o.scratch(NEWEST).load(Ordering::Relaxed))));
+        if !newer {
+            // Release: a reader that sees this tag here sees the bucket too.
+            o.scratch(NEWEST).store(mine.0, Ordering::Release);
+        }
         // The owner's next outcomes for this phase in this bucket's time take
         // the fast path.
         let start = epoch.saturating_mul(self.bucket_nanos);
@@ -339,7 +368,83 @@ impl Window {
         o.scratch(CACHE_KEY)
             .store(phase.key().to_bits(), Ordering::Relaxed);
         o.scratch(LIVE_SLOT).store(slot as u64, Ordering::Relaxed);
+        if let (Some(summary), Some(others)) = (summary, others) {
+            // Relaxed: published by the sequence word's Release below.
+            summary[CALLS].store(others.calls, Ordering::Relaxed);
+            summary[FAILURES].store(others.failures, Ordering::Relaxed);
+            summary[SLOW].store(others.slow, Ordering::Relaxed);
+            // Release: a reader that sees this word sees the counts above and the
+            // live bucket's slot (see `summarized`).
+            summary[SEQ].store(mine.0, Ordering::Release);
+        }
         Some((bucket, o.scratch(LIVE_CALLS)))
+    }
+
+    /// What a rotation to `mine`, into the slot `reused`, keeps in the summary:
+    /// the sum of the owner's other buckets in the window that ends at `mine`, all
+    /// finalized (the live one, `previous`, just was). Called by the owner, before
+    /// it clears anything: its own words, so every load is `Relaxed`.
+    ///
+    /// When the owner moves on by one epoch and its summary holds (the window that
+    /// ends at `previous`), one step: `previous` joins the sum and the oldest
+    /// bucket leaves it, two buckets read whatever the window's length. Otherwise
+    /// the buckets are summed anew (`K` read, once a bucket period at most).
+    fn others(
+        &self,
+        ring: Ring<'_>,
+        summary: &Bucket,
+        previous: Option<&Bucket>,
+        reused: &Bucket,
+        mine: Tag,
+    ) -> WindowCounts {
+        let counts = |b: &Bucket| WindowCounts {
+            calls: b[CALLS].load(Ordering::Relaxed),
+            failures: b[FAILURES].load(Ordering::Relaxed),
+            slow: b[SLOW].load(Ordering::Relaxed),
+        };
+        let Some(previous) = previous else {
+            return self.summed_anew(ring, reused, mine);
+        };
+        let last = Tag(previous[TAG].load(Ordering::Relaxed));
+        if summary[SEQ].load(Ordering::Relaxed) != last.0 || last.ahead(1) != mine {
+            return self.summed_anew(ring, reused, mine);
+        }
+        let mut c = counts(summary);
+        c.add(counts(previous));
+        // The one bucket in the window that ends at `previous` but not in `mine`'s:
+        // the oldest, in the slot being reused (if written in its epoch; with one
+        // bucket, it is `previous`).
+        if in_window(last, self.buckets - 1)(reused[TAG].load(Ordering::Relaxed)) {
+            let gone = counts(reused);
+            // Wrapping: `gone` is in the sum (a finalized bucket written since
+            // would have given the summary up).
+            c = WindowCounts {
+                calls: c.calls.wrapping_sub(gone.calls),
+                failures: c.failures.wrapping_sub(gone.failures),
+                slow: c.slow.wrapping_sub(gone.slow),
+            };
+        }
+        debug_assert_eq!(c, self.summed_anew(ring, reused, mine), "one step on");
+        c
+    }
+
+    /// [`others`](Self::others) from every bucket: those in the window that ends
+    /// at `mine` but for the slot being reused.
+    fn summed_anew(&self, ring: Ring<'_>, reused: &Bucket, mine: Tag) -> WindowCounts {
+        let in_window = in_window(mine, self.buckets - 1);
+        let (lines, rest) = ring.buckets();
+        let mut c = WindowCounts::default();
+        for bucket in lines.iter().flat_map(|line| line.iter()).chain(rest) {
+            // Relaxed, every load: the owner's own words.
+            if !std::ptr::eq(bucket, reused) && in_window(bucket[TAG].load(Ordering::Relaxed)) {
+                let calls = bucket[CALLS].load(Ordering::Relaxed);
+                debug_assert_ne!(calls, LIVE, "no bucket is live during a rotation");
+                c.calls += calls;
+                c.failures += bucket[FAILURES].load(Ordering::Relaxed);
+                c.slow += bucket[SLOW].load(Ordering::Relaxed);
+            }
+        }
+        c
     }
 
     /// The shared stripe's bucket for `now` and `generation`, rotating it in if it
@@ -450,9 +555,9 @@ impl Window {
         let in_window = in_window(last, span);
         let mut c = WindowCounts::default();
         for r in stripes.shared() {
-            // Four buckets a line; the last line's unused ones are never written,
-            // so their tags keep them out of the window.
-            for bucket in stripes.ring(r).iter().flat_map(|line| line.iter()) {
+            let (lines, rest) = stripes.ring(r).buckets();
+            // (Here `flat_map` measured better than nested loops.)
+            for bucket in lines.iter().flat_map(|line| line.iter()).chain(rest) {
                 // Acquire: see the module's Orderings.
                 if in_window(bucket[TAG].load(Ordering::Acquire)) {
                     // Relaxed: counts only; the tag's Acquire ordered them.
@@ -468,23 +573,82 @@ impl Window {
         // `last`, the owner's clock having moved on since this thread's reading,
         // does not skip it.)
         let recent = self::in_window(last.ahead(self.ahead_max()), span + self.ahead_max());
+        // The owner's summary holds its window's finalized buckets when the window
+        // is whole (a young window's span is shorter than the summary's).
+        let whole = span == self.buckets - 1;
         for r in stripes.owned() {
             // Acquire: pairs with the owner's Release of the tag.
             if !recent(Stripes::scratch(r, NEWEST).load(Ordering::Acquire)) {
                 continue;
             }
-            for line in stripes.ring(r) {
-                for bucket in line.iter() {
-                    // Acquire: see the module's Orderings (and `owned_counts`).
-                    let tag = bucket[TAG].load(Ordering::Acquire);
-                    if in_window(tag) {
-                        c.add(owned_counts(r, bucket, tag, in_window));
-                    }
+            let ring = stripes.ring(r);
+            if let Some(counts) = whole.then(|| summarized(ring, r, last)).flatten() {
+                c.add(counts);
+                continue;
+            }
+            let mut visit = |bucket: &Bucket| {
+                // Acquire: see the module's Orderings (and `owned_counts`).
+                let tag = bucket[TAG].load(Ordering::Acquire);
+                if in_window(tag) {
+                    c.add(owned_counts(r, bucket, tag, in_window));
                 }
+            };
+            // (Nested loops: a `flat_map` here cost a failure 100 instructions more.)
+            let (lines, rest) = ring.buckets();
+            for line in lines {
+                for bucket in line.iter() {
+                    visit(bucket);
+                }
+            }
+            for bucket in rest {
+                visit(bucket);
             }
         }
         c
     }
+}
+
+/// An owned stripe's counts in the window that ends at `last` (a whole window),
+/// from its owner's summary of the finalized buckets and the live bucket: two
+/// buckets read instead of `K`. `None` if the summary is of another window (the
+/// owner's newest bucket is not `last`'s), was given up (the owner wrote into a
+/// finalized bucket, readings having gone backwards) or is being rewritten, or if
+/// the live bucket has moved on: the caller reads the buckets instead.
+///
+/// A small seqlock read: the owner clears the sequence word before its `Release`
+/// fence and rewrites it last, with `Release`, after the summary's counts and the
+/// live bucket's slot. A reader that takes the word (`Acquire`), reads the counts
+/// and the slot, fences (`Acquire`) and finds the word unchanged has read them all
+/// from that one rotation: had it read anything a later rotation wrote after its
+/// fence, the fences would show it the cleared word.
+#[inline]
+fn summarized(ring: Ring<'_>, r: StripeRef<'_>, last: Tag) -> Option<WindowCounts> {
+    let summary = ring.summary()?;
+    // Acquire: pairs with the rotation's Release of the word.
+    if summary[SEQ].load(Ordering::Acquire) != last.0 {
+        return None;
+    }
+    // Relaxed, every load until the fence: validated by the sequence word.
+    let mut c = WindowCounts {
+        calls: summary[CALLS].load(Ordering::Relaxed),
+        failures: summary[FAILURES].load(Ordering::Relaxed),
+        slow: summary[SLOW].load(Ordering::Relaxed),
+    };
+    let slot = Stripes::scratch(r, LIVE_SLOT).load(Ordering::Relaxed);
+    // Acquire: see above.
+    fence(Ordering::Acquire);
+    if summary[SEQ].load(Ordering::Relaxed) != last.0 {
+        return None;
+    }
+    let live = ring.bucket(slot as usize)?;
+    // Acquire: see the module's Orderings.
+    let tag = live[TAG].load(Ordering::Acquire);
+    if tag != last.0 {
+        return None; // rotated out since (the owner is a window's length further on)
+    }
+    // Live or finalized since, `last`'s counts (none if its slot is reused meanwhile).
+    c.add(owned_counts(r, live, tag, |t| t == last.0));
+    Some(c)
 }
 
 /// Whether a tag is `last`'s generation's, with a key from `span` epochs before
@@ -751,6 +915,18 @@ mod tests {
                 "epoch {epoch}"
             );
         }
+        // The same in one stripe: its owner's summary of a rotation to key 1 sums
+        // a span of `K - 1` keys, the bucket a key cycle ahead included, so a young
+        // window's read must not take it.
+        let (w, s) = window(4, 1);
+        w.record(&s, s.mine(), phase(3), ahead, FAIL).unwrap();
+        for epoch in 0..3 {
+            let now = epoch * MS;
+            let counted = w.record(&s, s.mine(), phase(3), now, FAIL).unwrap();
+            let own = epoch + 1;
+            assert_eq!(w.counts(&s, 3, now).failures, own, "epoch {epoch}");
+            assert_eq!(w.counts_after(&s, counted, now).failures, own);
+        }
     }
 
     #[test]
@@ -979,6 +1155,43 @@ mod tests {
                 // A failure's read, from where it counted: the same, the window
                 // not yet full (the first `buckets - 1` epochs) included.
                 prop_assert_eq!(w.counts_after(&s, counted.unwrap(), now), want);
+            }
+        }
+    }
+    proptest! {
+        /// Readings out of order, as a thread that takes over an exited thread's
+        /// slot may bring, or clocks read on different cores: some outcomes arrive
+        /// up to four buckets late, on an owned stripe. Each outcome counted is in
+        /// its own epoch's bucket (a late one in a bucket finalized or rotated in
+        /// late, or none if its slot holds a newer epoch), and the window read at
+        /// the newest reading holds exactly the outcomes counted in it, whether
+        /// the reader takes the owner's summary or its buckets.
+        #[test]
+        fn late_outcomes_count_in_their_own_buckets_and_read_exactly(
+            buckets in 1u32..=5,
+            bucket_ms in 1u64..=20,
+            steps in proptest::collection::vec(
+                (0u64..60, prop_oneof![Just(0u64), 0u64..=8], any::<bool>(), any::<bool>()),
+                1..200,
+            ),
+        ) {
+            let (w, s) = window(buckets, bucket_ms);
+            let r = s.mine();
+            let (mut newest, mut log) = (0, Vec::new());
+            for (dt_ms, late, failed, slow) in steps {
+                newest += dt_ms * MS / 2;
+                // Late by up to four buckets, in half buckets.
+                let at = newest.saturating_sub(late * bucket_ms * MS / 2);
+                let sample = Sample { failed, slow };
+                let counted = w.record(&s, r, phase(3), at, sample);
+                if counted.is_some() {
+                    log.push((at, sample));
+                }
+                let want = reference(&log, newest, bucket_ms * MS, u64::from(buckets));
+                prop_assert_eq!(w.counts(&s, 3, newest), want);
+                if let (Some(counted), true) = (counted, at == newest) {
+                    prop_assert_eq!(w.counts_after(&s, counted, newest), want);
+                }
             }
         }
     }

@@ -19,6 +19,9 @@
 //!   counts them exactly once.
 //! - the owner reusing a slot raced by a reader that read its old tag: the reader
 //!   never counts the new epoch's outcomes under the old epoch's tag.
+//! - the owner rewriting its summary (a rotation) raced by a reader that takes
+//!   it: the reader never pairs one rotation's sequence word with another's
+//!   counts, nor counts a bucket both in the summary and as the live one.
 
 #![cfg(cutout_loom)]
 
@@ -178,5 +181,48 @@ fn a_reader_never_counts_a_later_epoch_under_an_earlier_tag() {
         };
         writer.join().unwrap();
         reader.join().unwrap();
+    });
+}
+
+#[test]
+fn a_reader_of_the_summary_never_pairs_it_with_another_rotation() {
+    model(|| {
+        // Three buckets; epochs 2 and 3 make whole windows (a young one reads the
+        // buckets, not the summary).
+        let w = Arc::new(WindowModel::new(3, MS));
+        let ready = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (w, ready) = (w.clone(), ready.clone());
+            thread::spawn(move || {
+                assert!(w.record(false, 0, 2 * MS, true));
+                assert!(w.record(false, 0, 3 * MS, false));
+                assert!(w.record(false, 0, 3 * MS, false));
+                // The summary now holds epoch 2's bucket, for the window ending at
+                // epoch 3.
+                ready.store(true, Ordering::Release);
+                // Epoch 4 (an unused slot: nothing is lost): epoch 3's bucket is
+                // finalized and the summary rewritten for the window ending at 4,
+                // epochs 2 and 3 (three calls, one failure).
+                assert!(w.record(false, 0, 4 * MS, false));
+            })
+        };
+        let reader = {
+            let (w, ready) = (w.clone(), ready.clone());
+            thread::spawn(move || {
+                if ready.load(Ordering::Acquire) {
+                    // Epochs 2 and 3, exactly, however the rotation interleaves (the
+                    // summary of the window ending at 4 with epoch 3's live bucket
+                    // would be five calls).
+                    let c = w.counts(0, 3 * MS);
+                    assert_eq!((c.calls, c.failures), (3, 1), "{c:?}");
+                    let c = w.counts(0, 4 * MS);
+                    assert!((3..=4).contains(&c.calls) && c.failures == 1, "{c:?}");
+                }
+            })
+        };
+        writer.join().unwrap();
+        reader.join().unwrap();
+        let c = w.counts(0, 4 * MS);
+        assert_eq!((c.calls, c.failures), (4, 1));
     });
 }
