@@ -211,7 +211,11 @@ fn word(line: &Line, i: usize) -> &AtomicU64 {
 /// after them, for the owner's summary (see [`Ring::summary`]).
 const fn needed_lines(buckets: usize) -> usize {
     // Saturating: no size computation overflows (see `stripe_bytes`).
-    let slots = if buckets == 0 { 0 } else { buckets.saturating_add(1) };
+    let slots = if buckets == 0 {
+        0
+    } else {
+        buckets.saturating_add(1)
+    };
     1 + slots.div_ceil(LINE_BUCKETS)
 }
 

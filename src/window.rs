@@ -326,8 +326,8 @@ impl Window {
         }
         let ring = stripes.ring(r);
         let summary = ring.summary();
-        let others = summary
-            .map(|summary| self.others(ring, summary, cached.then_some(live), bucket, mine));
+        let others =
+            summary.map(|summary| self.others(ring, summary, cached.then_some(live), bucket, mine));
         // Clear the tag of the slot being reused, so a reader that sees any of the
         // writes below sees a changed tag; and the summary's sequence word, so a
         // reader that sees any of them does not take the summary.
