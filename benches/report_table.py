@@ -21,8 +21,8 @@ SUITES = ["closed_success", "open_reject", "failure_path", "failure_path_one_in_
 EXTRA = ["future", "registry"]
 ORDER = [
     "direct", "floor_load", "floor_load_fetch_add", "floor_striped", "cutout_consecutive",
-    "cutout_window", "cutout_window_slow", "failsafe_consecutive", "failsafe_default",
-    "failsafe_rate", "recloser_default", "mutex",
+    "cutout_window", "cutout_window_slow", "cutout_window_whole", "failsafe_consecutive",
+    "failsafe_default", "failsafe_rate", "recloser_default", "mutex",
 ]
 
 

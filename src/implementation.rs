@@ -120,6 +120,23 @@
 //! when the bucket went live). When the owner moves on it *finalizes* the bucket:
 //! it stores that difference in the calls word, and only then moves `LIVE_BASE`.
 //!
+//! ## The owner's summary
+//! A failure's trip check reads the window, and a window of `K` buckets in every
+//! active stripe is `K` buckets a stripe to read. So each owner also keeps, in the
+//! slot after its ring's buckets, the sum of its finalized buckets in the window
+//! that ends at its live bucket, written at each rotation (a step: the bucket just
+//! finalized joins it, the oldest leaves it; summed anew after a gap or a phase
+//! change), behind a sequence word that holds the live bucket's tag. A reader whose
+//! window is whole (the breaker has lived `K - 1` epochs) and ends at that tag
+//! reads the summary and the live bucket, two buckets instead of `K`, and reads the
+//! buckets as before otherwise: a stripe whose owner has not yet moved into the
+//! reader's epoch, a young window (its span is shorter than the summary's), or a
+//! summary given up. An outcome that arrives late (a reading earlier than one its
+//! owner has counted: a thread that takes over an exited thread's slot may bring
+//! one) is counted in its own finalized bucket, and gives the summary up until the
+//! next rotation. It does not move the owner's newest tag back either: a reader
+//! skips a stripe whose newest tag is older than its window.
+//!
 //! ## Exactness
 //! Owned stripes have one writer, so their counts are exact; a reader validates
 //! each bucket it reads against a racing rotation (see Orderings). On the shared

@@ -23,6 +23,17 @@
 //! calls word (which it uses instead of the live words). So a reader never pairs a
 //! bucket with another bucket's counts or base, and never counts a finalized
 //! bucket's calls twice or not at all.
+//!
+//! The owner's summary (the sum of its finalized buckets in the window that ends
+//! at its live bucket) rides the same fence: the rotation clears the summary's
+//! sequence word before it, and writes the counts, then the live bucket's slot,
+//! then the sequence word (`Release`) after it. A reader loads the sequence word
+//! (`Acquire`), the counts and the slot, fences (`Acquire`) and loads the word
+//! again; unchanged, everything it read is from one rotation (see `summarized`;
+//! `loom-tests/tests/window.rs` fails without any one of these orderings). A write
+//! into a finalized bucket (readings gone backwards) clears the word first
+//! (`Relaxed`): a failure's reader that must see that write, by the `SeqCst`
+//! fences, sees the cleared word too, and reads the buckets instead.
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
