@@ -335,10 +335,19 @@ impl Window {
             let base = o.scratch(LIVE_BASE).load(Ordering::Relaxed);
             live[CALLS].store(counted.wrapping_sub(base), Ordering::Relaxed);
         }
+        // The owner's newest tag of this phase: while `CACHE_KEY` holds this phase's
+        // key, `NEWEST` holds the tag of the owner's newest rotation for it, not an
+        // Open deadline (see `OPEN_DEADLINE`). Relaxed: the owner's own words.
+        let newest = (o.scratch(CACHE_KEY).load(Ordering::Relaxed) == phase.key().to_bits())
+            .then(|| Tag(o.scratch(NEWEST).load(Ordering::Relaxed)));
         let ring = stripes.ring(r);
         let summary = ring.summary();
-        let others =
-            summary.map(|summary| self.others(ring, summary, cached.then_some(live), bucket, mine));
+        // The summary takes a step on from the live bucket's only if that is the
+        // newest (a late rotation leaves a newer bucket the step would miss).
+        let previous = cached
+            .then_some(live)
+            .filter(|live| newest == Some(Tag(live[TAG].load(Ordering::Relaxed))));
+        let others = summary.map(|summary| self.others(ring, summary, previous, slot, mine));
         // Clear the tag of the slot being reused, so a reader that sees any of the
         // writes below sees a changed tag; and the summary's sequence word, so a
         // reader that sees any of them does not take the summary.
@@ -359,12 +368,9 @@ impl Window {
         // outcome arrived late: its reading is earlier than one the owner has
         // counted, as a thread that took over an exited thread's slot may bring).
         // A reader skips the stripe if this word is older than its window, so it
-        // must not move back. Relaxed: the owner's own words; while `CACHE_KEY`
-        // holds this phase's key, this word holds the tag of the owner's rotation
-        // for it, not an Open deadline (see `OPEN_DEADLINE`).
-        let newer = o.scratch(CACHE_KEY).load(Ordering::Relaxed) == phase.key().to_bits()
-            && (1..=self.ahead_max())
-                .contains(&mine.behind(Tag(o.scratch(NEWEST).load(Ordering::Relaxed))));
+        // must not move back.
+        let newer =
+            newest.is_some_and(|newest| (1..=self.ahead_max()).contains(&mine.behind(newest)));
         if !newer {
             // Release: a reader that sees this tag here sees the bucket too.
             o.scratch(NEWEST).store(mine.0, Ordering::Release);
@@ -391,63 +397,82 @@ impl Window {
         Some((bucket, o.scratch(LIVE_CALLS)))
     }
 
-    /// What a rotation to `mine`, into the slot `reused`, keeps in the summary:
-    /// the sum of the owner's other buckets in the window that ends at `mine`, all
-    /// finalized (the live one, `previous`, just was). Called by the owner, before
-    /// it clears anything: its own words, so every load is `Relaxed`.
+    /// What a rotation to `mine`, into ring slot `slot`, keeps in the summary: the
+    /// sum of the owner's other buckets in the window that ends at `mine`, all
+    /// finalized (the live one just was). Called by the owner, before it clears
+    /// anything: its own words, so every load is `Relaxed`.
     ///
-    /// When the owner moves on by one epoch and its summary holds (the window that
-    /// ends at `previous`), one step: `previous` joins the sum and the oldest
-    /// bucket leaves it, two buckets read whatever the window's length. Otherwise
-    /// the buckets are summed anew (`K` read, once a bucket period at most).
+    /// `previous` is the bucket that was live if it is also the owner's newest.
+    /// When the owner moves on from it by fewer than `K` epochs in one phase and its
+    /// summary holds (the window that ends at `previous`), a step: `previous` joins
+    /// the sum and the buckets of the epochs the window has left leave it, one
+    /// bucket read for each epoch passed. Otherwise (after a gap of a whole window,
+    /// a phase change, a summary given up, a reading gone backwards) the buckets
+    /// are summed anew, `K` read: at most once a window's length of time, but for
+    /// readings out of order.
     fn others(
         &self,
         ring: Ring<'_>,
         summary: &Bucket,
         previous: Option<&Bucket>,
-        reused: &Bucket,
+        slot: usize,
         mine: Tag,
     ) -> WindowCounts {
+        let k = self.buckets as usize;
         let counts = |b: &Bucket| WindowCounts {
             calls: b[CALLS].load(Ordering::Relaxed),
             failures: b[FAILURES].load(Ordering::Relaxed),
             slow: b[SLOW].load(Ordering::Relaxed),
         };
         let Some(previous) = previous else {
-            return self.summed_anew(ring, reused, mine);
+            return self.summed_anew(ring, slot, mine);
         };
         let last = Tag(previous[TAG].load(Ordering::Relaxed));
-        if summary[SEQ].load(Ordering::Relaxed) != last.0 || last.ahead(1) != mine {
-            return self.summed_anew(ring, reused, mine);
+        let passed = last.behind(mine);
+        if summary[SEQ].load(Ordering::Relaxed) != last.0
+            || last.generation() != mine.generation()
+            || passed == 0
+            || passed >= self.buckets
+        {
+            return self.summed_anew(ring, slot, mine);
         }
         let mut c = counts(summary);
         c.add(counts(previous));
-        // The one bucket in the window that ends at `previous` but not in `mine`'s:
-        // the oldest, in the slot being reused (if written in its epoch; with one
-        // bucket, it is `previous`).
-        if in_window(last, self.buckets - 1)(reused[TAG].load(Ordering::Relaxed)) {
-            let gone = counts(reused);
-            // Wrapping: `gone` is in the sum (a finalized bucket written since
-            // would have given the summary up).
-            c = WindowCounts {
-                calls: c.calls.wrapping_sub(gone.calls),
-                failures: c.failures.wrapping_sub(gone.failures),
-                slow: c.slow.wrapping_sub(gone.slow),
-            };
+        // The window has left `passed` epochs, whose slots run back from `mine`'s:
+        // each slot's bucket leaves the sum if it was in the window that ends at
+        // `previous` (then it is the bucket of the epoch left).
+        let in_summary = in_window(last, self.buckets - 1);
+        let mut gone = slot;
+        for _ in 0..passed {
+            let bucket = ring.bucket(gone).unwrap_or(summary);
+            if in_summary(bucket[TAG].load(Ordering::Relaxed)) {
+                let left = counts(bucket);
+                // Wrapping: `left` is in the sum (a finalized bucket written since
+                // would have given the summary up).
+                c = WindowCounts {
+                    calls: c.calls.wrapping_sub(left.calls),
+                    failures: c.failures.wrapping_sub(left.failures),
+                    slow: c.slow.wrapping_sub(left.slow),
+                };
+            }
+            gone = gone.checked_sub(1).unwrap_or(k - 1);
         }
-        debug_assert_eq!(c, self.summed_anew(ring, reused, mine), "one step on");
+        debug_assert_eq!(c, self.summed_anew(ring, slot, mine), "a step on");
         c
     }
 
     /// [`others`](Self::others) from every bucket: those in the window that ends
-    /// at `mine` but for the slot being reused.
-    fn summed_anew(&self, ring: Ring<'_>, reused: &Bucket, mine: Tag) -> WindowCounts {
+    /// at `mine` but for the one in `mine`'s slot, which is being reused.
+    fn summed_anew(&self, ring: Ring<'_>, slot: usize, mine: Tag) -> WindowCounts {
+        let reused = ring.bucket(slot);
         let in_window = in_window(mine, self.buckets - 1);
         let (lines, rest) = ring.buckets();
         let mut c = WindowCounts::default();
         for bucket in lines.iter().flat_map(|line| line.iter()).chain(rest) {
             // Relaxed, every load: the owner's own words.
-            if !std::ptr::eq(bucket, reused) && in_window(bucket[TAG].load(Ordering::Relaxed)) {
+            if !reused.is_some_and(|reused| std::ptr::eq(bucket, reused))
+                && in_window(bucket[TAG].load(Ordering::Relaxed))
+            {
                 let calls = bucket[CALLS].load(Ordering::Relaxed);
                 debug_assert_ne!(calls, LIVE, "no bucket is live during a rotation");
                 c.calls += calls;
