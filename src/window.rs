@@ -444,17 +444,17 @@ impl Window {
         let in_summary = in_window(last, self.buckets - 1);
         let mut gone = slot;
         for _ in 0..passed {
-            let bucket = ring.bucket(gone).unwrap_or(summary);
-            if in_summary(bucket[TAG].load(Ordering::Relaxed)) {
-                let left = counts(bucket);
-                // Wrapping: `left` is in the sum (a finalized bucket written since
-                // would have given the summary up).
-                c = WindowCounts {
-                    calls: c.calls.wrapping_sub(left.calls),
-                    failures: c.failures.wrapping_sub(left.failures),
-                    slow: c.slow.wrapping_sub(left.slow),
-                };
-            }
+            let left = ring
+                .bucket(gone)
+                .filter(|bucket| in_summary(bucket[TAG].load(Ordering::Relaxed)))
+                .map_or_else(WindowCounts::default, counts);
+            // Wrapping: `left` is in the sum (a finalized bucket written since
+            // would have given the summary up).
+            c = WindowCounts {
+                calls: c.calls.wrapping_sub(left.calls),
+                failures: c.failures.wrapping_sub(left.failures),
+                slow: c.slow.wrapping_sub(left.slow),
+            };
             gone = gone.checked_sub(1).unwrap_or(k - 1);
         }
         debug_assert_eq!(c, self.summed_anew(ring, slot, mine), "a step on");
@@ -604,8 +604,9 @@ impl Window {
             }
         }
         // An owned stripe whose newest bucket is another phase's or older than the
-        // window (an idle thread's) has nothing to add: its owner's tags only move
-        // on, so every other bucket is older still. (A newest bucket newer than
+        // window (an idle thread's) has nothing to add: its newest tag never moves
+        // back (see `rotate_owned`), so every other bucket is older still, or
+        // another phase's. (A newest bucket newer than
         // `last`, the owner's clock having moved on since this thread's reading,
         // does not skip it.)
         let recent = self::in_window(last.ahead(self.ahead_max()), span + self.ahead_max());
