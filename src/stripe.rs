@@ -19,16 +19,17 @@
 //! A stripe is one allocation of 128-byte lines ([`Line`]): the counter line first,
 //! with [`COUNTERS`] lifetime counters, [`SCRATCH`] words its owner writes for the
 //! window (its live bucket's start, phase and length, private; the live bucket's
-//! call counter and base and the newest bucket's tag, read by readers) and the
+//! call counter, base and slot and the newest bucket's tag, read by readers) and the
 //! stripe's own index; then its ring of window buckets (four words each, four to a
 //! line; see [`crate::window`]) and one more bucket's room, where the owner keeps a
-//! summary of its window for readers; no ring without a window. The crate has no `unsafe`,
-//! so a stripe's size cannot be chosen at run time behind the 8-byte pointer the
-//! room keeps for it: a stripe is an array of a fixed number of lines, one of a few
-//! dozen *classes* (see [`Room`]), and a breaker's room holds the smallest class its
-//! window fits. The classes are exact up to 64 buckets (the default window has 10:
-//! with the summary, 11 slots in three lines) and then at most 1.5 times the ring. Every class keeps the counter line first,
-//! so the lean paths, which touch only that line, compile to the same loads in
+//! summary of its window for readers; no ring without a window. The crate has no
+//! `unsafe`, so a stripe's size cannot be chosen at run time behind the 8-byte
+//! pointer the room keeps for it: a stripe is an array of a fixed number of lines,
+//! one of a few dozen *classes* (see [`Room`]), and a breaker's room holds the
+//! smallest class its window fits. The classes are exact up to 64 buckets (the
+//! default window has 10: with the summary, 11 slots in three lines) and then at
+//! most 1.5 times the ring. Every class keeps the counter line first, so the lean
+//! paths, which touch only that line, compile to the same loads in
 //! every class, and the compiler merges the class's `match` away (see
 //! `docs/PERFORMANCE.md`, "Memory that follows use").
 //!

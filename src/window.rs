@@ -76,7 +76,8 @@ pub(crate) const RAMP_SUM: usize = CACHE_START;
 const LIVE_CALLS: usize = 5;
 const _: () = assert!(crate::stripe::clear_of_lean_loads(COUNTERS + LIVE_CALLS));
 /// The live bucket's slot in the ring, cached with its start, so that finding the
-/// live bucket off the lean path (a failure's record) takes no division.
+/// live bucket off the lean path (a failure's record) takes no division; readers
+/// find it here too, with the owner's summary (see `summarized`).
 const LIVE_SLOT: usize = 6;
 const _: () = assert!(LIVE_SLOT < crate::stripe::SCRATCH);
 /// The calls word of a live bucket: its calls are counted in `LIVE_CALLS`.
