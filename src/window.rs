@@ -177,6 +177,21 @@ impl Window {
         now.saturating_sub(self.origin) / self.bucket_nanos
     }
 
+    /// The span of the owner's summary under tag `tag`: the window's, `K - 1`,
+    /// where the tag's key is above that (the window is whole: it has lived at
+    /// least that many epochs), and the key less one below (a young window, which
+    /// spans the epochs since the breaker began). A whole window whose keys have
+    /// wrapped to `K - 1` or less (`K - 1` epochs each key cycle) would be taken
+    /// for a young one: its owner keeps no summary then, and its readers take none.
+    fn span_of(&self, tag: Tag) -> u64 {
+        let key = tag.0 & KEY_MASK;
+        if key > self.buckets - 1 {
+            self.buckets - 1
+        } else {
+            key.saturating_sub(1)
+        }
+    }
+
     /// How many epochs newer than a writer's a tag of its own phase may be and
     /// still be taken for a racing writer's (so the writer's outcome is late), not
     /// for a tag from the previous turn of the key cycle: a window's length, and at
@@ -348,7 +363,12 @@ impl Window {
         let previous = cached
             .then_some(live)
             .filter(|live| newest == Some(Tag(live[TAG].load(Ordering::Relaxed))));
-        let others = summary.map(|summary| self.others(ring, summary, previous, slot, mine));
+        // The span of the window that ends at `mine` (the epochs since the breaker
+        // began while it is young), if a summary of it can be kept: see `span_of`.
+        let span = Some((self.buckets - 1).min(epoch)).filter(|&span| span == self.span_of(mine));
+        let others = summary
+            .zip(span)
+            .map(|(summary, span)| self.others(ring, summary, previous, slot, mine, span));
         // Clear the tag of the slot being reused, so a reader that sees any of the
         // writes below sees a changed tag; and the summary's sequence word, so a
         // reader that sees any of them does not take the summary.
@@ -399,8 +419,8 @@ impl Window {
     }
 
     /// What a rotation to `mine`, into ring slot `slot`, keeps in the summary: the
-    /// sum of the owner's other buckets in the window that ends at `mine`, all
-    /// finalized (the live one just was). Called by the owner, before it clears
+    /// sum of the owner's other buckets in the window that ends at `mine` and spans
+    /// `span` epochs before it, all finalized (the live one just was). Called by the owner, before it clears
     /// anything: its own words, so every load is `Relaxed`.
     ///
     /// `previous` is the bucket that was live if it is also the owner's newest.
@@ -418,6 +438,7 @@ impl Window {
         previous: Option<&Bucket>,
         slot: usize,
         mine: Tag,
+        span: u64,
     ) -> WindowCounts {
         let k = self.buckets as usize;
         let counts = |b: &Bucket| WindowCounts {
@@ -426,7 +447,7 @@ impl Window {
             slow: b[SLOW].load(Ordering::Relaxed),
         };
         let Some(previous) = previous else {
-            return self.summed_anew(ring, slot, mine);
+            return self.summed_anew(ring, slot, mine, span);
         };
         let last = Tag(previous[TAG].load(Ordering::Relaxed));
         let passed = last.behind(mine);
@@ -434,15 +455,20 @@ impl Window {
             || last.generation() != mine.generation()
             || passed == 0
             || passed >= self.buckets
+            // The window that ends at `mine` holds `previous` and begins no
+            // earlier than the one that ends at it (so the readings are `passed`
+            // epochs apart, not a key cycle more).
+            || passed > span
+            || span > self.span_of(last) + passed
         {
-            return self.summed_anew(ring, slot, mine);
+            return self.summed_anew(ring, slot, mine, span);
         }
         let mut c = counts(summary);
         c.add(counts(previous));
-        // The window has left `passed` epochs, whose slots run back from `mine`'s:
-        // each slot's bucket leaves the sum if it was in the window that ends at
-        // `previous` (then it is the bucket of the epoch left).
-        let in_summary = in_window(last, self.buckets - 1);
+        // The window has left `passed` epochs (none while young), whose slots run
+        // back from `mine`'s: each slot's bucket leaves the sum if it was in the
+        // window that ends at `previous` (then it is the bucket of the epoch left).
+        let in_summary = in_window(last, self.span_of(last));
         let mut gone = slot;
         for _ in 0..passed {
             let left = ring
@@ -458,15 +484,15 @@ impl Window {
             };
             gone = gone.checked_sub(1).unwrap_or(k - 1);
         }
-        debug_assert_eq!(c, self.summed_anew(ring, slot, mine), "a step on");
+        debug_assert_eq!(c, self.summed_anew(ring, slot, mine, span), "a step on");
         c
     }
 
     /// [`others`](Self::others) from every bucket: those in the window that ends
     /// at `mine` but for the one in `mine`'s slot, which is being reused.
-    fn summed_anew(&self, ring: Ring<'_>, slot: usize, mine: Tag) -> WindowCounts {
+    fn summed_anew(&self, ring: Ring<'_>, slot: usize, mine: Tag, span: u64) -> WindowCounts {
         let reused = ring.bucket(slot);
-        let in_window = in_window(mine, self.buckets - 1);
+        let in_window = in_window(mine, span);
         let (lines, rest) = ring.buckets();
         let mut c = WindowCounts::default();
         for bucket in lines.iter().flat_map(|line| line.iter()).chain(rest) {
@@ -611,16 +637,16 @@ impl Window {
         // `last`, the owner's clock having moved on since this thread's reading,
         // does not skip it.)
         let recent = self::in_window(last.ahead(self.ahead_max()), span + self.ahead_max());
-        // The owner's summary holds its window's finalized buckets when the window
-        // is whole (a young window's span is shorter than the summary's).
-        let whole = span == self.buckets - 1;
+        // An owner's summary under `last` spans what this window does (see
+        // `span_of`), unless this is a whole window whose keys have wrapped.
+        let summarized_here = span == self.span_of(last);
         for r in stripes.owned() {
             // Acquire: pairs with the owner's Release of the tag.
             if !recent(Stripes::scratch(r, NEWEST).load(Ordering::Acquire)) {
                 continue;
             }
             let ring = stripes.ring(r);
-            if let Some(counts) = whole.then(|| summarized(ring, r, last)).flatten() {
+            if let Some(counts) = summarized_here.then(|| summarized(ring, r, last)).flatten() {
                 c.add(counts);
                 continue;
             }
@@ -953,6 +979,35 @@ mod tests {
                 "epoch {epoch}"
             );
         }
+        // A thread a whole key cycle ahead whose keys have wrapped to 1 and 2: its
+        // buckets of those keys read as this young window's (the key cycle's
+        // exception, see the implementation notes), but its window, whole, spans
+        // the keys before them too, so its owner keeps no summary of it that this
+        // window could take for its own (two of its failures count, not four).
+        let (w, s) = window(4, 1);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for epoch in EPOCH_KEYS - 2..EPOCH_KEYS + 2 {
+                    w.record(&s, s.mine(), phase(3), epoch * MS, FAIL).unwrap();
+                }
+            });
+        });
+        for epoch in 0..2 {
+            w.record(&s, s.mine(), phase(3), epoch * MS, FAIL).unwrap();
+        }
+        assert_eq!(w.counts(&s, 3, MS).failures, 2 + 2);
+        // And the other way: a young owner's summary under key 2 spans key 1 only,
+        // so a whole window a key cycle later, also ending at key 2, reads that
+        // owner's buckets instead (both of them: key 2's and the key before 1's).
+        let (w, s) = window(4, 1);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for epoch in [EPOCH_KEYS - 1, 1] {
+                    w.record(&s, s.mine(), phase(3), epoch * MS, FAIL).unwrap();
+                }
+            });
+        });
+        assert_eq!(w.counts(&s, 3, (EPOCH_KEYS + 1) * MS).failures, 2);
         // The same in one stripe: its owner's summary of a rotation to key 1 sums
         // a span of `K - 1` keys, the bucket a key cycle ahead included, so a young
         // window's read must not take it.
