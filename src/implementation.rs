@@ -127,11 +127,14 @@
 //! that ends at its live bucket, written at each rotation (a step: the bucket just
 //! finalized joins it, the oldest leaves it; summed anew after a gap or a phase
 //! change), behind a sequence word that holds the live bucket's tag. A reader whose
-//! window is whole (the breaker has lived `K - 1` epochs) and ends at that tag
-//! reads the summary and the live bucket, two buckets instead of `K`, and reads the
-//! buckets as before otherwise: a stripe whose owner has not yet moved into the
-//! reader's epoch, a young window (its span is shorter than the summary's), or a
-//! summary given up. An outcome that arrives late (a reading earlier than one its
+//! window ends at that tag reads the summary and the live bucket, two buckets
+//! instead of `K`, and reads the buckets as before otherwise: a stripe whose owner
+//! has not yet moved into the reader's epoch, or a summary given up. A summary
+//! spans what a window under its tag spans: `K - 1` epochs where the tag's key is
+//! above `K - 1`, the epochs since the breaker began where it is not (a young
+//! window, in its first `K - 1` epochs). A whole window whose keys have wrapped
+//! that low (for `K - 1` epochs each key cycle) would be taken for a young one, so
+//! its owner keeps no summary then. An outcome that arrives late (a reading earlier than one its
 //! owner has counted: a thread that takes over an exited thread's slot may bring
 //! one) is counted in its own finalized bucket, and gives the summary up until the
 //! next rotation. It does not move the owner's newest tag back either: a reader

@@ -672,8 +672,8 @@ impl Window {
     }
 }
 
-/// An owned stripe's counts in the window that ends at `last` (a whole window),
-/// from its owner's summary of the finalized buckets and the live bucket: two
+/// An owned stripe's counts in the window that ends at `last` (and spans what a
+/// summary under `last` spans: see `Window::span_of`), from its owner's summary of the finalized buckets and the live bucket: two
 /// buckets read instead of `K`. `None` if the summary is of another window (the
 /// owner's newest bucket is not `last`'s), was given up (the owner wrote into a
 /// finalized bucket, readings having gone backwards) or is being rewritten, or if
@@ -1008,9 +1008,9 @@ mod tests {
             });
         });
         assert_eq!(w.counts(&s, 3, (EPOCH_KEYS + 1) * MS).failures, 2);
-        // The same in one stripe: its owner's summary of a rotation to key 1 sums
-        // a span of `K - 1` keys, the bucket a key cycle ahead included, so a young
-        // window's read must not take it.
+        // The same in one stripe: its owner's summary of the window that ends at
+        // key 1 spans the young window's epochs, not the `K - 1` keys before it
+        // (which would take the bucket a key cycle ahead).
         let (w, s) = window(4, 1);
         w.record(&s, s.mine(), phase(3), ahead, FAIL).unwrap();
         for epoch in 0..3 {
