@@ -186,8 +186,8 @@ impl<C: Clock> Builder<C> {
     /// those the breaker's threads have written exist) holds the window's buckets,
     /// 32 bytes each, and one bucket's room more for a summary of them (four to a
     /// 128-byte line, in a stripe one class of lines long: at most 1.5 times the
-    /// buckets' bytes beyond 64 buckets), so a breaker's
-    /// stripes take at most 512 KiB each (128 KiB on x86-64) and 48 MiB together.
+    /// buckets' bytes beyond 64 buckets), so a breaker's stripes take at most
+    /// 512 KiB each (about 128 KiB on x86-64) and 48 MiB together.
     /// More buckets are a [`ConfigError`], never an allocation the process cannot
     /// survive (a thread's first call allocates its stripe).
     ///
