@@ -458,6 +458,8 @@ pub(crate) struct Stripes {
     room: Room,
     /// Window buckets per stripe.
     buckets: usize,
+    /// Lines per stripe that the counter line and the ring take ([`needed_lines`]).
+    lines: usize,
     /// Bit `i`: owned stripe `SHARED + i` exists. Readers visit the stripes that
     /// exist, not all the room's (68 on a machine of 32 cores or more): a failure's
     /// window read and every metrics sum cost what the threads in use write, not
@@ -518,6 +520,7 @@ impl Stripes {
         let stripes = Stripes {
             room: Room::new(needed_lines(buckets), SHARED + owned),
             buckets,
+            lines: needed_lines(buckets),
             owned_bits: AtomicU64::new(0),
             shared_bits: AtomicU64::new(0),
         };
@@ -603,10 +606,7 @@ impl Stripes {
     #[inline]
     pub(crate) fn ring<'a>(&'a self, r: StripeRef<'a>) -> Ring<'a> {
         Ring {
-            lines: self
-                .lines(r)
-                .get(1..needed_lines(self.buckets))
-                .unwrap_or_default(),
+            lines: self.lines(r).get(1..self.lines).unwrap_or_default(),
             buckets: self.buckets,
         }
     }
@@ -774,6 +774,7 @@ mod tests {
         let stripes = Stripes {
             room: Room::new(needed_lines(10), MAX_STRIPES),
             buckets: 10,
+            lines: needed_lines(10),
             owned_bits: AtomicU64::new(0),
             shared_bits: AtomicU64::new(0),
         };
