@@ -100,7 +100,7 @@ fn window_whole() -> common::Cutout<ManualClock> {
         let _ = b.call(|| Ok::<_, ()>(()));
     }
     let counts = b.metrics().window;
-    assert_eq!((counts.calls, counts.failures), (20, 10), "a full window");
+    assert_eq!((counts.calls, counts.failures), (20, 10), "a whole window");
     common::Cutout(b)
 }
 

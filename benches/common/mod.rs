@@ -537,9 +537,8 @@ pub fn open(v: &mut impl Visit) {
 /// `cutout_window` (ten buckets, never tripping) over 100 ms instead of 10 s, and
 /// past its first 90 ms: a whole window, as the default one is after its first nine
 /// seconds and as a service's failures find it. (Each benchmark builds its breaker,
-/// so `cutout_window` is measured young, in its first seconds, when a failure's
-/// trip check reads every bucket instead of its owner's summary: see the
-/// implementation notes, "The owner's summary".)
+/// so `cutout_window` is measured young, in its first seconds, when its window
+/// spans fewer buckets: see the implementation notes, "The owner's summary".)
 pub fn cutout_window_whole() -> Cutout {
     let b = CircuitBreaker::builder()
         .window(Duration::from_millis(100), 10)
