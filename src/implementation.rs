@@ -134,11 +134,11 @@
 //! above `K - 1`, the epochs since the breaker began where it is not (a young
 //! window, in its first `K - 1` epochs). A whole window whose keys have wrapped
 //! that low (for `K - 1` epochs each key cycle) would be taken for a young one, so
-//! its owner keeps no summary then. An outcome that arrives late (a reading earlier than one its
-//! owner has counted: a thread that takes over an exited thread's slot may bring
-//! one) is counted in its own finalized bucket, and gives the summary up until the
-//! next rotation. It does not move the owner's newest tag back either: a reader
-//! skips a stripe whose newest tag is older than its window.
+//! its owner keeps no summary then. An outcome that arrives late (a reading
+//! earlier than one its owner has counted: a thread that takes over an exited
+//! thread's slot may bring one) is counted in its own finalized bucket, and gives
+//! the summary up until the next rotation. It does not move the owner's newest tag
+//! back either: a reader skips a stripe whose newest tag is older than its window.
 //!
 //! ## Exactness
 //! Owned stripes have one writer, so their counts are exact; a reader validates

@@ -458,8 +458,9 @@ pub(crate) struct Stripes {
     room: Room,
     /// Window buckets per stripe.
     buckets: usize,
-    /// Lines per stripe that the counter line and the ring take ([`needed_lines`]).
-    lines: usize,
+    /// [`needed_lines`] of `buckets`, kept rather than computed at each ring
+    /// lookup (two or three a failure: 16 instructions a failure).
+    stripe_lines: usize,
     /// Bit `i`: owned stripe `SHARED + i` exists. Readers visit the stripes that
     /// exist, not all the room's (68 on a machine of 32 cores or more): a failure's
     /// window read and every metrics sum cost what the threads in use write, not
@@ -520,7 +521,7 @@ impl Stripes {
         let stripes = Stripes {
             room: Room::new(needed_lines(buckets), SHARED + owned),
             buckets,
-            lines: needed_lines(buckets),
+            stripe_lines: needed_lines(buckets),
             owned_bits: AtomicU64::new(0),
             shared_bits: AtomicU64::new(0),
         };
@@ -606,7 +607,7 @@ impl Stripes {
     #[inline]
     pub(crate) fn ring<'a>(&'a self, r: StripeRef<'a>) -> Ring<'a> {
         Ring {
-            lines: self.lines(r).get(1..self.lines).unwrap_or_default(),
+            lines: self.lines(r).get(1..self.stripe_lines).unwrap_or_default(),
             buckets: self.buckets,
         }
     }
@@ -625,25 +626,29 @@ impl Stripes {
 
     /// The shared stripes some thread has written: those their bits name.
     pub(crate) fn shared(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
-        // Acquire: as in `owned`.
-        Bits(self.shared_bits.load(Ordering::Acquire)).filter_map(|index| {
-            self.room.get(index).map(|stripe| StripeRef {
-                stripe,
-                owned: false,
-            })
-        })
+        self.named(&self.shared_bits, 0, false)
     }
 
     /// The owned stripes some thread has written: those their bits name (the
     /// others cost a reader nothing).
     pub(crate) fn owned(&self) -> impl Iterator<Item = StripeRef<'_>> + '_ {
+        self.named(&self.owned_bits, SHARED, true)
+    }
+
+    /// The stripes `bits` names, stripe `first + i` for bit `i`.
+    #[inline]
+    fn named<'a>(
+        &'a self,
+        bits: &AtomicU64,
+        first: usize,
+        owned: bool,
+    ) -> impl Iterator<Item = StripeRef<'a>> + 'a {
         // Acquire: pairs with `allocate`'s Release, so each stripe a bit names is
         // found. A stripe allocated after this load is read as not yet written.
-        Bits(self.owned_bits.load(Ordering::Acquire)).filter_map(|bit| {
-            self.room.get(SHARED + bit).map(|stripe| StripeRef {
-                stripe,
-                owned: true,
-            })
+        Bits(bits.load(Ordering::Acquire)).filter_map(move |bit| {
+            self.room
+                .get(first + bit)
+                .map(|stripe| StripeRef { stripe, owned })
         })
     }
 
@@ -774,7 +779,7 @@ mod tests {
         let stripes = Stripes {
             room: Room::new(needed_lines(10), MAX_STRIPES),
             buckets: 10,
-            lines: needed_lines(10),
+            stripe_lines: needed_lines(10),
             owned_bits: AtomicU64::new(0),
             shared_bits: AtomicU64::new(0),
         };

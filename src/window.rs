@@ -420,8 +420,9 @@ impl Window {
 
     /// What a rotation to `mine`, into ring slot `slot`, keeps in the summary: the
     /// sum of the owner's other buckets in the window that ends at `mine` and spans
-    /// `span` epochs before it, all finalized (the live one just was). Called by the owner, before it clears
-    /// anything: its own words, so every load is `Relaxed`.
+    /// `span` epochs before it, all finalized (the live one just was). Called by
+    /// the owner, before it clears anything: its own words, so every load is
+    /// `Relaxed`.
     ///
     /// `previous` is the bucket that was live if it is also the owner's newest.
     /// When the owner moves on from it by fewer than `K` epochs in one phase and its
@@ -441,11 +442,6 @@ impl Window {
         span: u64,
     ) -> WindowCounts {
         let k = self.buckets as usize;
-        let counts = |b: &Bucket| WindowCounts {
-            calls: b[CALLS].load(Ordering::Relaxed),
-            failures: b[FAILURES].load(Ordering::Relaxed),
-            slow: b[SLOW].load(Ordering::Relaxed),
-        };
         let Some(previous) = previous else {
             return self.summed_anew(ring, slot, mine, span);
         };
@@ -500,11 +496,9 @@ impl Window {
             if !reused.is_some_and(|reused| std::ptr::eq(bucket, reused))
                 && in_window(bucket[TAG].load(Ordering::Relaxed))
             {
-                let calls = bucket[CALLS].load(Ordering::Relaxed);
-                debug_assert_ne!(calls, LIVE, "no bucket is live during a rotation");
-                c.calls += calls;
-                c.failures += bucket[FAILURES].load(Ordering::Relaxed);
-                c.slow += bucket[SLOW].load(Ordering::Relaxed);
+                let counts = counts(bucket);
+                debug_assert_ne!(counts.calls, LIVE, "no bucket is live during a rotation");
+                c.add(counts);
             }
         }
         c
@@ -623,19 +617,16 @@ impl Window {
             for bucket in lines.iter().flat_map(|line| line.iter()).chain(rest) {
                 // Acquire: see the module's Orderings.
                 if in_window(bucket[TAG].load(Ordering::Acquire)) {
-                    // Relaxed: counts only; the tag's Acquire ordered them.
-                    c.calls += bucket[CALLS].load(Ordering::Relaxed);
-                    c.failures += bucket[FAILURES].load(Ordering::Relaxed);
-                    c.slow += bucket[SLOW].load(Ordering::Relaxed);
+                    // The tag's Acquire ordered the counts.
+                    c.add(counts(bucket));
                 }
             }
         }
         // An owned stripe whose newest bucket is another phase's or older than the
         // window (an idle thread's) has nothing to add: its newest tag never moves
         // back (see `rotate_owned`), so every other bucket is older still, or
-        // another phase's. (A newest bucket newer than
-        // `last`, the owner's clock having moved on since this thread's reading,
-        // does not skip it.)
+        // another phase's. (A newest bucket newer than `last`, the owner's clock
+        // having moved on since this thread's reading, does not skip it.)
         let recent = self::in_window(last.ahead(self.ahead_max()), span + self.ahead_max());
         // An owner's summary under `last` spans what this window does (see
         // `span_of`), unless this is a whole window whose keys have wrapped.
@@ -673,8 +664,8 @@ impl Window {
 }
 
 /// An owned stripe's counts in the window that ends at `last` (and spans what a
-/// summary under `last` spans: see `Window::span_of`), from its owner's summary of the finalized buckets and the live bucket: two
-/// buckets read instead of `K`. `None` if the summary is of another window (the
+/// summary under `last` spans: see `Window::span_of`), from its owner's summary of
+/// the finalized buckets and the live bucket: two buckets read instead of `K`. `None` if the summary is of another window (the
 /// owner's newest bucket is not `last`'s), was given up (the owner wrote into a
 /// finalized bucket, readings having gone backwards) or is being rewritten, or if
 /// the live bucket has moved on: the caller reads the buckets instead.
@@ -693,11 +684,7 @@ fn summarized(ring: Ring<'_>, r: StripeRef<'_>, last: Tag) -> Option<WindowCount
         return None;
     }
     // Relaxed, every load until the fence: validated by the sequence word.
-    let mut c = WindowCounts {
-        calls: summary[CALLS].load(Ordering::Relaxed),
-        failures: summary[FAILURES].load(Ordering::Relaxed),
-        slow: summary[SLOW].load(Ordering::Relaxed),
-    };
+    let mut c = counts(summary);
     let slot = Stripes::scratch(r, LIVE_SLOT).load(Ordering::Relaxed);
     // Acquire: see above.
     fence(Ordering::Acquire);
@@ -748,6 +735,18 @@ pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bo
         o.add(o.scratch(LIVE_CALLS), 1);
     }
     live
+}
+
+/// A bucket's (or the summary's) three counts, as they are: `Relaxed` loads, which
+/// each caller validates or orders (a tag's `Acquire`, a sequence word, the owner's
+/// own writes).
+#[inline]
+fn counts(bucket: &Bucket) -> WindowCounts {
+    WindowCounts {
+        calls: bucket[CALLS].load(Ordering::Relaxed),
+        failures: bucket[FAILURES].load(Ordering::Relaxed),
+        slow: bucket[SLOW].load(Ordering::Relaxed),
+    }
 }
 
 /// An owned bucket's counts, read consistently with its tag (see the module's
