@@ -955,6 +955,24 @@ mod tests {
     }
 
     #[test]
+    fn an_open_deadline_in_the_newest_tags_word_is_not_taken_for_a_newer_tag() {
+        // While its breaker is Open, an owner's newest-tag word holds the deadline
+        // it cached (`OPEN_DEADLINE`) and its phase-key word the Open phase's key.
+        // A deadline whose halves read as a key just ahead of the next closed
+        // phase's first bucket (of another generation) must not stop that bucket's
+        // rotation from writing the word: readers would take the stripe for idle.
+        let (w, s) = window(4, 1);
+        let r = s.mine();
+        let now = 10 * MS; // epoch 10: key 11
+        Stripes::scratch(r, OPEN_DEADLINE).store(7 << 32 | 12, Ordering::Relaxed);
+        let open = phase(2).0.key().to_bits(); // any phase but the closed one below
+        Stripes::scratch(r, PHASE_KEY).store(open, Ordering::Relaxed);
+        let counted = w.record(&s, r, phase(3), now, FAIL).unwrap();
+        assert_eq!(w.counts(&s, 3, now).failures, 1);
+        assert_eq!(w.counts_after(&s, counted, now).failures, 1);
+    }
+
+    #[test]
     fn a_young_windows_read_takes_no_bucket_a_key_cycle_ahead() {
         // A window in its first `K - 1` epochs spans only the epochs since the
         // breaker began, also in a failure's read: a bucket whose key sits just
