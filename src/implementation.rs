@@ -139,6 +139,10 @@
 //! thread's slot may bring one) is counted in its own finalized bucket, and gives
 //! the summary up until the next rotation. It does not move the owner's newest tag
 //! back either: a reader skips a stripe whose newest tag is older than its window.
+//! The failing thread reads its own stripe as its owner: the summary it wrote and
+//! the live bucket it has just counted in, with no sequence check or fence, and
+//! without finding its ring again (the record found it). A debug build checks that
+//! read against the one another thread would make.
 //!
 //! ## Exactness
 //! Owned stripes have one writer, so their counts are exact; a reader validates

@@ -359,6 +359,12 @@ impl<'a> StripeRef<'a> {
         self.owned
     }
 
+    /// Whether `self` and `other` are the same stripe.
+    #[inline]
+    pub(crate) fn is(self, other: StripeRef<'_>) -> bool {
+        std::ptr::eq(self.stripe, other.stripe)
+    }
+
     /// The stripe as its owner's, if the calling thread owns it.
     #[inline]
     pub(crate) fn as_owned(self) -> Option<Owned<'a>> {

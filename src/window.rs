@@ -33,7 +33,9 @@
 //! `loom-tests/tests/window.rs` fails without any one of these orderings). A write
 //! into a finalized bucket (readings gone backwards) clears the word first
 //! (`Relaxed`): a failure's reader that must see that write, by the `SeqCst`
-//! fences, sees the cleared word too, and reads the buckets instead.
+//! fences, sees the cleared word too, and reads the buckets instead. A failure's
+//! reader reads its own stripe's summary as its owner (`own_summary`): its own
+//! writes, so `Relaxed` loads and no second look.
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
@@ -142,9 +144,14 @@ pub(crate) struct Window {
     full_after: Option<u64>,
 }
 
-/// Where [`Window::record`] counted an outcome: the tag of its bucket.
+/// Where [`Window::record`] counted an outcome: the tag of its bucket, and, if the
+/// recording thread owns its stripe, that stripe and its ring, which the trip
+/// check reads again (see [`Window::sum`]).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Counted(Tag);
+pub(crate) struct Counted<'s> {
+    tag: Tag,
+    mine: Option<(Owned<'s>, Ring<'s>)>,
+}
 
 /// What a writer finds in its slot.
 enum Found {
@@ -228,28 +235,33 @@ impl Window {
     /// if the outcome was too old for its bucket.
     ///
     /// [`counts_after`]: Self::counts_after
-    #[inline]
-    pub(crate) fn record(
+    #[inline(always)] // one caller (`record_closed`); called, it costs a failure ~50 instructions
+    pub(crate) fn record<'s>(
         &self,
-        stripes: &Stripes,
-        r: StripeRef<'_>,
+        stripes: &'s Stripes,
+        r: StripeRef<'s>,
         (phase, word): (Snapshot, &StateWord),
         now: u64,
         s: Sample,
-    ) -> Option<Counted> {
-        let (bucket, calls, tag) = match r.as_owned() {
+    ) -> Option<Counted<'s>> {
+        let (bucket, calls, counted) = match r.as_owned() {
             Some(o) => {
-                let (bucket, calls) = match self.cached(stripes, o, phase, now) {
+                // The ring, found once: for the live bucket and the trip check.
+                let ring = stripes.ring(r);
+                let live = Self::is_live(o, phase, now).then(|| Self::live_bucket(ring, o));
+                let (bucket, calls) = match live.flatten() {
                     Some(bucket) => (bucket, o.scratch(LIVE_CALLS)),
-                    None => self.rotate_owned(stripes, o, (phase, word), now)?,
+                    None => self.rotate_owned(o, ring, (phase, word), now)?,
                 };
                 // Relaxed: only this thread writes its stripe's tags, and it has
                 // made sure this one is `phase`'s for `now` (cached or rotated).
-                (bucket, calls, Tag(bucket[TAG].load(Ordering::Relaxed)))
+                let tag = Tag(bucket[TAG].load(Ordering::Relaxed));
+                let mine = Some((o, ring));
+                (bucket, calls, Counted { tag, mine })
             }
             None => {
                 let (bucket, tag) = self.rotate_shared(stripes, r, (phase, word), now)?;
-                (bucket, &bucket[CALLS], tag)
+                (bucket, &bucket[CALLS], Counted { tag, mine: None })
             }
         };
         Stripes::add(r, calls, 1);
@@ -259,7 +271,7 @@ impl Window {
         if s.slow {
             Stripes::add(r, &bucket[SLOW], 1);
         }
-        Some(Counted(tag))
+        Some(counted)
     }
 
     /// The owner's fast path: whether `now` and `phase` fall in its live bucket.
@@ -281,25 +293,15 @@ impl Window {
         in_bucket & phase.key().is(key)
     }
 
-    /// The owner's live bucket, if it holds `now` and `phase`.
+    /// The owner's live bucket in its ring, as its cached slot says (the first
+    /// bucket if nothing is cached): no division (from its cached start, it took
+    /// two). Always `Some`: the slot is below the window's bucket count (see
+    /// `rotate_owned`).
     #[inline]
-    fn cached<'s>(
-        &self,
-        stripes: &'s Stripes,
-        o: Owned<'s>,
-        phase: Snapshot,
-        now: u64,
-    ) -> Option<&'s Bucket> {
-        Self::is_live(o, phase, now).then(|| Self::live_bucket(stripes, o))
-    }
-
-    /// The owner's live bucket, as its cached slot says (the first bucket if
-    /// nothing is cached): no division (from its cached start, it took two).
-    fn live_bucket<'s>(stripes: &'s Stripes, o: Owned<'s>) -> &'s Bucket {
+    fn live_bucket<'s>(ring: Ring<'s>, o: Owned<'s>) -> Option<&'s Bucket> {
         // Relaxed: private to the owner.
         let slot = o.scratch(LIVE_SLOT).load(Ordering::Relaxed);
-        // Always below the window's bucket count (see `rotate_owned`).
-        stripes.bucket(o.stripe(), slot as usize)
+        ring.bucket(slot as usize)
     }
 
     /// The bucket for `now` and `phase` and its calls word, off the owner's fast
@@ -310,22 +312,22 @@ impl Window {
     #[cold]
     fn rotate_owned<'s>(
         &self,
-        stripes: &'s Stripes,
         o: Owned<'s>,
+        ring: Ring<'s>,
         (phase, word): (Snapshot, &StateWord),
         now: u64,
     ) -> Option<(&'s Bucket, &'s AtomicU64)> {
         let epoch = self.epoch(now);
         let slot = (epoch % self.buckets) as usize;
         let mine = Tag::new(phase.generation(), epoch);
-        let r = o.stripe();
-        let bucket = stripes.bucket(r, slot);
+        // Both slots are below the window's bucket count: always `Some`.
+        let bucket = ring.bucket(slot)?;
+        let live = Self::live_bucket(ring, o)?;
         // Relaxed: only this thread writes this stripe's tags.
         let seen = Tag(bucket[TAG].load(Ordering::Relaxed));
         // Relaxed, every scratch word below: private to the owner, or published by
         // the fences and the tag's Release.
         let cached = o.scratch(CACHE_SPAN).load(Ordering::Relaxed) != 0;
-        let live = Self::live_bucket(stripes, o);
         match self.found(seen, mine, phase, word) {
             Found::Mine => {
                 return Some(if cached && std::ptr::eq(live, bucket) {
@@ -336,7 +338,7 @@ impl Window {
                     // (until the next rotation writes it anew). Relaxed: stored before
                     // the count, and a failure's reader that must see the count sees
                     // this store too (the `SeqCst` fences order both).
-                    if let Some(summary) = stripes.ring(r).summary() {
+                    if let Some(summary) = ring.summary() {
                         summary[SEQ].store(0, Ordering::Relaxed);
                     }
                     (bucket, &bucket[CALLS])
@@ -356,7 +358,6 @@ impl Window {
         // Open deadline (see `OPEN_DEADLINE`). Relaxed: the owner's own words.
         let newest = (o.scratch(CACHE_KEY).load(Ordering::Relaxed) == phase.key().to_bits())
             .then(|| Tag(o.scratch(NEWEST).load(Ordering::Relaxed)));
-        let ring = stripes.ring(r);
         let summary = ring.summary();
         // The summary takes a step on from the live bucket's only if that is the
         // newest (a late rotation leaves a newer bucket the step would miss).
@@ -581,6 +582,7 @@ impl Window {
             stripes,
             Tag::new(generation, epoch),
             (self.buckets - 1).min(epoch),
+            None,
         )
     }
 
@@ -589,26 +591,34 @@ impl Window {
     /// No division: the tag `record` counted under is the newest the window
     /// takes, and whether the window is full yet (the breaker has lived at least
     /// `K - 1` epochs) is one compare of the reading.
-    #[inline]
+    #[inline(always)] // as `record`
     pub(crate) fn counts_after(
         &self,
         stripes: &Stripes,
-        counted: Counted,
+        counted: Counted<'_>,
         now: u64,
     ) -> WindowCounts {
-        let last = counted.0;
+        let last = counted.tag;
         let span = match self.full_after {
             Some(full) if now.saturating_sub(self.origin) >= full => self.buckets - 1,
             // Not full: fewer than `K - 1` epochs since the breaker began, so its
             // keys have not wrapped, and `now`'s epoch is its key less 1.
             _ => (last.0 & KEY_MASK) - 1,
         };
-        self.sum(stripes, last, span)
+        self.sum(stripes, last, span, counted.mine)
     }
 
     /// The counts of the buckets tagged `last`'s generation and a key from `span`
-    /// epochs before `last`'s through `last`'s, in every stripe.
-    fn sum(&self, stripes: &Stripes, last: Tag, span: u64) -> WindowCounts {
+    /// epochs before `last`'s through `last`'s, in every stripe. `mine`: the
+    /// reader's own stripe and its ring, if it owns one, read as its owner reads
+    /// it (see [`own_summary`]).
+    fn sum(
+        &self,
+        stripes: &Stripes,
+        last: Tag,
+        span: u64,
+        mine: Option<(Owned<'_>, Ring<'_>)>,
+    ) -> WindowCounts {
         let in_window = in_window(last, span);
         let mut c = WindowCounts::default();
         for r in stripes.shared() {
@@ -631,7 +641,17 @@ impl Window {
         // An owner's summary under `last` spans what this window does (see
         // `span_of`), unless this is a whole window whose keys have wrapped.
         let summarized_here = span == self.span_of(last);
+        // The reader's own stripe, summarized: read as its owner reads it.
+        let mine = mine
+            .filter(|_| summarized_here)
+            .and_then(|(o, ring)| Some((o, own_summary(o, ring, last)?)));
+        if let Some((_, counts)) = mine {
+            c.add(counts);
+        }
         for r in stripes.owned() {
+            if mine.is_some_and(|(o, _)| r.is(o.stripe())) {
+                continue; // counted above
+            }
             // Acquire: pairs with the owner's Release of the tag.
             if !recent(Stripes::scratch(r, NEWEST).load(Ordering::Acquire)) {
                 continue;
@@ -699,6 +719,33 @@ fn summarized(ring: Ring<'_>, r: StripeRef<'_>, last: Tag) -> Option<WindowCount
     }
     // Live or finalized since, `last`'s counts (none if its slot is reused meanwhile).
     c.add(owned_counts(r, live, tag, |t| t == last.0));
+    Some(c)
+}
+
+/// [`summarized`] for the summary's owner, read after its record under `last`:
+/// no sequence word to check twice and no fence, since no other thread writes
+/// these words, and the live bucket is `last`'s whenever the summary is (only a
+/// rotation writes the sequence word, and it makes `last`'s bucket live; a write
+/// into a finalized bucket clears the word first). `None` if the summary is of
+/// another window, or was given up: the caller reads the buckets instead.
+#[inline]
+fn own_summary(o: Owned<'_>, ring: Ring<'_>, last: Tag) -> Option<WindowCounts> {
+    let summary = ring.summary()?;
+    // Relaxed, every load: the owner's own words.
+    if summary[SEQ].load(Ordering::Relaxed) != last.0 {
+        return None;
+    }
+    let slot = o.scratch(LIVE_SLOT).load(Ordering::Relaxed);
+    let live = ring.bucket(slot as usize)?;
+    let counted = o.scratch(LIVE_CALLS).load(Ordering::Relaxed);
+    let base = o.scratch(LIVE_BASE).load(Ordering::Relaxed);
+    let mut c = counts(summary);
+    c.add(WindowCounts {
+        calls: counted.wrapping_sub(base),
+        failures: live[FAILURES].load(Ordering::Relaxed),
+        slow: live[SLOW].load(Ordering::Relaxed),
+    });
+    debug_assert_eq!(Some(c), summarized(ring, o.stripe(), last));
     Some(c)
 }
 
