@@ -45,10 +45,15 @@
 //! The current phase's start stays readable until the phase after next claims its
 //! word; a reader still holding a word that old finds a later tag and knows its
 //! word is stale. A claim is a CAS from the exact value seen, made only from the
-//! tag of the phase two generations back, so it never overwrites a later claim.
+//! tag of the phase two generations back, so it never overwrites a later claim;
+//! and only while the state word still holds the candidate's word, so a candidate
+//! that held its word through a whole tag cycle, and finds the *current* phase's
+//! tag where it expects its previous phase's, never overwrites the current start
+//! (which would read as over for ever: every admission would spin).
 //!
 //! The tags are 16 bits: a start could be taken for another phase's only by a
-//! reader that held a word through 65,536 transitions between two adjacent loads.
+//! reader that held a word through 65,536 transitions between two adjacent loads
+//! (a claim: between its load of the state word and its CAS of the slot).
 //!
 //! # Tagged words
 //! The half-open round and the consecutive-failure streak are [`TaggedWord`]s: 32
@@ -391,7 +396,7 @@ impl StateWord {
             let Some((next, now)) = f(seen) else {
                 return Update::Declined(seen);
             };
-            let Some(start) = slot.claim(seen, next, now) else {
+            let Some(start) = slot.claim(self, seen, next, now) else {
                 seen = self.load(); // the word moved on: offer `f` the new one
                 continue;
             };
@@ -478,15 +483,22 @@ impl TimeSlot {
     }
 
     /// Claims `now` as the start of phase `next`, which a candidate is about to
-    /// install over `seen` (one generation earlier), unless another candidate
-    /// claimed first; returns the claimed start, or `None` if the breaker has moved
-    /// past `seen`.
+    /// install over `seen` (one generation earlier) in `state`, unless another
+    /// candidate claimed first; returns the claimed start, or `None` if the breaker
+    /// has moved past `seen`.
     ///
     /// `next`'s word holds the phase before `seen` (its parity) until the first
     /// claim for `next`, and the state word cannot move past `seen` before that
     /// claim: so any tag but those two means `seen` is over, and the CAS, from the
-    /// value seen, cannot overwrite a later phase's start.
-    fn claim(&self, seen: Snapshot, next: Snapshot, now: u64) -> Option<u64> {
+    /// value seen, cannot overwrite a later phase's start. But a tag is only the
+    /// generation's low bits: a `seen` a whole tag cycle old (65,536 transitions;
+    /// 8 with tiny generations) finds the *current* phase's tag where it expects
+    /// its previous phase's, and its claim would overwrite the current phase's
+    /// start (which would then read as over for ever). So the claim is made only
+    /// while the state word still holds `seen`: from that load to the CAS, the word
+    /// moves past `seen` only by a claim for `next`, which changes the value the
+    /// CAS expects.
+    fn claim(&self, state: &StateWord, seen: Snapshot, next: Snapshot, now: u64) -> Option<u64> {
         let word = self.word(next);
         // Acquire: pairs with the Release of a claim that wrote it.
         let mut claimed = word.load(Ordering::Acquire);
@@ -495,7 +507,7 @@ impl TimeSlot {
             if tag == TimeSlot::tag(next) {
                 return Some(claimed >> SLOT_TAG_BITS);
             }
-            if tag != TimeSlot::previous(seen) {
+            if tag != TimeSlot::previous(seen) || state.load() != seen {
                 return None;
             }
             // AcqRel: Release publishes the start to whoever sees `next` (this CAS
@@ -749,7 +761,7 @@ mod tests {
             prop_assert_eq!(slot.start_of(s), Some(ticks));
             let next = s.next(State::HalfOpen, 0);
             prop_assert_eq!(slot.start_of(next), None);
-            prop_assert_eq!(slot.claim(s, next, 1), Some(1));
+            prop_assert_eq!(slot.claim(&StateWord::at(s), s, next, 1), Some(1));
             prop_assert_eq!(slot.start_of(s.next(State::HalfOpen, 0).next(State::Open, 0)), None);
         }
     }
@@ -785,7 +797,7 @@ mod tests {
         );
         // A candidate for another transition out of `seen` claimed 5 first.
         let other = seen.next(State::ForcedOpen, 0);
-        assert_eq!(slot.claim(seen, other, 5), Some(5));
+        assert_eq!(slot.claim(&word, seen, other, 5), Some(5));
         let Update::Moved { from, to, start } =
             word.transition(&slot, seen, |s| Some((s.next(State::Open, 0), 7)))
         else {
@@ -800,19 +812,67 @@ mod tests {
         assert_eq!(slot.start_of(seen), Some(3));
         // ...until the phase after `to` claims it: then `seen` reads as over.
         let after = to.next(State::HalfOpen, 0);
-        assert_eq!(slot.claim(to, after, 9), Some(9));
+        assert_eq!(slot.claim(&word, to, after, 9), Some(9));
         assert_eq!(slot.start_of(seen), None);
         // A stale candidate still holding `seen` writes nothing.
-        assert_eq!(slot.claim(seen, to, 11), Some(5), "`to`'s claim stands");
+        assert_eq!(
+            slot.claim(&word, seen, to, 11),
+            Some(5),
+            "`to`'s claim stands"
+        );
         word.0.store(after.0, Ordering::Relaxed);
         let later = after.next(State::Open, 0);
-        assert_eq!(slot.claim(after, later, 12), Some(12));
+        assert_eq!(slot.claim(&word, after, later, 12), Some(12));
         assert_eq!(
-            slot.claim(seen, to, 13),
+            slot.claim(&word, seen, to, 13),
             None,
             "`to`'s word is a later phase's now"
         );
         assert_eq!(slot.start_of(later), Some(12));
+    }
+
+    /// The slot's tags are the generation's low 16 bits (all 3 bits of a tiny
+    /// generation), so a candidate still holding a word from a whole tag cycle ago
+    /// can find, in the word of its next phase's parity, the current phase's tag
+    /// where it expects its own previous phase's. It must not claim over the
+    /// current phase's start. Before, it did: its CAS of the state word then
+    /// failed, but the current phase read as over for ever, and every admission
+    /// spun in `admit_general` (a CI run with tiny generations hung so in
+    /// `tests/stress.rs`: the word at generation 3, its slot tagged 5).
+    #[test]
+    fn a_candidate_a_tag_cycle_old_does_not_claim_over_the_current_phase() {
+        let current = Snapshot::pack(State::Open, 1, 3);
+        let word = StateWord::at(current);
+        let slot = TimeSlot::starting(current, 100);
+        // Its previous phase's tag is generation 3's: a tag cycle (or, with tiny
+        // generations, a generation cycle) after generation 4.
+        let stale_generation = (4 + (1 << SLOT_TAG_BITS)) & u64::from(GEN_MASK);
+        let stale = Snapshot::pack(State::HalfOpen, 1, stale_generation as Generation);
+        assert_ne!(stale, current);
+        let next = stale.next(State::Open, 2);
+        assert_eq!(
+            TimeSlot::tag(next),
+            TimeSlot::tag(current.next(State::HalfOpen, 1).next(State::Open, 2))
+        );
+        assert_eq!(
+            word.transition(&slot, stale, |cur| (cur == stale)
+                .then_some((cur.next(State::Open, 2), 200))),
+            Update::Declined(current)
+        );
+        assert_eq!(
+            slot.start_of(current),
+            Some(100),
+            "the current phase's start stands"
+        );
+        assert_eq!(slot.claim(&word, stale, next, 300), None);
+        assert_eq!(slot.start_of(current), Some(100));
+        // The current phase still moves on, and claims with its own start.
+        let Update::Moved { to, start, .. } = word.transition(&slot, current, |cur| {
+            Some((cur.next(State::HalfOpen, 1), 400))
+        }) else {
+            panic!("an unchanged word moves");
+        };
+        assert_eq!((start, slot.start_of(to)), (400, Some(400)));
     }
 
     /// Generation 0's previous phase is the last generation of the cycle, at any

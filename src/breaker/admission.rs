@@ -129,7 +129,7 @@ impl<C: Clock> CircuitBreaker<C> {
                     let reading = self.clock.now();
                     let now = self.ticks_at(reading);
                     let Some(deadline) = self.phase_ticks(s) else {
-                        s = self.hot.word.load(); // `s` is over: look again
+                        s = self.after(s); // `s` is over: look again
                         continue;
                     };
                     if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, reading) {
@@ -143,7 +143,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 State::HalfOpen => {
                     let now = self.ticks();
                     let Some(started) = self.phase_ticks(s) else {
-                        s = self.hot.word.load(); // `s` is over: look again
+                        s = self.after(s); // `s` is over: look again
                         continue;
                     };
                     if policy::round_timed_out(&self.config, started, now) {
@@ -175,6 +175,19 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
+    /// The word after phase `s`, whose start reads as another phase's: `s` is
+    /// over. Never `s` itself: a current phase's start stays readable (see
+    /// `TimeSlot::claim`), and a word that still held `s` would make the
+    /// admission loop spin; a debug build says so at once.
+    fn after(&self, s: Snapshot) -> Snapshot {
+        let current = self.hot.word.load();
+        debug_assert_ne!(
+            current, s,
+            "the current phase's start reads as another phase's"
+        );
+        current
+    }
+
     /// A call to recovering phase `s`: whether the ramp admits it (see
     /// [`crate::ramp`]), deciding on the caller's stripe `r`; or, if the ramp is
     /// over, the word after it, which this call closes if no other thread did
@@ -182,7 +195,7 @@ impl<C: Clock> CircuitBreaker<C> {
     pub(super) fn ramp_step(&self, r: StripeRef<'_>, s: Snapshot) -> Result<bool, Snapshot> {
         let now = self.ticks();
         let Some(started) = self.phase_ticks(s) else {
-            return Err(self.hot.word.load()); // `s` is over: look again
+            return Err(self.after(s)); // `s` is over: look again
         };
         // Without a ramp configured (a word no build makes) the ramp is over at once.
         let length = self.config.ramp_up.unwrap_or(0);
