@@ -20,7 +20,10 @@
 //! time slot tagged with the phase's generation. The first candidate for a
 //! transition claims the new phase's start before the word's CAS, so every thread
 //! that sees the word sees its start, all agree on it, and none waits for another
-//! (see the `state` module's docs). Each thread also keeps the deadline of the
+//! (see the `state` module's docs). A claim is made only while the word still
+//! holds the candidate's: the slot's tags are 16 bits of the generation, and a
+//! candidate a whole tag cycle behind once overwrote the current phase's start,
+//! which wedged admission for good. Each thread also keeps the deadline of the
 //! Open phase it was last rejected by in its own stripe, keyed by the state word,
 //! so a rejection is a compare of the clock with a word the thread wrote itself. The half-open round's (issued, succeeded)
 //! counts and the consecutive-failure count live in two more words, each tagged with
