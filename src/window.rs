@@ -685,10 +685,11 @@ impl Window {
 
 /// An owned stripe's counts in the window that ends at `last` (and spans what a
 /// summary under `last` spans: see `Window::span_of`), from its owner's summary of
-/// the finalized buckets and the live bucket: two buckets read instead of `K`. `None` if the summary is of another window (the
-/// owner's newest bucket is not `last`'s), was given up (the owner wrote into a
-/// finalized bucket, readings having gone backwards) or is being rewritten, or if
-/// the live bucket has moved on: the caller reads the buckets instead.
+/// the finalized buckets and the live bucket: two buckets read instead of `K`.
+/// `None` if the summary is of another window (the owner's newest bucket is not
+/// `last`'s), was given up (the owner wrote into a finalized bucket, readings
+/// having gone backwards) or is being rewritten, or if the live bucket has moved
+/// on: the caller reads the buckets instead.
 ///
 /// A small seqlock read: the owner clears the sequence word before its `Release`
 /// fence and rewrites it last, with `Release`, after the summary's counts and the

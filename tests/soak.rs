@@ -257,7 +257,8 @@ impl Soak {
             }
             return;
         }
-        if !moved.is_multiple_of(CYCLE) {
+        // Held through at least one transition and not a whole cycle: stale.
+        if moved > 0 {
             let after = self.b.metrics();
             let stale = after.lifetime.stale - m.lifetime.stale;
             let dropped = after.lifetime.dropped - m.lifetime.dropped;
