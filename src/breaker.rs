@@ -7,8 +7,10 @@
 //! `Acquire` (see [`crate::state`]), except the lean path's streak check, which is
 //! `Relaxed` (see [`TaggedWord::is_empty_relaxed`]).
 //! Lifetime counters and window counts are `Relaxed` (see [`crate::stripe`]). A
-//! failure or slow call issues a `SeqCst` fence between counting itself in the
-//! window and summing the window, so of two racing failures the later sees both.
+//! failure or slow call counted in the window takes a number from the failure
+//! budget's count by an `AcqRel` increment between counting itself and summing the
+//! window, so of two racing failures the later-numbered sees both (see
+//! `window::budget`).
 
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Config, Listener, SlowCalls};
@@ -23,7 +25,7 @@ use crate::state::{
     Update, ticks_from_duration, ticks_from_nanos,
 };
 use crate::stripe::{Counter, OPEN_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
-use crate::sync::{AtomicU64, Ordering, fence};
+use crate::sync::{AtomicU64, Ordering};
 use crate::util::{random_seed, splitmix64};
 use crate::window::{self, Sample, Window};
 use crate::{Error, Rejected, State};
@@ -79,7 +81,9 @@ pub struct CircuitBreaker<C = DefaultClock> {
     /// The current phase's time, the half-open round, the streak and the
     /// transition counts (see [`Phase`]).
     phase: CachePadded<Phase>,
-    window: Option<Window>,
+    /// The window's shape and failure budget, a line of its own (see [`Window`]):
+    /// allocated, so that a breaker without a window does not hold the line.
+    window: Option<Box<Window>>,
     config: Config,
     clock: C,
     origin: u64,
@@ -115,8 +119,8 @@ impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let origin = clock.now();
         let bias = config.max_cooldown();
-        let window = config.window.map(|w| Window::new(w, origin));
-        let stripes = Stripes::new(window.as_ref().map_or(0, Window::buckets));
+        let window = config.window.map(|w| Box::new(Window::new(w, origin)));
+        let stripes = Stripes::new(window.as_ref().map_or(0, |w| w.buckets()));
         let seed = splitmix64(origin ^ random_seed());
         CircuitBreaker {
             hot: CachePadded::new(Hot {

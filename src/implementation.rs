@@ -147,6 +147,25 @@
 //! without finding its ring again (the record found it). A debug build checks that
 //! read against the one another thread would make.
 //!
+//! ## The failure budget
+//! Even so, a failure's read costs about 130 instructions for each other active
+//! stripe, and a cache miss or more each on a many-core machine. Most failures need
+//! no read: after a read that did not trip, each later failure or slow call adds at
+//! most one to its count, and the calls only grow (within one newest bucket), so
+//! the next few cannot trip either. Every failed or slow sample takes a number from
+//! one count between its record and its read (an `AcqRel` increment, so every
+//! earlier number's record is in a later number's read: what also keeps two racing
+//! failures from both missing each other); a read that does not trip grants, for
+//! its tag and epoch, the numbers up to its own plus its allowance: the samples its
+//! counts can take with neither rate reached, the calls as read (or
+//! `minimum_calls`), less one for the shared stripes' race. A sample within the
+//! grant skips its read. Far below the threshold nearly every failure skips; within
+//! two samples of it every failure reads, as before. The grant is a small seqlock
+//! in the window's own line (the window is allocated with the breaker, so a breaker
+//! without one holds no such line); every transition to a counting phase withdraws
+//! it, since a whole generation cycle brings its tag back. See
+//! `src/window/budget.rs` and `loom-tests/tests/budget.rs`.
+//!
 //! ## Exactness
 //! Owned stripes have one writer, so their counts are exact; a reader validates
 //! each bucket it reads against a racing rotation (see Orderings). On the shared

@@ -108,30 +108,70 @@ pub(crate) fn streak_trips(config: &Config, streak: u64) -> bool {
 /// the policy whose own condition holds. The failure rate is checked first. A rate
 /// at exactly its threshold trips.
 pub(crate) fn rate_trip(config: &Config, c: WindowCounts) -> Option<Reason> {
-    if c.calls < config.minimum_calls {
-        return None;
-    }
-    if config
-        .failure_rate
-        .is_some_and(|t| rate_reached(c.failures, c.calls, t))
-    {
-        return Some(Reason::FailureRate);
-    }
-    if config
-        .slow_calls
-        .is_some_and(|s| rate_reached(c.slow, c.calls, s.rate))
-    {
-        return Some(Reason::SlowCallRate);
-    }
-    None
+    rate_verdict(config, c).err()
 }
 
-/// Whether `count / calls >= threshold`. A rate is never reached with a count of
-/// zero: the builder refuses a threshold of 0, and this keeps a policy from
-/// claiming a trip that none of its own events caused, whatever the threshold.
+/// [`rate_trip`]'s reason as `Err`; if neither rate trips, the failure budget's
+/// allowance (see `window::budget`): how many more failed or slow samples the
+/// counts `c`, read by a trip check, can take with neither rate reached, whatever
+/// the calls do; `None` if not even one more is certain. Each sample adds at most
+/// one failure and one slow call; the calls are taken as read (or as
+/// `minimum_calls`, below which nothing trips), since within one newest bucket they
+/// only grow, and a reader may see a racing sample's call before its failure.
+///
+/// One computation for both: a rate is reached when its room, the threshold times
+/// the calls less the count, is 0 or less (the float subtraction keeps the sign of
+/// the exact difference of its operands, so this is `count >= threshold * calls`),
+/// and the allowance is the room's floor less 2: the most samples strictly below
+/// it, less one for the shared stripes' rotation race (a racing writer may lose one
+/// call), which also covers the room's rounding for counts below 2^52.
+pub(crate) fn rate_verdict(config: &Config, c: WindowCounts) -> Result<Option<u64>, Reason> {
+    let counted = c.calls >= config.minimum_calls;
+    let calls = float(c.calls.max(config.minimum_calls));
+    let mut allowance = Some(u64::MAX);
+    if let Some(threshold) = config.failure_rate {
+        let room = threshold * calls - float(c.failures);
+        if counted && reached(c.failures, room) {
+            return Err(Reason::FailureRate);
+        }
+        allowance = allowance.min(headroom(room));
+    }
+    if let Some(slow) = &config.slow_calls {
+        let room = slow.rate * calls - float(c.slow);
+        if counted && reached(c.slow, room) {
+            return Err(Reason::SlowCallRate);
+        }
+        allowance = allowance.min(headroom(room));
+    }
+    Ok(allowance)
+}
+
+/// Whether a rate with `count` events and `room` (see [`rate_verdict`]) is reached.
+/// Never with a count of zero: the builder refuses a threshold of 0, and this keeps
+/// a policy from claiming a trip that none of its own events caused, whatever the
+/// threshold.
 #[inline]
-fn rate_reached(count: u64, calls: u64, threshold: f64) -> bool {
-    count > 0 && count as f64 >= threshold * calls as f64
+fn reached(count: u64, room: f64) -> bool {
+    count > 0 && room <= 0.0
+}
+
+/// The allowance a rate's room leaves (see [`rate_verdict`]): `as` takes the floor
+/// of a room of 0 or more (no call to `floor`), turns one below 0 (or NaN) into 0
+/// and one beyond `i64` into `i64::MAX`, so a room below 2 leaves none.
+#[inline]
+fn headroom(room: f64) -> Option<u64> {
+    // Through `i64`: one instruction and a fix-up on x86-64, where `u64` takes ten.
+    (room as i64)
+        .checked_sub(2)
+        .and_then(|a| u64::try_from(a).ok())
+}
+
+/// A count as a float: exact below 2^53, as `as f64` is; through `i64` (one
+/// instruction on x86-64, where `u64` takes eight), so a count of 2^63 or more
+/// (centuries of calls at a billion a second) reads as 2^63.
+#[inline]
+fn float(n: u64) -> f64 {
+    n.min(i64::MAX as u64) as i64 as f64
 }
 
 #[cfg(all(test, not(cutout_loom)))]
@@ -171,6 +211,97 @@ mod tests {
         assert_eq!(rate_trip(&c, counts(4, 1, 3)), Some(Reason::SlowCallRate));
         assert_eq!(rate_trip(&c, counts(4, 2, 3)), Some(Reason::FailureRate));
         assert_eq!(rate_trip(&c, counts(4, 1, 2)), None);
+    }
+
+    #[test]
+    fn the_allowance_is_what_neither_rate_can_take_less_one() {
+        let c = CircuitBreaker::builder()
+            .clock(ManualClock::new())
+            .failure_rate(0.5, 20)
+            .slow_calls(Duration::from_millis(10), 0.8)
+            .validate()
+            .unwrap();
+        // 100 calls, 10 failed: 39 more stay below 50 (one less for the race: 38).
+        assert_eq!(verdict(&c, counts(100, 10, 0)), Some(38));
+        // The slow calls leave less: 79 stay below 80, less one, 78 - 70.
+        assert_eq!(verdict(&c, counts(100, 10, 70)), Some(8));
+        // Below minimum_calls the calls count as 20: 9 stay below 10, less one.
+        assert_eq!(verdict(&c, counts(3, 1, 0)), Some(7));
+        // Room for one: none beyond the race's margin; room for none: no grant.
+        assert_eq!(verdict(&c, counts(100, 48, 0)), Some(0));
+        assert_eq!(verdict(&c, counts(100, 49, 0)), None);
+        assert_eq!(
+            rate_verdict(&c, counts(100, 60, 0)),
+            Err(Reason::FailureRate)
+        );
+        assert_eq!(
+            verdict(&c, counts(10, 30, 0)),
+            None,
+            "over, below minimum_calls"
+        );
+    }
+
+    fn verdict(c: &Config, counts: WindowCounts) -> Option<u64> {
+        rate_verdict(c, counts).unwrap()
+    }
+
+    /// The rate check as it was written before it shared its arithmetic with the
+    /// allowance: `count as f64 >= threshold * calls as f64`.
+    fn reference_trip(config: &Config, c: WindowCounts) -> Option<Reason> {
+        let reached = |count: u64, t: f64| count > 0 && count as f64 >= t * c.calls as f64;
+        if c.calls < config.minimum_calls {
+            None
+        } else if config.failure_rate.is_some_and(|t| reached(c.failures, t)) {
+            Some(Reason::FailureRate)
+        } else if config.slow_calls.is_some_and(|s| reached(c.slow, s.rate)) {
+            Some(Reason::SlowCallRate)
+        } else {
+            None
+        }
+    }
+
+    proptest::proptest! {
+        /// However a read that did not trip is followed, no trip is possible while
+        /// at most `allowance` more samples fail and are slow, the calls staying at
+        /// least as read (less the one the shared stripes' race may lose).
+        #[test]
+        fn no_trip_is_possible_within_the_allowance(
+            calls in 0u64..2_000,
+            failures in 0u64..2_000,
+            slow in 0u64..2_000,
+            minimum in 1u64..200,
+            failure_rate in proptest::option::of(0.01f64..=1.0),
+            slow_rate in proptest::option::of(0.01f64..=1.0),
+            more_calls in 0u64..1_000,
+        ) {
+            let (failures, slow) = (failures.min(calls), slow.min(calls));
+            let mut c = CircuitBreaker::builder()
+                .clock(ManualClock::new())
+                .failure_rate(0.5, 1)
+                .slow_calls(Duration::from_millis(10), 0.5)
+                .validate()
+                .unwrap();
+            c.minimum_calls = minimum;
+            c.failure_rate = failure_rate;
+            if let (Some(s), Some(r)) = (&mut c.slow_calls, slow_rate) {
+                s.rate = r;
+            } else {
+                c.slow_calls = None;
+            }
+            let read = counts(calls, failures, slow);
+            proptest::prop_assert_eq!(rate_trip(&c, read), reference_trip(&c, read));
+            let Ok(allowance) = rate_verdict(&c, read) else {
+                return Ok(());
+            };
+            if let Some(a) = allowance {
+                let later = counts(
+                    (calls + more_calls).saturating_sub(1),
+                    failures.saturating_add(a),
+                    slow.saturating_add(a),
+                );
+                proptest::prop_assert_eq!(reference_trip(&c, later), None, "{:?} then {}", read, a);
+            }
+        }
     }
 
     #[test]

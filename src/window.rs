@@ -9,8 +9,9 @@
 //! tag sees its zeroed counts (or later increments). Count updates are `Relaxed`:
 //! they publish nothing else. The newest-bucket word is stored with `Release` after
 //! the rotation it describes and loaded with `Acquire`; a failure's reader sees a
-//! racing writer's rotation through the `SeqCst` fence in the breaker, as it does
-//! the buckets themselves.
+//! racing failure's rotation through the failure budget's count (an `AcqRel`
+//! increment by each, between its record and its read: see [`budget`]), as it
+//! does the buckets themselves.
 //!
 //! An owner's rotation is a small seqlock write, with `Release` fences and no
 //! waiting on either side: it finalizes the live bucket and clears the tag of the
@@ -32,8 +33,8 @@
 //! again; unchanged, everything it read is from one rotation (see `summarized`;
 //! `loom-tests/tests/window.rs` fails without any one of these orderings). A write
 //! into a finalized bucket (readings gone backwards) clears the word first
-//! (`Relaxed`): a failure's reader that must see that write, by the `SeqCst`
-//! fences, sees the cleared word too, and reads the buckets instead. A failure's
+//! (`Relaxed`): a failure's reader that must see that write, through the budget's
+//! count, sees the cleared word too, and reads the buckets instead. A failure's
 //! reader reads its own stripe's summary as its owner (`own_summary`): its own
 //! writes, so `Relaxed` loads and no second look.
 
@@ -42,6 +43,10 @@ use crate::event::WindowCounts;
 use crate::state::{Generation, Snapshot, StateWord};
 use crate::stripe::{Bucket, COUNTERS, OPEN_DEADLINE, Owned, PHASE_KEY, Ring, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
+use budget::Budget;
+pub(crate) use budget::Number;
+
+mod budget;
 
 const TAG: usize = 0;
 const CALLS: usize = 1;
@@ -134,8 +139,14 @@ pub(crate) struct Sample {
 /// A window's shape. It takes clock readings as they come (`now`) and measures
 /// epochs from `origin`, the breaker's first reading, so the hot path's cache check
 /// compares a reading with no arithmetic first.
+///
+/// One line of its own: the failure budget's words, which failures write, and the
+/// shape, which they read (no lean path reads either).
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct Window {
+    /// The failure budget (see [`budget`]).
+    budget: Budget,
     bucket_nanos: u64,
     buckets: u64,
     origin: u64,
@@ -167,6 +178,7 @@ impl Window {
     pub(crate) fn new(config: WindowConfig, origin: u64) -> Window {
         let buckets = u64::from(config.buckets);
         Window {
+            budget: Budget::new(),
             bucket_nanos: config.bucket_nanos,
             buckets,
             origin,
@@ -337,7 +349,7 @@ impl Window {
                     // The summary may count this bucket: no reader may take it now
                     // (until the next rotation writes it anew). Relaxed: stored before
                     // the count, and a failure's reader that must see the count sees
-                    // this store too (the `SeqCst` fences order both).
+                    // this store too (the failure budget's count orders both).
                     if let Some(summary) = ring.summary() {
                         summary[SEQ].store(0, Ordering::Relaxed);
                     }
@@ -584,6 +596,34 @@ impl Window {
             (self.buckets - 1).min(epoch),
             None,
         )
+    }
+
+    /// Numbers a failed or slow sample that [`record`](Self::record) counted as
+    /// `counted` at reading `now`, and says whether the failure budget covers it:
+    /// then it cannot trip, and its trip check need not read the window (see
+    /// [`budget`]). Call it once per such sample, after the fence that orders its
+    /// record before its read.
+    #[inline]
+    pub(crate) fn covered(&self, counted: &Counted<'_>, now: u64) -> (bool, Number) {
+        self.budget.covers(counted, now, self.bucket_nanos)
+    }
+
+    /// Grants, after a read by the sample numbered `number` (counted as `counted`
+    /// at `now`) that did not trip, that the samples of its tag numbered up to
+    /// `number + allowance` cannot trip either (see [`budget`]).
+    pub(crate) fn grant(&self, counted: &Counted<'_>, now: u64, number: Number, allowance: u64) {
+        self.budget.grant(counted, now, number, allowance);
+    }
+
+    /// The failure budget's samples numbered so far and its grant's limit (tests).
+    #[cfg(all(test, not(cutout_loom)))]
+    pub(crate) fn budget_numbered_and_limit(&self) -> (u64, u64) {
+        self.budget.numbered_and_limit()
+    }
+
+    /// Withdraws the failure budget's grant: a new phase begins.
+    pub(crate) fn withdraw_grant(&self) {
+        self.budget.withdraw();
     }
 
     /// [`counts`](Self::counts) at the reading `now` at which [`record`](Self::record)

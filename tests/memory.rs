@@ -8,7 +8,7 @@ use cutout::{CircuitBreaker, Registry};
 const KEYS: u64 = 100_000;
 const LIMIT: usize = 200 << 20;
 /// Resident memory also holds the map, the allocator's headers and the padding of
-/// the 128-byte-aligned allocations (about 197 MB on glibc when written: see
+/// the 128-byte-aligned allocations (about 225 MB on glibc: see
 /// `docs/PERFORMANCE.md`); checked against a looser bound, so the test does not
 /// depend on the allocator, and still far below today's layout (3.4 GB).
 const RESIDENT_LIMIT: usize = 256 << 20;
@@ -46,7 +46,7 @@ fn a_registry_of_100_000_keys_each_called_by_one_thread_stays_under_200_mb_at_64
     });
     eprintln!(
         "{KEYS} keys at 64 simulated cores: breakers and stripes {} MB ({} B a key: the \
-         breaker {} B and its Arc's counts 128 B, the room for 68 stripes' pointers and the backoff table {} B, \
+         breaker {} B and its Arc's counts 128 B, the room for 68 stripes' pointers, the backoff table and the window's line {} B, \
          one stripe {} B); resident memory grew by {:?} MB",
         heap >> 20,
         heap / KEYS as usize,

@@ -7,7 +7,7 @@
 //! type, so the measured loop is monomorphised: no dynamic dispatch is timed.
 
 use criterion::measurement::Measurement;
-use cutout::{CircuitBreaker, Clock, DefaultClock, Error};
+use cutout::{CircuitBreaker, Clock, DefaultClock, Error, ManualClock};
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::{Pin, pin};
@@ -550,8 +550,37 @@ pub fn cutout_window_whole() -> Cutout {
     Cutout(b)
 }
 
+/// A whole window in which every failure reads the window: ten buckets of 1 s on a
+/// `ManualClock` held in the last, a failure in each and one success in the first, under a
+/// failure rate of 1.0 over at least one call. No failure trips (one call in the
+/// window succeeded), and the failure budget covers none (the rate leaves room for
+/// one more failure, which its margin takes): each sums the window, as a failure
+/// near the threshold does. (In `cutout_window` and `cutout_window_whole`, far below
+/// the threshold, the budget covers nearly every failure.)
+pub fn cutout_window_read() -> Cutout<ManualClock> {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(1.0, 1)
+        .open_duration(LONG)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let _ = b.call(|| Ok::<_, ()>(())); // first: a failure alone would trip
+    for second in 0..10 {
+        if second > 0 {
+            clock.advance(Duration::from_secs(1));
+        }
+        let _ = b.call(|| Err::<(), _>(()));
+    }
+    let counts = b.metrics().window;
+    assert_eq!((counts.calls, counts.failures), (11, 10), "a whole window");
+    Cutout(b)
+}
+
 /// Every breaker set so that failures never trip it: each call records a failure
-/// and evaluates its policy (cutout sums its window on every failure).
+/// and evaluates its policy (cutout counts it in its window; the failure budget
+/// lets it skip the read of the window in all rows but `cutout_window_read`).
 pub fn failing(v: &mut impl Visit) {
     v.visit("direct", Direct);
     v.visit("cutout_consecutive", cutout_consecutive(u32::MAX));
@@ -559,6 +588,7 @@ pub fn failing(v: &mut impl Visit) {
     v.visit("cutout_window", cutout_window(u32::MAX));
     v.visit("cutout_window_slow", cutout_window_slow(u32::MAX));
     v.visit("cutout_window_whole", cutout_window_whole());
+    v.visit("cutout_window_read", cutout_window_read());
     v.visit("failsafe_consecutive", failsafe_consecutive(u32::MAX, LONG));
     // A required success rate of 0 is never missed: the EMA is updated, never trips.
     let policy = failsafe::failure_policy::success_rate_over_time_window(

@@ -20,7 +20,14 @@ impl<C: Clock> CircuitBreaker<C> {
         let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
             let next = f(cur)?;
             before = match next.0.state() {
-                State::Closed | State::Recovering => self.phase.streak.raw(),
+                State::Closed | State::Recovering => {
+                    // Before the CAS: whoever sees the new phase sees its predecessor's
+                    // failure budget withdrawn (a loser's withdrawal costs only reads).
+                    if let Some(w) = &self.window {
+                        w.withdraw_grant();
+                    }
+                    self.phase.streak.raw()
+                }
                 State::HalfOpen => self.phase.round.raw(),
                 _ => 0,
             };

@@ -108,15 +108,33 @@ impl<C: Clock> CircuitBreaker<C> {
             let now = self.clock.now();
             let counted = w.record(&self.hot.stripes, r, (s, &self.hot.word), now, sample);
             if sample.failed || sample.slow {
-                // SeqCst: two failures recorded at once must not both miss each other's
-                // count (store buffering); with this fence between each one's write
-                // and its read, the later of the two sees both.
-                fence(Ordering::SeqCst);
-                window = match counted {
-                    Some(counted) => w.counts_after(&self.hot.stripes, counted, now),
-                    None => w.counts(&self.hot.stripes, generation, now), // too late
-                };
-                reason = reason.or_else(|| policy::rate_trip(&self.config, window));
+                match counted {
+                    Some(counted) => {
+                        // Two failures recorded at once must not both miss each
+                        // other's count (store buffering). Each takes a number
+                        // between its record and its read, by an `AcqRel` increment
+                        // of one count: the later-numbered one's read sees the
+                        // other's record (what a `SeqCst` fence between the two did
+                        // here before). The failure budget: a sample its grant
+                        // covers cannot trip, and skips the read (a trip already
+                        // decided reads, for its event).
+                        let (covered, number) = w.covered(&counted, now);
+                        if reason.is_some() || !covered {
+                            window = w.counts_after(&self.hot.stripes, counted, now);
+                            let verdict = policy::rate_verdict(&self.config, window);
+                            reason = reason.or(verdict.err());
+                            if let (None, Ok(Some(allowance))) = (reason, verdict) {
+                                w.grant(&counted, now, number, allowance);
+                            }
+                        }
+                    }
+                    None => {
+                        // Too late for its bucket: counted nowhere, so nothing of it
+                        // need be seen, and its read needs no order.
+                        window = w.counts(&self.hot.stripes, generation, now);
+                        reason = reason.or_else(|| policy::rate_trip(&self.config, window));
+                    }
+                }
             }
         }
         if let Some(mut reason) = reason {

@@ -81,9 +81,14 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Heap bytes this breaker holds: the room for its stripes (a pointer each),
     /// the stripes its threads have written (one per thread that called it, each
-    /// allocated on that thread's first call), and its backoff table.
+    /// allocated on that thread's first call), its backoff table, and with a window
+    /// the window's line (its shape and failure budget).
     pub fn heap_bytes(&self) -> usize {
-        self.hot.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns)
+        let window = self
+            .window
+            .as_ref()
+            .map_or(0, |w| std::mem::size_of_val(&**w));
+        self.hot.stripes.heap_bytes() + std::mem::size_of_val(&*self.config.cooldowns) + window
     }
 }
 

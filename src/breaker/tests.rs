@@ -321,3 +321,46 @@ fn a_slow_call_threshold_beyond_four_seconds_is_judged_exactly() {
     let m = b.metrics().lifetime;
     assert_eq!((m.successes, m.slow), (5, 1), "4 s is not slow");
 }
+
+/// The failure budget's grant is withdrawn by every transition to a counting
+/// phase. Eight transitions later, all in one epoch, a tiny generation is back to
+/// the grant's (and so is its tag); the window's bucket was rotated in between, so
+/// the grant, made when the window held 110 calls, would cover failures that now
+/// trip. (With 32-bit generations the tag differs, and the test shows the trip.)
+#[test]
+fn a_failure_budget_grant_is_withdrawn_when_its_phase_ends() {
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 1)
+        .failure_rate(0.5, 20)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let ok = || b.call(|| Ok::<_, ()>(())).unwrap();
+    let fail = || b.call(|| Err::<(), _>(())).unwrap_err();
+    for _ in 0..100 {
+        ok();
+    }
+    for _ in 0..10 {
+        fail();
+    }
+    assert_eq!(b.state(), State::Closed);
+    // The first failure read 101 calls, 1 failed: 50.5 - 1, less two, 47 more
+    // cannot trip. The other nine were numbered within that, and skipped.
+    let w = b.window.as_ref().unwrap();
+    assert_eq!(w.budget_numbered_and_limit(), (10, 1 + 47));
+    for _ in 0..4 {
+        b.force_open();
+        b.reset();
+        ok(); // a success of the new phase rotates the window's one bucket
+    }
+    assert_eq!(b.hot.word.load().generation(), 8 & crate::state::GEN_MASK);
+    for _ in 0..9 {
+        ok();
+    }
+    for _ in 0..9 {
+        fail();
+    }
+    assert_eq!(b.state(), State::Closed, "19 calls: below minimum_calls");
+    fail();
+    assert_eq!(b.state(), State::Open, "10 of 20 calls failed");
+}

@@ -1,0 +1,88 @@
+//! Model 11: the failure budget. After a read that did not trip, the failures it
+//! grants skip their reads (see `src/window/budget.rs`); the failures that cross the
+//! threshold must still trip, whichever skipped and whichever read.
+//!
+//! Proves, with `failure_rate(1.0, m)` over a one-bucket window and the main
+//! thread's failures before the race leaving a grant: the failures the two
+//! threads record together cross the threshold, and the breaker moves to Open
+//! exactly once, with every failure counted; and a thread that has recorded its
+//! last failure sees Closed (the other's crossing failure not in yet) or Open.
+
+#![cfg(cutout_loom)]
+
+use cutout::{CircuitBreaker, ManualClock, Reason, State};
+use loom::thread;
+use loom_tests::{Events, OPEN, builder, model};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `before` failures from the main thread (the last one's read grants the next
+/// `minimum - before - 2`: the rate 1.0 over `minimum` calls, less the margin),
+/// then a thread for each of `each`, failing that many times: together they reach
+/// `minimum` failures in `minimum` calls.
+fn race<const N: usize>(minimum: u32, before: u32, each: [u32; N]) {
+    assert_eq!(before + each.iter().sum::<u32>(), minimum);
+    model(move || {
+        let clock = ManualClock::new();
+        let events = Events::new();
+        let breaker = builder(&clock, &events)
+            .window(Duration::from_secs(10), 1)
+            .failure_rate(1.0, minimum)
+            .build()
+            .unwrap();
+        clock.advance(Duration::from_secs(5));
+        for _ in 0..before {
+            let _ = breaker.call(|| Err::<(), _>("down"));
+        }
+        assert_eq!(breaker.state(), State::Closed);
+        let breaker = Arc::new(breaker);
+        let threads: Vec<_> = each
+            .into_iter()
+            .map(|n| {
+                let b = breaker.clone();
+                thread::spawn(move || {
+                    for _ in 0..n {
+                        let _ = b.call(|| Err::<(), _>("down"));
+                    }
+                    let s = b.state();
+                    assert!(s == State::Closed || s == State::Open, "{s:?}");
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let m = breaker.metrics();
+        assert_eq!(m.state, State::Open, "the crossing failure tripped");
+        assert_eq!(m.transitions(Reason::FailureRate), 1);
+        assert_eq!(m.total_transitions(), 1);
+        assert_eq!(m.lifetime.failures, u64::from(minimum));
+        assert_eq!(m.retry_after, Some(OPEN));
+        let ev = events.get();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+    });
+}
+
+/// One failure before (a grant of one more: the next number skips), then one and
+/// two: of the three racing numbers, the first skips and the other two read.
+#[test]
+fn a_skipped_failure_is_in_the_read_of_the_failure_that_crosses() {
+    race(4, 1, [1, 2]);
+}
+
+/// Two before (a grant of two more), then two and two: two racing failures skip,
+/// whichever threads they are on, and the last two read.
+#[test]
+fn two_skipped_failures_on_either_thread_are_in_the_crossing_read() {
+    race(6, 2, [2, 2]);
+}
+
+/// One before (a grant of one), then three threads failing once each: the first
+/// number skips, and the last reads with no failure of its own before it, so only
+/// the count's `AcqRel` orders the skipped record before that read. (All three
+/// models, and `trip.rs`'s `failure_rate_trips_once`, fail with a `Relaxed`
+/// count: it is the only order between one failure's record and another's read.)
+#[test]
+fn a_skipped_failure_is_seen_by_a_third_threads_only_read() {
+    race(4, 1, [1, 1, 1]);
+}
