@@ -125,6 +125,7 @@ pub(crate) fn rate_trip(config: &Config, c: WindowCounts) -> Option<Reason> {
 /// and the allowance is the room's floor less 2: the most samples strictly below
 /// it, less one for the shared stripes' rotation race (a racing writer may lose one
 /// call), which also covers the room's rounding for counts below 2^52.
+#[inline]
 pub(crate) fn rate_verdict(config: &Config, c: WindowCounts) -> Result<Option<u64>, Reason> {
     let counted = c.calls >= config.minimum_calls;
     let calls = float(c.calls.max(config.minimum_calls));
