@@ -7,14 +7,14 @@
 //! grow. The budget lets them skip the read.
 //!
 //! Every failed or slow sample counted in the window takes a number from one count,
-//! between its record and its read. A read that does
-//! not trip publishes a *grant* for the tag it read (its window's newest bucket:
-//! generation and epoch): "samples of this tag numbered up to `limit` cannot
-//! trip", where `limit` is the reader's own number plus the read's allowance
-//! ([`policy::rate_verdict`](crate::policy::rate_verdict): how many more failed or slow
-//! samples the counts it read can take before either rate is reached, taking the
-//! calls as they were read). A sample of the same tag whose number is within the
-//! limit skips its read. This is sound:
+//! between its record and its read. A read that does not trip publishes a *grant*
+//! for the tag it read (its window's newest bucket: generation and epoch): "samples
+//! of this tag numbered up to `limit` cannot trip", where `limit` is the reader's
+//! own number plus the read's allowance
+//! ([`policy::rate_verdict`](crate::policy::rate_verdict): how many more failed or
+//! slow samples the counts it read can take before either rate is reached, taking
+//! the calls as they were read). A sample of the same tag whose number is within
+//! the limit skips its read. This is sound:
 //!
 //! - Every sample numbered below the reader's is wholly in its read: the count's
 //!   `AcqRel` read-modify-writes order each earlier sample's record before the
@@ -31,6 +31,10 @@
 //! - Within a tag the window's buckets are fixed (its newest is the tag's) and
 //!   their counts only grow, but for the shared stripes' documented rotation race
 //!   (one call per racing writer), for which the allowance keeps a margin of one.
+//!   (A reader of a tag can still find less than that window: an owner that has
+//!   moved into the next epoch reuses the slot of the window's oldest bucket. That
+//!   view mixes two windows; the bound is for the tag's own window, and a failure
+//!   in the next epoch takes no grant of this tag: it reads its window anew.)
 //!
 //! A grant is for one phase and one epoch: its tag names the generation and the
 //! epoch's key, and it keeps the reading it was made at, so that the same key a
@@ -57,8 +61,8 @@
 use super::Counted;
 use crate::sync::{AtomicU64, Ordering, fence};
 
-/// The budget's words (the breaker keeps them in a line of their own: failures
-/// write them, and no lean path reads them).
+/// The budget's words, in the window's line: failures write them, and no lean path
+/// reads them.
 #[derive(Debug)]
 pub(crate) struct Budget {
     /// Failed or slow samples numbered so far, in every phase.
