@@ -157,8 +157,8 @@ fn reached(count: u64, room: f64) -> bool {
 }
 
 /// The allowance a rate's room leaves (see [`rate_verdict`]): `as` takes the floor
-/// of a room of 0 or more (no call to `floor`), turns one below 0 (or NaN) into 0
-/// and one beyond `i64` into `i64::MAX`, so a room below 2 leaves none.
+/// of a room of 0 or more (no call to `floor`), turns NaN into 0 and a room beyond
+/// `i64` into `i64::MAX`; a room below 2, negative ones included, leaves none.
 #[inline]
 fn headroom(room: f64) -> Option<u64> {
     // Through `i64`: one instruction and a fix-up on x86-64, where `u64` takes ten.

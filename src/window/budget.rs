@@ -65,7 +65,8 @@ use crate::sync::{AtomicU64, Ordering, fence};
 /// reads them.
 #[derive(Debug)]
 pub(crate) struct Budget {
-    /// Failed or slow samples numbered so far, in every phase.
+    /// Failed or slow samples numbered so far, in every phase (64 bits: 584 years
+    /// of a failure every nanosecond before it wraps).
     count: AtomicU64,
     /// The grant's sequence word: odd while a publisher writes the grant.
     seq: AtomicU64,
