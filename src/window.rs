@@ -601,8 +601,8 @@ impl Window {
     /// Numbers a failed or slow sample that [`record`](Self::record) counted as
     /// `counted` at reading `now`, and says whether the failure budget covers it:
     /// then it cannot trip, and its trip check need not read the window (see
-    /// [`budget`]). Call it once per such sample, after the fence that orders its
-    /// record before its read.
+    /// [`budget`]). Call it once per such sample, between its record and its read:
+    /// taking the number is what orders the two for other failures.
     #[inline]
     pub(crate) fn covered(&self, counted: &Counted<'_>, now: u64) -> (bool, Number) {
         self.budget.covers(counted, now, self.bucket_nanos)
