@@ -169,12 +169,14 @@ fn invariants_hold_under_heavy_contention() {
 /// `threads` threads, each making its first call to a fresh breaker at once (so
 /// each allocates its stripe, or joins a shared one, while the others record), each
 /// call a failure, `rounds` times. The window trips at `threads` failures out of
-/// `threads` calls; each failure's trip check comes after a `SeqCst` fence, so the
-/// last of them sees every other (stripes allocated by the racing calls included)
-/// and the breaker must be Open. (The fence itself is proved by the loom models,
-/// which build every stripe eagerly; on x86 this test passes without it, the race
-/// it closes being too narrow to hit here. What this test adds is the stripes
-/// allocated by racing first calls: each must be found by the others' reads.)
+/// `threads` calls; each failure takes a number from the failure budget's count
+/// (an `AcqRel` increment) before its trip check, so the last-numbered sees every
+/// other (stripes allocated by the racing calls included) and the breaker must be
+/// Open. (That ordering is proved by the loom models, which build every stripe
+/// eagerly; on x86 this test would pass with a `Relaxed` increment too, which is a
+/// locked instruction there and orders as much. What this test adds is the
+/// stripes allocated by racing first calls: each must be found by the others'
+/// reads.)
 fn racing_first_failures(threads: u32, rounds: usize) {
     use cutout::State;
     use std::sync::Barrier;
