@@ -17,6 +17,7 @@ VERBOSE=0
 [[ "${1:-}" == "-v" ]] && VERBOSE=1
 cargo build -q --profile bench --example layout
 BIN=target/release/examples/layout
+echo "CPU: $(benches/cpu.sh)"
 NORAND=""
 if setarch "$(uname -m)" -R true 2>/dev/null; then NORAND="setarch $(uname -m) -R"; fi
 

@@ -15,6 +15,7 @@ if [[ -z ${BIN:-} ]]; then
     cargo build -q --profile bench --example paired --features tower
     BIN=target/release/examples/paired
 fi
+echo "CPU: $(benches/cpu.sh)"
 NORAND=""
 if setarch "$(uname -m)" -R true 2>/dev/null; then NORAND="setarch $(uname -m) -R"; fi
 

@@ -47,10 +47,10 @@ for suite in $SUITES; do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+source benches/cpu.sh
 echo "## Benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo
-echo "- machine: $model, $(nproc) CPUs ($(lscpu | sed -n 's/^Thread(s) per core: *//p') thread(s) per core), $(uname -sr)"
+echo "- machine: $(cpu_line), $(uname -sr)"
 echo "- rustc: $(rustc --version)"
 echo "- load average (1, 5, 15 min) before: $load_before, after: $load_after"
 echo "- criterion: warm-up ${WARMUP} s, measurement ${MEASURE} s per benchmark; medians."
