@@ -15,14 +15,24 @@
 //! - `inline`: the closure written at the call site, the call inlined into the loop;
 //! - `helper`: through one shared generic helper that is not inlined;
 //! - `dyn`: through a `&dyn Fn() -> bool` made opaque once (a callback held in a
-//!   struct), so each call is an indirect call.
+//!   struct), so each call is an indirect call;
+//! - `inline, loaded` and `helper, loaded`: the first two with the breaker read
+//!   from memory at each call (`common::drive_succeed_loaded`), as a caller
+//!   reaches one kept in a struct field, instead of passed through `black_box`,
+//!   which stores it and loads it straight back: a round trip a CPU without
+//!   memory renaming (a Zen 1) charges to the shape. `dyn` reaches its breaker
+//!   so already (a load from the closure).
 //!
 //! And the async shapes (`benches/shapes.rs`'s `tower/` rows), each polled once
 //! with a no-op waker: `call_async` inlined whole into the loop that polls it, and
 //! the tower layer over an always-ready service polled in that loop (its `call`
 //! and `poll` stay functions of their own); then both polled as an executor polls
 //! a task (`common::as_a_task`), and four at a time (`common::four_tasks`):
-//! the like-for-like pairs. Beside them, the sync `call` on the same breaker.
+//! the like-for-like pairs. Beside them, the sync `call` on the same breaker,
+//! and `call_async` polled in place in a second loop (`poll_in_place!`), as an
+//! `.await` polls it: the same future type as the first loop's, so its poll has
+//! two callers, which the compiler may call instead of inlining, unless it must
+//! (`docs/PERFORMANCE.md`, "Issue 16 on a Zen 1").
 //!
 //! Each ratio is printed twice: the whole call (`total`), and what the breaker
 //! adds (`added`: the time less that of the same shape with no breaker, `direct`,
@@ -33,14 +43,25 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use common::{Subject, as_a_task, drive_helper, drive_succeed, four_tasks, poll_once, succeed};
+use common::{
+    Subject, as_a_task, drive_helper, drive_helper_loaded, drive_succeed, drive_succeed_loaded,
+    four_tasks, poll_once, succeed,
+};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::{Ready, ready};
 use std::hint::black_box;
 use std::time::Instant;
 use tower::{Layer, Service, service_fn};
 
-const SHAPES: [&str; 3] = ["inline", "helper", "dyn"];
+const SHAPES: [&str; 5] = [
+    "inline",
+    "helper",
+    "dyn",
+    "inline, loaded",
+    "helper, loaded",
+];
+/// Columns a subject takes in a round: one a shape.
+const N: usize = SHAPES.len();
 
 #[inline(never)]
 fn drive_dyn(f: &dyn Fn() -> bool, calls: u64) -> u64 {
@@ -59,11 +80,27 @@ fn time<S: Subject>(s: &S, shape: usize, calls: u64) -> f64 {
     let ran = match shape {
         0 => drive_succeed(s, calls),
         1 => drive_helper(s, calls),
-        _ => drive_dyn(f, calls),
+        2 => drive_dyn(f, calls),
+        3 => drive_succeed_loaded(s, calls),
+        _ => drive_helper_loaded(s, calls),
     };
     let ns = start.elapsed().as_nanos() as f64 / calls as f64;
     assert_eq!(ran, calls, "a closed breaker runs every call");
     ns
+}
+
+/// Polls a future once in place, with a no-op waker, as `.await` polls one: a
+/// second writing of `common::poll_once`, so that each is the only caller of its
+/// own instantiation while the future's poll has both as callers.
+macro_rules! poll_in_place {
+    ($f:expr) => {{
+        let f = std::pin::pin!($f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match std::future::Future::poll(f, &mut cx) {
+            std::task::Poll::Ready(out) => out,
+            std::task::Poll::Pending => unreachable!("the future is ready"),
+        }
+    }};
 }
 
 /// `once` makes `per` calls and says how many succeeded.
@@ -172,13 +209,13 @@ fn sync_shapes(rounds: usize, calls: u64) {
             timer(common::failsafe_consecutive(5, common::LONG)),
         ),
     ];
-    // Column 3 * implementation + shape.
-    let mut times = vec![vec![0.0; 3 * subjects.len()]; rounds];
+    // Column N * implementation + shape.
+    let mut times = vec![vec![0.0; N * subjects.len()]; rounds];
     for (round, t) in times.iter_mut().enumerate() {
         for k in 0..SHAPES.len() {
             let shape = (round + k) % SHAPES.len();
             for (i, (_, time)) in subjects.iter().enumerate() {
-                t[3 * i + shape] = time(shape, calls);
+                t[N * i + shape] = time(shape, calls);
             }
         }
     }
@@ -191,8 +228,22 @@ fn sync_shapes(rounds: usize, calls: u64) {
         .flat_map(|i| {
             let name = subjects[i].0;
             [
-                (format!("{name}, helper / inline"), 3 * i + 1, 3 * i, 1, 0),
-                (format!("{name}, dyn / inline"), 3 * i + 2, 3 * i, 2, 0),
+                (format!("{name}, helper / inline"), N * i + 1, N * i, 1, 0),
+                (format!("{name}, dyn / inline"), N * i + 2, N * i, 2, 0),
+                (
+                    format!("{name}, helper / inline, loaded"),
+                    N * i + 4,
+                    N * i + 3,
+                    4,
+                    3,
+                ),
+                (
+                    format!("{name}, dyn / inline, loaded"),
+                    N * i + 2,
+                    N * i + 3,
+                    2,
+                    3,
+                ),
             ]
         })
         .collect();
@@ -217,7 +268,7 @@ fn async_shapes(rounds: usize, calls: u64) {
     let mut call_async_tasks =
         four_tasks(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
     let mut layer_tasks = four_tasks(move || for_tasks.call(black_box(1u64)));
-    const COLUMNS: [&str; 10] = [
+    const COLUMNS: [&str; 11] = [
         "direct, in the loop",
         "call_async, in the loop",
         "layer, in the loop",
@@ -228,6 +279,7 @@ fn async_shapes(rounds: usize, calls: u64) {
         "call_async, as four tasks",
         "layer, as four tasks",
         "call, in the loop",
+        "call_async, a second loop",
     ];
     let mut times = vec![vec![0.0; COLUMNS.len()]; rounds];
     for (round, t) in times.iter_mut().enumerate() {
@@ -255,16 +307,26 @@ fn async_shapes(rounds: usize, calls: u64) {
                 6 => time_async(4, &mut direct_tasks, calls),
                 7 => time_async(4, &mut call_async_tasks, calls),
                 8 => time_async(4, &mut layer_tasks, calls),
-                _ => time_async(
+                9 => time_async(
                     1,
                     || ok(breaker.call(|| Ok::<_, ()>(black_box(1u64)))),
+                    calls,
+                ),
+                _ => time_async(
+                    1,
+                    || {
+                        ok(poll_in_place!(
+                            breaker.call_async(ready(Ok::<_, ()>(black_box(1u64))))
+                        ))
+                    },
                     calls,
                 ),
             };
         }
     }
-    let ratios: [Ratio; 4] = [
+    let ratios: [Ratio; 5] = [
         ("call_async / call, in the loop".into(), 1, 9, 0, 0),
+        ("call_async, a second loop / call".into(), 10, 9, 0, 0),
         ("layer / call_async, in the loop".into(), 2, 1, 0, 0),
         ("layer / call_async, as a task".into(), 5, 4, 3, 3),
         ("layer / call_async, as four tasks".into(), 8, 7, 6, 6),

@@ -84,6 +84,43 @@ pub fn drive_helper<S: Subject>(s: &S, calls: u64) -> u64 {
     ran
 }
 
+/// `s` as a caller that keeps its breaker in a struct field reaches it: read from
+/// memory at every call, where nothing was just stored. The loops above hand
+/// each call `black_box(s)`, which stores `s` to the stack and loads it straight
+/// back: a CPU without memory renaming (a Zen 1, for one) forwards that store to
+/// the load in about six cycles, at the head of every load the call makes, and
+/// so charges the harness's round trip to the shape (`docs/PERFORMANCE.md`,
+/// "Issue 16 on a Zen 1"). A volatile read of a slot written once is as opaque to
+/// the compiler, so no load of the breaker's is hoisted out of the loop.
+#[inline(always)]
+fn loaded<'s, S>(slot: &&'s S) -> &'s S {
+    // SAFETY: `slot` is a reference, so valid and aligned for a read of `&S`.
+    unsafe { std::ptr::read_volatile(slot) }
+}
+
+/// [`drive_succeed`] with the subject [`loaded`] at each call, not passed
+/// through `black_box`.
+#[inline(never)]
+pub fn drive_succeed_loaded<S: Subject>(s: &S, calls: u64) -> u64 {
+    let slot = s;
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(succeed!(loaded(&slot)));
+    }
+    ran
+}
+
+/// [`drive_helper`] with the subject [`loaded`] at each call.
+#[inline(never)]
+pub fn drive_helper_loaded<S: Subject>(s: &S, calls: u64) -> u64 {
+    let slot = s;
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(helper(loaded(&slot)));
+    }
+    ran
+}
+
 /// Polls `f` once with a no-op waker, in place: the output of a future that is
 /// ready at once (panics if it is pending). `#[inline]`: without the hint, a
 /// harness's loop no longer inlines `call_async`'s whole future (76 -> 114
