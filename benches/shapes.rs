@@ -2,8 +2,9 @@
 //!
 //! - `closed/<shape>`: closed success on the default-config breakers (cutout's
 //!   10 s window; failsafe's consecutive policy; recloser's default), the call
-//!   written inline, through one shared generic helper that is not inlined, and
-//!   through a `&dyn Fn`;
+//!   written inline, through one shared generic helper that is not inlined
+//!   (handed the breaker through `black_box`, and `loaded`: read from memory
+//!   where nothing was just stored, `common::loaded`), and through a `&dyn Fn`;
 //! - `open/fresh thread`: open rejection on a thread whose first call is a
 //!   rejection (the breaker was tripped by another thread);
 //! - `closed/after a crowd`: closed success on a thread started while a crowd of
@@ -120,6 +121,12 @@ fn closed(c: &mut Criterion) {
             });
             g.bench_function(format!("closed/helper/{}", $name), |b| {
                 b.iter_custom(|iters| timed(iters, || helper(black_box(&s))))
+            });
+            // The same helper handed the breaker read from memory, not stored and
+            // reloaded by `black_box` at each call (`common::loaded`).
+            g.bench_function(format!("closed/helper, loaded/{}", $name), |b| {
+                let slot = &s;
+                b.iter_custom(|iters| timed(iters, || helper(common::loaded(&slot))))
             });
             g.bench_function(format!("closed/dyn/{}", $name), |b| {
                 let f: &dyn Fn() -> bool = &|| succeed!(s);

@@ -93,7 +93,7 @@ pub fn drive_helper<S: Subject>(s: &S, calls: u64) -> u64 {
 /// "Issue 16 on a Zen 1"). A volatile read of a slot written once is as opaque to
 /// the compiler, so no load of the breaker's is hoisted out of the loop.
 #[inline(always)]
-fn loaded<'s, S>(slot: &&'s S) -> &'s S {
+pub fn loaded<'s, S>(slot: &&'s S) -> &'s S {
     // SAFETY: `slot` is a reference, so valid and aligned for a read of `&S`.
     unsafe { std::ptr::read_volatile(slot) }
 }
