@@ -59,17 +59,34 @@ fn summaries_are_exact_while_owners_rotate_and_the_window_slides() {
     let end = Barrier::new(WRITERS as usize + 1);
     let writing = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
+    // The reader's sums so far, for the writers to wait on (see below).
+    let read = AtomicU64::new(0);
     let mut reads = 0u64;
 
     std::thread::scope(|s| {
         for w in 0..WRITERS {
-            let (breaker, done, epochs, start, end, writing, stop) =
-                (&breaker, &done, &epochs, &start, &end, &writing, &stop);
+            let (breaker, done, epochs, start, end, writing, stop, read) = (
+                &breaker, &done, &epochs, &start, &end, &writing, &stop, &read,
+            );
             s.spawn(move || {
                 for &epoch in epochs {
                     start.wait();
                     if stop.load(Ordering::SeqCst) {
                         return;
+                    }
+                    // A round's calls take about a microsecond: the reader, on a
+                    // 2-vCPU machine, could miss most rounds (it did, in some runs
+                    // on a Zen 1, 400 sums in 3,000 rounds). So each writer starts
+                    // its calls, the first of which rotates, only once the reader
+                    // has made a sum in this round and so is summing in its loop,
+                    // yielding meanwhile; bounded, so a reader that stopped cannot
+                    // hold a writer.
+                    let seen = read.load(Ordering::SeqCst);
+                    for _ in 0..1_000_000 {
+                        if read.load(Ordering::SeqCst) != seen {
+                            break;
+                        }
+                        std::thread::yield_now();
                     }
                     for i in 0..CALLS {
                         let fail = (i + w) % 7 == 0;
@@ -140,6 +157,7 @@ fn summaries_are_exact_while_owners_rotate_and_the_window_slides() {
                 );
                 prev = (c.calls, c.failures);
                 reads += 1;
+                read.store(reads, Ordering::SeqCst);
             }
             end.wait();
             let c = breaker.metrics().window;
