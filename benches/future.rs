@@ -1,12 +1,11 @@
 //! `call_async` on a ready future against the synchronous `call`, single thread,
 //! closed breaker. The future is polled once with a no-op waker.
-
 //!
 //! The future is polled by `common::poll_once`, the helper every harness shares,
 //! which the compiler inlines into the measured loop. This file had a helper of
 //! its own without that hint, which the compiler called: the future was built in
 //! the loop's frame and moved into the helper's, and its output moved back, a
-//! round trip through memory that cost 1.9x `call` on a Zen 4 and 4.2x on a Zen 1
+//! round trip through memory that cost 1.9x `call` on a Zen 4 and 3.9-4.2x on a Zen 1
 //! (`docs/PERFORMANCE.md`, "Issue 16 on a Zen 1").
 
 #[allow(dead_code)]
