@@ -64,7 +64,7 @@
 use crate::classify::Classify;
 use crate::clock::{Clock, DefaultClock};
 use crate::permit::Outcome;
-use crate::tower::CircuitBreakerService;
+use crate::tower::{CircuitBreakerLayer, CircuitBreakerService};
 use crate::{CircuitBreaker, Error, Rejected};
 use ::http::{HeaderValue, Response, StatusCode, header};
 use ::tower::{Layer, Service};
@@ -185,8 +185,7 @@ fn retry_after_secs(after: Duration) -> u64 {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct HttpLayer<C: Clock + 'static = DefaultClock, K = ServerErrorIsFailure> {
-    breaker: Arc<CircuitBreaker<C>>,
-    classify: K,
+    inner: CircuitBreakerLayer<C, K>,
 }
 
 impl<C: Clock + 'static> HttpLayer<C> {
@@ -194,8 +193,7 @@ impl<C: Clock + 'static> HttpLayer<C> {
     /// a failure ([`ServerErrorIsFailure`]).
     pub fn new(breaker: Arc<CircuitBreaker<C>>) -> Self {
         HttpLayer {
-            breaker,
-            classify: ServerErrorIsFailure,
+            inner: CircuitBreakerLayer::new(breaker).classify(ServerErrorIsFailure),
         }
     }
 }
@@ -223,22 +221,20 @@ impl<C: Clock + 'static, K> HttpLayer<C, K> {
     /// ```
     pub fn classify<K2>(self, classify: K2) -> HttpLayer<C, K2> {
         HttpLayer {
-            breaker: self.breaker,
-            classify,
+            inner: self.inner.classify(classify),
         }
     }
 
     /// The shared breaker.
     pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
-        &self.breaker
+        self.inner.breaker()
     }
 }
 
 impl<C: Clock + 'static, K: Clone> Clone for HttpLayer<C, K> {
     fn clone(&self) -> Self {
         HttpLayer {
-            breaker: self.breaker.clone(),
-            classify: self.classify.clone(),
+            inner: self.inner.clone(),
         }
     }
 }
@@ -248,8 +244,7 @@ impl<S, C: Clock + 'static, K: Clone> Layer<S> for HttpLayer<C, K> {
 
     fn layer(&self, inner: S) -> Self::Service {
         HttpService {
-            inner: CircuitBreakerService::new(inner, self.breaker.clone())
-                .classify(self.classify.clone()),
+            inner: self.inner.layer(inner),
         }
     }
 }
@@ -257,7 +252,7 @@ impl<S, C: Clock + 'static, K: Clone> Layer<S> for HttpLayer<C, K> {
 impl<C: Clock + 'static, K> fmt::Debug for HttpLayer<C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpLayer")
-            .field("breaker", &self.breaker)
+            .field("breaker", self.inner.breaker())
             .finish_non_exhaustive()
     }
 }

@@ -36,10 +36,13 @@ use hold::Hold;
 /// Each takes one of the calling thread's *spare* handles on the breaker (a clone
 /// only when the thread has none) and gives it back when done, so calls in a steady
 /// state write no line that other threads write too. A thread keeps at most eight
-/// spares, drops them when it exits, and drops a breaker's spares as soon as
-/// nothing else holds that breaker, but where several threads called it, the other
-/// threads' spares keep it allocated (and keep a [`Registry`](crate::Registry) from
-/// evicting it) until they keep newer spares or exit.
+/// spares and drops them when it exits. The layer, its services and their futures
+/// all hold the breaker this way, so when the last of them goes, its thread drops
+/// its spares of that breaker if nothing else holds it. Until then, or where
+/// something else holds it last (an `Arc` of your own dropped after them, or
+/// another thread that made calls), spares keep the breaker allocated (and keep a
+/// [`Registry`](crate::Registry) from evicting it) until their threads keep newer
+/// spares or exit.
 ///
 /// The error is [`Error<S::Error>`](Error), a `std::error::Error` whenever the inner
 /// error is one, so it boxes into tower's `BoxError` as it is. When the inner error
@@ -81,7 +84,9 @@ use hold::Hold;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct CircuitBreakerLayer<C: Clock + 'static = DefaultClock, K = ErrIsFailure> {
-    breaker: Arc<CircuitBreaker<C>>,
+    /// A hold, as a service's is: the layer's drop gives it back, so the layer
+    /// going last still drops its thread's spares of an otherwise unheld breaker.
+    hold: Hold<C>,
     classify: K,
 }
 
@@ -90,7 +95,7 @@ impl<C: Clock + 'static> CircuitBreakerLayer<C> {
     /// failure and `Ok` as a success.
     pub fn new(breaker: Arc<CircuitBreaker<C>>) -> Self {
         CircuitBreakerLayer {
-            breaker,
+            hold: Hold::new(breaker),
             classify: ErrIsFailure,
         }
     }
@@ -100,21 +105,21 @@ impl<C: Clock + 'static, K> CircuitBreakerLayer<C, K> {
     /// Classifies each `Result<Response, Error>` with `classify` instead.
     pub fn classify<K2>(self, classify: K2) -> CircuitBreakerLayer<C, K2> {
         CircuitBreakerLayer {
-            breaker: self.breaker,
+            hold: self.hold,
             classify,
         }
     }
 
     /// The shared breaker.
     pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
-        &self.breaker
+        self.hold.breaker()
     }
 }
 
 impl<C: Clock + 'static, K: Clone> Clone for CircuitBreakerLayer<C, K> {
     fn clone(&self) -> Self {
         CircuitBreakerLayer {
-            breaker: self.breaker.clone(),
+            hold: self.hold.clone(),
             classify: self.classify.clone(),
         }
     }
@@ -126,7 +131,7 @@ impl<S, C: Clock + 'static, K: Clone> Layer<S> for CircuitBreakerLayer<C, K> {
     fn layer(&self, inner: S) -> Self::Service {
         CircuitBreakerService {
             inner,
-            hold: Hold::of(&self.breaker),
+            hold: self.hold.clone(),
             classify: self.classify.clone(),
         }
     }
@@ -135,7 +140,7 @@ impl<S, C: Clock + 'static, K: Clone> Layer<S> for CircuitBreakerLayer<C, K> {
 impl<C: Clock + 'static, K> fmt::Debug for CircuitBreakerLayer<C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerLayer")
-            .field("breaker", &self.breaker)
+            .field("breaker", self.hold.breaker())
             .finish_non_exhaustive()
     }
 }
@@ -192,8 +197,11 @@ impl<C: Clock + 'static, K> Admitted<C, K> {
     where
         K: Classify<T, E>,
     {
+        // Classified before the breaker is taken: a classifier that panics leaves
+        // the call to `drop`, which records it as dropped (a probe's slot back).
+        let outcome = self.classify.classify(result);
         if let Some(breaker) = self.breaker.take() {
-            breaker.record(self.ticket, self.classify.classify(result));
+            breaker.record(self.ticket, outcome);
             hold::give_back(breaker);
         }
     }
@@ -279,17 +287,25 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
+        // Cloned first: nothing that can panic runs between the admission and its
+        // guard.
+        let classify = self.classify.clone();
         match self.hold.breaker().acquire() {
-            Ok(ticket) => ResponseFuture {
-                state: State::Called {
-                    response: self.inner.call(request),
-                    admitted: Admitted {
-                        breaker: Some(hold::take(self.hold.breaker())),
-                        ticket,
-                        classify: self.classify.clone(),
+            Ok(ticket) => {
+                // The admission is guarded before the inner service runs: if its
+                // `call` panics, `admitted`'s drop records the call as dropped.
+                let admitted = Admitted {
+                    breaker: Some(hold::take(self.hold.breaker())),
+                    ticket,
+                    classify,
+                };
+                ResponseFuture {
+                    state: State::Called {
+                        response: self.inner.call(request),
+                        admitted,
                     },
-                },
-            },
+                }
+            }
             Err(rejected) => ResponseFuture {
                 state: State::Rejected { rejected },
             },

@@ -356,9 +356,12 @@ fn calls_and_service_clones_write_no_reference_count_and_the_future_keeps_it_ali
 fn a_future_may_end_on_another_thread_and_a_thread_lets_its_spares_go_when_it_exits() {
     let clock = ManualClock::new();
     let b = breaker(&clock, 1);
-    let service = CircuitBreakerLayer::new(b.clone()).layer(service_fn(|x: u16| async move {
-        Ok::<_, std::io::Error>(x)
-    }));
+    // Not through a layer: a layer dropped here would leave this thread a spare,
+    // which the first clone below would take to the other thread.
+    let service = CircuitBreakerService::new(
+        service_fn(|x: u16| async move { Ok::<_, std::io::Error>(x) }),
+        b.clone(),
+    );
     let before = Arc::strong_count(&b);
     std::thread::scope(|scope| {
         let (send, receive) = std::sync::mpsc::channel();

@@ -25,16 +25,19 @@
 //!   needs the room.
 //! - A hold given back when the breaker has no handle left but this thread's
 //!   spares is not kept, and those spares go with it: nothing could take them
-//!   again. So where one thread made a breaker's tower calls, the breaker goes when
-//!   its last layer, service and future do, as it would without spares.
+//!   again. Layers hold their breaker as holds too, so where one thread made a
+//!   breaker's tower calls, the breaker goes when its last layer, service and
+//!   future do, as it would without spares. A plain `Arc` dropped after them (one
+//!   the caller kept) cannot see the spares: they stay until the thread keeps
+//!   newer ones or exits.
 //! - A thread's spares are dropped when it exits (and a hold given back after that,
 //!   by another thread-local's destructor, is dropped, not kept).
 //!
-//! What remains: where several threads made tower calls to a breaker, it can
-//! outlive its last layer, service and future by the spares the other threads
-//! keep, until they keep newer spares or exit; and a [`Registry`](crate::Registry)
-//! does not evict a breaker while spares of it exist (they are handles). Nothing
-//! else can tell: a spare is never called through.
+//! What remains: where several threads made tower calls to a breaker, or a plain
+//! `Arc` of it went last, it can outlive its last layer, service and future by the
+//! spares that threads keep, until they keep newer spares or exit; and a
+//! [`Registry`](crate::Registry) does not evict a breaker while spares of it exist
+//! (they are handles). Nothing else can tell: a spare is never called through.
 //!
 //! No atomics of this module's own, so no orderings to choose: the list is a
 //! thread-local, and the `Arc`s carry their own synchronization.
