@@ -131,6 +131,27 @@ struct Cap<C: Clock> {
     next_scan: AtomicU64,
 }
 
+/// A place taken for an insert in progress: given back when dropped unkept, so an
+/// insert that does not finish never holds one (another thread's entry for the
+/// key won, or building the breaker panicked: a naming closure, an
+/// [`initial_state`](RegistryBuilder::initial_state) hook, the key's `Hash`).
+struct Place<'c, C: Clock>(Option<&'c Cap<C>>);
+
+impl<C: Clock> Place<'_, C> {
+    /// The insert finished: its entry holds the place now.
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl<C: Clock> Drop for Place<'_, C> {
+    fn drop(&mut self) {
+        if let Some(cap) = self.0 {
+            cap.release(1);
+        }
+    }
+}
+
 impl<C: Clock> Cap<C> {
     /// Takes a place for a new entry, if one is free.
     fn reserve(&self) -> bool {
@@ -314,6 +335,8 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
     initial: Option<InitialState<K>>,
     /// The key cap, if [`RegistryBuilder::max_keys`] set one.
     cap: Option<Cap<C>>,
+    /// Outcomes of calls whose breaker left the registry while they ran.
+    orphaned: AtomicU64,
 }
 
 impl<K, C> Registry<K, C>
@@ -537,7 +560,8 @@ where
     }
 
     /// Records `ticket`'s outcome (`None`: dropped unrecorded) on `key`'s breaker if
-    /// it is still entry `id`'s; a breaker removed meanwhile loses it.
+    /// it is still entry `id`'s; a breaker removed or replaced meanwhile loses it,
+    /// and [`orphaned`](Self::orphaned) counts it.
     fn finish<Q>(&self, key: &Q, id: u64, ticket: Ticket, outcome: Option<Outcome>)
     where
         K: Borrow<Q>,
@@ -548,12 +572,16 @@ where
             Some(cap) if id == OVERFLOW_ID => Some(&cap.overflow),
             _ => map.get(key).filter(|e| e.id == id),
         };
-        if let Some(entry) = entry {
-            let permit = Permit::new(&*entry.breaker, ticket);
-            match outcome {
-                Some(outcome) => permit.record(outcome),
-                None => drop(permit), // recorded as dropped
+        match entry {
+            Some(entry) => {
+                let permit = Permit::new(&*entry.breaker, ticket);
+                match outcome {
+                    Some(outcome) => permit.record(outcome),
+                    None => drop(permit), // recorded as dropped
+                }
             }
+            // Relaxed: a statistic.
+            None => _ = self.orphaned.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -578,13 +606,26 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.with_entry(key, |entry| entry.breaker.clone())
+        let map = self.map.pin();
+        loop {
+            let entry = self.live_entry(&map, key);
+            let breaker = entry.breaker.clone();
+            // As in `admit`: a caller stalled between its lookup and this clone for
+            // longer than the idle period may find its entry claimed by a sweep that
+            // saw no other handle. That breaker is going: look again.
+            if !entry.is_claimed() {
+                return breaker;
+            }
+            drop(breaker);
+            self.finish_claim(&map, key, entry);
+        }
     }
 
     /// Removes `key`'s breaker; the next lookup creates a fresh one. Returns the
     /// removed breaker, if there was one. Unlike eviction, this removes a breaker
     /// whatever its state; the outcome of a [`call`](Self::call) in flight on it is
-    /// then lost.
+    /// then lost, and counted by [`orphaned`](Self::orphaned) (a handle from
+    /// [`get`](Self::get) still records on it).
     ///
     /// # Examples
     /// ```
@@ -656,6 +697,30 @@ where
             .as_ref()
             // Relaxed: a statistic.
             .map_or(0, |cap| cap.overflowed.load(Ordering::Relaxed))
+    }
+
+    /// Outcomes lost because their breaker left the registry while the call ran: a
+    /// [`call`](Self::call) or [`call_with`](Self::call_with) whose key was
+    /// [`remove`](Self::remove)d or replaced by [`restore_all`](Self::restore_all)
+    /// meanwhile (eviction never takes a breaker with a call in flight). Published
+    /// by `publish_metrics` (the feature `metrics`) as
+    /// `circuit_breaker_registry_orphaned_total`.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    ///
+    /// let registry: Registry<String> = Registry::new(CircuitBreaker::builder())?;
+    /// let _ = registry.call("legacy", || {
+    ///     registry.remove("legacy"); // removed while the call runs
+    ///     Ok::<_, ()>(())
+    /// });
+    /// assert_eq!(registry.orphaned(), 1);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn orphaned(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.orphaned.load(Ordering::Relaxed)
     }
 
     /// The overflow breaker that keys without room share under
@@ -802,15 +867,16 @@ where
             cap.overflowed.fetch_add(1, Ordering::Relaxed);
             return &cap.overflow;
         }
+        let place = Place(Some(cap));
         let breaker = self.new_breaker(&key, parts);
         match map.try_insert(key, self.entry(breaker, now)) {
-            Ok(entry) => entry,
-            Err(occupied) => {
-                // Another thread inserted the key first: its breaker wins, and
-                // our place goes back.
-                cap.release(1);
-                occupied.current
+            Ok(entry) => {
+                place.keep();
+                entry
             }
+            // Another thread inserted the key first: its breaker wins, and our
+            // place goes back (`place`'s drop).
+            Err(occupied) => occupied.current,
         }
     }
 
@@ -1044,6 +1110,8 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> fmt::Debug for Registry<K, C, S> {
                     .as_ref()
                     .map(|cap| cap.overflowed.load(Ordering::Relaxed)),
             )
+            // Relaxed: a statistic.
+            .field("orphaned", &self.orphaned.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -1259,6 +1327,7 @@ where
             last_sweep: AtomicU64::new(now),
             initial: self.initial,
             cap,
+            orphaned: AtomicU64::new(0),
         })
     }
 }
@@ -1332,11 +1401,15 @@ where
     /// Builds each key's breaker from its builder (the per-key one, if
     /// [`configure`](RegistryBuilder::configure)d, else the shared one), restored
     /// from its saved state by the rules of [`Builder::restore`], and puts it in
-    /// the registry, in place of the key's breaker if it has one (calls in flight
-    /// on that one finish there). Returns how many it restored. Under
+    /// the registry, in place of the key's breaker if it has one (as with
+    /// [`remove`](Self::remove), the outcome of a [`call`](Self::call) in flight on
+    /// that one is lost and counted by [`orphaned`](Self::orphaned); a handle from
+    /// [`get`](Self::get) still records on it). Returns how many it restored. Under
     /// [`max_keys`](RegistryBuilder::max_keys) a restored breaker takes a place
     /// like a new key (evicting one that behaves like new if it must); a key that
-    /// finds no room is skipped and not counted.
+    /// finds no room is skipped and not counted (its old breaker, removed first so
+    /// that its place can take the restored one, is gone too if a new key took
+    /// that place meanwhile).
     ///
     /// # Errors
     /// All or nothing: if any state cannot be restored, the first such key and its

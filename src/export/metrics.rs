@@ -23,6 +23,7 @@
 //! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_window_calls` | gauge | | calls in the sliding window | `publish_metrics` |
 //! | `circuit_breaker_registry_overflowed_total` | counter | (no `breaker` label) | lookups a `Registry` with `max_keys` routed to its overflow breaker (itself published as `breaker="overflow"`) | `Registry::publish_metrics` |
+//! | `circuit_breaker_registry_orphaned_total` | counter | (no `breaker` label) | outcomes a `Registry` lost because their breaker was removed or replaced while the call ran ([`Registry::orphaned`](crate::Registry::orphaned)) | `Registry::publish_metrics` |
 //!
 //! The `*_total` counters other than transitions are set with
 //! [`Counter::absolute`](::metrics::Counter::absolute) from the breaker's own
@@ -66,6 +67,9 @@ pub const WINDOW_CALLS: &str = "circuit_breaker_window_calls";
 /// Counter: lookups a capped registry routed to its overflow breaker (no
 /// `breaker` label).
 pub const REGISTRY_OVERFLOWED: &str = "circuit_breaker_registry_overflowed_total";
+/// Counter: outcomes a registry lost because their breaker left it while the call
+/// ran (no `breaker` label).
+pub const REGISTRY_ORPHANED: &str = "circuit_breaker_registry_orphaned_total";
 
 /// The label every metric carries: the breaker's name.
 pub const BREAKER_LABEL: &str = "breaker";
@@ -129,6 +133,11 @@ pub fn describe() {
         REGISTRY_OVERFLOWED,
         Unit::Count,
         "lookups a capped registry routed to its shared overflow breaker"
+    );
+    describe_counter!(
+        REGISTRY_ORPHANED,
+        Unit::Count,
+        "outcomes a registry lost because their breaker left it while the call ran"
     );
 }
 
@@ -219,5 +228,6 @@ where
             overflow.publish_metrics();
             counter!(REGISTRY_OVERFLOWED).absolute(self.overflowed());
         }
+        counter!(REGISTRY_ORPHANED).absolute(self.orphaned());
     }
 }
