@@ -60,11 +60,27 @@ pub(crate) fn next_level(config: &Config, s: Snapshot) -> u8 {
     s.level().saturating_add(1).min(config.max_level())
 }
 
-/// Whether a half-open round that started at tick `started` has gone
-/// `half_open_timeout` without a verdict at tick `now`: it failed.
+/// The tick at which a half-open round that started at tick `started` times out:
+/// `half_open_timeout` later, saturated at `ticks_max` (the last tick the clock
+/// reaches) as a cooldown's deadline is, so a clock that saturates ends a round in
+/// progress. Not a round that started there: it would time out at once, reopen,
+/// find its cooldown over (saturated too) and start another, for ever; its probes
+/// decide it.
 #[inline]
-pub(crate) fn round_timed_out(config: &Config, started: u64, now: u64) -> bool {
-    now >= started.saturating_add(config.half_open_timeout)
+fn round_ends(config: &Config, ticks_max: u64, started: u64) -> u64 {
+    let ends = started.saturating_add(config.half_open_timeout);
+    match started < ticks_max {
+        true => ends.min(ticks_max),
+        false => ends,
+    }
+}
+
+/// Whether a half-open round that started at tick `started` has gone
+/// `half_open_timeout` without a verdict at tick `now` (see [`round_ends`]): it
+/// failed.
+#[inline]
+pub(crate) fn round_timed_out(config: &Config, ticks_max: u64, started: u64, now: u64) -> bool {
+    now >= round_ends(config, ticks_max, started)
 }
 
 /// Whether `succeeded` probe successes close the round.
@@ -82,11 +98,12 @@ pub(crate) fn round_closes(config: &Config, succeeded: u32) -> bool {
 pub(crate) fn half_open_retry(
     config: &Config,
     seed: u64,
+    ticks_max: u64,
     s: Snapshot,
     started: u64,
     now: u64,
 ) -> u64 {
-    let ends = started.saturating_add(config.half_open_timeout);
+    let ends = round_ends(config, ticks_max, started);
     let reopened = cooldown(
         config,
         next_level(config, s),
@@ -376,13 +393,23 @@ mod tests {
         let at = |level| Snapshot::starting(State::HalfOpen, level);
         assert_eq!(next_level(&c, at(0)), 1);
         assert_eq!(next_level(&c, at(2)), 2, "4 s is the cap: level 2");
-        assert!(!round_timed_out(&c, 100, 30_099));
-        assert!(round_timed_out(&c, 100, 30_100));
-        assert!(round_timed_out(&c, u64::MAX - 5, u64::MAX), "no overflow");
+        let max = u64::MAX;
+        assert!(!round_timed_out(&c, max, 100, 30_099));
+        assert!(round_timed_out(&c, max, 100, 30_100));
+        assert!(
+            round_timed_out(&c, max, u64::MAX - 5, u64::MAX),
+            "no overflow"
+        );
+        // A clock that saturates at tick 20,000 ends the round there, but not one
+        // that started there (its probes decide it).
+        assert!(!round_timed_out(&c, 20_000, 100, 19_999));
+        assert!(round_timed_out(&c, 20_000, 100, 20_000));
+        assert!(!round_timed_out(&c, 20_000, 20_000, 20_000));
         assert!(!round_closes(&c, 1));
         assert!(round_closes(&c, 2));
         // A full round's rejection: the time left, at most the next cooldown (2 s).
-        assert_eq!(half_open_retry(&c, 0, at(0), 100, 29_600), 500);
-        assert_eq!(half_open_retry(&c, 0, at(0), 100, 200), 2_000);
+        assert_eq!(half_open_retry(&c, 0, max, at(0), 100, 29_600), 500);
+        assert_eq!(half_open_retry(&c, 0, max, at(0), 100, 200), 2_000);
+        assert_eq!(half_open_retry(&c, 0, 19_900, at(0), 100, 19_800), 100);
     }
 }

@@ -146,7 +146,7 @@ impl<C: Clock> CircuitBreaker<C> {
                         s = self.after(s); // `s` is over: look again
                         continue;
                     };
-                    if policy::round_timed_out(&self.config, started, now) {
+                    if policy::round_timed_out(&self.config, self.ticks_max, started, now) {
                         // A round without a verdict for the whole timeout failed.
                         self.reopen(s, now, Reason::HalfOpenTimeout)
                     } else {
@@ -156,6 +156,7 @@ impl<C: Clock> CircuitBreaker<C> {
                                 let retry = policy::half_open_retry(
                                     &self.config,
                                     self.seed,
+                                    self.ticks_max,
                                     s,
                                     started,
                                     now,
@@ -198,9 +199,11 @@ impl<C: Clock> CircuitBreaker<C> {
             return Err(self.after(s)); // `s` is over: look again
         };
         // Without a ramp configured (a word no build makes) the ramp is over at once.
+        // Its end saturates at the clock's last tick, as a cooldown's deadline
+        // does, so a clock that saturates ends the ramp.
         let length = self.config.ramp_up.unwrap_or(0);
         let elapsed = now.saturating_sub(started);
-        if elapsed < length {
+        if now < started.saturating_add(length).min(self.ticks_max) {
             return Ok(ramp::admit(r, ramp::share(elapsed, length)));
         }
         let update = self.transition(s, |cur| {

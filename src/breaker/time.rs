@@ -62,7 +62,14 @@ impl<C: Clock> CircuitBreaker<C> {
                 if round.issued < self.config.half_open_probes {
                     Some(Duration::ZERO) // a probe slot is free now
                 } else {
-                    let retry = policy::half_open_retry(&self.config, self.seed, s, ticks, now);
+                    let retry = policy::half_open_retry(
+                        &self.config,
+                        self.seed,
+                        self.ticks_max,
+                        s,
+                        ticks,
+                        now,
+                    );
                     Some(ticks_to_duration(retry))
                 }
             }
