@@ -136,41 +136,42 @@ pub(crate) fn rate_trip(config: &Config, c: WindowCounts) -> Option<Reason> {
 /// `minimum_calls`, below which nothing trips), since within one newest bucket they
 /// only grow, and a reader may see a racing sample's call before its failure.
 ///
-/// One computation for both: a rate is reached when its room, the threshold times
-/// the calls less the count, is 0 or less (the float subtraction keeps the sign of
-/// the exact difference of its operands, so this is `count >= threshold * calls`),
-/// and the allowance is the room's floor less 2: the most samples strictly below
-/// it, less one for the shared stripes' rotation race (a racing writer may lose one
-/// call), which also covers the room's rounding for counts below 2^52.
+/// A rate is reached when `count / calls >= threshold`, as the builder's docs say,
+/// computed as written: the quotient and the threshold are each the `f64` nearest
+/// their exact values, so a count exactly at a decimal threshold (55 of 100 at
+/// 0.55) reaches it, where `count >= threshold * calls` would not (`0.55 * 100.0`
+/// is 55.000000000000007). The allowance comes from the rate's room, the threshold
+/// times the calls less the count: its floor less 2, the most samples strictly
+/// below it, less one for the shared stripes' rotation race (a racing writer may
+/// lose one call), which also covers the room's rounding for counts below 2^52 and
+/// the few ulps by which the quotient and the product can disagree at a crossing.
 #[inline]
 pub(crate) fn rate_verdict(config: &Config, c: WindowCounts) -> Result<Option<u64>, Reason> {
     let counted = c.calls >= config.minimum_calls;
     let calls = float(c.calls.max(config.minimum_calls));
     let mut allowance = Some(u64::MAX);
     if let Some(threshold) = config.failure_rate {
-        let room = threshold * calls - float(c.failures);
-        if counted && reached(c.failures, room) {
+        if counted && reached(c.failures, calls, threshold) {
             return Err(Reason::FailureRate);
         }
-        allowance = allowance.min(headroom(room));
+        allowance = allowance.min(headroom(threshold * calls - float(c.failures)));
     }
     if let Some(slow) = &config.slow_calls {
-        let room = slow.rate * calls - float(c.slow);
-        if counted && reached(c.slow, room) {
+        if counted && reached(c.slow, calls, slow.rate) {
             return Err(Reason::SlowCallRate);
         }
-        allowance = allowance.min(headroom(room));
+        allowance = allowance.min(headroom(slow.rate * calls - float(c.slow)));
     }
     Ok(allowance)
 }
 
-/// Whether a rate with `count` events and `room` (see [`rate_verdict`]) is reached.
-/// Never with a count of zero: the builder refuses a threshold of 0, and this keeps
-/// a policy from claiming a trip that none of its own events caused, whatever the
-/// threshold.
+/// Whether a rate of `count` events in `calls` reaches `threshold` (see
+/// [`rate_verdict`]). Never with a count of zero: the builder refuses a threshold
+/// of 0, and this keeps a policy from claiming a trip that none of its own events
+/// caused, whatever the threshold (and a count above zero means calls above zero).
 #[inline]
-fn reached(count: u64, room: f64) -> bool {
-    count > 0 && room <= 0.0
+fn reached(count: u64, calls: f64, threshold: f64) -> bool {
+    count > 0 && float(count) / calls >= threshold
 }
 
 /// The allowance a rate's room leaves (see [`rate_verdict`]): `as` takes the floor

@@ -138,6 +138,11 @@ impl<C: Clock> CircuitBreaker<C> {
             }
         }
         if let Some(mut reason) = reason {
+            if !sample.failed && !clears_streak && self.config.consecutive_failures.is_some() {
+                // A sample that left the streak as it was (a slow dropped call):
+                // its trip's event reports the streak as it stands.
+                streak = u64::from(self.phase.streak.data_for(generation));
+            }
             self.revive_clock(); // a trip's cooldown starts at the true time
             let now = self.ticks();
             let mut level = 0;
