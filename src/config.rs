@@ -325,11 +325,11 @@ impl<C: Clock> Builder<C> {
     /// - Each thread's calls are admitted in the scheduled share, exactly: a
     ///   thread keeps a running sum of the shares of its calls and is admitted
     ///   whenever the sum passes a whole call, so over any run of its calls the
-    ///   admitted count is within one call of the schedule. A thread that owns a
-    ///   stripe of the breaker (the first two per core) keeps the sum in it;
-    ///   other threads keep theirs in a small thread-local table (four breakers
-    ///   at a time). Either way the decision writes no shared cache line and
-    ///   takes no lock.
+    ///   admitted count is within one call of the schedule. The sums live in a
+    ///   small thread-local table (four breakers at a time; a thread that
+    ///   alternates between more ramping breakers than that restarts their sums,
+    ///   and keeps the schedule on average). The decision writes no shared cache
+    ///   line and takes no lock.
     /// - The trip policies apply to the admitted calls, from an empty window and
     ///   streak, and `minimum_calls` is not scaled: a rate over fewer calls than
     ///   that is noise whatever made the calls few. A trip reopens the breaker at
@@ -413,8 +413,8 @@ impl<C: Clock> Builder<C> {
     /// A [`ConfigError`] naming the first setting that is out of range: a zero
     /// threshold, probe count or bucket count; a rate threshold outside `(0, 1]` or
     /// NaN; a jitter outside `0..=1`; a multiplier below 1; a maximum below the
-    /// base; a duration below the 1 ms tick or beyond the 17 years the state word
-    /// holds; a window bucket shorter than the clock's resolution, or more than
+    /// base; a duration below the 1 ms tick or beyond the 584 years (`u64::MAX`
+    /// nanoseconds) a tick can count; a window bucket shorter than the clock's resolution, or more than
     /// 4096 buckets (see [`window`](Self::window)); or, with
     /// [`restore`](Self::restore), one naming `restore` that says why the saved
     /// state cannot be restored.

@@ -21,10 +21,11 @@ pub struct Metrics {
     pub level: u8,
     /// Time since the last transition.
     pub time_in_state: Duration,
+    /// As a rejection's [`retry_after`](crate::Rejected::retry_after) would say now.
     /// Open: time left in the cooldown. HalfOpen: zero while a probe slot is free,
-    /// else the time left until the half-open timeout. Closed, Disabled and
-    /// Recovering: zero.
-    /// ForcedOpen: `None`.
+    /// else the time left until the half-open timeout, but at most the cooldown a
+    /// failed round would start. Closed, Disabled and Recovering: zero. ForcedOpen:
+    /// `None`.
     pub retry_after: Option<Duration>,
     /// The sliding window's counts (zero outside Closed and Recovering, or without
     /// a window).
