@@ -1,9 +1,9 @@
 //! HTTP services (the `http` feature): a rejection answers `503 Service
 //! Unavailable` with `Retry-After`, and responses are classified by status.
 //!
-//! [`HttpLayer`] is [`CircuitBreakerLayer`](crate::CircuitBreakerLayer) for
-//! services whose responses are [`http::Response`]s: axum routers and handlers, hyper
-//! services, tower-http stacks. Where the tower layer's error is
+//! [`HttpLayer`] is [`CircuitBreakerLayer`] for services whose responses are
+//! [`http::Response`]s: axum routers and handlers, hyper services, tower-http
+//! stacks. Where the tower layer's error is
 //! [`Error<S::Error>`](crate::Error), this layer's error is the inner service's own
 //! error type, unchanged:
 //!

@@ -244,9 +244,16 @@ impl<C: Clock> Cap<C> {
 /// lookup of an idle entry writes (the resolution has passed): a lookup racing the
 /// sweep either makes the claim fail or sees it and creates a fresh breaker. A
 /// [`call`](Registry::call) also checks for a claim after its admission is counted,
-/// for a caller stalled between its lookup and its admission for longer than the
-/// idle period. Checking costs no shared write per call: a hit reads the clock and
-/// the last-used word, as before, plus one more load of that word.
+/// and [`get`](Registry::get) after its clone, for a caller stalled between its
+/// lookup and that step for longer than the idle period. Checking costs no shared
+/// write per call: a hit reads the clock and the last-used word, as before, plus
+/// one more load of that word. The check is a load, not a fence: a sweep that read
+/// the breaker's counts before such a stalled caller's admission (or clone) and
+/// claims the entry after its check still evicts it. The call's outcome is then
+/// counted by [`orphaned`](Registry::orphaned) (a handle from `get` keeps a breaker
+/// the registry no longer holds). That takes a caller stalled for the whole idle
+/// period with its admission and check falling between the sweep's read and claim
+/// of that one entry.
 ///
 /// With [`RegistryBuilder::evict_idle_after`], a lookup that creates a new entry also
 /// sweeps the map when the last sweep is at least that long ago. Memory then stays
