@@ -1,21 +1,27 @@
-//! `call_async`: the permit is taken at the first poll and travels with the future;
-//! a cancelled, panicking or ignored probe gives its slot back (DESIGN.md contract
-//! lines 2 and 13 through the async path). Runs on a hand-written no-op-waker
-//! executor and on tokio with paused time; nothing sleeps.
+//! `call_async`: the permit is taken at the first poll and travels with the future,
+//! across threads too (recorded once, the `Dropped` policy applied wherever it is
+//! dropped); a cancelled, panicking or ignored probe gives its slot back (DESIGN.md
+//! contract lines 2 and 13 through the async path); a listener may call the breaker
+//! from inside a poll. Runs on a hand-written no-op-waker executor and on tokio with
+//! paused time; nothing sleeps.
 
 mod common;
 
-use common::{block_on, poll_once};
-use cutout::{CircuitBreaker, Error, ManualClock, Outcome, State};
+use common::{block_on, poll_once, within};
+use cutout::{CircuitBreaker, Dropped, Error, ManualClock, Outcome, State};
 use std::cell::Cell;
-use std::future::Future;
+use std::future::{Future, pending};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 const COOLDOWN: Duration = Duration::from_secs(5);
+
+/// How long a test that could deadlock its own thread may take before it fails.
+const BOUND: Duration = Duration::from_secs(10);
 
 /// A future that stays pending until its gate opens, and counts its polls.
 struct Gate<'a> {
@@ -30,6 +36,21 @@ impl Future for Gate<'_> {
         self.polls.set(self.polls.get() + 1);
         if self.open.get() {
             Poll::Ready(self.result)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// A future that stays pending until its flag is set (on any thread), then
+/// succeeds: a [`Gate`] that can move between threads.
+struct Flag(Arc<AtomicBool>);
+
+impl Future for Flag {
+    type Output = Result<u8, &'static str>;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.0.load(Ordering::SeqCst) {
+            Poll::Ready(Ok(1))
         } else {
             Poll::Pending
         }
@@ -295,6 +316,103 @@ async fn an_aborted_task_releases_its_probe() {
         .expect("the aborted probe gave its slot back");
     probe.failure();
     assert_eq!(b.state(), State::Open);
+}
+
+/// A probe admitted on one thread and finished on another, then polled again: its
+/// outcome is recorded once (the permit travels with the future), the breaker
+/// closes, and the finished future stays pending.
+#[test]
+fn a_probe_finished_on_another_thread_records_once() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    let flag = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|s| {
+        let mut fut = Box::pin(b.call_async(Flag(flag.clone())));
+        assert!(poll_once(fut.as_mut()).is_pending());
+        assert!(b.try_acquire().is_err(), "the one probe is out");
+        let flag = flag.clone();
+        s.spawn(move || {
+            flag.store(true, Ordering::SeqCst);
+            assert!(matches!(poll_once(fut.as_mut()), Poll::Ready(Ok(1))));
+            assert!(poll_once(fut.as_mut()).is_pending());
+            assert!(poll_once(fut.as_mut()).is_pending());
+        })
+        .join()
+        .unwrap();
+    });
+    assert_eq!(b.state(), State::Closed);
+    let l = b.metrics().lifetime;
+    assert_eq!((l.admitted, l.successes, l.dropped), (2, 1, 0));
+}
+
+/// A probe dropped on another thread follows `Dropped::FailureAfter` by how long it
+/// ran, not where it ended: dropped at exactly the threshold, its slot comes back;
+/// past it, it is a failed probe and the breaker reopens.
+#[test]
+fn a_probe_dropped_on_another_thread_follows_the_dropped_policy() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(COOLDOWN)
+        .on_drop(Dropped::FailureAfter(Duration::from_millis(500)))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    to_probing(&b, &clock);
+    std::thread::scope(|s| {
+        let mut quick = Box::pin(b.call_async(pending::<Result<(), ()>>()));
+        assert!(poll_once(quick.as_mut()).is_pending());
+        clock.advance(Duration::from_millis(500)); // exactly: not a failure
+        s.spawn(move || drop(quick)).join().unwrap();
+    });
+    assert_eq!(b.state(), State::HalfOpen);
+    std::thread::scope(|s| {
+        let mut slow = Box::pin(b.call_async(pending::<Result<(), ()>>()));
+        assert!(poll_once(slow.as_mut()).is_pending(), "the slot came back");
+        clock.advance(Duration::from_millis(501));
+        s.spawn(move || drop(slow)).join().unwrap();
+    });
+    assert_eq!(b.state(), State::Open);
+    let l = b.metrics().lifetime;
+    assert_eq!((l.dropped, l.failures), (2, 1));
+}
+
+/// A transition listener that calls back into the breaker (`call` and
+/// `call_async`) when a probe polled by `call_async` closes it: no lock is held
+/// across the listener, so nothing deadlocks, and the re-entrant calls count.
+#[test]
+fn a_listener_may_call_the_breaker_from_inside_a_poll() {
+    within(BOUND, || {
+        let clock = ManualClock::new();
+        let slot: Arc<OnceLock<Weak<CircuitBreaker<ManualClock>>>> = Arc::new(OnceLock::new());
+        let seen = slot.clone();
+        let reentered = Arc::new(AtomicU32::new(0));
+        let count = reentered.clone();
+        let b = Arc::new(
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .open_duration(COOLDOWN)
+                .clock(clock.clone())
+                .on_transition(move |t| {
+                    if let Some(b) = seen.get().and_then(Weak::upgrade) {
+                        if t.to == State::Closed {
+                            let _ = b.call(|| Ok::<_, ()>(()));
+                            let _ = block_on(b.call_async(async { Ok::<_, ()>(()) }));
+                            count.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+                .build()
+                .unwrap(),
+        );
+        slot.set(Arc::downgrade(&b)).unwrap();
+        to_probing(&b, &clock);
+        assert_eq!(block_on(b.call_async(async { Ok::<_, ()>(5) })), Ok(5));
+        assert_eq!(reentered.load(Ordering::SeqCst), 1);
+        assert_eq!(b.state(), State::Closed);
+        assert_eq!(b.metrics().lifetime.successes, 3);
+    });
 }
 
 #[test]

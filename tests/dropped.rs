@@ -1,10 +1,12 @@
 //! What a dropped permit counts as (DESIGN.md's decision, contract line 21, and
 //! `Builder::on_drop`): ignored by default; one slow call once it ran past the
-//! slow-call threshold (not a failure, the streak untouched, a slow probe
-//! reopens); a failure when `on_drop` says so; nothing at all when stale.
+//! slow-call threshold (not a failure; the streak untouched, in the event of a
+//! trip it causes too; a slow probe reopens); a failure when `on_drop` says so;
+//! nothing at all when stale.
 
 use cutout::{Builder, CircuitBreaker, Dropped, Error, ManualClock, State};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const SLOW: Duration = Duration::from_millis(100);
@@ -214,4 +216,43 @@ fn a_failure_after_of_a_day_is_timed_exactly() {
     assert_eq!(b.state(), State::Closed, "exactly a day is not past it");
     drop_after(&b, &clock, day + Duration::from_secs(3600));
     assert_eq!(b.state(), State::Open, "25 hours is");
+}
+
+/// A slow dropped call leaves the streak as it was, and a trip's event carries the
+/// consecutive-failure count at the time: so the slow-call trip that a slow drop
+/// causes reports the streak the failures before it built, not zero.
+#[test]
+fn a_trip_by_a_slow_dropped_call_reports_the_streak_as_it_stands() {
+    let clock = ManualClock::new();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let b = builder(&clock)
+        .window(Duration::from_secs(10), 10)
+        .slow_calls(SLOW, 0.5)
+        .minimum_calls(3)
+        .consecutive_failures(5)
+        .on_transition(move |t| sink.lock().unwrap().push(*t))
+        .build()
+        .unwrap();
+    let _ = b.call(|| Ok::<_, ()>(()));
+    let _ = b.call(|| Err::<(), _>("down"));
+    let _ = b.call(|| Err::<(), _>("down"));
+    let slow = SLOW + Duration::from_millis(1);
+    drop_after(&b, &clock, slow); // 1 slow of 4 calls: below 0.5
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(
+        b.metrics().consecutive_failures,
+        2,
+        "the streak is untouched"
+    );
+    drop_after(&b, &clock, slow); // 2 of 5: below
+    drop_after(&b, &clock, slow); // 3 of 6: trips
+    assert_eq!(b.state(), State::Open);
+    let events = events.lock().unwrap();
+    let [t] = events.as_slice() else {
+        panic!("one transition: {events:?}")
+    };
+    assert_eq!(t.reason, cutout::Reason::SlowCallRate);
+    assert_eq!(t.window, cutout::WindowCounts::new(6, 2, 3));
+    assert_eq!(t.consecutive_failures, 2, "the streak at the trip: {t:?}");
 }

@@ -1,17 +1,30 @@
 //! A long life (DESIGN.md contract lines 17-19): every policy still trips after any
-//! number of transitions, no outcome admitted under an earlier phase counts, and
-//! time keeps working at the ends of its range. Each test is a regression test for a
-//! finding of issue 15; the comment says what the code before did.
+//! number of transitions, no outcome admitted under an earlier phase counts, the
+//! backoff and its jitter keep to their bounds over many cycles, every kind of
+//! transition keeps the generation chain through its wraps, and time keeps working
+//! at the ends of its range: a clock that saturates, or that never moves. A test
+//! that is a regression test for a finding says what the code before did.
 //!
 //! Under `--cfg cutout_tiny_generations` (a 3-bit generation) the tests that rely
 //! on a distance not being a whole generation cycle are left out: there a permit
 //! held through a multiple of 8 transitions is taken for a current one by
 //! construction.
 
-use cutout::{CircuitBreaker, Error, ManualClock, State};
+use cutout::{CircuitBreaker, Error, ManualClock, Outcome, Reason, State, Transition};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
+/// The longest duration a setting takes: `u64::MAX` nanoseconds in whole ms.
+const LONGEST: Duration = Duration::from_millis(u64::MAX / 1_000_000);
+/// The generation's mask: 32 bits, or 3 under `--cfg cutout_tiny_generations`.
+#[cfg(not(cutout_tiny_generations))]
+const GEN_MASK: u32 = u32::MAX;
+#[cfg(cutout_tiny_generations)]
+const GEN_MASK: u32 = 7;
+
+type Log = Arc<Mutex<Vec<Transition>>>;
 
 fn fail(b: &CircuitBreaker<ManualClock>) {
     let _ = b.call(|| Err::<(), _>("down"));
@@ -19,6 +32,38 @@ fn fail(b: &CircuitBreaker<ManualClock>) {
 
 fn succeed(b: &CircuitBreaker<ManualClock>) -> Result<(), Error<&'static str>> {
     b.call(|| Ok::<_, &str>(()))
+}
+
+/// The `retry_after` of a rejection, or `None` if the call was admitted (and ran,
+/// successfully).
+fn rejected_for(b: &CircuitBreaker<ManualClock>) -> Option<Option<Duration>> {
+    match succeed(b) {
+        Err(Error::Rejected(r)) => Some(r.retry_after()),
+        _ => None,
+    }
+}
+
+/// `b` built on a fresh `ManualClock`, logging its transitions.
+fn logged(b: cutout::Builder) -> (CircuitBreaker<ManualClock>, ManualClock, Log) {
+    let clock = ManualClock::new();
+    let log: Log = Arc::default();
+    let sink = log.clone();
+    let b = b
+        .clock(clock.clone())
+        .on_transition(move |t| sink.lock().unwrap().push(*t))
+        .build()
+        .unwrap();
+    (b, clock, log)
+}
+
+/// Every logged transition's generation is one more than the last's (modulo the
+/// generation's width) and its `from` is the last one's `to`.
+fn assert_chained(log: &Log) {
+    let log = log.lock().unwrap();
+    for w in log.windows(2) {
+        assert_eq!(w[1].generation, w[0].generation.wrapping_add(1) & GEN_MASK);
+        assert_eq!(w[1].from, w[0].to, "{:?}", (w[0].reason, w[1].reason));
+    }
 }
 
 /// Before: 16,385 failed probe rounds (32,770 transitions) left the streak word
@@ -166,35 +211,48 @@ fn a_probe_held_through_a_16_bit_generation_cycle_is_stale() {
 
 /// Before: `advance(Duration::MAX)` saturated the tick field: an Open breaker
 /// rejected nothing (every deadline had passed) but a half-open round never timed
-/// out, so a leaked probe wedged the breaker for good.
+/// out, so a leaked probe wedged the breaker for good. Later, while a round's end
+/// was not cut at the clock's end as a cooldown's deadline is, the leaked probe
+/// still wedged it with the longest `half_open_timeout`, or on a breaker built less
+/// than a timeout (30 s by default) before its clock's end.
 #[test]
 fn a_clock_advanced_by_duration_max_ends_every_cooldown_and_round() {
-    for warm_up in [Duration::ZERO, Duration::from_secs(3600)] {
+    let near_the_end = Duration::from_nanos(u64::MAX) - 20 * SEC;
+    let cases = [
+        ("from the clock's zero", Duration::ZERO, None),
+        // The breaker's origin is not the clock's zero.
+        ("an hour in", Duration::from_secs(3600), None),
+        ("the longest timeout", Duration::ZERO, Some(LONGEST)),
+        ("built 20 s before the end", near_the_end, None),
+    ];
+    for (case, warm_up, half_open_timeout) in cases {
         let clock = ManualClock::new();
-        clock.advance(warm_up); // the breaker's origin is not the clock's zero
-        let b = CircuitBreaker::builder()
+        clock.advance(warm_up);
+        let mut b = CircuitBreaker::builder()
             .consecutive_failures(1)
-            .open_duration(Duration::from_secs(10))
-            .clock(clock.clone())
-            .build()
-            .unwrap();
+            .open_duration(10 * SEC)
+            .clock(clock.clone());
+        if let Some(timeout) = half_open_timeout {
+            b = b.half_open_timeout(timeout);
+        }
+        let b = b.build().unwrap();
         fail(&b);
-        clock.advance(Duration::from_secs(10));
+        clock.advance(10 * SEC);
         std::mem::forget(b.try_acquire().unwrap()); // a leaked probe
-        assert!(b.try_acquire().is_err(), "the round is full");
+        assert!(b.try_acquire().is_err(), "{case}: the round is full");
         clock.advance(Duration::MAX);
         // The leaked probe's round times out; the cooldown it starts cannot outlast
         // a saturated clock, so a probe is admitted at once.
-        let probe = b.try_acquire().expect("not wedged");
-        assert!(probe.is_probe());
+        let probe = b.try_acquire().expect(case);
+        assert!(probe.is_probe(), "{case}");
         probe.success();
-        assert_eq!(b.state(), State::Closed);
+        assert_eq!(b.state(), State::Closed, "{case}");
         // An Open breaker's cooldown ends too.
         fail(&b);
-        assert_eq!(b.state(), State::Open);
+        assert_eq!(b.state(), State::Open, "{case}");
         clock.advance(Duration::MAX);
-        assert!(succeed(&b).is_ok());
-        assert_eq!(b.state(), State::Closed);
+        assert!(succeed(&b).is_ok(), "{case}");
+        assert_eq!(b.state(), State::Closed, "{case}");
     }
 }
 
@@ -267,4 +325,336 @@ fn a_success_after_an_outage_starts_the_streak_afresh() {
     assert_eq!(b.state(), State::Closed);
     fail(&b);
     assert_eq!(b.state(), State::Open);
+}
+
+/// Before: a ramp's end was not cut at the clock's end as a cooldown's deadline is,
+/// so with the longest `ramp_up` a ramp in progress when the clock saturated never
+/// ended, and the breaker shed 90% of its calls for good.
+#[test]
+fn a_saturated_clock_ends_a_ramp_of_the_longest_ramp_up() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(SEC)
+        .ramp_up(LONGEST)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    fail(&b);
+    clock.advance(SEC);
+    assert!(succeed(&b).is_ok());
+    assert_eq!(b.state(), State::Recovering);
+    clock.advance(Duration::MAX);
+    let admitted = (0..100).filter(|_| succeed(&b).is_ok()).count();
+    assert_eq!((b.state(), admitted), (State::Closed, 100));
+}
+
+/// Before: a ramp started on a saturated clock (of any `ramp_up`) never ended. Now
+/// its end is cut at the clock's end, so the first call after the probe ends it.
+#[test]
+fn a_ramp_started_on_a_saturated_clock_ends_at_the_next_call() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(SEC)
+        .ramp_up(10 * SEC)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    clock.advance(Duration::MAX);
+    fail(&b);
+    assert!(succeed(&b).is_ok(), "the cooldown ends at the clock's end");
+    assert_eq!(b.state(), State::Recovering);
+    let admitted = (0..100).filter(|_| succeed(&b).is_ok()).count();
+    assert_eq!((b.state(), admitted), (State::Closed, 100));
+}
+
+/// A breaker built 5 s before its clock's end trips, cools down and closes as any
+/// other; a cooldown that reaches past the end is cut there, so a saturated clock
+/// ends it.
+#[test]
+fn a_breaker_built_seconds_before_its_clocks_end_trips_and_recovers() {
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_nanos(u64::MAX) - 5 * SEC);
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(2 * SEC)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert!(succeed(&b).is_ok());
+    fail(&b);
+    assert_eq!(rejected_for(&b), Some(Some(2 * SEC)));
+    clock.advance(2 * SEC);
+    assert!(succeed(&b).is_ok());
+    assert_eq!(b.state(), State::Closed);
+    fail(&b); // a 2 s cooldown with 3 s of clock left
+    clock.advance(SEC);
+    assert!(rejected_for(&b).is_some());
+    clock.advance(Duration::MAX);
+    assert!(succeed(&b).is_ok());
+    assert_eq!(b.state(), State::Closed);
+}
+
+/// On a clock that never moves a cooldown never ends, however often the breaker is
+/// asked; manual control still works, and a thousand phases that all start at the
+/// same instant each trip at their threshold.
+#[test]
+fn on_a_clock_that_stands_still_a_cooldown_never_ends_and_reset_still_works() {
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    fail(&b);
+    for _ in 0..1000 {
+        assert_eq!(rejected_for(&b), Some(Some(SEC)));
+    }
+    assert_eq!(b.state(), State::Open);
+    b.reset();
+    for _ in 0..1000 {
+        fail(&b);
+        assert_eq!(b.state(), State::Open);
+        b.reset();
+    }
+    assert!(succeed(&b).is_ok());
+}
+
+/// Each failed round doubles the cooldown, exactly to the millisecond, up to the
+/// cap; 200 rounds on (level 30 is the cap) it is still exactly the cap; a
+/// successful round resets it to the base.
+#[test]
+fn backoff_doubles_to_the_cap_over_many_cycles_and_closing_resets_it() {
+    let cap = Duration::from_millis(1 << 30);
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(MS)
+            .max_open_duration(cap),
+    );
+    fail(&b);
+    let mut expected = MS;
+    for round in 0..200u32 {
+        assert_eq!(rejected_for(&b), Some(Some(expected)), "round {round}");
+        clock.advance(expected - MS);
+        assert!(rejected_for(&b).is_some(), "round {round}: 1 ms early");
+        clock.advance(MS);
+        fail(&b); // the probe fails
+        expected = (expected * 2).min(cap);
+    }
+    assert_eq!(b.metrics().level, 30);
+    clock.advance(cap);
+    assert!(succeed(&b).is_ok());
+    assert_eq!((b.state(), b.metrics().level), (State::Closed, 0));
+    fail(&b);
+    assert_eq!(rejected_for(&b), Some(Some(MS)));
+    let last = *log.lock().unwrap().last().unwrap();
+    assert_eq!((last.to, last.level), (State::Open, 0));
+}
+
+/// A multiplier of `f64::MAX`: the base, then straight to the cap (here the
+/// longest duration, cut at the clock's end), and a saturated clock ends it.
+#[test]
+fn a_huge_multiplier_goes_straight_to_the_cap() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(MS)
+        .backoff_multiplier(f64::MAX)
+        .max_open_duration(LONGEST)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    fail(&b);
+    assert_eq!(rejected_for(&b), Some(Some(MS)));
+    clock.advance(MS);
+    fail(&b);
+    // The cap, less the millisecond the clock has used: a deadline saturates at
+    // the clock's end.
+    assert_eq!(rejected_for(&b), Some(Some(LONGEST - MS)));
+    clock.advance(LONGEST - 2 * MS);
+    assert!(rejected_for(&b).is_some());
+    clock.advance(Duration::MAX);
+    fail(&b);
+    assert_eq!(b.state(), State::Open);
+    assert!(
+        succeed(&b).is_ok(),
+        "a saturated clock has ended every cooldown"
+    );
+}
+
+/// Full jitter over 2,000 rounds and every backoff level: each cooldown is at least
+/// a millisecond and at most its level's, and `retry_after` is exact: a probe 1 ms
+/// earlier is rejected, one on time admitted.
+#[test]
+fn full_jitter_keeps_every_cooldown_within_its_level_and_retry_after_is_exact() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_millis(8))
+        .max_open_duration(Duration::from_millis(64))
+        .jitter(1.0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    fail(&b);
+    for round in 0..2_000u32 {
+        let level = b.metrics().level;
+        let full = Duration::from_millis(8 << level.min(3));
+        let r = rejected_for(&b).unwrap().unwrap();
+        assert!(
+            r >= MS && r <= full,
+            "round {round}: {r:?} at level {level}"
+        );
+        clock.advance(r - MS);
+        assert!(rejected_for(&b).is_some(), "round {round}: 1 ms early");
+        clock.advance(MS);
+        if round % 5 == 4 {
+            // A successful probe closes and resets the level; trip again.
+            assert!(succeed(&b).is_ok(), "round {round}: on time");
+        }
+        fail(&b);
+        assert_eq!(b.state(), State::Open);
+    }
+}
+
+/// Every kind of transition once, a half-open timeout, a failed and a completed
+/// ramp, manual control and `open_for` among them: each transition's generation is
+/// one more than the last's and its `from` is the last one's `to`, through the
+/// wrap under tiny generations.
+#[test]
+fn every_kind_of_transition_chains() {
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(SEC)
+            .half_open_timeout(5 * SEC)
+            .ramp_up(2 * SEC),
+    );
+    fail(&b); // Closed -> Open
+    clock.advance(SEC);
+    std::mem::forget(b.try_acquire().unwrap()); // -> HalfOpen, a leaked probe
+    clock.advance(5 * SEC);
+    assert!(rejected_for(&b).is_some()); // HalfOpen -> Open (timeout)
+    clock.advance(2 * SEC);
+    assert!(succeed(&b).is_ok()); // -> HalfOpen -> Recovering
+    let _ = b.call_with(|_: &Result<(), ()>| Outcome::Failure, || Ok(())); // RampFailed
+    b.force_open();
+    b.disable();
+    b.reset();
+    assert!(b.open_for(SEC));
+    clock.advance(SEC);
+    assert!(succeed(&b).is_ok());
+    clock.advance(2 * SEC);
+    assert!(succeed(&b).is_ok());
+    assert_eq!(b.state(), State::Closed);
+    let reasons: Vec<_> = log.lock().unwrap().iter().map(|t| t.reason).collect();
+    for reason in [
+        Reason::HalfOpenTimeout,
+        Reason::RampFailed,
+        Reason::RampCompleted,
+        Reason::External,
+    ] {
+        assert!(reasons.contains(&reason), "{reason:?} in {reasons:?}");
+    }
+    assert_chained(&log);
+    let last = log.lock().unwrap().last().unwrap().generation;
+    assert_eq!(b.metrics().generation, last);
+}
+
+/// Every kind of transition, in a cycle of 11 (not a multiple of a tiny
+/// generation's 8), 200 times: each step does exactly what it should at every
+/// position of the generation relative to its wrap, each Open phase rejects for
+/// exactly its cooldown, and a round admits exactly its probes.
+#[test]
+fn every_kind_of_transition_at_every_position_of_the_wrap() {
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(2)
+            .open_duration(SEC)
+            .max_open_duration(4 * SEC)
+            .half_open_probes(2)
+            .half_open_timeout(5 * SEC)
+            .ramp_up(2 * SEC),
+    );
+    for cycle in 0..200u32 {
+        let at = |what: &str| format!("cycle {cycle}: {what}, {:?}", b.metrics().generation);
+        // Closed -> Open (ConsecutiveFailures), level 0.
+        fail(&b);
+        assert_eq!(b.state(), State::Closed, "{}", at("one failure"));
+        fail(&b);
+        assert_eq!(rejected_for(&b), Some(Some(SEC)), "{}", at("trip"));
+        // -> HalfOpen, both probes leaked -> timeout -> Open level 1 (2 s).
+        clock.advance(SEC);
+        let p1 = b.try_acquire().unwrap();
+        let p2 = b.try_acquire().unwrap();
+        assert!(p1.is_probe() && p2.is_probe(), "{}", at("probes"));
+        assert!(b.try_acquire().is_err(), "{}", at("exactly two"));
+        std::mem::forget(p1);
+        std::mem::forget(p2);
+        clock.advance(5 * SEC);
+        assert_eq!(rejected_for(&b), Some(Some(2 * SEC)), "{}", at("timeout"));
+        // -> HalfOpen -> a failed probe -> Open level 2 (4 s).
+        clock.advance(2 * SEC);
+        let p = b.try_acquire().unwrap();
+        let q = b.try_acquire().unwrap();
+        p.failure();
+        q.success(); // stale
+        assert_eq!(
+            rejected_for(&b),
+            Some(Some(4 * SEC)),
+            "{}",
+            at("probe failed")
+        );
+        // -> HalfOpen -> two successes -> Recovering at level 2 -> RampFailed, capped.
+        clock.advance(4 * SEC);
+        assert!(succeed(&b).is_ok(), "{}", at("probe 1"));
+        assert!(succeed(&b).is_ok(), "{}", at("probe 2"));
+        assert_eq!(b.state(), State::Recovering, "{}", at("ramp"));
+        // The ramp admits a share: fail every admitted call until two trip it.
+        let mut admitted_failures = 0;
+        for _ in 0..1000 {
+            if b.state() != State::Recovering {
+                break;
+            }
+            if b.call_with(|_: &Result<(), ()>| Outcome::Failure, || Ok(()))
+                .is_ok()
+            {
+                admitted_failures += 1;
+            }
+        }
+        assert_eq!(admitted_failures, 2, "{}", at("ramp failures"));
+        assert_eq!(b.state(), State::Open, "{}", at("ramp failed"));
+        assert_eq!(b.metrics().level, 2, "{}", at("ramp failed level: the cap"));
+        assert_eq!(rejected_for(&b), Some(Some(4 * SEC)), "{}", at("capped"));
+        // -> HalfOpen -> Recovering -> RampCompleted -> Closed at level 0.
+        clock.advance(4 * SEC);
+        assert!(
+            succeed(&b).is_ok() && succeed(&b).is_ok(),
+            "{}",
+            at("probes")
+        );
+        clock.advance(2 * SEC);
+        assert!(succeed(&b).is_ok(), "{}", at("ramp end"));
+        assert_eq!(
+            (b.state(), b.metrics().level),
+            (State::Closed, 0),
+            "{}",
+            at("closed")
+        );
+        // Manual control, open_for, reset.
+        b.force_open();
+        b.disable();
+        b.reset();
+        let open_for = Duration::from_millis(1500);
+        assert!(b.open_for(open_for), "{}", at("open_for"));
+        assert_eq!(
+            rejected_for(&b),
+            Some(Some(open_for)),
+            "{}",
+            at("open_for deadline")
+        );
+        b.reset();
+    }
+    assert_chained(&log);
 }

@@ -378,6 +378,29 @@ fn a_dropped_call_in_the_ramp_is_ignored_and_a_manual_reset_ends_the_ramp() {
     );
 }
 
+/// `open_for` leaves a ramp alone (tests/open_for.rs checks every other state), and
+/// a `reset` from a ramp at level 1 closes at level 0: the next trip waits the base
+/// cooldown.
+#[test]
+fn open_for_leaves_a_ramp_alone_and_a_reset_from_it_closes_at_level_zero() {
+    let (b, clock, log) = ramped(1);
+    let _ = b.call(|| Err::<(), _>("down"));
+    clock.advance(SEC);
+    let _ = b.call(|| Err::<(), _>("the probe fails")); // level 1
+    recover(&b, &clock, 0);
+    assert_eq!(b.metrics().level, 1);
+    assert!(!b.open_for(SEC * 5));
+    assert_eq!(b.state(), State::Recovering);
+    b.reset();
+    assert_eq!((b.state(), b.metrics().level), (State::Closed, 0));
+    assert_eq!(
+        reasons(&log).last(),
+        Some(&(State::Recovering, State::Closed, Reason::Reset, 0))
+    );
+    let _ = b.call(|| Err::<(), _>("down"));
+    assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(SEC));
+}
+
 #[test]
 fn a_recovering_breaker_saves_as_recovering_and_restores_as_closed() {
     let (b, clock, _) = ramped(3);

@@ -1,11 +1,17 @@
 //! `Registry`: one breaker per key, per-key builders, names, keyed events,
-//! iteration, idle eviction (bounded memory for keys that never repeat), what
-//! a call in flight keeps alive, and the key cap (`max_keys`: least recently used
-//! eviction, the overflow breaker, flat memory under hostile keys).
+//! iteration, idle eviction (bounded memory for keys that never repeat; `get`
+//! racing sweeps), what a call in flight keeps alive and the outcomes lost to
+//! `remove` or `restore_all` (`orphaned`), save and restore, panics in the caller's
+//! closures, and the key cap (`max_keys`: least recently used eviction, the
+//! overflow breaker, flat memory under hostile keys, no place lost to a panic).
 
-use cutout::{CircuitBreaker, ManualClock, Reason, Registry, State};
+mod common;
+
+use common::within;
+use cutout::{CircuitBreaker, ManualClock, Outcome, Reason, Registry, State};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 /// How long a test waits for another thread before it fails instead of hanging.
@@ -224,6 +230,26 @@ fn only_a_breaker_that_behaves_like_a_new_one_is_evicted() {
     assert_eq!(left, ["forced", "open", "streak"]);
 }
 
+/// An evicted key with a per-key builder comes back from that builder (its name,
+/// its threshold of 1), not from the shared one.
+#[test]
+fn an_evicted_configured_key_comes_back_with_its_own_builder() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(5))
+        .configure(
+            "db".to_string(),
+            manual(&clock).consecutive_failures(1).name("primary-db"),
+        )
+        .build()
+        .unwrap();
+    r.get("db");
+    clock.advance(Duration::from_secs(120));
+    assert_eq!(r.evict_idle(Duration::from_secs(60)), 1);
+    assert_eq!(r.get("db").name(), "primary-db");
+    let _ = r.call("db", || Err::<(), _>("down"));
+    assert_eq!(r.get("db").state(), State::Open);
+}
+
 /// Runs `registry.call(key, ...)` on a thread of its own; the call blocks until
 /// `finish` sends its result. Returns once the call is running.
 fn call_in_flight(
@@ -327,12 +353,174 @@ fn a_removed_breaker_loses_the_outcome_of_a_call_in_flight() {
     let r = Arc::new(Registry::new(manual(&clock).consecutive_failures(1)).unwrap());
     let (finish, thread) = call_in_flight(&r, "k");
     let removed = r.remove("k").unwrap();
+    assert_eq!(r.orphaned(), 0, "nothing is lost until the call ends");
     finish.send(Err("down")).unwrap();
     thread.join().unwrap();
-    // Neither the removed breaker nor the key's new one counts it.
+    // Neither the removed breaker nor the key's new one counts it; the registry
+    // counts it as orphaned.
     assert_eq!(r.get("k").state(), State::Closed);
     assert_eq!(removed.state(), State::Closed);
     assert_eq!(r.get("k").metrics().lifetime.failures, 0);
+    assert_eq!(r.orphaned(), 1);
+}
+
+/// `restore_all` replaces a key's breaker while a `Registry::call` on it runs: as
+/// with `remove`, that call's outcome is lost (on neither breaker) and counted by
+/// `orphaned`, while a handle from `get` still records on the replaced breaker.
+#[test]
+fn a_call_in_flight_across_restore_all_loses_its_outcome_and_counts_it_as_orphaned() {
+    let clock = ManualClock::new();
+    let r = Arc::new(Registry::new(manual(&clock).consecutive_failures(1)).unwrap());
+    let old = r.get("db");
+    let saved = r.save_all();
+    let (finish, thread) = call_in_flight(&r, "db");
+    assert_eq!(r.restore_all(saved), Ok(1));
+    let new = r.get("db");
+    assert!(!Arc::ptr_eq(&old, &new), "restore_all replaced the breaker");
+    assert_eq!(r.orphaned(), 0);
+    finish.send(Err("down")).unwrap();
+    thread.join().unwrap();
+    assert_eq!(r.orphaned(), 1, "the lost outcome is counted");
+    assert_eq!(new.metrics().lifetime.failures, 0, "not on the new breaker");
+    assert_eq!(new.state(), State::Closed);
+    assert_eq!(old.metrics().lifetime.failures, 0, "nor on the old one");
+    let _ = old.call(|| Err::<(), _>("down"));
+    assert_eq!(old.state(), State::Open, "the held handle still records");
+}
+
+/// A classifier that panics in `Registry::call_with` on a half-open probe: the
+/// call counts as dropped on its key's breaker and the probe slot comes back, so
+/// the next call decides.
+#[test]
+fn a_panicking_classifier_in_call_with_gives_the_probe_back() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::new(
+        manual(&clock)
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(30)),
+    )
+    .unwrap();
+    let _ = r.call("k", || Err::<(), _>("down"));
+    clock.advance(Duration::from_secs(30));
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        let _ = r.call_with(
+            "k",
+            |_: &Result<(), ()>| -> Outcome { panic!("classifier") },
+            || Ok(()),
+        );
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(r.get("k").metrics().lifetime.dropped, 1);
+    assert_eq!(r.call("k", || Ok::<_, ()>(())), Ok(()));
+    assert_eq!(r.get("k").state(), State::Closed);
+}
+
+/// Permits taken on threads that exit before their outcome is recorded (a task
+/// moved between worker threads), then recorded, ignored or dropped here: every
+/// admission is accounted for, nothing is left in flight, and once idle the
+/// breaker is evicted.
+#[test]
+fn permits_from_exited_threads_leave_nothing_in_flight() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::new(manual(&clock).consecutive_failures(1_000)).unwrap();
+    let b = r.get("k");
+    let mut permits = Vec::new();
+    for _ in 0..40 {
+        let b = b.clone();
+        permits.push(
+            std::thread::spawn(move || b.try_acquire_owned().unwrap())
+                .join()
+                .unwrap(),
+        );
+    }
+    // More threads come and go, each with one call.
+    for _ in 0..40 {
+        let b = b.clone();
+        std::thread::spawn(move || b.call(|| Ok::<_, ()>(())).unwrap())
+            .join()
+            .unwrap();
+    }
+    for (i, p) in permits.into_iter().enumerate() {
+        match i % 3 {
+            0 => p.success(),
+            1 => p.ignore(),
+            _ => drop(p),
+        }
+    }
+    let l = b.metrics().lifetime;
+    assert_eq!(
+        (l.admitted, l.successes + l.ignored + l.dropped),
+        (80, 80),
+        "{l:?}"
+    );
+    drop(b);
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(r.evict_idle(Duration::from_secs(1)), 1);
+}
+
+/// A keyed listener that removes its own key and looks it up again from inside the
+/// transition (fired by a `Registry::call`): nothing deadlocks, the key gets a
+/// fresh breaker, and the transition is reported once.
+#[test]
+fn a_keyed_listener_may_remove_and_recreate_its_own_key() {
+    within(BOUND, || {
+        let slot: Arc<OnceLock<Weak<Registry<String>>>> = Arc::new(OnceLock::new());
+        let seen = slot.clone();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let events = log.clone();
+        let r = Arc::new(
+            Registry::builder(CircuitBreaker::builder().consecutive_failures(1))
+                .on_transition(move |key: &String, t| {
+                    events.lock().unwrap().push((key.clone(), t.to));
+                    if let Some(r) = seen.get().and_then(Weak::upgrade) {
+                        if t.to == State::Open {
+                            assert!(r.remove(key).is_some());
+                            assert_eq!(r.get(key).state(), State::Closed);
+                        }
+                    }
+                })
+                .max_keys(4)
+                .build()
+                .unwrap(),
+        );
+        slot.set(Arc::downgrade(&r)).unwrap();
+        let _ = r.call("db", || Err::<(), _>("down"));
+        assert_eq!(r.get("db").state(), State::Closed, "recreated");
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            log.lock().unwrap().as_slice(),
+            [("db".to_string(), State::Open)]
+        );
+    });
+}
+
+/// `save_all` then `restore_all` into a registry built the same way (a per-key
+/// builder and a cap): every key comes back in its state and named by its key, and
+/// each keeps its own builder's settings (the shared streak of 3 for "cache").
+#[test]
+fn save_all_and_restore_all_round_trip_keeps_states_names_and_per_key_builders() {
+    let clock = ManualClock::new();
+    let build = || {
+        Registry::<String, _>::builder(manual(&clock))
+            .configure("db".to_string(), manual(&clock).consecutive_failures(1))
+            .max_keys(3)
+            .build()
+            .unwrap()
+    };
+    let a = build();
+    let _ = a.call("db", || Err::<(), _>("down"));
+    let _ = a.call("cache", || Err::<(), _>("down"));
+    a.get("search");
+    let saved = a.save_all();
+    let b = build();
+    assert_eq!(b.restore_all(saved), Ok(3));
+    assert_eq!(b.len(), 3);
+    assert_eq!(b.get("db").state(), State::Open);
+    assert_eq!(b.get("cache").state(), State::Closed);
+    assert_eq!(b.get("db").name(), "db");
+    let _ = b.call("cache", || Err::<(), _>("down"));
+    assert_eq!(b.get("cache").state(), State::Closed);
+    assert_eq!(b.overflowed(), 0);
 }
 
 #[test]
@@ -696,6 +884,93 @@ fn max_keys_zero_is_a_config_error_naming_the_field() {
     assert_eq!(err.field(), "max_keys");
 }
 
+/// A naming closure that panics on a hostile key (here, a byte slice on a short
+/// key) runs while the new key's place under the cap is reserved: the panic must
+/// give the place back, or an empty registry under `max_keys(1)` sends every new
+/// key to the overflow breaker.
+#[test]
+fn a_panicking_naming_closure_gives_back_its_place_under_the_cap() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder_named(manual(&clock), |key: &String| {
+        key[..4].to_string() // panics on keys shorter than 4 bytes
+    })
+    .max_keys(1)
+    .build()
+    .unwrap();
+    assert!(catch_unwind(AssertUnwindSafe(|| r.get("ab"))).is_err());
+    assert_eq!(r.len(), 0, "nothing was inserted");
+    let good = r.get("good-host");
+    assert_eq!(
+        (good.name(), r.len(), r.overflowed()),
+        ("good", 1, 0),
+        "an empty registry under its cap sent a new key to overflow"
+    );
+}
+
+/// The same for an `initial_state` hook, which also runs while the place is
+/// reserved: two panics under `max_keys(2)` cost no place.
+#[test]
+fn a_panicking_initial_state_hook_gives_back_its_place_under_the_cap() {
+    let r: Registry<String> = Registry::builder(CircuitBreaker::builder())
+        .initial_state(|key: &String| {
+            assert!(key != "poison", "the fleet lookup failed");
+            None
+        })
+        .max_keys(2)
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        assert!(catch_unwind(AssertUnwindSafe(|| r.get("poison"))).is_err());
+    }
+    r.get("a");
+    r.get("b");
+    assert_eq!(
+        (r.len(), r.overflowed()),
+        (2, 0),
+        "two panics cost the registry both its places"
+    );
+}
+
+/// `max_keys(1)` with four threads calling distinct keys while they also remove
+/// keys and sweep: `len()` never exceeds the cap, no call is recorded twice
+/// (overflow included), and once the churn stops the place can be taken again.
+#[test]
+fn max_keys_one_holds_under_concurrent_calls_removals_and_sweeps() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(1_000_000))
+        .idle_resolution(Duration::from_millis(1))
+        .max_keys(1)
+        .build()
+        .unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (r, clock) = (&r, &clock);
+            s.spawn(move || {
+                for i in 0..2_000 {
+                    let key = format!("{t}-{i}");
+                    let _ = r.call(&key, || Ok::<_, ()>(()));
+                    assert!(r.len() <= 1, "len {} above the cap", r.len());
+                    if i % 7 == 0 {
+                        r.remove(&key);
+                    }
+                    if i % 11 == 0 {
+                        clock.advance(Duration::from_millis(2));
+                        r.evict_idle(Duration::from_millis(1));
+                    }
+                }
+            });
+        }
+    });
+    assert!(r.len() <= 1);
+    // Removed and evicted breakers took their successes with them: at most.
+    let mut successes = r.overflow().unwrap().metrics().lifetime.successes;
+    r.for_each(|_, b| successes += b.metrics().lifetime.successes);
+    assert!(successes <= 8_000, "{successes} successes from 8,000 calls");
+    clock.advance(Duration::from_secs(5));
+    r.evict_idle(Duration::from_millis(1));
+    assert_eq!(r.get("after").name(), "after");
+}
+
 #[test]
 fn threads_racing_at_the_cap_never_hold_more_than_it() {
     const THREADS: u64 = 4;
@@ -761,6 +1036,33 @@ fn publish_metrics_reports_the_overflow_breaker_and_its_count() {
                 .any(|l| l.key() == "outcome" && l.value() == "success")
     });
     assert_eq!(successes.map(|(.., v)| v), Some(&DebugValue::Counter(2)));
+}
+
+/// `publish_metrics` publishes `orphaned` (an outcome lost to a `remove` during
+/// its `Registry::call`) as `circuit_breaker_registry_orphaned_total`, with or
+/// without a key cap.
+#[cfg(feature = "metrics")]
+#[test]
+fn publish_metrics_reports_the_orphaned_count() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::new(manual(&clock)).unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = r.call("legacy", || {
+            r.remove("legacy"); // removed while the call runs
+            Ok::<_, ()>(())
+        });
+        r.publish_metrics();
+    });
+    assert_eq!(r.orphaned(), 1);
+    let snapshot = snapshotter.snapshot().into_vec();
+    let orphaned = snapshot
+        .iter()
+        .find(|(key, ..)| key.key().name() == cutout::export::metrics::REGISTRY_ORPHANED)
+        .map(|(.., value)| value);
+    assert_eq!(orphaned, Some(&DebugValue::Counter(1)));
 }
 
 #[test]

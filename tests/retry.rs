@@ -1,5 +1,6 @@
 //! Retries through a breaker: full-jitter backoff, attempts and predicate limits,
-//! and an open breaker that stops the retries at once without sleeping. Time is a
+//! settings at their maximum, and an open breaker that stops the retries at once
+//! without sleeping. Time is a
 //! `ManualClock` moved by a recording fake sleep (or tokio's paused clock).
 
 mod common;
@@ -137,6 +138,45 @@ fn gives_up_after_max_attempts_with_the_last_error() {
     });
     assert_eq!(result, Err(Error::Inner(4)));
     assert_eq!(rig.waits().len(), 3);
+}
+
+/// Settings at their maximum (`Duration::MAX` base and cap, `u32::MAX` attempts)
+/// are honoured without an overflow panic: the backoff saturates at
+/// `Duration::MAX` and the retries still end at the first success.
+#[test]
+fn the_largest_settings_saturate_without_a_panic() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(100)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let p = RetryPolicy::builder()
+        .base(Duration::MAX)
+        .cap(Duration::MAX)
+        .max_attempts(u32::MAX)
+        .seed(3)
+        .build()
+        .unwrap();
+    // The waits are recorded, not slept: the clock stays where it is.
+    let mut waits = Vec::new();
+    let mut attempts = 0;
+    let result = retry_with_sleep(
+        &b,
+        &p,
+        |d| waits.push(d),
+        || {
+            attempts += 1;
+            if attempts < 40 {
+                Err("down")
+            } else {
+                Ok(attempts)
+            }
+        },
+    );
+    assert_eq!(result, Ok(40));
+    assert_eq!(waits.len(), 39);
+    assert_eq!(p.ceiling(u32::MAX), Duration::MAX);
 }
 
 #[test]

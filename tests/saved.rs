@@ -316,29 +316,38 @@ fn across_configurations_the_window_keeps_what_still_makes_sense() {
     assert_eq!((b.state(), b.metrics().window.calls), (State::Closed, 0));
 }
 
+/// A saved level above this configuration's highest (63, the most a saved state
+/// may carry) and a deadline past its longest cooldown are cut to both, with or
+/// without jitter: the cooldown is the cap exactly, never a jittered share of it.
 #[test]
 fn the_level_is_cut_to_the_configurations_highest_and_the_deadline_to_its_longest_cooldown() {
-    let clock = ManualClock::new();
-    let mut saved = SavedState::new("db", State::Open, t0());
-    saved.level = 40;
-    saved.open_until = Some(t0() + secs(3600));
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(secs(1))
-        .max_open_duration(secs(4))
-        .clock(clock.clone())
-        .restore_at(saved, t0())
-        .build()
-        .unwrap();
-    let m = b.metrics();
-    assert_eq!(
-        (m.state, m.level),
-        (State::Open, 2),
-        "1 s, 2 s, 4 s: level 2"
-    );
-    assert_eq!(m.retry_after, Some(secs(4)));
-    clock.advance(secs(4));
-    assert!(succeed(&b));
+    for jitter in [0.0, 0.5] {
+        let clock = ManualClock::new();
+        let mut saved = SavedState::new("db", State::Open, t0());
+        saved.level = 63;
+        saved.open_until = Some(t0() + secs(3600));
+        let b = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(secs(1))
+            .max_open_duration(secs(4))
+            .jitter(jitter)
+            .clock(clock.clone())
+            .restore_at(saved, t0())
+            .build()
+            .unwrap();
+        let m = b.metrics();
+        assert_eq!(
+            (m.state, m.level),
+            (State::Open, 2),
+            "jitter {jitter}: 1 s, 2 s, 4 s: level 2"
+        );
+        assert_eq!(m.retry_after, Some(secs(4)), "jitter {jitter}");
+        clock.advance(ms(3_999));
+        assert!(rejected_for(&b).is_some(), "jitter {jitter}: 1 ms early");
+        clock.advance(ms(1));
+        assert!(succeed(&b), "jitter {jitter}");
+        assert_eq!(b.state(), State::Closed);
+    }
 }
 
 #[test]
@@ -436,6 +445,166 @@ fn a_save_races_no_call_and_a_saved_state_restores_anywhere_a_live_one_would() {
             assert!(consecutive(&clock).restore_at(saved, t0()).build().is_ok());
         }
     });
+}
+
+/// A half-open round at level 3, saved and restored in another process: a fresh
+/// round of both probes at the same level, whose failed probe reopens at level 4,
+/// as the live breaker's would.
+#[test]
+fn a_restored_half_open_round_keeps_its_level() {
+    let builder = |clock: &ManualClock| {
+        consecutive(clock)
+            .half_open_probes(2)
+            .max_open_duration(secs(600))
+    };
+    let clock = ManualClock::new();
+    let old = builder(&clock).build().unwrap();
+    for _ in 0..3 {
+        fail(&old);
+    }
+    for _ in 0..3 {
+        clock.advance(secs(600));
+        old.try_acquire().unwrap().failure();
+    }
+    clock.advance(secs(600));
+    let _probe = old.try_acquire().unwrap();
+    let saved = old.save_at(t0());
+    assert_eq!((saved.state, saved.level), (State::HalfOpen, 3));
+
+    let new = builder(&ManualClock::new())
+        .restore_at(saved, t0() + secs(5))
+        .build()
+        .unwrap();
+    assert_eq!((new.state(), new.metrics().level), (State::HalfOpen, 3));
+    let p = new.try_acquire().unwrap();
+    let q = new.try_acquire().unwrap();
+    assert!(new.try_acquire().is_err(), "a fresh round of two");
+    p.failure();
+    drop(q);
+    assert_eq!(rejected_for(&new), Some(Some(secs(160))), "10 s * 2^4");
+}
+
+/// A Closed state restores at level 0 whatever level it carries: the next trip
+/// waits the base cooldown.
+#[test]
+fn a_restored_closed_state_starts_at_level_zero() {
+    let mut saved = SavedState::new("db", State::Closed, t0());
+    saved.level = 5;
+    let b = consecutive(&ManualClock::new())
+        .restore_at(saved, t0())
+        .build()
+        .unwrap();
+    assert_eq!(b.metrics().level, 0);
+    for _ in 0..3 {
+        fail(&b);
+    }
+    assert_eq!(rejected_for(&b), Some(Some(secs(10))));
+}
+
+/// Every state, built live, saved and restored at once and a century later: each
+/// restores as its rule says (a ramp as Closed), saves again as that state, and
+/// works: an Open one rejects until its deadline (long past a century later), a
+/// Closed one keeps its streak.
+#[test]
+fn every_state_round_trips_at_once_and_a_century_later() {
+    let century = secs(100 * 365 * 86_400);
+    let states = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+        State::Disabled,
+        State::Recovering,
+    ];
+    for state in states {
+        for gap in [Duration::ZERO, century] {
+            let clock = ManualClock::new();
+            let builder = || {
+                CircuitBreaker::builder()
+                    .consecutive_failures(2)
+                    .open_duration(secs(1))
+                    .ramp_up(secs(10))
+                    .clock(clock.clone())
+            };
+            let b = builder().build().unwrap();
+            match state {
+                State::Closed => fail(&b),
+                State::Open => {
+                    fail(&b);
+                    fail(&b);
+                }
+                State::HalfOpen | State::Recovering => {
+                    fail(&b);
+                    fail(&b);
+                    clock.advance(secs(1));
+                    let p = b.try_acquire().unwrap();
+                    if state == State::Recovering {
+                        p.success();
+                    } else {
+                        std::mem::forget(p);
+                    }
+                }
+                State::ForcedOpen => b.force_open(),
+                _ => b.disable(),
+            }
+            assert_eq!(b.state(), state);
+            let restored = builder()
+                .restore_at(b.save_at(t0()), t0() + gap)
+                .build()
+                .unwrap_or_else(|e| panic!("{state:?} after {gap:?}: {e}"));
+            let want = match state {
+                State::Recovering => State::Closed,
+                s => s,
+            };
+            assert_eq!(restored.state(), want, "{state:?} after {gap:?}");
+            assert_eq!(restored.save_at(t0() + gap).state, want);
+            match want {
+                State::Open if gap.is_zero() => {
+                    assert_eq!(rejected_for(&restored), Some(Some(secs(1))));
+                }
+                State::Open => assert!(succeed(&restored), "a century later it probes"),
+                State::Closed => {
+                    // The streak travelled (1 failure of 2 from Closed; the ramp's
+                    // is empty): one or two more failures trip it.
+                    fail(&restored);
+                    if state == State::Recovering {
+                        assert_eq!(restored.state(), State::Closed);
+                        fail(&restored);
+                    }
+                    assert_eq!(restored.state(), State::Open, "{state:?} after {gap:?}");
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A breaker opened by `open_for` for an hour, or for `Duration::MAX` (saturated at
+/// the clock's end): the saved deadline is the one `open_for` set, still
+/// representable, and a restore keeps it Open, its deadline cut to the longest
+/// cooldown (60 s here), never turned into "probe now".
+#[test]
+fn an_open_for_deadline_saves_as_set_and_restores_open() {
+    for asked in [secs(3600), Duration::MAX] {
+        let clock = ManualClock::new();
+        let b = consecutive(&clock).build().unwrap();
+        assert!(b.open_for(asked));
+        let saved = b.save_at(t0());
+        let until = saved
+            .open_until
+            .expect("an Open state carries its deadline");
+        if asked == Duration::MAX {
+            assert!(until > t0() + secs(100 * 365 * 86_400), "{until:?}");
+        } else {
+            assert_eq!(until, t0() + asked);
+        }
+        let clock = ManualClock::new();
+        let r = consecutive(&clock).restore_at(saved, t0()).build().unwrap();
+        assert_eq!(r.state(), State::Open, "{asked:?}");
+        assert_eq!(rejected_for(&r), Some(Some(secs(60))), "{asked:?}");
+        clock.advance(secs(60));
+        assert!(succeed(&r), "{asked:?}");
+    }
 }
 
 fn any_state() -> impl Strategy<Value = State> {

@@ -1,8 +1,11 @@
 //! The tower layer: readiness takes no probe, rejections carry `retry_after`, the
 //! classifier decides (a 503 fails, a 404 succeeds), a dropped, panicking or
-//! ignored response future gives its half-open slot back (DESIGN.md contract lines
-//! 2 and 13 through tower), and the hyper example answers 503 + Retry-After over
-//! loopback.
+//! ignored response future gives its half-open slot back, as does a panic in the
+//! inner service's `call` or in the classifier (DESIGN.md contract lines 2 and 13
+//! through tower), the `Dropped` policy and slow calls apply to dropped response
+//! futures, each outcome lands on its own breaker whichever thread ends it, a
+//! breaker goes when its last layer, service and future do, and the hyper example
+//! answers 503 + Retry-After over loopback.
 
 #[allow(dead_code)]
 #[path = "../examples/tower_http.rs"]
@@ -12,7 +15,8 @@ mod common;
 
 use common::{block_on, poll_once};
 use cutout::{
-    CircuitBreaker, CircuitBreakerLayer, CircuitBreakerService, Error, ManualClock, Outcome, State,
+    CircuitBreaker, CircuitBreakerLayer, CircuitBreakerService, Dropped, Error, ManualClock,
+    Outcome, State,
 };
 use std::future::{Future, pending};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -34,6 +38,14 @@ fn breaker(clock: &ManualClock, failures: u32) -> Arc<CircuitBreaker<ManualClock
             .build()
             .unwrap(),
     )
+}
+
+/// Trips `b` (a breaker that trips on one failure) and waits out its cooldown:
+/// the next call is its one probe.
+fn to_probing(b: &CircuitBreaker<ManualClock>, clock: &ManualClock) {
+    let _ = b.call(|| Err::<(), _>("trip"));
+    assert_eq!(b.state(), State::Open);
+    clock.advance(COOLDOWN);
 }
 
 /// An HTTP-ish classifier on status codes: 5xx fails, anything else succeeds.
@@ -421,4 +433,232 @@ fn spares_keep_a_registry_breaker_from_eviction_until_their_thread_exits() {
     // The worker exited and its spares went with it.
     assert_eq!(registry.evict_idle(Duration::from_secs(60)), 1);
     assert!(registry.is_empty());
+}
+
+/// A service whose `call` itself panics, before it returns a future: a handler
+/// that unwraps a header, a router that panics on a bad path.
+#[derive(Clone)]
+struct PanicsInCall;
+
+impl Service<u16> for PanicsInCall {
+    type Response = u16;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<u16, std::io::Error>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: u16) -> Self::Future {
+        panic!("the service panicked in call");
+    }
+}
+
+/// A probe whose inner service panics in `call` (not in its future) is a dropped
+/// call and gives its half-open slot back (contract line 2): the admission must be
+/// guarded before the inner `call` runs, or the slot stays taken until the
+/// half-open timeout.
+#[test]
+fn a_panic_in_the_inner_services_call_gives_its_probe_back() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    let mut svc = CircuitBreakerService::new(PanicsInCall, b.clone());
+    let panicked = catch_unwind(AssertUnwindSafe(|| drop(svc.call(200))));
+    assert!(panicked.is_err());
+    assert_eq!(b.state(), State::HalfOpen);
+    let m = b.metrics();
+    assert_eq!(
+        (m.lifetime.admitted, m.lifetime.dropped),
+        (2, 1),
+        "the panicked call is counted as dropped"
+    );
+    let permit = b
+        .try_acquire()
+        .expect("the probe slot of the panicked call came back");
+    permit.success();
+    assert_eq!(b.state(), State::Closed);
+}
+
+/// A classifier that panics on a probe's response is a dropped call too: the
+/// classifier runs while the admission is still guarded, so its slot comes back
+/// and the next probe decides.
+#[test]
+fn a_panicking_classifier_gives_its_probe_back() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    let echo = service_fn(|x: u16| async move { Ok::<_, std::io::Error>(x) });
+    let mut svc = CircuitBreakerLayer::new(b.clone())
+        .classify(|_: &Result<u16, std::io::Error>| -> Outcome { panic!("classifier") })
+        .layer(echo);
+    let mut fut = Box::pin(svc.call(200));
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(fut.as_mut()))).is_err());
+    drop(fut);
+    assert_eq!(b.state(), State::HalfOpen);
+    let m = b.metrics();
+    assert_eq!(
+        (m.lifetime.admitted, m.lifetime.dropped),
+        (2, 1),
+        "the probe whose classifier panicked counts as dropped"
+    );
+    let permit = b
+        .try_acquire()
+        .expect("the probe slot of the panicked classifier came back");
+    permit.failure();
+    assert_eq!(b.state(), State::Open);
+}
+
+/// A layer holds its breaker as a hold, so when the layer is the last thing to go
+/// (after its services and their futures), this thread's spares go with it and
+/// the breaker is freed, as it would be without spares.
+#[test]
+fn a_breaker_goes_when_its_last_layer_goes_after_its_services() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let weak = Arc::downgrade(&b);
+    let layer = CircuitBreakerLayer::new(b);
+    let svc = layer.layer(service_fn(
+        |x: u16| async move { Ok::<_, std::io::Error>(x) },
+    ));
+    assert_eq!(block_on(svc.clone().oneshot(7)).unwrap(), 7);
+    drop(svc);
+    drop(layer);
+    assert!(
+        weak.upgrade().is_none(),
+        "no layer, service or future is left, yet the breaker is alive \
+         (strong count {})",
+        weak.strong_count()
+    );
+}
+
+/// Twenty breakers on one thread (more than its eight spares), futures created
+/// interleaved, services cloned per request, futures finished in reverse order and
+/// some dropped: every outcome lands on its own breaker, and once the handles are
+/// dropped the spares keep at most eight breakers alive.
+#[test]
+fn twenty_breakers_on_one_thread_each_record_only_their_own_outcomes() {
+    let clock = ManualClock::new();
+    let breakers: Vec<_> = (0..20).map(|_| breaker(&clock, 1_000)).collect();
+    let services: Vec<_> = breakers
+        .iter()
+        .map(|b| {
+            CircuitBreakerLayer::new(b.clone()).layer(service_fn(|x: u32| async move {
+                if x.is_multiple_of(3) {
+                    Err(std::io::Error::other("x"))
+                } else {
+                    Ok(x)
+                }
+            }))
+        })
+        .collect();
+    let mut expected = vec![(0u64, 0u64); 20];
+    for round in 0..50u32 {
+        let mut futures = Vec::new();
+        for (i, svc) in services.iter().enumerate() {
+            for j in 0..3u32 {
+                let x = round * 7 + i as u32 + j;
+                let mut per_request = svc.clone();
+                futures.push((i, x, per_request.call(x)));
+            }
+        }
+        while let Some((i, x, fut)) = futures.pop() {
+            if x.is_multiple_of(5) {
+                drop(fut);
+                continue;
+            }
+            let _ = block_on(fut);
+            if x.is_multiple_of(3) {
+                expected[i].1 += 1;
+            } else {
+                expected[i].0 += 1;
+            }
+        }
+    }
+    for (i, b) in breakers.iter().enumerate() {
+        let l = b.metrics().lifetime;
+        assert_eq!((l.successes, l.failures), expected[i], "breaker {i}");
+        assert_eq!(l.admitted, 150, "breaker {i}");
+    }
+    drop(services);
+    let weaks: Vec<_> = breakers.iter().map(Arc::downgrade).collect();
+    drop(breakers);
+    let alive = weaks.iter().filter(|w| w.strong_count() > 0).count();
+    assert!(alive <= 8, "{alive} breakers kept alive by spares");
+}
+
+/// `Dropped::FailureAfter` through tower: a probe's response future dropped past
+/// the threshold (a timeout outside the layer gave up on it) is a failed probe,
+/// and the breaker reopens.
+#[test]
+fn a_probe_dropped_past_failure_after_reopens() {
+    let clock = ManualClock::new();
+    let b = Arc::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(COOLDOWN)
+            .on_drop(Dropped::FailureAfter(Duration::from_millis(500)))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    to_probing(&b, &clock);
+    let mut svc = CircuitBreakerLayer::new(b.clone()).layer(service_fn(|_: u16| {
+        pending::<Result<u16, std::io::Error>>()
+    }));
+    let mut fut = Box::pin(svc.call(1));
+    assert!(poll_once(fut.as_mut()).is_pending());
+    clock.advance(Duration::from_millis(501));
+    drop(fut);
+    assert_eq!(b.state(), State::Open, "the hung probe failed");
+    assert_eq!(b.metrics().lifetime.dropped, 1);
+}
+
+/// A probe's response future created on one thread and dropped on another past the
+/// slow-call threshold is one slow probe: the breaker reopens, whichever thread
+/// ends the call.
+#[test]
+fn a_slow_probe_dropped_on_another_thread_reopens() {
+    let clock = ManualClock::new();
+    let b = Arc::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .slow_calls(Duration::from_millis(100), 0.5)
+            .open_duration(COOLDOWN)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    to_probing(&b, &clock);
+    let mut svc = CircuitBreakerLayer::new(b.clone()).layer(service_fn(|_: u16| {
+        pending::<Result<u16, std::io::Error>>()
+    }));
+    let fut = svc.call(1);
+    clock.advance(Duration::from_millis(101));
+    std::thread::spawn(move || drop(fut)).join().unwrap();
+    assert_eq!(b.state(), State::Open);
+}
+
+/// `HttpLayer` (a `CircuitBreakerLayer` inside) over a route whose future panics:
+/// the probe is a dropped call, its slot comes back, and the next request closes
+/// the breaker.
+#[cfg(feature = "http")]
+#[test]
+fn the_http_layer_gives_a_panicking_routes_probe_back() {
+    use cutout::http::HttpLayer;
+    use http::{Request, Response};
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    let svc = HttpLayer::new(b.clone()).layer(service_fn(|req: Request<()>| async move {
+        if req.uri().path() == "/boom" {
+            panic!("route panicked")
+        }
+        Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+    }));
+    let mut fut = Box::pin(svc.clone().oneshot(Request::get("/boom").body(()).unwrap()));
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(fut.as_mut()))).is_err());
+    drop(fut);
+    assert_eq!(b.metrics().lifetime.dropped, 1);
+    let ok = block_on(svc.oneshot(Request::get("/ok").body(()).unwrap())).unwrap();
+    assert_eq!(ok.status(), 200, "the probe slot came back");
+    assert_eq!(b.state(), State::Closed);
 }

@@ -1,4 +1,6 @@
-//! Every transition of the state machine, one test each, on ManualClock.
+//! Every transition of the state machine, one test each, on ManualClock; and
+//! permits held across transitions and manual control (`force_open`, `disable`,
+//! `reset`), whose outcomes are stale and decide nothing.
 
 use cutout::{CircuitBreaker, ManualClock, Reason, State, Transition};
 use std::sync::{Arc, Mutex};
@@ -394,4 +396,126 @@ fn metrics_say_a_probe_can_go_now_while_a_slot_is_free() {
     );
     drop(first);
     assert_eq!(b.metrics().retry_after, Some(Duration::ZERO));
+}
+
+/// Permits admitted while Closed, held through `force_open`, `disable`, `reset`, a
+/// trip, its cooldown and into a two-probe round: a late failure, a late ignore and
+/// a late success are all stale, decide nothing and take no probe slot.
+#[test]
+fn a_permit_held_through_manual_control_and_a_trip_is_stale() {
+    let (b, clock, _) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(2)
+            .half_open_probes(2),
+    );
+    let late_success = b.try_acquire().unwrap();
+    let late_failure = b.try_acquire().unwrap();
+    let late_ignore = b.try_acquire().unwrap();
+    b.force_open();
+    b.disable();
+    b.reset();
+    fail(&b);
+    fail(&b);
+    clock.advance(SEC);
+    let probe = b.try_acquire().unwrap();
+    assert!(probe.is_probe());
+    late_failure.failure();
+    late_ignore.ignore();
+    assert_eq!(b.state(), State::HalfOpen, "a late failure does not reopen");
+    late_success.success();
+    assert_eq!(b.state(), State::HalfOpen, "a late success does not close");
+    probe.success();
+    assert_eq!(b.state(), State::HalfOpen, "one probe of two");
+    let second = b.try_acquire().unwrap();
+    assert!(b.try_acquire().is_err(), "exactly two probes");
+    second.success();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().lifetime.stale, 3);
+}
+
+/// A probe still out when the breaker is forced open, reset and tripped again
+/// belongs to the old round: its failure does not reopen the new round, and the new
+/// round's own probe, dropped, gives its slot back.
+#[test]
+fn a_probe_held_through_force_open_and_reset_decides_nothing() {
+    let (b, clock, _) = logged(CircuitBreaker::builder().consecutive_failures(1));
+    fail(&b);
+    clock.advance(SEC);
+    let old = b.try_acquire().unwrap();
+    assert!(old.is_probe());
+    b.force_open();
+    assert!(b.try_acquire().is_err());
+    b.reset();
+    fail(&b);
+    clock.advance(SEC);
+    let new = b.try_acquire().unwrap();
+    assert!(new.is_probe());
+    assert!(b.try_acquire().is_err(), "one probe");
+    old.failure();
+    assert_eq!(
+        b.state(),
+        State::HalfOpen,
+        "the old probe's failure is stale"
+    );
+    drop(new);
+    let again = b.try_acquire().unwrap();
+    assert!(again.is_probe());
+    again.success();
+    assert_eq!(b.state(), State::Closed);
+}
+
+/// `disable` in the middle of a round at level 3, with its three probes out, then
+/// `reset`: failures while disabled trip nothing, the old probes' successes are
+/// stale, and the next trip starts afresh at level 0 with a round of exactly three
+/// probes.
+#[test]
+fn disable_then_reset_mid_round_starts_afresh_at_level_zero() {
+    let (b, clock, _) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .half_open_probes(3),
+    );
+    fail(&b);
+    for _ in 0..3 {
+        clock.advance(60 * SEC);
+        b.try_acquire().unwrap().failure();
+    }
+    assert_eq!(b.metrics().level, 3);
+    clock.advance(60 * SEC);
+    let probes: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
+    assert!(b.try_acquire().is_err());
+    b.disable();
+    for _ in 0..10 {
+        fail(&b);
+    }
+    assert_eq!(b.state(), State::Disabled);
+    b.reset();
+    assert_eq!(b.metrics().level, 0);
+    for p in probes {
+        p.success();
+    }
+    assert_eq!(b.state(), State::Closed);
+    fail(&b);
+    assert_eq!(b.try_acquire().unwrap_err().retry_after(), Some(SEC));
+    clock.advance(SEC);
+    let probes: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
+    assert!(b.try_acquire().is_err(), "exactly three");
+    for p in probes {
+        p.success();
+    }
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().lifetime.stale, 3);
+}
+
+/// A permit admitted while Disabled and recorded after a `reset` is stale: its
+/// failure does not trip the closed breaker.
+#[test]
+fn a_disabled_phases_permit_is_stale_after_reset() {
+    let (b, _, _) = logged(CircuitBreaker::builder().consecutive_failures(1));
+    b.disable();
+    let p = b.try_acquire().unwrap();
+    b.reset();
+    p.failure();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().lifetime.stale, 1);
 }

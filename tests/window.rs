@@ -1,10 +1,12 @@
-//! The sliding-window policies through the public API: rates at their thresholds,
-//! minimum calls, combined policies, and stale outcomes that must not trip.
+//! The sliding-window policies through the public API: rates at their thresholds
+//! (decimal ones included), minimum calls, combined policies, the window's edges
+//! after gaps, and stale outcomes that must not trip or count.
 
-use cutout::{CircuitBreaker, ManualClock, Reason, State};
+use cutout::{CircuitBreaker, ManualClock, Reason, State, WindowCounts};
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
 
 fn ok<C: cutout::Clock>(b: &CircuitBreaker<C>) {
     b.call(|| Ok::<_, ()>(())).unwrap();
@@ -76,6 +78,74 @@ fn the_slow_call_rate_trips_at_exactly_its_threshold_once_minimum_calls_are_in()
     slow(); // 3 of 5 = 60%
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.metrics().transitions(Reason::SlowCallRate), 1);
+}
+
+/// A rate is reached when `failures / calls >= threshold` (`Builder::failure_rate`),
+/// so 55 failures of 100 trip at 0.55, though `0.55 * 100.0` is a little above 55;
+/// likewise 7 of 100 at 0.07 and 7 of 50 at 0.14.
+#[test]
+fn a_failure_rate_exactly_at_a_decimal_threshold_trips() {
+    for (threshold, calls, failures) in [(0.55, 100u32, 55u32), (0.07, 100, 7), (0.14, 50, 7)] {
+        assert!(f64::from(failures) / f64::from(calls) >= threshold);
+        let b = CircuitBreaker::builder()
+            .window(10 * SEC, 10)
+            .failure_rate(threshold, calls)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        for _ in 0..calls - failures {
+            ok(&b);
+        }
+        for _ in 0..failures - 1 {
+            fail(&b);
+        }
+        assert_eq!(
+            b.state(),
+            State::Closed,
+            "threshold {threshold}: below minimum_calls"
+        );
+        fail(&b);
+        let m = b.metrics();
+        assert_eq!(
+            (m.state, m.transitions(Reason::FailureRate)),
+            (State::Open, 1),
+            "threshold {threshold}: {failures} of {calls} failed, window {:?}",
+            m.window
+        );
+    }
+}
+
+/// The slow-call rate likewise: 14 slow calls of 25 trip at 0.56, though
+/// `0.56 * 25.0` is a little above 14.
+#[test]
+fn a_slow_call_rate_exactly_at_a_decimal_threshold_trips() {
+    let (threshold, calls, slow) = (0.56, 25u32, 14u32);
+    assert!(f64::from(slow) / f64::from(calls) >= threshold);
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(10 * SEC, 10)
+        .slow_calls(10 * MS, threshold)
+        .minimum_calls(calls)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..calls - slow {
+        ok(&b);
+    }
+    for _ in 0..slow {
+        b.call(|| {
+            clock.advance(11 * MS);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+    }
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.transitions(Reason::SlowCallRate)),
+        (State::Open, 1),
+        "{slow} of {calls} slow, window {:?}",
+        m.window
+    );
 }
 
 #[test]
@@ -162,4 +232,81 @@ fn a_success_that_outlives_its_phase_is_stale_and_not_counted_by_call_or_permit(
             "counted as stale, and not in the new phase's window"
         );
     }
+}
+
+/// Every kind of outcome from the phase before a trip (a failure, a success, an
+/// ignored outcome, a dropped permit), finished after a probe closed the breaker
+/// again, stays out of the new window: the recorded ones count as stale (an
+/// ignored one too, not as ignored), the dropped one as dropped only.
+#[test]
+fn late_outcomes_of_every_kind_stay_out_of_the_restarted_window() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(10 * SEC, 10)
+        .failure_rate(0.5, 4)
+        .open_duration(SEC)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let [f1, f2, s, i, d] = std::array::from_fn(|_| b.try_acquire().unwrap());
+    ok(&b);
+    ok(&b);
+    fail(&b);
+    fail(&b); // 2 of 4: trips
+    assert_eq!(b.state(), State::Open);
+    clock.advance(SEC);
+    ok(&b); // the probe closes it
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().window, WindowCounts::default(), "a new window");
+    f1.failure();
+    f2.failure();
+    s.success();
+    i.ignore();
+    drop(d);
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.window),
+        (State::Closed, WindowCounts::default())
+    );
+    let l = m.lifetime;
+    // 5 late + 4 closed + 1 probe.
+    assert_eq!(l.admitted, 10);
+    assert_eq!((l.stale, l.dropped, l.ignored), (4, 1, 0), "{l:?}");
+    assert_eq!((l.successes, l.failures), (3, 2), "{l:?}");
+    assert_eq!(
+        l.successes + l.failures + l.ignored + l.stale + l.dropped,
+        l.admitted
+    );
+}
+
+/// In a window of 4 buckets of 1 s, a bucket leaves exactly 4 s after it began
+/// while the next one stays; after a gap of exactly one window every bucket has
+/// left, and a write into the ring slot the old bucket used starts from zero
+/// rather than adding to it; so does one after a gap of 20 years.
+#[test]
+fn gaps_of_exactly_one_bucket_and_one_window_slide_the_window_exactly() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(4 * SEC, 4)
+        .failure_rate(1.0, 1_000)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    fail(&b); // bucket 0
+    clock.advance(SEC);
+    ok(&b); // bucket 1
+    assert_eq!(b.metrics().window, WindowCounts::new(2, 1, 0));
+    clock.advance(3 * SEC); // bucket 4: bucket 0 has left, bucket 1 is still in
+    assert_eq!(b.metrics().window, WindowCounts::new(1, 0, 0));
+    fail(&b); // bucket 4, in bucket 0's slot
+    assert_eq!(b.metrics().window, WindowCounts::new(2, 1, 0));
+    clock.advance(4 * SEC); // exactly a window: bucket 8, nothing left
+    assert_eq!(b.metrics().window, WindowCounts::default());
+    fail(&b); // bucket 8, in the same slot as bucket 4
+    assert_eq!(b.metrics().window, WindowCounts::new(1, 1, 0));
+    clock.advance(Duration::from_secs(20 * 365 * 86_400));
+    assert_eq!(b.metrics().window, WindowCounts::default());
+    fail(&b);
+    assert_eq!(b.metrics().window, WindowCounts::new(1, 1, 0));
+    assert_eq!(b.metrics().lifetime.failures, 4);
 }

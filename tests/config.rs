@@ -1,0 +1,216 @@
+//! Settings at their extremes (DESIGN.md contract lines 16 and 20): the longest
+//! duration, the largest count and the smallest rate a setting takes build a breaker
+//! that works as set, and one step past them is a `ConfigError` naming the field,
+//! never a panic or a silently clamped value. The everyday refusals (a zero, a rate
+//! above 1, a cap below its base) are in tests/contract.rs.
+
+use cutout::{Builder, CircuitBreaker, ManualClock, State};
+use std::time::Duration;
+
+const SEC: Duration = Duration::from_secs(1);
+const MS: Duration = Duration::from_millis(1);
+/// The longest duration a setting takes: `u64::MAX` nanoseconds (584 years) in
+/// whole milliseconds.
+const LONGEST: Duration = Duration::from_millis(u64::MAX / 1_000_000);
+/// A window or slow-call threshold as long as a tick can count.
+const CLOCK_RANGE: Duration = Duration::from_nanos(u64::MAX);
+
+fn fail<C: cutout::Clock>(b: &CircuitBreaker<C>) {
+    let _ = b.call(|| Err::<(), _>("down"));
+}
+
+fn succeed<C: cutout::Clock>(b: &CircuitBreaker<C>) -> bool {
+    b.call(|| Ok::<_, ()>(())).is_ok()
+}
+
+/// The field the build error names, or `"<built>"` if it built.
+fn field_of<C: cutout::Clock>(b: Builder<C>) -> &'static str {
+    match b.build() {
+        Ok(_) => "<built>",
+        Err(e) => e.field(),
+    }
+}
+
+/// Each duration setting at [`LONGEST`]: the breaker trips, rejects for the cooldown
+/// it should (the longest for `open_duration`, the 1 s default for the others), and
+/// a clock advanced by `Duration::MAX` ends that cooldown; tripped again on the
+/// saturated clock, its cooldown is over at once. (`ramp_up(LONGEST)` is in
+/// tests/long_life.rs, `a_saturated_clock_ends_a_ramp_of_the_longest_ramp_up`.)
+#[test]
+fn the_longest_duration_of_each_setting_builds_and_works() {
+    type Set = fn(Builder<ManualClock>) -> Builder<ManualClock>;
+    let cases: [(&str, Set, Duration); 3] = [
+        ("open_duration", |b| b.open_duration(LONGEST), LONGEST),
+        ("max_open_duration", |b| b.max_open_duration(LONGEST), SEC),
+        ("half_open_timeout", |b| b.half_open_timeout(LONGEST), SEC),
+    ];
+    for (setting, set, cooldown) in cases {
+        let clock = ManualClock::new();
+        let b = set(CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(clock.clone()))
+        .build()
+        .unwrap();
+        fail(&b);
+        let r = b.try_acquire().expect_err(setting);
+        assert_eq!(r.retry_after(), Some(cooldown), "{setting}");
+        clock.advance(Duration::MAX);
+        assert!(succeed(&b), "{setting}: a probe on a saturated clock");
+        assert_eq!(b.state(), State::Closed, "{setting}");
+        fail(&b);
+        assert_eq!(b.state(), State::Open, "{setting}");
+        assert!(
+            succeed(&b),
+            "{setting}: the saturated clock ends the cooldown"
+        );
+    }
+}
+
+/// One millisecond past [`LONGEST`], a `ramp_up` under the 1 ms tick, a window or
+/// slow-call threshold past the clock's range, an infinite or NaN rate or jitter, and
+/// one probe more than a round can count: each is refused, naming its setting.
+/// (A zero `ramp_up` is in tests/ramp.rs.)
+#[test]
+fn one_step_past_each_settings_range_is_refused_by_name() {
+    let past = LONGEST + MS;
+    let b = || CircuitBreaker::builder().clock(ManualClock::new());
+    assert_eq!(field_of(b().open_duration(past)), "open_duration");
+    assert_eq!(field_of(b().max_open_duration(past)), "max_open_duration");
+    assert_eq!(field_of(b().half_open_timeout(past)), "half_open_timeout");
+    assert_eq!(field_of(b().ramp_up(past)), "ramp_up");
+    assert_eq!(field_of(b().ramp_up(Duration::from_micros(999))), "ramp_up");
+    assert_eq!(
+        field_of(b().window(Duration::MAX, 1).failure_rate(0.5, 1)),
+        "window"
+    );
+    assert_eq!(field_of(b().slow_calls(Duration::MAX, 0.5)), "slow_calls");
+    assert_eq!(field_of(b().failure_rate(f64::INFINITY, 1)), "failure_rate");
+    assert_eq!(field_of(b().slow_calls(MS, f64::NAN)), "slow_calls");
+    assert_eq!(field_of(b().jitter(f64::INFINITY)), "jitter");
+    assert_eq!(field_of(b().half_open_probes(65_536)), "half_open_probes");
+}
+
+/// The largest counts, the smallest rate, the largest multiplier, a negative-zero
+/// jitter and an empty name all build, and each breaker does what its setting says:
+/// a streak or minimum no run of failures reaches trips nothing, 65,535 probes make
+/// a round, a negative-zero jitter shortens nothing.
+#[test]
+fn the_extreme_valid_value_of_each_setting_builds_and_works() {
+    let clock = ManualClock::new();
+    let b = || CircuitBreaker::builder().clock(clock.clone());
+    let built = |b: Builder<ManualClock>| b.build().unwrap_or_else(|e| panic!("{e}"));
+
+    for unreachable in [
+        built(b().consecutive_failures(u32::MAX)),
+        built(b().failure_rate(f64::MIN_POSITIVE, u32::MAX)),
+        built(b().minimum_calls(u32::MAX)),
+    ] {
+        for _ in 0..1_000 {
+            fail(&unreachable);
+        }
+        assert_eq!(unreachable.state(), State::Closed);
+    }
+
+    let round = built(b().consecutive_failures(1).half_open_probes(65_535));
+    fail(&round);
+    clock.advance(SEC);
+    let probes: Vec<_> = (0..65_535).map(|_| round.try_acquire().unwrap()).collect();
+    assert!(round.try_acquire().is_err(), "exactly 65,535 probes");
+    drop(probes);
+
+    let multiplied = built(b().consecutive_failures(1).backoff_multiplier(f64::MAX));
+    fail(&multiplied);
+    let r = multiplied.try_acquire().unwrap_err();
+    assert_eq!(r.retry_after(), Some(SEC), "the first cooldown is the base");
+
+    let unjittered = built(b().consecutive_failures(1).jitter(-0.0));
+    fail(&unjittered);
+    let r = unjittered.try_acquire().unwrap_err();
+    assert_eq!(r.retry_after(), Some(SEC));
+
+    assert_eq!(built(b().name("")).name(), "");
+}
+
+/// A window as long as the clock's range, in one bucket, two or the most allowed:
+/// calls ten years apart count together, it trips at its rate, and after a clock
+/// advanced by `Duration::MAX` the next closed phase's window counts and trips too.
+#[test]
+fn a_window_as_long_as_the_clock_counts_and_trips() {
+    for buckets in [1, 2, 4096] {
+        let clock = ManualClock::new();
+        let b = CircuitBreaker::builder()
+            .window(CLOCK_RANGE, buckets)
+            .failure_rate(0.5, 4)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        assert!(succeed(&b));
+        assert!(succeed(&b));
+        clock.advance(Duration::from_secs(86_400 * 365 * 10));
+        fail(&b);
+        assert_eq!(b.state(), State::Closed, "{buckets} buckets");
+        let m = b.metrics();
+        assert_eq!(
+            (m.window.calls, m.window.failures),
+            (3, 1),
+            "{buckets} buckets"
+        );
+        fail(&b);
+        assert_eq!(b.state(), State::Open, "{buckets} buckets: 2 of 4 failed");
+        clock.advance(Duration::MAX);
+        assert!(succeed(&b));
+        assert_eq!(b.state(), State::Closed);
+        // A fresh window at the clock's end.
+        fail(&b);
+        fail(&b);
+        fail(&b);
+        assert_eq!(b.state(), State::Closed, "{buckets} buckets: 3 calls < 4");
+        fail(&b);
+        assert_eq!(b.state(), State::Open, "{buckets} buckets");
+    }
+}
+
+/// A slow-call threshold as long as the clock's range: even a call that lasts until
+/// the clock saturates is not slower than it, so it is not slow.
+#[test]
+fn a_slow_call_threshold_as_long_as_the_clock_calls_nothing_slow() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .slow_calls(CLOCK_RANGE, 0.5)
+        .minimum_calls(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let p = b.try_acquire().unwrap();
+    clock.advance(Duration::MAX);
+    p.success();
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().lifetime.slow, 0);
+}
+
+/// A 1 ns slow-call threshold is exact: a call that takes 1 ns is not slow, one that
+/// takes 2 ns is, and the rate counts them (1 of 2, then 2 of 3: below 100%).
+#[test]
+fn a_one_nanosecond_slow_call_threshold_is_exact() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .slow_calls(Duration::from_nanos(1), 1.0)
+        .minimum_calls(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let p = b.try_acquire().unwrap();
+    clock.advance(Duration::from_nanos(1));
+    p.success();
+    assert_eq!(b.metrics().lifetime.slow, 0);
+    let p = b.try_acquire().unwrap();
+    clock.advance(Duration::from_nanos(2));
+    p.success();
+    assert_eq!(b.metrics().lifetime.slow, 1);
+    assert_eq!(b.state(), State::Closed, "1 slow of 2 < 100%");
+    let p = b.try_acquire().unwrap();
+    clock.advance(Duration::from_nanos(2));
+    p.success();
+    assert_eq!(b.state(), State::Closed, "2 slow of 3 < 100%");
+    assert_eq!(b.metrics().lifetime.slow, 2);
+}
