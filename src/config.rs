@@ -414,8 +414,8 @@ impl<C: Clock> Builder<C> {
     /// threshold, probe count or bucket count; a rate threshold outside `(0, 1]` or
     /// NaN; a jitter outside `0..=1`; a multiplier below 1; a maximum below the
     /// base; a duration below the 1 ms tick or beyond the 584 years (`u64::MAX`
-    /// nanoseconds) a tick can count; a window bucket shorter than the clock's resolution, or more than
-    /// 4096 buckets (see [`window`](Self::window)); or, with
+    /// nanoseconds) a tick can count; a window bucket shorter than the clock's
+    /// resolution, or more than 4096 buckets (see [`window`](Self::window)); or, with
     /// [`restore`](Self::restore), one naming `restore` that says why the saved
     /// state cannot be restored.
     pub fn build(self) -> Result<CircuitBreaker<C>, ConfigError> {
