@@ -442,6 +442,7 @@ impl<C: Clock> Builder<C> {
         self.restore.refuse_shared()?;
         Ok(Parts {
             config: self.validate()?,
+            skew: self.restore.skew(),
             clock: self.clock,
             listener: self.on_transition,
         })
@@ -653,6 +654,8 @@ pub(crate) struct Parts<C> {
     pub(crate) config: Config,
     pub(crate) clock: C,
     pub(crate) listener: Option<Listener>,
+    /// The clock skew a restored state may show ([`Builder::max_clock_skew`]).
+    pub(crate) skew: std::time::Duration,
 }
 
 /// A validated configuration.

@@ -143,10 +143,13 @@ impl WindowCounts {
         ratio(self.slow, self.calls)
     }
 
+    /// Adds `other`'s counts, saturating: stripes' counts never sum past `u64`
+    /// in use, but a restored state's need not be real (a `SavedState` from
+    /// anywhere).
     pub(crate) fn add(&mut self, other: WindowCounts) {
-        self.calls += other.calls;
-        self.failures += other.failures;
-        self.slow += other.slow;
+        self.calls = self.calls.saturating_add(other.calls);
+        self.failures = self.failures.saturating_add(other.failures);
+        self.slow = self.slow.saturating_add(other.slow);
     }
 }
 

@@ -1472,7 +1472,7 @@ where
         let mut built = Vec::new();
         for (key, saved) in states {
             let parts = self.overrides.get(&key).unwrap_or(&self.shared);
-            match saved.restoring(&parts.config, now) {
+            match saved.restoring(&parts.config, now, parts.skew) {
                 Ok(start) => {
                     let breaker = CircuitBreaker::restored(
                         self.config_of(&key, parts),
@@ -1517,7 +1517,7 @@ where
             .initial
             .as_ref()
             .and_then(|initial| initial(key))
-            .and_then(|saved| saved.restoring(&config, SystemTime::now()).ok());
+            .and_then(|saved| saved.restoring(&config, SystemTime::now(), parts.skew).ok());
         match start {
             Some(start) => CircuitBreaker::restored(config, parts.clock.clone(), listener, &start),
             None => CircuitBreaker::from_parts(config, parts.clock.clone(), listener),

@@ -391,6 +391,13 @@ impl Default for Restore {
 }
 
 impl Restore {
+    /// The tolerated clock skew ([`Builder::max_clock_skew`]), which a registry
+    /// built from the builder applies to the states it restores.
+    #[cfg_attr(not(feature = "registry"), allow(dead_code))]
+    pub(crate) fn skew(&self) -> Duration {
+        self.skew
+    }
+
     /// The restored breaker's start under `config`, if a state was given.
     pub(crate) fn start(&self, config: &Config) -> Result<Option<Start>, ConfigError> {
         let Some(saved) = &self.saved else {
@@ -415,10 +422,15 @@ impl Restore {
 
 impl SavedState {
     /// The start of a breaker restored from this state under `config` at wall time
-    /// `now`, with the default clock skew (for a registry).
+    /// `now`, tolerating `skew` (for a registry: its builder's).
     #[cfg(feature = "registry")]
-    pub(crate) fn restoring(&self, config: &Config, now: SystemTime) -> Result<Start, ConfigError> {
-        self.start(config, now, DEFAULT_CLOCK_SKEW)
+    pub(crate) fn restoring(
+        &self,
+        config: &Config,
+        now: SystemTime,
+        skew: Duration,
+    ) -> Result<Start, ConfigError> {
+        self.start(config, now, skew)
     }
 }
 
@@ -621,7 +633,11 @@ impl<C: Clock> Builder<C> {
     /// (default 1 minute): a state saved "in the future" by more than this says a
     /// clock is wrong, and [`build`](Self::build) refuses it rather than trust its
     /// deadline. Within it, a deadline is taken as it is, so a skew of `d` can
-    /// lengthen or shorten a restored cooldown by up to `d`.
+    /// lengthen or shorten a restored cooldown by up to `d`. A
+    /// [`Registry`](crate::Registry) built from this builder applies it to the
+    /// states it restores ([`restore_all`](crate::Registry::restore_all),
+    /// [`initial_state`](crate::RegistryBuilder::initial_state)); a per-key builder
+    /// ([`configure`](crate::RegistryBuilder::configure)) to its key's.
     ///
     /// # Examples
     /// ```
