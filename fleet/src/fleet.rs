@@ -40,6 +40,9 @@ type ReportIds = HashSet<(String, u32)>;
 struct Attached {
     /// Breakers attached under their key.
     breakers: HashMap<String, Vec<Weak<dyn Target>>>,
+    /// The number of keys in `breakers` at which `attach` next drops the keys
+    /// whose breakers are all gone (see [`Attached::prune`]).
+    prune_at: usize,
     /// Registries: every key.
     registries: Vec<Weak<dyn Target>>,
     /// Per key, the reports (instance, generation) a quorum was last applied
@@ -242,6 +245,7 @@ impl Fleet {
             let list = attached.breakers.entry(key.to_owned()).or_default();
             list.retain(|w| w.strong_count() > 0);
             list.push(Arc::downgrade(&target));
+            attached.prune();
         }
         if let Some(left) = self.inner.verdict_for(key) {
             if breaker.open_for(left) {
@@ -292,6 +296,23 @@ impl Drop for Fleet {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+impl Attached {
+    /// Drops every key whose breakers are all gone, once the keys have doubled
+    /// since the last time (at least 64): a dead `Weak` keeps its breaker's whole
+    /// allocation, so keys attached once and dropped would otherwise hold memory
+    /// for the fleet's life. Amortized, a constant cost an attach.
+    fn prune(&mut self) {
+        if self.breakers.len() < self.prune_at {
+            return;
+        }
+        self.breakers.retain(|_, list| {
+            list.retain(|w| w.strong_count() > 0);
+            !list.is_empty()
+        });
+        self.prune_at = (self.breakers.len() * 2).max(64);
     }
 }
 
@@ -371,12 +392,20 @@ impl Inner {
                 })
                 .collect()
         };
-        if verdicts.is_empty() {
-            return;
-        }
         let mut targets: Vec<(String, Duration, Arc<dyn Target>)> = Vec::new();
         {
             let mut attached = self.lock_attached();
+            // A key whose quorum is gone forgets the reports it was applied from:
+            // a peer that restarts under the same id trips again at the same
+            // generation, and that is a new report.
+            for key in keys {
+                if !verdicts.iter().any(|(k, ..)| k == key) {
+                    attached.applied.remove(key);
+                }
+            }
+            if verdicts.is_empty() {
+                return;
+            }
             let registries: Vec<Arc<dyn Target>> = attached
                 .registries
                 .iter()
