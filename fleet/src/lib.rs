@@ -20,7 +20,10 @@
 //!   probes on its own. Only a Closed breaker opens: a half-open round decides
 //!   for itself, a forced-open or disabled breaker is left alone. The same reports
 //!   open a breaker once: after its own probes close it, only a new report (a
-//!   peer's new trip) can open it again. An open a quorum caused is published
+//!   peer's new trip) can open it again. A report is its peer's instance id and
+//!   breaker generation; once no quorum reports the key, those are forgotten, so
+//!   a peer restarted under the same id, whose fresh breaker trips at generation 1
+//!   again, makes a new report. An open a quorum caused is published
 //!   with its reason, and counts toward no other quorum (it is an echo, not
 //!   evidence).
 //! - **Joins from the picture.** [`Fleet::start`] subscribes, then reads every
