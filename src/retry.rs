@@ -125,8 +125,17 @@ impl<R> RetryPolicy<R> {
     /// The longest wait before retry `retry` (counting from 0): `min(cap, base *
     /// 2^retry)`. The actual wait is uniform between zero and this.
     pub fn ceiling(&self, retry: u32) -> Duration {
-        let factor = 1u32.checked_shl(retry).unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.cap)
+        // `Duration` multiplies by a `u32` only: past 2^31, double until the cap
+        // is reached (from a base of a nanosecond, at most 64 more times before
+        // `Duration::MAX`).
+        let mut ceiling = self.base.saturating_mul(1 << retry.min(31));
+        for _ in 31..retry {
+            if ceiling >= self.cap || ceiling.is_zero() {
+                break;
+            }
+            ceiling = ceiling.saturating_mul(2);
+        }
+        ceiling.min(self.cap)
     }
 
     /// The most attempts a retry loop makes, the first included.
@@ -170,19 +179,28 @@ impl<R> RetryPolicy<R> {
     }
 }
 
+/// A clone draws streams of its own: its seed is the next stream's number mixed
+/// into the original's, so clients that each clone one policy and fail together
+/// do not retry together. (A policy built with a fixed seed and cloned the same
+/// way clones the same seeds, as a test wants.)
 impl<R: Clone> Clone for RetryPolicy<R> {
     fn clone(&self) -> Self {
+        // Relaxed: only hands out distinct stream numbers.
+        let stream = self.draws.fetch_add(1, Ordering::Relaxed);
         RetryPolicy {
             base: self.base,
             cap: self.cap,
             max_attempts: self.max_attempts,
             retryable: self.retryable.clone(),
-            seed: self.seed,
-            // Relaxed: a snapshot of the stream count.
-            draws: AtomicU64::new(self.draws.load(Ordering::Relaxed)),
+            seed: splitmix64(self.seed ^ stream.wrapping_mul(GAMMA) ^ CLONED),
+            draws: AtomicU64::new(0),
         }
     }
 }
+
+/// Mixed into a clone's seed, so that it differs from the stream of the same
+/// number the original hands a retry loop.
+const CLONED: u64 = 0xd1b5_4a32_d192_ed03;
 
 impl<R> fmt::Debug for RetryPolicy<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
