@@ -96,16 +96,16 @@ pub trait Clock: Send + Sync {
 /// cannot be stopped or retuned by another library.
 ///
 /// # Fork safety
-/// A `fork()`ed child has no refresh thread (only the forking thread survives), but
-/// inherits the cached reading. The breaker notices: every trip and reopening, and
-/// every 256th rejection or failure counted by a thread, compares the cached
-/// reading with a precise one (off the lean paths, which still cost one load). A
-/// reading more than 100 ms behind means the thread is gone (or starved): the
-/// reading is brought up to date and, in a process that has not started one, a new
-/// refresh thread is started. So in a child, a breaker that trips computes its
-/// cooldown from the true time, and one inherited Open reaches its probe after at
-/// most 256 rejections on a thread past the cooldown. A plain
-/// [`now`](Clock::now) call does not check.
+/// A `fork()`ed child has no refresh thread (only the forking thread survives). On
+/// Unix, a `pthread_atfork` handler (registered with the first refresh thread)
+/// clears the cached reading in the child, so the child's first reading is
+/// precise and starts a refresh thread of its own: from then on the window ages,
+/// calls are timed and cooldowns end as in the parent. As a fallback (and for a
+/// starved thread), every trip and reopening, and every 256th rejection or
+/// failure counted by a thread, compares the cached reading with a precise one
+/// (off the lean paths, which still cost one load); a reading more than 100 ms
+/// behind is brought up to date and, in a process that has not started one, a new
+/// refresh thread is started.
 ///
 /// # Examples
 /// ```
@@ -176,6 +176,7 @@ fn start_refresh(pid: u64) {
             RECENT.fetch_max(precise_nanos().max(1), Ordering::Relaxed);
         }
     };
+    forget_in_forked_children();
     if std::thread::Builder::new()
         .name("cutout-clock".into())
         .spawn(refresh)
@@ -187,6 +188,36 @@ fn start_refresh(pid: u64) {
         RECENT.store(0, Ordering::Relaxed);
     }
 }
+
+/// Makes a `fork()`ed child forget the cached reading and the refresh thread it
+/// did not inherit: its next reading is precise and starts a thread of its own
+/// (see [`DefaultClock`]'s fork safety). Registered once per process, before the
+/// first refresh thread starts; children inherit the registration.
+#[cfg(unix)]
+#[allow(unsafe_code)] // the crate's one `unsafe`: an FFI call with no Rust invariant
+fn forget_in_forked_children() {
+    /// Runs in the child, right after `fork`, on its only thread: two atomic
+    /// stores, which are async-signal-safe.
+    extern "C" fn forget() {
+        // Relaxed: the child has one thread, this one, until the handler returns.
+        RECENT.store(0, Ordering::Relaxed);
+        OWNER.store(0, Ordering::Relaxed);
+    }
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY:
+        // - `forget` is an `extern "C" fn()` with no arguments, valid for the
+        //   life of the process; no prepare or parent handler is given.
+        // - In a child it runs on the only thread and does two atomic stores:
+        //   async-signal-safe, no allocation, no lock.
+        // - A failure (ENOMEM) registers nothing; `revive`'s periodic check stays.
+        let _ = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
+    });
+}
+
+/// Without `fork`, nothing to forget.
+#[cfg(not(unix))]
+fn forget_in_forked_children() {}
 
 /// The reading when the cached one is 0: the first reading in the process (which
 /// starts the refresh thread), or every reading where the thread could not start.
