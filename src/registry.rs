@@ -293,7 +293,9 @@ impl<C: Clock> Cap<C> {
 ///
 /// A new key that finds no room shares one *overflow* breaker with every other
 /// such key, and [`overflowed`](Registry::overflowed) counts it. The overflow
-/// breaker is built from the shared builder, named `"overflow"`
+/// breaker is built from the shared builder, named `"overflow"` (or as
+/// [`overflow_name`](RegistryBuilder::overflow_name) says: choose a name no key
+/// can take, so that no key shares its metric series)
 /// ([`overflow`](Registry::overflow)), and published by `publish_metrics` (the
 /// `metrics` feature) beside the counter. Those keys lose their isolation:
 /// failures of any of them count together and can open the overflow breaker for
@@ -435,6 +437,7 @@ where
             hasher: RandomState::new(),
             initial: None,
             max_keys: None,
+            overflow_name: Cow::Borrowed(OVERFLOW_NAME),
         }
     }
 }
@@ -731,7 +734,8 @@ where
     }
 
     /// The overflow breaker that keys without room share under
-    /// [`max_keys`](RegistryBuilder::max_keys) (named `"overflow"`, built from the
+    /// [`max_keys`](RegistryBuilder::max_keys) (named `"overflow"` or as
+    /// [`overflow_name`](RegistryBuilder::overflow_name) says, built from the
     /// shared builder); `None` without a cap. Not in [`for_each`](Self::for_each),
     /// [`len`](Self::len) or [`save_all`](Self::save_all).
     ///
@@ -1152,6 +1156,7 @@ pub struct RegistryBuilder<K, C: Clock = DefaultClock, S = RandomState> {
     hasher: S,
     initial: Option<InitialState<K>>,
     max_keys: Option<usize>,
+    overflow_name: Cow<'static, str>,
 }
 
 impl<K, C, S> RegistryBuilder<K, C, S>
@@ -1232,6 +1237,32 @@ where
         self
     }
 
+    /// Names the overflow breaker of [`max_keys`](Self::max_keys) (default
+    /// `"overflow"`): its `breaker` label in metrics and its field in tracing
+    /// events. Those name every key's breaker too, so a key named as the overflow
+    /// breaker is (a tenant called `overflow`, or a hostile key chosen so) would
+    /// share its metric series: where keys may take any name, give the overflow
+    /// breaker one they cannot (say, with a character your normalized keys never
+    /// contain).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    ///
+    /// let registry: Registry<String> = Registry::builder(CircuitBreaker::builder())
+    ///     .max_keys(1)
+    ///     .overflow_name("(overflow)")
+    ///     .build()?;
+    /// registry.get("overflow"); // a key that takes the default's name
+    /// assert_eq!(registry.get("another").name(), "(overflow)");
+    /// assert_eq!(registry.get("overflow").name(), "overflow");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn overflow_name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.overflow_name = name.into();
+        self
+    }
+
     /// Names each breaker `name(key)` instead of the default (the key's `Display`
     /// from [`Registry::builder`], or the closure given to
     /// [`Registry::builder_named`]): the `breaker` label of its metrics and field of
@@ -1267,6 +1298,7 @@ where
             hasher,
             initial: self.initial,
             max_keys: self.max_keys,
+            overflow_name: self.overflow_name,
         }
     }
 
@@ -1306,7 +1338,7 @@ where
                 overflow: Entry {
                     breaker: Arc::new(CircuitBreaker::from_parts(
                         crate::config::Config {
-                            name: Cow::Borrowed(OVERFLOW_NAME),
+                            name: self.overflow_name,
                             ..shared.config.clone()
                         },
                         shared.clock.clone(),
