@@ -177,5 +177,13 @@
 //! rotation the counts are exact. The bound holds per counter: one outcome's call
 //! and failure increments can fall on either side of the zeroing, so a raced bucket
 //! may show more failures than calls (the loom model of this race finds 1 call, 2
-//! failures). Counts are `u64`: no overflow in any realistic lifetime.
+//! failures). The rotation that re-tags the slot may be a later phase's (a writer
+//! preempted between reading the tag and its increment, while the breaker trips
+//! and closes again): then the misattributed outcome counts in that phase's
+//! window, the one way an outcome of an earlier phase can count, and only on a
+//! shared stripe (a stress test of twelve threads on two owned stripes saw a trip's
+//! window hold two failures of an earlier phase). Undoing it is not safe: the
+//! writer cannot tell whether its increment landed before the zeroing (lost) or
+//! after it (misattributed). Counts are `u64`: no overflow in any realistic
+//! lifetime.
 //!
