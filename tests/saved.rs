@@ -607,6 +607,94 @@ fn an_open_for_deadline_saves_as_set_and_restores_open() {
     }
 }
 
+/// A restored window's totals may be as large as a `u64` holds (a `SavedState`
+/// need not come from a real breaker; failures and slow calls within the calls):
+/// the restore builds, and the next sum over the window's stripes, once another
+/// thread's call has written a stripe of its own, saturates at `u64::MAX` instead
+/// of overflowing (a panic in a debug build). Calls and metrics go on working.
+#[test]
+fn huge_restored_window_totals_saturate_instead_of_overflowing() {
+    for counts in [
+        WindowCounts::new(u64::MAX, 0, 0),
+        WindowCounts::new(u64::MAX, u64::MAX, u64::MAX),
+        WindowCounts::new(u64::MAX - 1, 1, 0),
+    ] {
+        let clock = ManualClock::new();
+        let mut saved = SavedState::new("db", State::Closed, t0());
+        saved.window = Some(SavedWindow::new(secs(10), 10, counts));
+        let b = windowed(&clock, secs(10), 10)
+            .restore_at(saved, t0())
+            .build()
+            .unwrap_or_else(|e| panic!("{counts:?}: {e}"));
+        assert_eq!(b.metrics().window, counts);
+        // Another thread's call writes another stripe than the restored one.
+        std::thread::scope(|s| {
+            s.spawn(|| succeed(&b));
+        });
+        let _ = succeed(&b);
+        assert_eq!(b.metrics().window.calls, u64::MAX, "{counts:?}");
+        // The rate is read from the saturated totals: only all-failed ones trip.
+        fail(&b);
+        let tripped = counts.failures == u64::MAX;
+        assert_eq!(b.state() == State::Open, tripped, "{counts:?}");
+    }
+}
+
+/// A wall clock before the Unix epoch (a host with no RTC at boot): an Open state
+/// saved there carries its deadline, and restored there (without serde, whose
+/// format has no place for such times) rejects until that deadline.
+#[test]
+fn an_open_state_saved_and_restored_before_the_epoch_keeps_its_deadline() {
+    let before = UNIX_EPOCH - secs(86_400);
+    let clock = ManualClock::new();
+    let old = consecutive(&clock).build().unwrap();
+    for _ in 0..3 {
+        fail(&old);
+    }
+    clock.advance(secs(3));
+    let saved = old.save_at(before);
+    assert_eq!(saved.state, State::Open);
+    assert_eq!(saved.open_until, Some(before + secs(7)));
+
+    let clock = ManualClock::new();
+    let new = consecutive(&clock)
+        .restore_at(saved, before + secs(2))
+        .build()
+        .unwrap();
+    assert_eq!(rejected_for(&new), Some(Some(secs(5))));
+    clock.advance(secs(5));
+    assert!(succeed(&new), "the probe is admitted at the saved deadline");
+}
+
+/// An Open state whose deadline lies within this configuration's longest
+/// cooldown, restored under full jitter at any level (0 to 63): the wait is the
+/// saved deadline exactly, neither a jittered share of it nor the level's own
+/// cooldown, and the probe is admitted then.
+#[test]
+fn a_restored_deadline_within_the_longest_cooldown_stands_whatever_the_level_and_jitter() {
+    for level in [0u8, 1, 5, 63] {
+        let clock = ManualClock::new();
+        let mut saved = SavedState::new("db", State::Open, t0());
+        saved.level = level;
+        saved.open_until = Some(t0() + secs(4));
+        let b = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(secs(1))
+            .max_open_duration(secs(30))
+            .jitter(1.0)
+            .clock(clock.clone())
+            .restore_at(saved, t0())
+            .build()
+            .unwrap();
+        assert_eq!(b.metrics().retry_after, Some(secs(4)), "level {level}");
+        clock.advance(ms(3_999));
+        assert!(rejected_for(&b).is_some(), "level {level}: 1 ms early");
+        clock.advance(ms(1));
+        assert!(b.try_acquire().is_ok(), "level {level}");
+        assert_eq!(b.state(), State::HalfOpen);
+    }
+}
+
 fn any_state() -> impl Strategy<Value = State> {
     prop_oneof![
         Just(State::Closed),
@@ -823,6 +911,47 @@ mod registry {
         assert_eq!(err.field(), "restore");
         assert!(err.reason().contains("restore_all"), "{err}");
     }
+    /// `restore_all` restores "by the rules of `Builder::restore`", with the
+    /// registry's builder's `max_clock_skew`: a state saved 5 s ahead of this host
+    /// is refused under a 1 s tolerance, as that builder's own restore refuses it,
+    /// and nothing is restored.
+    #[test]
+    fn restore_all_refuses_a_state_past_the_builders_max_clock_skew() {
+        let clock = ManualClock::new();
+        let strict = || consecutive(&clock).max_clock_skew(secs(1));
+        let saved = SavedState::new("db", State::ForcedOpen, t0() + secs(5));
+        let err = strict()
+            .restore_at(saved.clone(), t0())
+            .build()
+            .unwrap_err();
+        assert_eq!(err.field(), "restore");
+
+        let r: Registry<String, ManualClock> = Registry::new(strict()).unwrap();
+        let err = r
+            .restore_all_at([("db".to_string(), saved)], t0())
+            .unwrap_err();
+        assert_eq!((err.0.as_str(), err.1.field()), ("db", "restore"));
+        assert!(r.is_empty());
+    }
+
+    /// The converse: a lenient tolerance (2 minutes) on the registry's builder
+    /// lets `restore_all` restore a state saved 90 s ahead (past the default
+    /// minute), as `Builder::restore` with it does.
+    #[test]
+    fn restore_all_accepts_a_state_within_the_builders_lenient_max_clock_skew() {
+        let clock = ManualClock::new();
+        let lenient = || consecutive(&clock).max_clock_skew(secs(120));
+        let saved = SavedState::new("db", State::ForcedOpen, t0() + secs(90));
+        assert!(lenient().restore_at(saved.clone(), t0()).build().is_ok());
+
+        let r: Registry<String, ManualClock> = Registry::new(lenient()).unwrap();
+        assert_eq!(
+            r.restore_all_at([("db".to_string(), saved)], t0())
+                .map_err(|(k, e)| (k, e.to_string())),
+            Ok(1)
+        );
+        assert_eq!(r.get("db").state(), State::ForcedOpen);
+    }
 }
 
 #[cfg(feature = "serde")]
@@ -926,6 +1055,28 @@ mod serde_format {
         let s = SavedState::new("db", State::Closed, UNIX_EPOCH - secs(1));
         let err = serde_json::to_string(&s).unwrap_err();
         assert!(err.to_string().contains("before the Unix epoch"), "{err}");
+    }
+
+    /// The saturating window from a stored document: a JSON state whose window
+    /// holds the largest `calls` a `u64` takes decodes, restores, and reads as
+    /// `u64::MAX` calls once another thread's call has added to it.
+    #[test]
+    fn a_document_with_the_largest_window_totals_restores_and_saturates() {
+        let json = r#"{"version":1,"name":"db","saved_at_ms":1800000000000,"state":"closed",
+            "window":{"length_ms":10000,"buckets":10,"calls":18446744073709551615,"failures":0,"slow":0}}"#;
+        let saved: SavedState = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            saved.window.map(|w| w.counts),
+            Some(WindowCounts::new(u64::MAX, 0, 0))
+        );
+        let b = windowed(&ManualClock::new(), secs(10), 10)
+            .restore_at(saved, t0())
+            .build()
+            .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| succeed(&b));
+        });
+        assert_eq!(b.metrics().window.calls, u64::MAX);
     }
 
     proptest! {

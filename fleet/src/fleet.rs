@@ -722,3 +722,39 @@ fn apply(inner: &Inner, bytes: &[u8]) {
         inner.apply_quorum(&changed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn breaker() -> Arc<dyn Target> {
+        Arc::new(CircuitBreaker::builder().build().unwrap())
+    }
+
+    /// Keys whose breakers were all dropped go once the keys have doubled, so a
+    /// fleet that attaches breakers for ever more keys, each dropped, holds a
+    /// bounded number of them (a dead `Weak` keeps its breaker's allocation).
+    #[test]
+    fn keys_whose_breakers_are_gone_are_pruned_as_keys_double() {
+        let mut attached = Attached::default();
+        let live = breaker();
+        attached
+            .breakers
+            .insert("live".into(), vec![Arc::downgrade(&live)]);
+        let mut most = 0;
+        for i in 0..10_000 {
+            let dropped = breaker();
+            attached
+                .breakers
+                .insert(format!("key-{i}"), vec![Arc::downgrade(&dropped)]);
+            drop(dropped);
+            attached.prune();
+            most = most.max(attached.breakers.len());
+        }
+        assert!(most <= 128, "keys held at once: {most}");
+        assert!(attached.breakers.contains_key("live"), "a live key stays");
+        attached.prune_at = 0;
+        attached.prune();
+        assert_eq!(attached.breakers.len(), 1, "only the live key is left");
+    }
+}

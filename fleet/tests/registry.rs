@@ -5,19 +5,11 @@
 
 mod common;
 
-use common::{Redis, namespace, redis_available};
+use common::{Redis, namespace, redis_available, wait_for};
 use cutout::{CircuitBreaker, Registry, State};
 use cutout_fleet::{Fleet, FleetConfig};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+use std::time::Duration;
 
 #[test]
 fn registry_keys_start_from_the_picture_and_open_by_quorum() {

@@ -91,6 +91,15 @@ impl Drop for Redis {
     }
 }
 
+/// Polls `f` every 5 ms until it holds; panics naming `what` past `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A namespace no other test uses.
 pub fn namespace(test: &str) -> String {
     format!("t-{test}-{}", std::process::id())

@@ -1,0 +1,236 @@
+//! Quorum opens of attached breakers against a real `redis-server`, with the
+//! peers simulated by raw messages on the namespace's channel and heartbeat keys:
+//! the same reports open a breaker once (after its own probe closes it they do not
+//! open it again, whether it was opened live or joined Open), and a peer restarted
+//! under the same instance id, whose fresh breaker trips at generation 1 again,
+//! makes a new report that opens the key again.
+//!
+//! Real time: the fleet's messages travel through Redis. Every wait is bounded.
+
+mod common;
+
+use common::{Redis, namespace, redis_available, wait_for};
+use cutout::{CircuitBreaker, State};
+use cutout_fleet::{Fleet, FleetConfig, Heartbeat, Message, OpenEntry, Report};
+use std::time::{Duration, Instant, SystemTime};
+
+/// A simulated peer: writes its heartbeat key and publishes on the channel.
+struct Peer {
+    id: String,
+    ns: String,
+    con: redis::Connection,
+}
+
+impl Peer {
+    fn new(redis: &Redis, ns: &str, id: &str) -> Peer {
+        let client = redis::Client::open(redis.url()).unwrap();
+        Peer {
+            id: id.into(),
+            ns: ns.into(),
+            con: client
+                .get_connection_with_timeout(Duration::from_secs(2))
+                .unwrap(),
+        }
+    }
+
+    /// A heartbeat listing `open` (key, until, generation), sent now.
+    fn heartbeat(&mut self, open: &[(&str, SystemTime, u32)]) {
+        let bytes = Message::Heartbeat(Heartbeat {
+            instance: self.id.clone(),
+            sent_at: SystemTime::now(),
+            open: open
+                .iter()
+                .map(|(k, until, generation)| OpenEntry {
+                    key: (*k).into(),
+                    until: *until,
+                    generation: *generation,
+                    level: 0,
+                    external: false,
+                })
+                .collect(),
+        })
+        .encode();
+        let key = format!("{}:hb:{}", self.ns, self.id);
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg(&bytes)
+            .arg("PX")
+            .arg(10_000)
+            .query(&mut self.con)
+            .unwrap();
+        self.publish(bytes);
+    }
+
+    /// A transition of this peer's breaker for `key`.
+    fn transition(&mut self, key: &str, state: State, until: Option<SystemTime>, generation: u32) {
+        let bytes = Message::Transition(Report {
+            key: key.into(),
+            instance: self.id.clone(),
+            generation,
+            state,
+            open_until: until,
+            level: 0,
+            reason: "consecutive_failures".into(),
+        })
+        .encode();
+        self.publish(bytes);
+    }
+
+    fn publish(&mut self, bytes: Vec<u8>) {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(format!("{}:events", self.ns))
+            .arg(bytes)
+            .query(&mut self.con)
+            .unwrap();
+    }
+}
+
+/// The fleet instance `id` (quorum 2 by default): heartbeats every 500 ms, peers
+/// live for 5 s after their last one.
+fn config(redis: &Redis, ns: &str, id: &str) -> FleetConfig {
+    FleetConfig::new(redis.url())
+        .namespace(ns.to_string())
+        .instance_id(id)
+        .heartbeat_every(Duration::from_millis(500))
+        .live_after(Duration::from_secs(5))
+        .join_wait(Duration::from_secs(2))
+}
+
+/// Opens on the first failure, for 30 s: only a quorum or its own call moves it.
+fn builder() -> cutout::Builder<cutout::DefaultClock> {
+    CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(30))
+}
+
+/// Three peers report `db` Open: `a` until +1 s, `b` and `c` until +20 s. The
+/// quorum (2) opens the local breaker until the earliest deadline, either live
+/// (`join` false: attached first, then the reports arrive) or from the picture
+/// (`join` true: the reports are there before this instance starts); its own
+/// probe closes it after. Then `b` and `c` repeat the same reports for 500 ms:
+/// they must not open it again, since the same reports open a breaker once and
+/// only a new report (a peer's new trip) may open it again.
+fn the_same_reports_do_not_reopen(join: bool) {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace(if join { "join-reopen" } else { "attach-reopen" });
+    let (mut a, mut b, mut c) = (
+        Peer::new(&redis, &ns, "a"),
+        Peer::new(&redis, &ns, "b"),
+        Peer::new(&redis, &ns, "c"),
+    );
+    let now = SystemTime::now();
+    let soon = now + Duration::from_millis(1_000);
+    let later = now + Duration::from_secs(20);
+    let fleet;
+    let breaker;
+    if join {
+        a.heartbeat(&[("db", soon, 1)]);
+        b.heartbeat(&[("db", later, 1)]);
+        c.heartbeat(&[("db", later, 1)]);
+        fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
+        assert!(fleet.wait_synced(Duration::from_secs(2)));
+        breaker = fleet.breaker("db", builder()).unwrap();
+    } else {
+        fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
+        assert!(fleet.wait_synced(Duration::from_secs(2)));
+        breaker = fleet.breaker("db", builder()).unwrap();
+        assert_eq!(breaker.state(), State::Closed);
+        a.heartbeat(&[("db", soon, 1)]);
+        b.heartbeat(&[("db", later, 1)]);
+        c.heartbeat(&[("db", later, 1)]);
+        wait_for("the quorum opens db", Duration::from_secs(2), || {
+            breaker.state() == State::Open
+        });
+    }
+    assert_eq!(breaker.state(), State::Open);
+    let left = breaker.metrics().retry_after.unwrap();
+    assert!(left <= Duration::from_millis(1_000), "{left:?}");
+    // Past the earliest deadline, the local probe succeeds: Closed.
+    std::thread::sleep(left + Duration::from_millis(20));
+    breaker.try_acquire().expect("a probe").success();
+    assert_eq!(breaker.state(), State::Closed);
+    // `b` and `c` still hold db Open and keep saying so.
+    b.heartbeat(&[("db", later, 1)]);
+    c.heartbeat(&[("db", later, 1)]);
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
+        assert_eq!(
+            breaker.state(),
+            State::Closed,
+            "join={join}: the same reports (b and c, generation 1) opened db again \
+             after its own probe closed it; stats {:?}",
+            fleet.view().stats()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Attached Closed, opened live by a quorum, closed by its own probe: the same
+/// reports repeated do not open it again.
+#[test]
+fn the_same_reports_do_not_reopen_a_breaker_opened_live_and_closed_by_its_probe() {
+    the_same_reports_do_not_reopen(false);
+}
+
+/// Built Open from the fleet's picture when this instance joined, closed by its
+/// own probe: the same reports repeated do not open it again.
+#[test]
+fn the_same_reports_do_not_reopen_a_breaker_joined_open_and_closed_by_its_probe() {
+    the_same_reports_do_not_reopen(true);
+}
+
+/// Two peers trip `db` (generation 1) and the quorum opens it; they recover,
+/// withdraw their reports, and restart under the same (configured) instance ids.
+/// Their fresh breakers' first trips have generation 1 again: that is a new
+/// outage, not the reports the first quorum was applied from, and it opens `db`
+/// again.
+#[test]
+fn a_peer_restarted_under_the_same_id_opens_a_key_by_quorum_again() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("restarted-peer");
+    let (mut a, mut b) = (Peer::new(&redis, &ns, "a"), Peer::new(&redis, &ns, "b"));
+    let fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    assert!(fleet.wait_synced(Duration::from_secs(2)));
+    let breaker = fleet.breaker("db", builder()).unwrap();
+    a.heartbeat(&[]);
+    b.heartbeat(&[]);
+    wait_for("peers live", Duration::from_secs(2), || {
+        fleet.view().live_peers() == 2
+    });
+    // First outage: both trip (generation 1) for 500 ms.
+    let until = SystemTime::now() + Duration::from_millis(500);
+    a.transition("db", State::Open, Some(until), 1);
+    b.transition("db", State::Open, Some(until), 1);
+    wait_for("the quorum opens db", Duration::from_secs(2), || {
+        breaker.state() == State::Open
+    });
+    std::thread::sleep(breaker.metrics().retry_after.unwrap() + Duration::from_millis(20));
+    breaker.try_acquire().expect("a probe").success();
+    assert_eq!(breaker.state(), State::Closed);
+    // Both recover (their probes close them: generation 3), then restart.
+    a.transition("db", State::Closed, None, 3);
+    b.transition("db", State::Closed, None, 3);
+    a.heartbeat(&[]);
+    b.heartbeat(&[]);
+    wait_for("reports withdrawn", Duration::from_secs(2), || {
+        fleet.view().open_reports("db").is_empty()
+    });
+    // Second outage, after both restarted: fresh breakers, generation 1 again.
+    let until = SystemTime::now() + Duration::from_secs(20);
+    a.transition("db", State::Open, Some(until), 1);
+    b.transition("db", State::Open, Some(until), 1);
+    wait_for("two reports of db", Duration::from_secs(2), || {
+        fleet.view().open_reports("db").len() == 2
+    });
+    wait_for(
+        "the restarted peers' new outage opens db",
+        Duration::from_millis(500),
+        || breaker.state() == State::Open,
+    );
+}
