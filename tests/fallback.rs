@@ -1,14 +1,16 @@
 //! Fallbacks (issue 18): a rejection, and on request a failure, answered by a
 //! fallback that receives the `Rejected` or the error; the fallback runs outside
-//! the breaker, so one that fails or panics changes nothing in it. Sync, async, and
-//! (with the `tower` feature) the tower form.
+//! the breaker, so one that fails or panics changes nothing in it, nor does a call
+//! or a fallback future dropped part way. Sync, async, and (with the `tower`
+//! feature) the tower form.
 
 mod common;
 
-use common::block_on;
+use common::{block_on, poll_once};
 use cutout::{CircuitBreaker, Error, ManualClock, Metrics, Rejected, State};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
 use std::time::Duration;
 
 const COOLDOWN: Duration = Duration::from_secs(10);
@@ -201,6 +203,56 @@ fn a_fallback_takes_no_probe_while_half_open() {
     assert_eq!(b.state(), State::Closed);
 }
 
+/// A call that panics under `call_or_recover`: the panic propagates, the fallback
+/// never runs (there is no error to hand it), and the permit counts as dropped,
+/// not as a failure.
+#[test]
+fn a_panicking_call_propagates_without_running_the_fallback() {
+    let (b, _) = breaker(1);
+    let ran = Cell::new(false);
+    let caught = catch_unwind(AssertUnwindSafe(|| {
+        b.call_or_recover(
+            || -> Result<u8, ()> { panic!("inner") },
+            |_| {
+                ran.set(true);
+                Ok::<u8, ()>(0)
+            },
+        )
+    }));
+    assert!(caught.is_err(), "the panic propagates");
+    assert!(!ran.get(), "the fallback ran");
+    let m = b.metrics();
+    assert_eq!((m.lifetime.failures, m.lifetime.dropped), (0, 1));
+    assert_eq!(m.state, State::Closed);
+}
+
+/// `call_or_recover` times its call as `call` does: slow successes count as slow
+/// and trip the slow-call policy, and the fallback, which only answers errors,
+/// never runs for them.
+#[test]
+fn slow_successes_through_call_or_recover_count_as_slow_and_trip() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .slow_calls(Duration::from_millis(100), 0.5)
+        .minimum_calls(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let answer = b.call_or_recover(
+            || {
+                clock.advance(Duration::from_millis(200));
+                Ok::<u8, ()>(1)
+            },
+            |_| Ok::<u8, ()>(0),
+        );
+        assert_eq!(answer, Ok(1), "the call's own success, not the fallback's");
+    }
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.metrics().lifetime.slow, 2);
+}
+
 // Async -------------------------------------------------------------------------
 
 /// A fallback whose cache is gone: it panics when polled.
@@ -289,6 +341,45 @@ fn async_a_failing_or_panicking_fallback_changes_nothing_in_the_breaker() {
         ),
         (1, 0, 1)
     );
+}
+
+/// An async call dropped while its probe is pending: the probe's slot comes back,
+/// and the fallback, never reached, changes nothing.
+#[test]
+fn async_a_probe_dropped_while_pending_gives_its_slot_back() {
+    let (b, clock) = breaker(1);
+    open_with_probe_due(&b, &clock);
+    {
+        let mut answer = pin!(b.call_async_or_recover(
+            std::future::pending::<Result<u8, ()>>(),
+            |_: Error<()>| async { Ok::<u8, ()>(0) },
+        ));
+        assert!(poll_once(answer.as_mut()).is_pending());
+        assert_eq!(b.state(), State::HalfOpen);
+        assert!(b.try_acquire().is_err(), "the one probe is out");
+    }
+    b.try_acquire()
+        .expect("the probe's slot came back")
+        .success();
+    assert_eq!(b.state(), State::Closed);
+}
+
+/// A fallback future dropped before it answers: the rejection that started it is
+/// counted, and nothing else changes.
+#[test]
+fn async_a_fallback_dropped_while_answering_changes_nothing() {
+    let (b, _) = breaker(1);
+    fail(&b);
+    let before = b.metrics();
+    {
+        let mut answer = pin!(b.call_async_or_else(async { Ok::<u8, ()>(1) }, |_| {
+            std::future::pending::<Result<u8, ()>>()
+        }));
+        assert!(poll_once(answer.as_mut()).is_pending());
+    }
+    let mut expected = before;
+    expected.lifetime.rejected += 1; // the rejection itself, and nothing else
+    unchanged(&b, &expected);
 }
 
 #[test]

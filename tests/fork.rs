@@ -1,5 +1,6 @@
-//! The default clock in a `fork()`ed child (issue 15, item 3): the refresh thread
-//! does not survive the fork, yet the child's breakers must see time move.
+//! The default clock in a `fork()`ed child (issue 15, item 3; contract line 19):
+//! the refresh thread does not survive the fork, yet the child's breakers must see
+//! time move: cooldowns end, slow calls are timed as slow, and the window ages.
 //!
 //! A test binary of its own, with `harness = false`: the parent is single-threaded
 //! apart from the clock's own refresh thread when it forks, so the child cannot
@@ -154,6 +155,75 @@ mod linux {
             }
         });
         assert_eq!(code, 0, "child 2 failed (see its message above)");
+
+        // Child 3: a prefork worker whose dependency answers slowly but successfully.
+        // A slow-call threshold of 100 ms or more is timed with the cheap reading,
+        // which the child inherited frozen; the fork handler cleared it, so the
+        // child's calls take the time they take. Real time is the subject: each call
+        // sleeps 250 ms against a 200 ms threshold.
+        let slow_policy = || {
+            CircuitBreaker::builder()
+                .window(Duration::from_secs(10), 10)
+                .slow_calls(Duration::from_millis(200), 0.5)
+                .minimum_calls(3)
+                .build()
+                .unwrap()
+        };
+        let slow = || {
+            std::thread::sleep(Duration::from_millis(250));
+            Ok::<_, ()>(())
+        };
+        let worker = slow_policy();
+        assert!(worker.call(|| Ok::<_, ()>(())).is_ok()); // this thread's stripe, before the fork
+        // The control, in the parent: three slow successes trip it.
+        let control = slow_policy();
+        for _ in 0..3 {
+            let _ = control.call(slow);
+        }
+        assert_eq!(control.state(), State::Open, "the control did not trip");
+        let code = in_child(|| {
+            for _ in 0..3 {
+                let _ = worker.call(slow);
+            }
+            let m = worker.metrics();
+            match m.state {
+                State::Open => Ok(()),
+                other => Err(format!(
+                    "three slow successes left it {other:?}, {} counted slow",
+                    m.lifetime.slow
+                )),
+            }
+        });
+        assert_eq!(code, 0, "child 3 failed (see its message above)");
+
+        // Child 4: the window ages in the child. After an idle gap longer than the
+        // window, the successes before it have left, so ten failures are the whole
+        // window and trip it. Real time is the subject: the child idles 1.2 s past a
+        // 1 s window.
+        let aging = CircuitBreaker::builder()
+            .window(Duration::from_secs(1), 10)
+            .failure_rate(0.5, 10)
+            .build()
+            .unwrap();
+        assert!(aging.call(|| Ok::<_, ()>(())).is_ok()); // this thread's stripe, before the fork
+        let code = in_child(|| {
+            for _ in 0..20 {
+                let _ = aging.call(|| Ok::<_, ()>(()));
+            }
+            std::thread::sleep(Duration::from_millis(1200));
+            for _ in 0..10 {
+                let _ = aging.call(|| Err::<(), _>("down"));
+            }
+            let m = aging.metrics();
+            match m.state {
+                State::Open => Ok(()),
+                other => Err(format!(
+                    "ten failures after the idle gap left it {other:?}, {} calls in the window",
+                    m.window.calls
+                )),
+            }
+        });
+        assert_eq!(code, 0, "child 4 failed (see its message above)");
         println!("fork: ok");
     }
 }

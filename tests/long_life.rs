@@ -2,15 +2,18 @@
 //! number of transitions, no outcome admitted under an earlier phase counts, the
 //! backoff and its jitter keep to their bounds over many cycles, every kind of
 //! transition keeps the generation chain through its wraps, and time keeps working
-//! at the ends of its range: a clock that saturates, or that never moves. A test
-//! that is a regression test for a finding says what the code before did.
+//! at the ends of its range: a clock that saturates, or that never moves, a
+//! cooldown's last nanoseconds, and the clocks themselves read from many threads. A
+//! test that is a regression test for a finding says what the code before did.
 //!
 //! Under `--cfg cutout_tiny_generations` (a 3-bit generation) the tests that rely
 //! on a distance not being a whole generation cycle are left out: there a permit
 //! held through a multiple of 8 transitions is taken for a current one by
 //! construction.
 
-use cutout::{CircuitBreaker, Error, ManualClock, Outcome, Reason, State, Transition};
+use cutout::{
+    CircuitBreaker, Clock, DefaultClock, Error, ManualClock, Outcome, Reason, State, Transition,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -253,6 +256,41 @@ fn a_clock_advanced_by_duration_max_ends_every_cooldown_and_round() {
         clock.advance(Duration::MAX);
         assert!(succeed(&b).is_ok(), "{case}");
         assert_eq!(b.state(), State::Closed, "{case}");
+    }
+}
+
+/// On a clock advanced by `Duration::MAX` a failed probe reopens the breaker with a
+/// cooldown cut at the clock's end, so the next call is a probe again (nothing
+/// wedges), and the transition events' times saturate instead of wrapping: they
+/// never go back, and no `open_until` is before its event.
+#[test]
+fn after_a_duration_max_advance_a_failed_probe_wedges_nothing_and_event_times_stay_ordered() {
+    let (b, clock, log) = logged(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(3600)),
+    );
+    fail(&b);
+    clock.advance(Duration::MAX);
+    b.try_acquire()
+        .expect("the probe after the advance")
+        .failure();
+    assert_eq!(b.state(), State::Open);
+    let probe = b
+        .try_acquire()
+        .expect("a cooldown cut at the clock's end is over");
+    assert!(probe.is_probe());
+    probe.success();
+    assert_eq!(b.state(), State::Closed);
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 5, "{log:?}");
+    for t in log.iter() {
+        if let Some(until) = t.open_until {
+            assert!(until >= t.at, "{t:?}");
+        }
+    }
+    for w in log.windows(2) {
+        assert!(w[1].at >= w[0].at, "{log:?}");
     }
 }
 
@@ -518,6 +556,33 @@ fn full_jitter_keeps_every_cooldown_within_its_level_and_retry_after_is_exact() 
     }
 }
 
+/// A cooldown's last nanoseconds never read as "retry now": while Open, a
+/// rejection's `retry_after` is at least a millisecond (rounded up from what is
+/// left, so waiting it out reaches the probe), at every sub-millisecond step.
+#[test]
+fn a_sub_millisecond_remainder_of_a_cooldown_is_never_retry_now() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(5 * MS)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    fail(&b);
+    for step in [1, 499_999, 1, 999_999, 1_000_000, 2_499_999] {
+        clock.advance(Duration::from_nanos(step));
+        let left = (5 * MS).saturating_sub(clock.elapsed());
+        match rejected_for(&b) {
+            Some(Some(after)) => assert!(
+                after >= MS && after >= left,
+                "{left:?} left at {:?}: retry after {after:?}",
+                clock.elapsed()
+            ),
+            other => panic!("at {:?}: {other:?}", clock.elapsed()),
+        }
+    }
+}
+
 /// Every kind of transition once, a half-open timeout, a failed and a completed
 /// ramp, manual control and `open_for` among them: each transition's generation is
 /// one more than the last's and its `from` is the last one's `to`, through the
@@ -657,4 +722,61 @@ fn every_kind_of_transition_at_every_position_of_the_wrap() {
         b.reset();
     }
     assert_chained(&log);
+}
+
+/// Four threads each advance one `ManualClock` 10,000 times: every advance counts
+/// (none is lost to a race), and no thread sees the time go back.
+#[test]
+fn manual_clock_advances_from_many_threads_all_add_up() {
+    let clock = ManualClock::new();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let clock = clock.clone();
+            std::thread::spawn(move || {
+                let mut last = 0;
+                for _ in 0..10_000 {
+                    clock.advance(Duration::from_nanos(3));
+                    let now = clock.now();
+                    assert!(now >= last, "{now} < {last}");
+                    last = now;
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(clock.now(), 4 * 10_000 * 3);
+}
+
+/// The default clock's readings, handed back and forth between two threads 2,000
+/// times, never go back: neither the cheap reading nor the precise one is behind a
+/// reading the other thread took before.
+#[test]
+fn default_clock_readings_handed_between_threads_never_go_back() {
+    use std::sync::mpsc;
+    let clock = DefaultClock::new();
+    let (tx, rx) = mpsc::sync_channel::<u64>(0);
+    let (back_tx, back_rx) = mpsc::sync_channel::<u64>(0);
+    let other = std::thread::spawn(move || {
+        let clock = DefaultClock::new();
+        for seen in rx {
+            let now = clock.now();
+            assert!(now >= seen, "{now} < {seen}");
+            let precise = clock.precise();
+            assert!(precise >= seen, "precise {precise} < {seen}");
+            if back_tx.send(now).is_err() {
+                break;
+            }
+        }
+    });
+    for _ in 0..2_000 {
+        tx.send(clock.now()).unwrap();
+        let theirs = back_rx.recv().unwrap();
+        let (now, precise) = (clock.now(), clock.precise());
+        assert!(now >= theirs, "{now} < {theirs}");
+        assert!(precise >= theirs, "precise {precise} < {theirs}");
+    }
+    drop(tx);
+    other.join().unwrap();
 }

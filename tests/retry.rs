@@ -1,17 +1,19 @@
-//! Retries through a breaker: full-jitter backoff, attempts and predicate limits,
-//! settings at their maximum, and an open breaker that stops the retries at once
-//! without sleeping. Time is a
+//! Retries through a breaker: full-jitter backoff (clones of one policy each draw
+//! their own waits), attempts and predicate limits, settings at their maximum, an
+//! open or recovering breaker that stops the retries at once without sleeping, and
+//! a retry loop that panics or is dropped mid-way holding nothing. Time is a
 //! `ManualClock` moved by a recording fake sleep (or tokio's paused clock).
 
 mod common;
 
-use common::block_on;
+use common::{block_on, poll_once};
 use cutout::{
     CircuitBreaker, Error, ManualClock, RetryPolicy, Retryable, State, retry_async,
     retry_with_sleep,
 };
 use std::cell::RefCell;
 use std::future::Future;
+use std::pin::pin;
 use std::time::Duration;
 
 const COOLDOWN: Duration = Duration::from_secs(30);
@@ -128,6 +130,41 @@ fn the_same_seed_gives_the_same_waits() {
     assert_ne!(run(7), run(8));
 }
 
+/// Clients that fail together must not retry together: clones of one policy, handed
+/// to two workers, each draw waits of their own, whether the policy's seed is random
+/// or fixed; and a fixed seed's clones still reproduce. Before, a clone copied the
+/// seed and the stream count, and the two workers retried in lockstep.
+#[test]
+fn clones_of_one_policy_draw_waits_of_their_own() {
+    let run = |p: &RetryPolicy| {
+        let rig = Rig::new(100);
+        let _ = rig.retry(p, || Err::<(), _>(()));
+        rig.waits()
+    };
+    let random = RetryPolicy::builder()
+        .base(Duration::from_millis(100))
+        .cap(Duration::from_secs(10))
+        .max_attempts(6)
+        .build()
+        .unwrap();
+    let (a, b) = (random.clone(), random.clone());
+    let (wa, wb) = (run(&a), run(&b));
+    assert_eq!(wa.len(), 5);
+    assert_ne!(
+        wa, wb,
+        "two clones of a random policy retry at the same instants"
+    );
+
+    let fixed = policy(6, 7);
+    let (a, b) = (fixed.clone(), fixed.clone());
+    assert_ne!(
+        run(&a),
+        run(&b),
+        "two clones of a seeded policy retry together"
+    );
+    assert_eq!(run(&policy(6, 7).clone()), run(&policy(6, 7).clone()));
+}
+
 #[test]
 fn gives_up_after_max_attempts_with_the_last_error() {
     let rig = Rig::new(100);
@@ -138,6 +175,20 @@ fn gives_up_after_max_attempts_with_the_last_error() {
     });
     assert_eq!(result, Err(Error::Inner(4)));
     assert_eq!(rig.waits().len(), 3);
+}
+
+/// With one attempt there is nothing to retry: one call, no sleep, and its error
+/// as it is.
+#[test]
+fn one_attempt_makes_one_call_and_never_sleeps() {
+    let rig = Rig::new(100);
+    let mut attempts = 0;
+    let result = rig.retry(&policy(1, 1), || {
+        attempts += 1;
+        Err::<(), _>("down")
+    });
+    assert_eq!(result, Err(Error::Inner("down")));
+    assert_eq!((attempts, rig.waits().len()), (1, 0));
 }
 
 /// Settings at their maximum (`Duration::MAX` base and cap, `u32::MAX` attempts)
@@ -177,6 +228,45 @@ fn the_largest_settings_saturate_without_a_panic() {
     assert_eq!(result, Ok(40));
     assert_eq!(waits.len(), 39);
     assert_eq!(p.ceiling(u32::MAX), Duration::MAX);
+}
+
+/// `ceiling(n)` is `min(cap, base * 2^n)` for every `n`, past 31 too: before, the
+/// factor stopped at `2^32 - 1`, so from the 32nd retry on every wait was at most
+/// `base * (2^32 - 1)`, whatever the cap.
+#[test]
+fn the_ceiling_keeps_doubling_past_retry_31() {
+    let p = RetryPolicy::builder()
+        .base(Duration::from_nanos(1))
+        .cap(Duration::from_secs(3600))
+        .max_attempts(64)
+        .build()
+        .unwrap();
+    for n in [31, 32, 33, 40] {
+        assert_eq!(p.ceiling(n), Duration::from_nanos(1 << n), "retry {n}");
+    }
+    assert_eq!(p.ceiling(50), Duration::from_secs(3600), "the cap");
+}
+
+/// A ceiling beyond `u64::MAX` nanoseconds (a base of a quarter of the longest
+/// `Duration`, no cap): each wait is drawn up to `u64::MAX` nanoseconds, never above
+/// its ceiling, without an overflow panic; and `Debug` shows the settings.
+#[test]
+fn huge_settings_keep_every_wait_within_its_ceiling() {
+    let rig = Rig::new(100);
+    let p = RetryPolicy::builder()
+        .base(Duration::from_secs(u64::MAX / 4))
+        .cap(Duration::MAX)
+        .max_attempts(6)
+        .seed(2)
+        .build()
+        .unwrap();
+    let _ = rig.retry(&p, || Err::<(), _>(()));
+    let waits = rig.waits();
+    assert_eq!(waits.len(), 5);
+    for (n, wait) in waits.iter().enumerate() {
+        assert!(*wait <= p.ceiling(n as u32), "wait {n} = {wait:?}");
+    }
+    assert!(format!("{p:?}").contains("max_attempts: 6"), "{p:?}");
 }
 
 #[test]
@@ -244,6 +334,62 @@ fn a_failed_probe_ends_the_retries_with_the_reopened_breakers_rejection() {
     assert_eq!(rejected.retry_after(), Some(2 * COOLDOWN)); // the next backoff level
 }
 
+/// A probe whose closure panics mid-retry: the panic propagates out of the retry
+/// loop, the attempt counts as dropped (not as a failure), and the probe's slot
+/// comes back for the next caller.
+#[test]
+fn a_panicking_probe_ends_the_retries_and_gives_its_slot_back() {
+    let rig = Rig::new(1);
+    rig.trip();
+    rig.clock.advance(COOLDOWN);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rig.retry(&policy(5, 1), || -> Result<(), ()> { panic!("boom") })
+    }));
+    assert!(caught.is_err(), "the panic propagates");
+    assert!(rig.waits().is_empty());
+    assert_eq!(rig.b.state(), State::HalfOpen);
+    let m = rig.b.metrics();
+    assert_eq!((m.lifetime.failures, m.lifetime.dropped), (1, 1));
+    rig.b
+        .try_acquire()
+        .expect("the probe's slot came back")
+        .success();
+    assert_eq!(rig.b.state(), State::Closed);
+}
+
+/// While Recovering, an attempt is either shed (a rejection, which ends the
+/// retries) or admitted, and its failure reopens the breaker: either way the
+/// retries end after at most one call, without sleeping.
+#[test]
+fn a_recovering_breaker_ends_the_retries_at_its_first_shed_or_failure() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(COOLDOWN)
+        .ramp_up(Duration::from_secs(10))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let _ = b.call(|| Err::<(), _>("trip"));
+    clock.advance(COOLDOWN);
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Recovering);
+    let mut attempts = 0;
+    let mut sleeps = 0;
+    let result = retry_with_sleep(
+        &b,
+        &policy(50, 4),
+        |_| sleeps += 1,
+        || {
+            attempts += 1;
+            Err::<(), _>("down")
+        },
+    );
+    assert!(result.unwrap_err().is_rejected());
+    assert!(attempts <= 1, "{attempts} attempts");
+    assert_eq!(sleeps, 0);
+}
+
 #[test]
 fn async_retries_use_the_injected_sleep_future() {
     let rig = Rig::new(100);
@@ -265,6 +411,30 @@ fn async_retries_stop_at_an_open_breaker() {
     assert_eq!(result.unwrap_err().rejected().unwrap().state(), State::Open);
     assert!(rig.waits().is_empty());
     assert_eq!(rig.b.metrics().lifetime.admitted, 1);
+}
+
+/// `retry_async` dropped while it sleeps between attempts holds no permit: the
+/// failed attempt was recorded before the sleep, and the drop records nothing more.
+#[test]
+fn async_retries_dropped_while_sleeping_hold_no_permit() {
+    let rig = Rig::new(100);
+    let p = policy(5, 1);
+    {
+        let mut retrying = pin!(retry_async(
+            &rig.b,
+            &p,
+            |_| std::future::pending::<()>(),
+            || async { Err::<(), _>("down") }
+        ));
+        for _ in 0..3 {
+            assert!(poll_once(retrying.as_mut()).is_pending());
+        }
+    }
+    let m = rig.b.metrics();
+    assert_eq!(
+        (m.lifetime.admitted, m.lifetime.failures, m.lifetime.dropped),
+        (1, 1, 0)
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,7 +1,7 @@
 //! The `tracing` feature: one event per transition, seen by a capturing subscriber.
 #![cfg(feature = "tracing")]
 
-use cutout::{CircuitBreaker, ManualClock};
+use cutout::{CircuitBreaker, Error, ManualClock, State};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -160,6 +160,62 @@ fn one_event_per_transition_warn_when_opening_info_otherwise() {
     assert_eq!(reopen.u64("at_ms"), 1040);
     assert_eq!(reopen.u64("backoff_level"), 1);
     assert_eq!(reopen.u64("window_calls"), 0);
+}
+
+/// The transitions the first test does not reach each have their event at their
+/// level: an external `open_for`, a half-open round that times out, a round that
+/// starts the ramp, and a failed ramp (which reopens at the next backoff level);
+/// and a name with non-ASCII characters and quotes is the `breaker` field as it is.
+#[test]
+fn external_timeout_and_ramp_transitions_have_their_events_under_an_odd_name() {
+    let capture = Capture::default();
+    let clock = ManualClock::new();
+    let name = "zoé/ünï ✓ \"q\"";
+    tracing::subscriber::with_default(capture.clone(), || {
+        let b = CircuitBreaker::builder()
+            .name(name)
+            .clock(clock.clone())
+            .consecutive_failures(1)
+            .open_duration(Duration::from_secs(1))
+            .half_open_timeout(Duration::from_secs(5))
+            .ramp_up(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        assert!(b.open_for(Duration::from_secs(2)));
+        clock.advance(Duration::from_secs(2));
+        std::mem::forget(b.try_acquire().unwrap()); // a probe that never reports
+        clock.advance(Duration::from_secs(5));
+        assert!(b.try_acquire().is_err(), "the round timed out: reopened");
+        clock.advance(Duration::from_secs(2));
+        b.try_acquire().unwrap().success();
+        assert_eq!(b.state(), State::Recovering);
+        // The ramp sheds some calls; the first one admitted fails.
+        let _ = (0..100).find(|_| matches!(b.call(|| Err::<(), _>(())), Err(Error::Inner(_))));
+        assert_eq!(b.state(), State::Open);
+    });
+
+    let events = capture.0.lock().unwrap();
+    let summary: Vec<_> = events
+        .iter()
+        .map(|e| (e.level, e.str("from"), e.str("to"), e.str("reason")))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Level::WARN, "closed", "open", "external"),
+            (Level::INFO, "open", "half_open", "cooldown_elapsed"),
+            (Level::WARN, "half_open", "open", "half_open_timeout"),
+            (Level::INFO, "open", "half_open", "cooldown_elapsed"),
+            (Level::INFO, "half_open", "recovering", "probes_succeeded"),
+            (Level::WARN, "recovering", "open", "ramp_failed"),
+        ]
+    );
+    for e in events.iter() {
+        assert_eq!(e.str("breaker"), name);
+    }
+    let ramp_failed = &events[5];
+    assert_eq!(ramp_failed.u64("consecutive_failures"), 1);
+    assert_eq!(ramp_failed.u64("backoff_level"), 2);
 }
 
 /// Issue 17: a registry's breakers were all named "default", so the events of
