@@ -11,6 +11,8 @@
 //! nothing, because none of them reads the wall clock.
 
 use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
+#[cfg(unix)]
+use std::sync::atomic::AtomicBool as ProcessAtomicBool;
 use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -157,6 +159,9 @@ fn precise_nanos() -> u64 {
 /// could not start here). `pid` is this process's id.
 #[cold]
 fn start_refresh(pid: u64) {
+    // Before the owner is claimed: a fork between the claim and the thread's
+    // start must find the handler registered.
+    forget_in_forked_children();
     // Acquire/AcqRel: the owner word picks the one thread of this process that
     // starts the refresh thread; the loser reads precisely until it runs.
     let owner = OWNER.load(Ordering::Acquire);
@@ -176,7 +181,6 @@ fn start_refresh(pid: u64) {
             RECENT.fetch_max(precise_nanos().max(1), Ordering::Relaxed);
         }
     };
-    forget_in_forked_children();
     if std::thread::Builder::new()
         .name("cutout-clock".into())
         .spawn(refresh)
@@ -203,16 +207,21 @@ fn forget_in_forked_children() {
         RECENT.store(0, Ordering::Relaxed);
         OWNER.store(0, Ordering::Relaxed);
     }
-    static REGISTERED: std::sync::Once = std::sync::Once::new();
-    REGISTERED.call_once(|| {
-        // SAFETY:
-        // - `forget` is an `extern "C" fn()` with no arguments, valid for the
-        //   life of the process; no prepare or parent handler is given.
-        // - In a child it runs on the only thread and does two atomic stores:
-        //   async-signal-safe, no allocation, no lock.
-        // - A failure (ENOMEM) registers nothing; `revive`'s periodic check stays.
-        let _ = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
-    });
+    // A flag, not a `Once`: a fork while another thread runs a `Once`'s closure
+    // leaves the child a `Once` that waits for ever. A child forked between the
+    // swap and the registration has no handler: `revive`'s check remains.
+    // Relaxed: the swap only picks the one thread that registers.
+    static REGISTERED: ProcessAtomicBool = ProcessAtomicBool::new(false);
+    if REGISTERED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY:
+    // - `forget` is an `extern "C" fn()` with no arguments, valid for the life of
+    //   the process; no prepare or parent handler is given.
+    // - In a child it runs on the only thread and does two atomic stores:
+    //   async-signal-safe, no allocation, no lock.
+    // - A failure (ENOMEM) registers nothing; `revive`'s periodic check stays.
+    let _ = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
 }
 
 /// Without `fork`, nothing to forget.

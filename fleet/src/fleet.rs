@@ -379,9 +379,36 @@ impl Inner {
     /// probes closed it; a new report (a peer's new trip) does.
     fn apply_quorum(&self, keys: &[String]) {
         let (now, wall) = (Instant::now(), SystemTime::now());
-        let verdicts: Vec<(String, SystemTime, ReportIds)> = {
-            let view = self.view.lock();
+        // The reports each key's quorum was applied from (taken first: the two
+        // locks are never held together).
+        let applied: Vec<(String, ReportIds)> = {
+            let attached = self.lock_attached();
             keys.iter()
+                .filter_map(|key| Some((key.clone(), attached.applied.get(key)?.clone())))
+                .collect()
+        };
+        let (verdicts, gone): (
+            Vec<(String, SystemTime, ReportIds)>,
+            Vec<(String, ReportIds)>,
+        ) = {
+            let view = self.view.lock();
+            // Those that no peer holds any more (it reported the key Closed, or
+            // restarted) are forgotten below, so a peer restarted under the same
+            // id, whose fresh breaker trips at generation 1 again, makes a new
+            // report. A peer whose heartbeat is only late still holds its report:
+            // the same reports do not open a breaker twice.
+            let gone = applied
+                .into_iter()
+                .filter_map(|(key, ids)| {
+                    let gone: ReportIds = ids
+                        .into_iter()
+                        .filter(|id| !view.holds_report(&key, id))
+                        .collect();
+                    (!gone.is_empty()).then_some((key, gone))
+                })
+                .collect();
+            let verdicts = keys
+                .iter()
                 .filter_map(|key| {
                     let (until, reports) = view.verdict(key, self.config.quorum, now, wall)?;
                     let ids = reports
@@ -390,17 +417,18 @@ impl Inner {
                         .collect();
                     Some((key.clone(), until, ids))
                 })
-                .collect()
+                .collect();
+            (verdicts, gone)
         };
         let mut targets: Vec<(String, Duration, Arc<dyn Target>)> = Vec::new();
         {
             let mut attached = self.lock_attached();
-            // A key whose quorum is gone forgets the reports it was applied from:
-            // a peer that restarts under the same id trips again at the same
-            // generation, and that is a new report.
-            for key in keys {
-                if !verdicts.iter().any(|(k, ..)| k == key) {
-                    attached.applied.remove(key);
+            for (key, gone) in gone {
+                if let Some(applied) = attached.applied.get_mut(&key) {
+                    applied.retain(|id| !gone.contains(id));
+                    if applied.is_empty() {
+                        attached.applied.remove(&key);
+                    }
                 }
             }
             if verdicts.is_empty() {

@@ -248,6 +248,17 @@ impl ViewState {
         reports
     }
 
+    /// Whether a peer still holds report `id` (instance, generation) that `key` is
+    /// Open, live or not: a report a quorum was applied from stays the same report
+    /// while its peer's heartbeat is late, and is gone once the peer reports the
+    /// key Closed or a heartbeat without it (a restart).
+    pub(crate) fn holds_report(&self, key: &str, (instance, generation): &(String, u32)) -> bool {
+        self.peers
+            .get(instance)
+            .and_then(|p| p.open.get(key))
+            .is_some_and(|e| e.generation == *generation)
+    }
+
     /// How many peers (other instances) are live at `now`.
     pub(crate) fn live_peers(&self, now: Instant) -> usize {
         self.peers.values().filter(|p| self.is_live(p, now)).count()
