@@ -11,10 +11,20 @@
 //! nothing, because none of them reads the wall clock.
 
 use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
-#[cfg(unix)]
-use std::sync::atomic::AtomicBool as ProcessAtomicBool;
 use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly",
+    target_os = "solaris",
+    target_os = "illumos"
+))]
+use std::sync::atomic::AtomicBool as ProcessAtomicBool;
 use std::time::Duration;
 
 /// A monotonic time source.
@@ -99,7 +109,7 @@ pub trait Clock: Send + Sync {
 ///
 /// # Fork safety
 /// A `fork()`ed child has no refresh thread (only the forking thread survives). On
-/// Unix, a `pthread_atfork` handler (registered with the first refresh thread)
+/// Linux, Android, macOS, the BSDs and Solaris, a `pthread_atfork` handler (registered with the first refresh thread)
 /// clears the cached reading in the child, so the child's first reading is
 /// precise and starts a refresh thread of its own: from then on the window ages,
 /// calls are timed and cooldowns end as in the parent. As a fallback (and for a
@@ -107,7 +117,9 @@ pub trait Clock: Send + Sync {
 /// failure counted by a thread, compares the cached reading with a precise one
 /// (off the lean paths, which still cost one load); a reading more than 100 ms
 /// behind is brought up to date and, in a process that has not started one, a new
-/// refresh thread is started.
+/// refresh thread is started. (So a child's first reading, on whatever path,
+/// starts a thread and allocates: code between `fork` and `exec` that must not
+/// should not read the default clock.)
 ///
 /// # Examples
 /// ```
@@ -196,8 +208,20 @@ fn start_refresh(pid: u64) {
 /// Makes a `fork()`ed child forget the cached reading and the refresh thread it
 /// did not inherit: its next reading is precise and starts a thread of its own
 /// (see [`DefaultClock`]'s fork safety). Registered once per process, before the
-/// first refresh thread starts; children inherit the registration.
-#[cfg(unix)]
+/// first refresh thread starts; children inherit the registration. On the Unix
+/// systems whose `libc` has `pthread_atfork` (elsewhere the fallback of
+/// [`revive`] remains).
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly",
+    target_os = "solaris",
+    target_os = "illumos"
+))]
 #[allow(unsafe_code)] // the crate's one `unsafe`: an FFI call with no Rust invariant
 fn forget_in_forked_children() {
     /// Runs in the child, right after `fork`, on its only thread: two atomic
@@ -224,8 +248,18 @@ fn forget_in_forked_children() {
     let _ = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
 }
 
-/// Without `fork`, nothing to forget.
-#[cfg(not(unix))]
+/// Without `pthread_atfork`, nothing to register.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_vendor = "apple",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly",
+    target_os = "solaris",
+    target_os = "illumos"
+)))]
 fn forget_in_forked_children() {}
 
 /// The reading when the cached one is 0: the first reading in the process (which

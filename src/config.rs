@@ -326,9 +326,9 @@ impl<C: Clock> Builder<C> {
     ///   thread keeps a running sum of the shares of its calls and is admitted
     ///   whenever the sum passes a whole call, so over any run of its calls the
     ///   admitted count is within one call of the schedule. The sums live in a
-    ///   small thread-local table (four breakers at a time; a thread that
-    ///   alternates between more ramping breakers than that restarts their sums,
-    ///   and keeps the schedule on average). The decision writes no shared cache
+    ///   small direct-mapped thread-local table (four entries; a thread that
+    ///   alternates between ramping breakers whose entries collide restarts their
+    ///   sums, and keeps the schedule on average). The decision writes no shared cache
     ///   line and takes no lock.
     /// - The trip policies apply to the admitted calls, from an empty window and
     ///   streak, and `minimum_calls` is not scaled: a rate over fewer calls than

@@ -60,11 +60,10 @@ impl Rejected {
     /// How long until a call can be admitted.
     ///
     /// - `Open`: the time left in the cooldown; after it the next call is a probe.
-    /// - `HalfOpen`: zero while a probe slot is free. With every slot taken, the
-    ///   time left until the half-open timeout ends the round, but at most the
-    ///   cooldown a failed round would start: the probes usually report within a
-    ///   call's time, and a retry after that cooldown finds the breaker closed or
-    ///   admitting its next probe.
+    /// - `HalfOpen` (every probe slot taken): the time left until the half-open
+    ///   timeout ends the round, but at most the cooldown a failed round would
+    ///   start. The probes usually report within a call's time; if they fail, the
+    ///   breaker admits its next probe after that cooldown.
     /// - `ForcedOpen`: `None`, since only [`reset`](crate::CircuitBreaker::reset) ends it.
     /// - `Recovering`: zero. The breaker sheds a share of the calls during its ramp;
     ///   the next call is admitted with the ramp's current share.

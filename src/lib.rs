@@ -224,7 +224,7 @@
 //!
 //! # Safety and correctness
 //! No locks and no allocation on the call path, and no `unsafe` in this crate's
-//! source but one call: on Unix, the default clock registers a `fork` handler with
+//! source but one call: the default clock registers a `fork` handler with
 //! `libc::pthread_atfork` (see [`DefaultClock`]'s fork safety). (Two documented
 //! exceptions to the first, both off the steady path: a `Registry` allocates the
 //! breaker of a key it sees for the first time, and with the `metrics` feature a

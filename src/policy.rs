@@ -264,10 +264,9 @@ mod tests {
         rate_verdict(c, counts).unwrap()
     }
 
-    /// The rate check as it was written before it shared its arithmetic with the
-    /// allowance: `count as f64 >= threshold * calls as f64`.
+    /// The rate check as the builder's docs state it: `count / calls >= threshold`.
     fn reference_trip(config: &Config, c: WindowCounts) -> Option<Reason> {
-        let reached = |count: u64, t: f64| count > 0 && count as f64 >= t * c.calls as f64;
+        let reached = |count: u64, t: f64| count > 0 && count as f64 / c.calls as f64 >= t;
         if c.calls < config.minimum_calls {
             None
         } else if config.failure_rate.is_some_and(|t| reached(c.failures, t)) {
@@ -277,6 +276,16 @@ mod tests {
         } else {
             None
         }
+    }
+
+    /// A threshold: any rate, or a decimal one (`k / 100`), where the quotient and
+    /// the product `threshold * calls` disagree at exact crossings.
+    fn threshold() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::strategy::Strategy;
+        proptest::prop_oneof![
+            0.01f64..=1.0,
+            (1u32..=100).prop_map(|k| f64::from(k) / 100.0)
+        ]
     }
 
     proptest::proptest! {
@@ -289,8 +298,8 @@ mod tests {
             failures in 0u64..2_000,
             slow in 0u64..2_000,
             minimum in 1u64..200,
-            failure_rate in proptest::option::of(0.01f64..=1.0),
-            slow_rate in proptest::option::of(0.01f64..=1.0),
+            failure_rate in proptest::option::of(threshold()),
+            slow_rate in proptest::option::of(threshold()),
             more_calls in 0u64..1_000,
         ) {
             let (failures, slow) = (failures.min(calls), slow.min(calls));
@@ -318,7 +327,28 @@ mod tests {
                     failures.saturating_add(a),
                     slow.saturating_add(a),
                 );
+                proptest::prop_assert_eq!(rate_trip(&c, later), None, "{:?} then {}", read, a);
                 proptest::prop_assert_eq!(reference_trip(&c, later), None, "{:?} then {}", read, a);
+            }
+        }
+    }
+
+    #[test]
+    fn a_rate_exactly_at_a_decimal_threshold_is_reached_and_one_less_is_not() {
+        let mut c = CircuitBreaker::builder()
+            .clock(ManualClock::new())
+            .failure_rate(0.5, 1)
+            .validate()
+            .unwrap();
+        for k in 1..=100u64 {
+            c.failure_rate = Some(k as f64 / 100.0);
+            // Every count of calls where the threshold is a whole count of failures.
+            for calls in (1..=400u64).filter(|calls| calls * k % 100 == 0) {
+                let at = calls * k / 100;
+                let trip = rate_trip(&c, counts(calls, at, 0));
+                assert_eq!(trip, Some(Reason::FailureRate), "{at} of {calls} at {k}%");
+                let below = rate_trip(&c, counts(calls, at - 1, 0));
+                assert_eq!(below, None, "{} of {calls} at {k}%", at - 1);
             }
         }
     }

@@ -213,9 +213,12 @@ impl<C: Clock> Cap<C> {
 /// The alternative, an `Arc` clone and drop per call, is fewer instructions but
 /// writes a line that every thread calling the key writes, which does not stay flat
 /// as threads are added; the crate's call paths write no shared line, and this
-/// keeps it so. (The measured costs of both are in `docs/PERFORMANCE.md`.) A sweep never evicts a breaker with a call in
-/// flight (below), so the second lookup finds it; only a breaker
-/// [`remove`](Registry::remove)d meanwhile loses the outcome.
+/// keeps it so. (The measured costs of both are in `docs/PERFORMANCE.md`.) A
+/// sweep does not evict a breaker with a call in flight (below, with its one
+/// race), so the second lookup finds it; a breaker
+/// [`remove`](Registry::remove)d or replaced by
+/// [`restore_all`](Registry::restore_all) meanwhile loses the outcome, and
+/// [`orphaned`](Registry::orphaned) counts it.
 ///
 /// [`with`](Registry::with) instead holds the map's epoch guard while its closure
 /// runs, so the borrowed breaker, and any breaker evicted meanwhile, is freed only
@@ -712,7 +715,8 @@ where
     /// Outcomes lost because their breaker left the registry while the call ran: a
     /// [`call`](Self::call) or [`call_with`](Self::call_with) whose key was
     /// [`remove`](Self::remove)d or replaced by [`restore_all`](Self::restore_all)
-    /// meanwhile (eviction never takes a breaker with a call in flight). Published
+    /// meanwhile, or evicted in the one race of [Idle eviction](Self#idle-eviction)
+    /// (a caller stalled for the whole idle period). Published
     /// by `publish_metrics` (the feature `metrics`) as
     /// `circuit_breaker_registry_orphaned_total`.
     ///
@@ -1521,6 +1525,7 @@ where
         let map = self.map.pin();
         let used = self.clock.now().min(EVICTED - 1);
         for (key, breaker) in built {
+            let mut place = None;
             if let Some(cap) = &self.cap {
                 // The key's own entry goes first, so its place can take the
                 // restored one; a key that then finds no room is skipped.
@@ -1530,9 +1535,13 @@ where
                 if !self.make_room(&map, cap, used) {
                     continue;
                 }
+                place = Some(Place(Some(cap))); // given back if the insert panics
             }
             if let Some(old) = map.insert(key, self.entry(breaker, used)) {
                 self.forget(old);
+            }
+            if let Some(place) = place {
+                place.keep();
             }
             restored += 1;
         }

@@ -36,6 +36,9 @@ impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String,
 /// The reports a quorum rests on: (instance, generation) of each.
 type ReportIds = HashSet<(String, u32)>;
 
+/// A key a quorum reports Open: until when, and on which reports.
+type Verdict = (String, SystemTime, ReportIds);
+
 #[derive(Default)]
 struct Attached {
     /// Breakers attached under their key.
@@ -387,10 +390,7 @@ impl Inner {
                 .filter_map(|key| Some((key.clone(), attached.applied.get(key)?.clone())))
                 .collect()
         };
-        let (verdicts, gone): (
-            Vec<(String, SystemTime, ReportIds)>,
-            Vec<(String, ReportIds)>,
-        ) = {
+        let (verdicts, gone): (Vec<Verdict>, Vec<(String, ReportIds)>) = {
             let view = self.view.lock();
             // Those that no peer holds any more (it reported the key Closed, or
             // restarted) are forgotten below, so a peer restarted under the same
@@ -407,7 +407,7 @@ impl Inner {
                     (!gone.is_empty()).then_some((key, gone))
                 })
                 .collect();
-            let verdicts = keys
+            let verdicts: Vec<Verdict> = keys
                 .iter()
                 .filter_map(|key| {
                     let (until, reports) = view.verdict(key, self.config.quorum, now, wall)?;
