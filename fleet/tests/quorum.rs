@@ -3,14 +3,15 @@
 //! the same reports open a breaker once (after its own probe closes it they do not
 //! open it again, whether it was opened live or joined Open), and a peer restarted
 //! under the same instance id, whose fresh breaker trips at generation 1 again,
-//! makes a new report that opens the key again.
+//! makes a new report that opens the key again; a peer whose heartbeat was only
+//! late, back with the same report, does not.
 //!
 //! Real time: the fleet's messages travel through Redis. Every wait is bounded.
 
 mod common;
 
 use common::{Redis, namespace, redis_available, wait_for};
-use cutout::{CircuitBreaker, State};
+use cutout::{CircuitBreaker, ManualClock, State};
 use cutout_fleet::{Fleet, FleetConfig, Heartbeat, Message, OpenEntry, Report};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -233,4 +234,79 @@ fn a_peer_restarted_under_the_same_id_opens_a_key_by_quorum_again() {
         Duration::from_millis(500),
         || breaker.state() == State::Open,
     );
+}
+
+/// Two peers report `db` Open (generation 1) and the quorum (2) opens it; its own
+/// probe closes it (its clock is manual: the cooldown ends while the reports still
+/// stand). Then `a`'s heartbeat is late past `live_after`, so `b`'s heartbeats find
+/// no quorum; `a` comes back with the same report. The quorum stands again, on the
+/// reports it was applied from: a late heartbeat does not make them new, and `db`
+/// stays Closed.
+#[test]
+fn a_late_heartbeat_does_not_make_the_same_reports_new() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("late-heartbeat");
+    let (mut a, mut b) = (Peer::new(&redis, &ns, "a"), Peer::new(&redis, &ns, "b"));
+    let fleet = Fleet::start(
+        config(&redis, &ns, "me")
+            .heartbeat_every(Duration::from_millis(100))
+            .live_after(Duration::from_millis(300)),
+    )
+    .unwrap();
+    assert!(fleet.wait_synced(Duration::from_secs(2)));
+    let clock = ManualClock::new();
+    let breaker = fleet.breaker("db", builder().clock(clock.clone())).unwrap();
+    assert_eq!(breaker.state(), State::Closed);
+    // The peers' messages published so far: the fleet accepts each (none is read
+    // from the heartbeat keys after the picture).
+    let mut sent = 0;
+    let report = [("db", SystemTime::now() + Duration::from_secs(20), 1)];
+    a.heartbeat(&report);
+    b.heartbeat(&report);
+    sent += 2;
+    wait_for("the quorum opens db", Duration::from_secs(2), || {
+        breaker.state() == State::Open
+    });
+    let opens = fleet.view().stats().quorum_opens;
+    assert_eq!(opens, 1);
+    // Its own cooldown ends (its clock) and its probe succeeds: Closed.
+    clock.advance(breaker.metrics().retry_after.unwrap() + Duration::from_millis(1));
+    breaker.try_acquire().expect("a probe").success();
+    assert_eq!(breaker.state(), State::Closed);
+    // `a` falls silent; `b` keeps sending until `a` is no longer live.
+    wait_for("a's heartbeat is late", Duration::from_secs(2), || {
+        b.heartbeat(&report);
+        sent += 1;
+        fleet.view().live_peers() == 1
+    });
+    // One more from `b` with `a` not live: no quorum.
+    b.heartbeat(&report);
+    sent += 1;
+    wait_for("b's heartbeats applied", Duration::from_secs(2), || {
+        fleet.view().stats().accepted >= sent
+    });
+    assert_eq!(fleet.view().open_reports("db").len(), 1);
+    assert_eq!(breaker.state(), State::Closed);
+    // `a` is back, with the same report (generation 1): a quorum again.
+    a.heartbeat(&report);
+    sent += 1;
+    wait_for("a is live again", Duration::from_secs(2), || {
+        fleet.view().stats().accepted >= sent && fleet.view().live_peers() == 2
+    });
+    assert_eq!(fleet.view().open_reports("db").len(), 2);
+    let until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < until {
+        assert_eq!(
+            breaker.state(),
+            State::Closed,
+            "a late heartbeat made the same reports (a and b, generation 1) new: \
+             they opened db again after its own probe closed it; stats {:?}",
+            fleet.view().stats()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(fleet.view().stats().quorum_opens, opens);
 }
