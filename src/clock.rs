@@ -109,9 +109,10 @@ pub trait Clock: Send + Sync {
 ///
 /// # Fork safety
 /// A `fork()`ed child has no refresh thread (only the forking thread survives). On
-/// Linux, Android, macOS, the BSDs and Solaris, a `pthread_atfork` handler (registered with the first refresh thread)
-/// clears the cached reading in the child, so the child's first reading is
-/// precise and starts a refresh thread of its own: from then on the window ages,
+/// Linux, Android, macOS, the BSDs and Solaris, a `pthread_atfork` handler
+/// (registered with the first refresh thread) clears the cached reading in the
+/// child, so the child's first reading is precise and starts a refresh thread of
+/// its own: from then on the window ages,
 /// calls are timed and cooldowns end as in the parent. As a fallback (and for a
 /// starved thread), every trip and reopening, and every 256th rejection or
 /// failure counted by a thread, compares the cached reading with a precise one

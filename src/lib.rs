@@ -61,7 +61,9 @@
 //! - With the `registry` feature (on by default), a `Registry` holds one breaker per
 //!   dependency key, built on first use from a shared [`Builder`] and named after
 //!   its key, with lock-free lookups and optional idle eviction (only of breakers
-//!   that behave like new ones; a call in flight keeps its own breaker, and only it).
+//!   that behave like new ones; a call in flight keeps its own breaker, and only it;
+//!   an outcome lost to `remove`, `restore_all` or eviction's one race is counted
+//!   by `orphaned`).
 //! - [`retry`](fn@retry), [`retry_with_sleep`] and [`retry_async`] retry with
 //!   full-jitter exponential backoff ([`RetryPolicy`]); every attempt goes through
 //!   the breaker, and an open breaker ends the retries at once, without sleeping.
@@ -102,9 +104,8 @@
 //! as rejected. The trip policies judge the admitted calls (`minimum_calls` not
 //! scaled), and a trip reopens at the next backoff level ([`Reason::RampFailed`]).
 //! Each thread's admissions follow the schedule to within one call over any run of
-//! its calls, decided by a running sum in its own stripe (or, for a thread that
-//! owns none, a thread-local one): no shared cache line is written, no lock is
-//! taken. A breaker without a ramp pays nothing for it: its
+//! its calls, decided by a running sum in a small thread-local table: no shared
+//! cache line is written, no lock is taken. A breaker without a ramp pays nothing for it: its
 //! closed path never looks at it.
 //!
 //! ```
@@ -250,10 +251,10 @@
 //! locked instruction and no shared written cache line, so per-thread cost stays flat
 //! as threads are added. With a window it also reads the cached clock (one load) and
 //! the start and generation of the thread's live bucket, whose calls it counts in
-//! the same line. A failure costs more: a CAS on the streak
-//! word and a sum over the window's buckets. An open-state rejection is a load of
-//! the state word, a clock read compared with the deadline the thread keeps in its
-//! own stripe for that word, and a counter.
+//! the same line. A failure costs more: a CAS on the streak word and, unless the
+//! failure budget covers it, a sum over the window's buckets. An open-state
+//! rejection is a load of the state word, a clock read compared with the deadline
+//! the thread keeps in its own stripe for that word, and a counter.
 //!
 //! The measured figures (criterion medians and callgrind instruction counts,
 //! against failsafe, recloser and a `Mutex` breaker, with the CPU named beside every
@@ -267,7 +268,8 @@
 //!   breaker's memory follows the threads that use it. Threads beyond a breaker's
 //!   owned stripes (twice the core count, up to 64) spread over four shared stripes
 //!   with atomic read-modify-writes, and take an owned one when one comes free.
-//! - `policy.rs`: pure trip decisions. `breaker.rs`: the only code that reads the clock.
+//! - `policy.rs`: pure trip decisions. `breaker.rs` and `breaker/`: the only code
+//!   that reads the clock on the call path.
 //! - `event.rs` / `metrics.rs`: what observers see; `export/`: the `metrics` and
 //!   `tracing` integrations, each behind its feature.
 //! - `future.rs`: `call_async`'s future; `tower.rs`: the layer (feature `tower`);

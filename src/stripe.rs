@@ -22,7 +22,7 @@
 //! call counter, base and slot and the newest bucket's tag, read by readers) and the
 //! stripe's own index; then its ring of window buckets (four words each, four to a
 //! line; see [`crate::window`]) and one more bucket's room, where the owner keeps a
-//! summary of its window for readers; no ring without a window. The crate has no
+//! summary of its window for readers; no ring without a window. The stripes use no
 //! `unsafe`, so a stripe's size cannot be chosen at run time behind the 8-byte
 //! pointer the room keeps for it: a stripe is an array of a fixed number of lines,
 //! one of a few dozen *classes* (see [`Room`]), and a breaker's room holds the

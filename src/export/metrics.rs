@@ -22,8 +22,8 @@
 //! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_window_calls` | gauge | | calls in the sliding window | `publish_metrics` |
-//! | `circuit_breaker_registry_overflowed_total` | counter | (no `breaker` label) | lookups a `Registry` with `max_keys` routed to its overflow breaker (itself published as `breaker="overflow"`) | `Registry::publish_metrics` |
-//! | `circuit_breaker_registry_orphaned_total` | counter | (no `breaker` label) | outcomes a `Registry` lost because their breaker was removed or replaced while the call ran ([`Registry::orphaned`](crate::Registry::orphaned)) | `Registry::publish_metrics` |
+//! | `circuit_breaker_registry_overflowed_total` | counter | (no `breaker` label) | lookups a `Registry` with `max_keys` routed to its overflow breaker (itself published with its own `breaker` label: `"overflow"`, or as `RegistryBuilder::overflow_name` says) | `Registry::publish_metrics` |
+//! | `circuit_breaker_registry_orphaned_total` | counter | (no `breaker` label) | outcomes a `Registry` lost because their breaker was removed or replaced while the call ran, or evicted in eviction's one race ([`Registry::orphaned`](crate::Registry::orphaned)) | `Registry::publish_metrics` |
 //!
 //! The `*_total` counters other than transitions are set with
 //! [`Counter::absolute`](::metrics::Counter::absolute) from the breaker's own
