@@ -387,7 +387,10 @@ impl<C: Clock> Builder<C> {
     /// order; each carries its generation, and the events one thread delivers are in
     /// generation order. `f` runs inside the call that made the transition, so a slow
     /// `f` delays that call only; other threads keep being admitted or rejected
-    /// meanwhile. A panic in `f` reaches that caller; the transition stands. No event
+    /// meanwhile. A panic in `f` reaches that caller; the transition stands. (Except
+    /// while that caller is already unwinding, when a panicking call's permit is
+    /// dropped and records the call: a panic in `f` then would abort the process, so
+    /// it is caught and dropped.) No event
     /// is delivered for a call that changes no state (a closed-state success).
     ///
     /// See [`Transition`] for an example.

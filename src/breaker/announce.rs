@@ -95,8 +95,23 @@ impl<C: Clock> CircuitBreaker<C> {
             observe(&self.config.name, &event);
         }
         if let Some(listener) = &self.listener {
-            listener(&event);
+            match std::thread::panicking() {
+                false => listener(&event),
+                true => deliver_unwinding(listener, &event),
+            }
         }
         to
     }
+}
+
+/// Delivers `event` from a drop that runs while the thread unwinds (a permit
+/// dropped by a panicking call, recorded as dropped: a probe's reopening, say). A
+/// panic in the listener then would be a panic during a panic, which aborts the
+/// process; it is caught and dropped instead, as the first panic goes on.
+#[cold]
+#[inline(never)]
+fn deliver_unwinding(listener: &Listener, event: &Transition) {
+    // `AssertUnwindSafe`: the event is only read, and the breaker's state is in its
+    // atomics, which a panicking listener cannot leave half-written.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(event)));
 }
