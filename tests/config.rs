@@ -3,8 +3,13 @@
 //! that works as set, and one step past them is a `ConfigError` naming the field,
 //! never a panic or a silently clamped value. The everyday refusals (a zero, a rate
 //! above 1, a cap below its base) are in tests/contract.rs.
+//!
+//! And a builder as a value: a clone builds a breaker of its own, with the same
+//! listener and the same state to restore.
 
 use cutout::{Builder, CircuitBreaker, ManualClock, State};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -213,4 +218,76 @@ fn a_one_nanosecond_slow_call_threshold_is_exact() {
     p.success();
     assert_eq!(b.state(), State::Closed, "2 slow of 3 < 100%");
     assert_eq!(b.metrics().lifetime.slow, 2);
+}
+
+/// The longest cooldowns and timeouts together, with full jitter and backoff up to
+/// the cap: the first cooldown is at most the base, and on a clock advanced by
+/// `Duration::MAX` every cooldown ends, a failed probe's reopening (its backoff at
+/// the cap) included.
+#[test]
+fn the_longest_durations_together_with_full_jitter_still_end() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(LONGEST / 2)
+        .max_open_duration(LONGEST)
+        .half_open_timeout(LONGEST)
+        .jitter(1.0)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    fail(&b);
+    let r = b.try_acquire().unwrap_err();
+    assert!(r.retry_after().unwrap() <= LONGEST / 2, "{r:?}");
+    clock.advance(Duration::MAX);
+    let probe = b
+        .try_acquire()
+        .expect("a saturated clock ends the cooldown");
+    assert!(b.try_acquire().is_err(), "one probe");
+    probe.failure();
+    assert_eq!((b.state(), b.metrics().level), (State::Open, 1));
+    assert!(succeed(&b), "the reopened cooldown ends at once too");
+    assert_eq!(b.state(), State::Closed);
+}
+
+/// A builder is a reusable value: clones build independent breakers (one tripping
+/// leaves the others closed) that share its listener.
+#[test]
+fn a_cloned_builder_builds_independent_breakers_that_share_its_listener() {
+    let clock = ManualClock::new();
+    let events = Arc::new(AtomicUsize::new(0));
+    let counter = events.clone();
+    let builder = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .clock(clock.clone())
+        .on_transition(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+    let breakers: Vec<_> = (0..20).map(|_| builder.clone().build().unwrap()).collect();
+    fail(&breakers[3]);
+    for (i, b) in breakers.iter().enumerate() {
+        assert_eq!(b.state() == State::Open, i == 3, "breaker {i}");
+    }
+    assert_eq!(events.load(Ordering::SeqCst), 1);
+}
+
+/// A restoring builder, cloned, restores the saved state into each breaker it
+/// builds, and the breakers go their own ways from there.
+#[test]
+fn each_build_of_a_cloned_restoring_builder_restores_the_saved_state() {
+    let clock = ManualClock::new();
+    let builder = || {
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(10 * SEC)
+            .clock(clock.clone())
+    };
+    let source = builder().build().unwrap();
+    fail(&source);
+    let restoring = builder().restore(source.save());
+    let a = restoring.clone().build().unwrap();
+    let b = restoring.build().unwrap();
+    assert_eq!((a.state(), b.state()), (State::Open, State::Open));
+    a.reset();
+    assert_eq!((a.state(), b.state()), (State::Closed, State::Open));
 }

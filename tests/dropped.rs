@@ -2,9 +2,10 @@
 //! `Builder::on_drop`): ignored by default; one slow call once it ran past the
 //! slow-call threshold (not a failure; the streak untouched, in the event of a
 //! trip it causes too; a slow probe reopens); a failure when `on_drop` says so;
-//! nothing at all when stale.
+//! nothing at all when stale. A call whose classifier panics is dropped too, and a
+//! permit recorded after the breaker moved on is stale, however it is recorded.
 
-use cutout::{Builder, CircuitBreaker, Dropped, Error, ManualClock, State};
+use cutout::{Builder, CircuitBreaker, Dropped, Error, ManualClock, Outcome, State};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,6 +30,16 @@ fn trip(b: &CircuitBreaker<ManualClock>) {
     while b.state() == State::Closed {
         let _ = b.call(|| Err::<(), _>("down"));
     }
+}
+
+/// Every call admitted finished exactly one way.
+fn assert_each_admitted_call_finished_once(b: &CircuitBreaker<ManualClock>) {
+    let l = b.metrics().lifetime;
+    assert_eq!(
+        l.admitted,
+        l.successes + l.failures + l.ignored + l.stale + l.dropped,
+        "{l:?}"
+    );
 }
 
 #[test]
@@ -255,4 +266,82 @@ fn a_trip_by_a_slow_dropped_call_reports_the_streak_as_it_stands() {
     assert_eq!(t.reason, cutout::Reason::SlowCallRate);
     assert_eq!(t.window, cutout::WindowCounts::new(6, 2, 3));
     assert_eq!(t.consecutive_failures, 2, "the streak at the trip: {t:?}");
+}
+
+/// A classifier that panics decides nothing: the call counts as dropped (ignored,
+/// by default), in the lean Closed path as in a half-open round, where the probe's
+/// slot comes back so the next call can probe and close.
+#[test]
+fn a_classifier_that_panics_counts_as_dropped_and_frees_the_probe_slot() {
+    let clock = ManualClock::new();
+    let b = builder(&clock).consecutive_failures(1).build().unwrap();
+    let classify_panicking = || {
+        catch_unwind(AssertUnwindSafe(|| {
+            b.call_with(
+                |_: &Result<(), ()>| -> Outcome { panic!("the classifier panics") },
+                || Ok(()),
+            )
+        }))
+        .unwrap_err();
+    };
+    classify_panicking();
+    assert_eq!(b.metrics().lifetime.dropped, 1);
+    assert_each_admitted_call_finished_once(&b);
+    trip(&b);
+    clock.advance(COOLDOWN);
+    classify_panicking();
+    assert_eq!(b.state(), State::HalfOpen, "the panic decided nothing");
+    assert_eq!(b.call(|| Ok::<_, ()>(())), Ok(()), "the slot came back");
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().lifetime.dropped, 2);
+    assert_each_admitted_call_finished_once(&b);
+}
+
+/// A classifier that panics on a thread's first call to the breaker (the thread has
+/// no stripe of it yet) is counted as dropped there too, not as the failure the call
+/// returned.
+#[test]
+fn a_classifier_panic_on_a_threads_first_call_is_counted_as_dropped() {
+    let clock = ManualClock::new();
+    let b = builder(&clock).consecutive_failures(1).build().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                b.call_with(
+                    |_: &Result<(), ()>| -> Outcome { panic!("the classifier panics") },
+                    || Err(()),
+                )
+            }))
+            .unwrap_err();
+        });
+    });
+    assert_eq!(
+        b.state(),
+        State::Closed,
+        "a panicking classifier decides nothing"
+    );
+    let l = b.metrics().lifetime;
+    assert_eq!((l.admitted, l.dropped, l.failures), (1, 1, 0), "{l:?}");
+    assert_each_admitted_call_finished_once(&b);
+}
+
+/// An owned permit admitted while Closed, recorded on another thread after the
+/// breaker tripped and half-opened: the success is stale, counted once as such, and
+/// neither closes the round nor takes the probe's place.
+#[test]
+fn an_owned_permit_recorded_after_a_trip_on_another_thread_is_stale() {
+    let clock = ManualClock::new();
+    let b = Arc::new(builder(&clock).consecutive_failures(1).build().unwrap());
+    let late = b.try_acquire_owned().unwrap();
+    trip(&b);
+    clock.advance(COOLDOWN);
+    let probe = b.try_acquire().unwrap();
+    assert!(probe.is_probe() && !late.is_probe());
+    std::thread::spawn(move || late.success()).join().unwrap();
+    assert_eq!(b.state(), State::HalfOpen, "a stale success closes nothing");
+    probe.success();
+    assert_eq!(b.state(), State::Closed);
+    let l = b.metrics().lifetime;
+    assert_eq!((l.stale, l.successes), (1, 1), "{l:?}");
+    assert_each_admitted_call_finished_once(&b);
 }

@@ -4,15 +4,22 @@
 //!    generation; the events one thread delivers are in generation order.
 //! 8. A transition callback may call `state()`, `metrics()` and even `call()` without
 //!    deadlock, and a slow callback does not delay admission on other threads.
+//!
+//! Also the listener that misbehaves: one that panics (the transition stands and is
+//! counted once; the panic reaches the caller, or is dropped if the caller already
+//! unwinds), and one that calls back into the breaker to reset, force open, open
+//! or disable it, or take the probe itself.
 
 mod common;
 
 use common::within;
 use cutout::{
-    Builder, CircuitBreaker, Error, ManualClock, Reason, State, Transition, WindowCounts,
+    Builder, CircuitBreaker, Dropped, Error, ManualClock, Reason, State, Transition, WindowCounts,
 };
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
@@ -20,6 +27,11 @@ const SEC: Duration = Duration::from_secs(1);
 /// The longest a test waits for another thread: far beyond what a handshake needs,
 /// so it only ends a wait that would otherwise never end.
 const WAIT: Duration = Duration::from_secs(30);
+/// Set in the environment of the child process that
+/// `a_listener_that_panics_while_a_probe_unwinds_does_not_abort` starts.
+const CHILD: &str = "CUTOUT_EVENTS_CHILD";
+/// What that child prints once its checks passed.
+const SURVIVED: &str = "the child survived";
 
 type Log = Arc<Mutex<Vec<Transition>>>;
 
@@ -50,6 +62,86 @@ fn briefs(log: &Log) -> Vec<Brief> {
         .iter()
         .map(|t| (t.from, t.to, t.generation, t.reason, t.level))
         .collect()
+}
+
+/// A breaker builder on `clock` whose listener logs every event, then panics when
+/// `panics` says so.
+fn panicking(
+    clock: &ManualClock,
+    panics: impl Fn(&Transition) -> bool + Send + Sync + 'static,
+) -> (Builder<ManualClock>, Log) {
+    let log = Log::default();
+    let sink = log.clone();
+    let builder = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .on_transition(move |t| {
+            sink.lock().unwrap().push(*t);
+            if panics(t) {
+                panic!("the listener panics on {:?}", t.reason);
+            }
+        });
+    (builder, log)
+}
+
+/// Builds `builder` on `clock` with a listener that logs every event and then runs
+/// `act` on the breaker itself (held weakly, so the breaker can be dropped).
+fn reentrant(
+    clock: &ManualClock,
+    builder: Builder,
+    act: impl Fn(&CircuitBreaker<ManualClock>, &Transition) + Send + Sync + 'static,
+) -> (Arc<CircuitBreaker<ManualClock>>, Log) {
+    let log = Log::default();
+    let sink = log.clone();
+    let clock = clock.clone();
+    let b = Arc::new_cyclic(|me: &Weak<CircuitBreaker<ManualClock>>| {
+        let me = me.clone();
+        builder
+            .clock(clock)
+            .on_transition(move |t| {
+                sink.lock().unwrap().push(*t);
+                if let Some(b) = me.upgrade() {
+                    act(&b, t);
+                }
+            })
+            .build()
+            .unwrap()
+    });
+    (b, log)
+}
+
+/// Every call admitted finished exactly one way.
+fn assert_each_admitted_call_finished_once(b: &CircuitBreaker<ManualClock>) {
+    let l = b.metrics().lifetime;
+    assert_eq!(
+        l.admitted,
+        l.successes + l.failures + l.ignored + l.stale + l.dropped,
+        "{l:?}"
+    );
+}
+
+/// The logged events, put in generation order, are one per generation and a valid
+/// walk of the state machine from Closed to the breaker's state now, and the
+/// breaker counted each of them. (Events delivered re-entrantly, from inside a
+/// listener, may be logged out of order.)
+fn assert_one_valid_stream(log: &Log, b: &CircuitBreaker<ManualClock>) {
+    let events = log.lock().unwrap().clone();
+    let mut stream = events.clone();
+    stream.sort_by_key(|t| t.generation);
+    let mut state = State::Closed;
+    for (i, t) in stream.iter().enumerate() {
+        assert_eq!(
+            t.generation as usize,
+            i + 1,
+            "one per generation: {events:#?}"
+        );
+        assert_eq!(t.from, state, "not a walk: {events:#?}");
+        assert!(valid(t), "{t:?}");
+        state = t.to;
+    }
+    let m = b.metrics();
+    assert_eq!(m.total_transitions(), events.len() as u64);
+    assert_eq!(m.generation as usize, events.len());
+    assert_eq!(m.state, state);
 }
 
 #[test]
@@ -332,6 +424,298 @@ fn no_event_on_closed_successes_or_rejections() {
         let _ = b.metrics();
     }
     assert_eq!(log.lock().unwrap().len(), 1);
+}
+
+/// A listener that panics on every event: each panic reaches the caller whose call
+/// made the transition, yet every transition stands, is counted once, and no probe
+/// slot is held by the admission that panicked; the breaker goes on tripping.
+#[test]
+fn a_listener_that_panics_on_every_event_never_wedges_the_breaker() {
+    let clock = ManualClock::new();
+    let (builder, log) = panicking(&clock, |_| true);
+    let b = builder
+        .consecutive_failures(2)
+        .open_duration(SEC)
+        .half_open_probes(2)
+        .build()
+        .unwrap();
+    fail(&b);
+    // The trip's listener panics into the failing call.
+    catch_unwind(AssertUnwindSafe(|| fail(&b))).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    clock.advance(SEC);
+    // Open -> HalfOpen: the listener panics in the admission; no slot is held.
+    catch_unwind(AssertUnwindSafe(|| b.try_acquire().map(|p| p.success()))).unwrap_err();
+    assert_eq!(b.state(), State::HalfOpen);
+    let p1 = b.try_acquire().expect("slot 1 free");
+    let p2 = b.try_acquire().expect("slot 2 free");
+    assert!(b.try_acquire().is_err(), "exactly two probes");
+    p1.success();
+    // The closing probe's listener panics; the transition stands.
+    catch_unwind(AssertUnwindSafe(|| p2.success())).unwrap_err();
+    assert_eq!(b.state(), State::Closed);
+    let m = b.metrics();
+    assert_eq!(m.transitions(Reason::ConsecutiveFailures), 1);
+    assert_eq!(m.transitions(Reason::CooldownElapsed), 1);
+    assert_eq!(m.transitions(Reason::ProbesSucceeded), 1);
+    assert_eq!(log.lock().unwrap().len(), 3, "{:?}", briefs(&log));
+    assert_each_admitted_call_finished_once(&b);
+    fail(&b);
+    catch_unwind(AssertUnwindSafe(|| fail(&b))).unwrap_err();
+    assert_eq!(b.state(), State::Open, "it still trips");
+}
+
+/// A listener that panics inside an owned permit's `failure()`: the call is
+/// counted once, as the failure it was, not also as a dropped permit.
+#[test]
+fn a_listener_panic_in_an_owned_permits_record_counts_the_call_once() {
+    let clock = ManualClock::new();
+    let (builder, _log) = panicking(&clock, |_| true);
+    let b = Arc::new(builder.consecutive_failures(1).build().unwrap());
+    let p = b.try_acquire_owned().unwrap();
+    catch_unwind(AssertUnwindSafe(|| p.failure())).unwrap_err();
+    let l = b.metrics().lifetime;
+    assert_eq!((l.admitted, l.failures, l.dropped), (1, 1, 0), "{l:?}");
+    assert_each_admitted_call_finished_once(&b);
+}
+
+/// A probe dropped with `on_drop(Failure)` reopens the breaker, and its listener
+/// panics into the dropper: the reopening stands, is delivered once, and the next
+/// round admits and closes as usual.
+#[test]
+fn a_listener_panic_on_a_dropped_probes_reopening_reaches_the_dropper_once() {
+    let clock = ManualClock::new();
+    let (builder, log) = panicking(&clock, |t| t.reason == Reason::ProbeFailed);
+    let b = builder
+        .consecutive_failures(1)
+        .open_duration(SEC)
+        .on_drop(Dropped::Failure)
+        .build()
+        .unwrap();
+    fail(&b);
+    clock.advance(SEC);
+    let p = b.try_acquire().unwrap();
+    catch_unwind(AssertUnwindSafe(|| drop(p))).unwrap_err();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(log.lock().unwrap().len(), 3, "{:?}", briefs(&log));
+    clock.advance(2 * SEC);
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Closed);
+    assert_each_admitted_call_finished_once(&b);
+}
+
+/// A listener that panics while its caller already unwinds (a probe whose call
+/// panics, dropped as a failure, reopening the breaker) would be a panic during a
+/// panic, which aborts the process; the breaker catches it instead. Run in a child
+/// process, so that an abort fails this test rather than ending the test binary.
+/// The child is waited for at most [`WAIT`], then killed.
+#[test]
+fn a_listener_that_panics_while_a_probe_unwinds_does_not_abort() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_listener_that_panics_while_a_probe_unwinds_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read on threads of their own, so that a full pipe cannot stall the child.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child did not finish within {WAIT:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    assert!(
+        status.success() && stdout.contains(SURVIVED),
+        "the child died: {status:?}\n{stdout}\n{stderr}"
+    );
+}
+
+/// The child of the test above; run on its own (without [`CHILD`] set) it checks
+/// nothing and passes.
+#[test]
+#[ignore = "run in a child process by a_listener_that_panics_while_a_probe_unwinds_does_not_abort"]
+fn a_listener_that_panics_while_a_probe_unwinds_child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let clock = ManualClock::new();
+    let (builder, log) = panicking(&clock, |t| t.reason == Reason::ProbeFailed);
+    let b = builder
+        .consecutive_failures(1)
+        .open_duration(SEC)
+        .on_drop(Dropped::Failure)
+        .build()
+        .unwrap();
+    fail(&b);
+    clock.advance(SEC);
+    let panic = catch_unwind(AssertUnwindSafe(|| {
+        b.call(|| -> Result<(), ()> { panic!("the probe panics") })
+    }))
+    .unwrap_err();
+    assert_eq!(
+        panic.downcast_ref::<&str>(),
+        Some(&"the probe panics"),
+        "the probe's panic goes on, the listener's is dropped"
+    );
+    assert_eq!(b.state(), State::Open, "the reopening stands");
+    assert_eq!(b.metrics().transitions(Reason::ProbeFailed), 1);
+    assert_eq!(log.lock().unwrap().len(), 3, "{:?}", briefs(&log));
+    println!("{SURVIVED}");
+}
+
+/// A listener that resets the breaker on every trip: each trip and its reset are
+/// two events, in one valid stream, and every call still finishes once.
+#[test]
+fn a_listener_that_resets_on_every_trip_keeps_one_valid_stream() {
+    within(WAIT, || {
+        let clock = ManualClock::new();
+        let builder = CircuitBreaker::builder().consecutive_failures(1);
+        let (b, log) = reentrant(&clock, builder, |b, t| {
+            if t.to == State::Open {
+                b.reset();
+            }
+        });
+        for _ in 0..5 {
+            fail(&b);
+            assert_eq!(b.state(), State::Closed);
+        }
+        assert_one_valid_stream(&log, &b);
+        assert_eq!(log.lock().unwrap().len(), 10);
+        assert_each_admitted_call_finished_once(&b);
+    });
+}
+
+/// A listener that forces the breaker open when the cooldown ends: the call whose
+/// admission half-opened it is rejected and never runs, rather than taking a probe
+/// slot of a round that no longer exists.
+#[test]
+fn a_listener_that_force_opens_when_the_cooldown_ends_rejects_the_admitting_call() {
+    within(WAIT, || {
+        let clock = ManualClock::new();
+        let builder = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(SEC);
+        let (b, log) = reentrant(&clock, builder, |b, t| {
+            if t.reason == Reason::CooldownElapsed {
+                b.force_open();
+            }
+        });
+        fail(&b);
+        clock.advance(SEC);
+        let ran = AtomicBool::new(false);
+        let r = b.call(|| {
+            ran.store(true, Ordering::SeqCst);
+            Ok::<_, ()>(())
+        });
+        assert!(matches!(r, Err(Error::Rejected(_))), "{r:?}");
+        assert!(!ran.load(Ordering::SeqCst));
+        assert_eq!(b.state(), State::ForcedOpen);
+        assert_one_valid_stream(&log, &b);
+        b.reset();
+        assert_eq!(b.call(|| Ok::<_, ()>(1)), Ok(1));
+        assert_each_admitted_call_finished_once(&b);
+    });
+}
+
+/// A listener that forces the breaker open and resets it when the cooldown ends:
+/// the admitting call finds it Closed and goes through, without deadlock.
+#[test]
+fn a_listener_that_force_opens_then_resets_when_the_cooldown_ends_admits_the_call() {
+    within(WAIT, || {
+        let clock = ManualClock::new();
+        let builder = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(SEC);
+        let (b, log) = reentrant(&clock, builder, |b, t| {
+            if t.reason == Reason::CooldownElapsed {
+                b.force_open();
+                b.reset();
+            }
+        });
+        fail(&b);
+        clock.advance(SEC);
+        assert_eq!(b.call(|| Ok::<_, ()>(5)), Ok(5));
+        assert_eq!(b.state(), State::Closed);
+        assert_one_valid_stream(&log, &b);
+        assert_each_admitted_call_finished_once(&b);
+    });
+}
+
+/// Listeners that chain manual transitions: `open_for` on a reset, `disable` on
+/// the external trip that follows. The chain ends Disabled, one valid stream, and a
+/// disabled breaker passes calls through.
+#[test]
+fn a_listener_may_chain_open_for_and_disable_from_its_events() {
+    within(WAIT, || {
+        let clock = ManualClock::new();
+        let builder = CircuitBreaker::builder().consecutive_failures(1);
+        let (b, log) = reentrant(&clock, builder, |b, t| match t.reason {
+            Reason::Reset => assert!(b.open_for(SEC)),
+            Reason::External => b.disable(),
+            _ => {}
+        });
+        b.reset();
+        assert_eq!(b.state(), State::Disabled);
+        assert_one_valid_stream(&log, &b);
+        assert_eq!(log.lock().unwrap().len(), 3);
+        assert_eq!(b.call(|| Err::<(), _>("x")), Err(Error::Inner("x")));
+        assert_eq!(b.state(), State::Disabled);
+    });
+}
+
+/// A listener that takes the probe itself when the cooldown ends, and fails it:
+/// the breaker reopens, so the outer call that half-opened it is rejected, not
+/// wedged; the next round goes the same way.
+#[test]
+fn a_listener_that_fails_the_probe_itself_reopens_and_rejects_the_outer_call() {
+    within(WAIT, || {
+        let clock = ManualClock::new();
+        let builder = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(SEC);
+        let (b, log) = reentrant(&clock, builder, |b, t| {
+            if t.reason == Reason::CooldownElapsed {
+                assert_eq!(b.call(|| Err::<(), _>("probe")), Err(Error::Inner("probe")));
+            }
+        });
+        fail(&b);
+        clock.advance(SEC);
+        let r = succeed(&b);
+        assert!(matches!(r, Err(Error::Rejected(_))), "{r:?}");
+        assert_eq!(b.state(), State::Open);
+        assert_one_valid_stream(&log, &b);
+        clock.advance(2 * SEC);
+        assert!(matches!(succeed(&b), Err(Error::Rejected(_))));
+        assert_eq!(b.state(), State::Open);
+        assert_eq!(b.metrics().transitions(Reason::ProbeFailed), 2);
+        assert_one_valid_stream(&log, &b);
+        assert_each_admitted_call_finished_once(&b);
+    });
 }
 
 /// Which transitions a reason may make.

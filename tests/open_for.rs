@@ -141,3 +141,58 @@ fn the_deadline_is_exact_with_jitter_even_in_a_young_breaker() {
         b.reset();
     }
 }
+
+/// The tick is 1 ms: a duration under one tick opens nothing, and exactly one tick
+/// opens the breaker for exactly that long.
+#[test]
+fn one_tick_opens_for_exactly_one_tick_and_less_opens_nothing() {
+    let (b, clock, seen) = breaker();
+    assert!(!b.open_for(Duration::from_nanos(999_999)));
+    assert_eq!(b.state(), State::Closed);
+    assert!(seen.lock().unwrap().is_empty());
+    assert!(b.open_for(Duration::from_millis(1)));
+    let r = b.try_acquire().unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_millis(1)));
+    clock.advance(Duration::from_millis(1));
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.state(), State::Closed);
+}
+
+/// Durations at and past the edge of the tick range (`u64::MAX` ns), on a breaker
+/// an hour old with jitter: each opens it with a deadline far off (no wrap to a
+/// short one), `metrics` and `save` read it, and a clock advanced by
+/// `Duration::MAX` ends it. On that saturated clock, a fresh `open_for` ends at once.
+#[test]
+fn huge_durations_saturate_and_a_saturated_clock_ends_them() {
+    for d in [
+        Duration::from_millis(u64::MAX / 1_000_000),
+        Duration::from_millis(u64::MAX / 1_000_000 + 1),
+        Duration::from_secs(u64::MAX / 1000),
+        Duration::MAX,
+    ] {
+        let clock = ManualClock::new();
+        let b = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .jitter(0.5)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        clock.advance(Duration::from_secs(3600));
+        assert!(b.open_for(d), "{d:?}");
+        let r = b.try_acquire().unwrap_err();
+        assert!(
+            r.retry_after().unwrap() > Duration::from_secs(1 << 33),
+            "{d:?} {r:?}"
+        );
+        assert_eq!(b.metrics().state, State::Open);
+        let _ = b.save();
+        clock.advance(Duration::MAX);
+        b.try_acquire().expect("a saturated clock").success();
+        assert_eq!(b.state(), State::Closed, "{d:?}");
+        assert!(b.open_for(Duration::from_secs(1)));
+        b.try_acquire()
+            .expect("a saturated clock ends every cooldown")
+            .success();
+        assert_eq!(b.state(), State::Closed, "{d:?}");
+    }
+}

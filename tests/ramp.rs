@@ -146,6 +146,39 @@ fn threads_without_a_stripe_keep_to_the_schedule_too() {
     threads_keep_to_the_schedule(70);
 }
 
+/// One thread alternating between more ramping breakers than its table of ramp sums
+/// holds (entries collide and evict each other): each breaker still admits about its
+/// scheduled share, 10% of 2,000 calls. A restarted sum admits at random with the
+/// share's probability (a standard deviation of 13 calls here), so the bound is wide;
+/// a restart that admitted every first call would admit them all.
+#[test]
+fn breakers_that_evict_each_others_ramp_sums_keep_near_the_schedule() {
+    const BREAKERS: usize = 9;
+    const ROUNDS: usize = 2_000;
+    let breakers: Vec<_> = (0..BREAKERS)
+        .map(|_| {
+            let (b, clock, _) = ramped(1);
+            recover(&b, &clock, 1);
+            b
+        })
+        .collect();
+    let mut got = [0; BREAKERS];
+    for _ in 0..ROUNDS {
+        for (b, got) in breakers.iter().zip(&mut got) {
+            *got += admitted(b, 1);
+        }
+    }
+    let want = scheduled(Duration::ZERO) * ROUNDS as f64;
+    for (i, b) in breakers.iter().enumerate() {
+        assert!(
+            (got[i] as f64 - want).abs() <= 80.0,
+            "breaker {i}: {got:?} admitted, {want} scheduled"
+        );
+        assert_eq!(b.state(), State::Recovering);
+        assert_eq!(b.metrics().lifetime.rejected, (ROUNDS - got[i]) as u64);
+    }
+}
+
 fn threads_keep_to_the_schedule(threads: usize) {
     let (b, clock, _) = ramped(1);
     recover(&b, &clock, 1);
