@@ -13,18 +13,6 @@
 use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
 use crossbeam_utils::CachePadded;
 use std::sync::OnceLock;
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd",
-    target_os = "dragonfly",
-    target_os = "solaris",
-    target_os = "illumos"
-))]
-use std::sync::atomic::AtomicBool as ProcessAtomicBool;
 use std::time::Duration;
 
 /// A monotonic time source.
@@ -112,13 +100,12 @@ pub trait Clock: Send + Sync {
 /// Linux, Android, macOS, the BSDs and Solaris, a `pthread_atfork` handler
 /// (registered with the first refresh thread) clears the cached reading in the
 /// child, so the child's first reading is precise and starts a refresh thread of
-/// its own: from then on the window ages,
-/// calls are timed and cooldowns end as in the parent. As a fallback (and for a
-/// starved thread), every trip and reopening, and every 256th rejection or
-/// failure counted by a thread, compares the cached reading with a precise one
-/// (off the lean paths, which still cost one load); a reading more than 100 ms
-/// behind is brought up to date and, in a process that has not started one, a new
-/// refresh thread is started. (So a child's first reading, on whatever path,
+/// its own: from then on the window ages, calls are timed and cooldowns end as in
+/// the parent. As a fallback (and for a starved thread), every trip and
+/// reopening, and every 256th rejection or failure counted by a thread, compares
+/// the cached reading with a precise one (off the lean paths, which still cost
+/// one load); a reading more than 100 ms behind is brought up to date and, in a
+/// process that has not started one, a new refresh thread is started. (So a child's first reading, on whatever path,
 /// starts a thread and allocates: code between `fork` and `exec` that must not
 /// should not read the default clock.)
 ///
@@ -236,7 +223,7 @@ fn forget_in_forked_children() {
     // leaves the child a `Once` that waits for ever. A child forked between the
     // swap and the registration has no handler: `revive`'s check remains.
     // Relaxed: the swap only picks the one thread that registers.
-    static REGISTERED: ProcessAtomicBool = ProcessAtomicBool::new(false);
+    static REGISTERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if REGISTERED.swap(true, Ordering::Relaxed) {
         return;
     }
