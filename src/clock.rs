@@ -196,59 +196,48 @@ fn start_refresh(pid: u64) {
 /// Makes a `fork()`ed child forget the cached reading and the refresh thread it
 /// did not inherit: its next reading is precise and starts a thread of its own
 /// (see [`DefaultClock`]'s fork safety). Registered once per process, before the
-/// first refresh thread starts; children inherit the registration. On the Unix
-/// systems whose `libc` has `pthread_atfork` (elsewhere the fallback of
-/// [`revive`] remains).
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd",
-    target_os = "dragonfly",
-    target_os = "solaris",
-    target_os = "illumos"
-))]
+/// first refresh thread starts; children inherit the registration. Only on the
+/// systems whose `libc` has `pthread_atfork`; elsewhere this does nothing, and
+/// the fallback of [`revive`] remains.
 #[allow(unsafe_code)] // the crate's one `unsafe`: an FFI call with no Rust invariant
 fn forget_in_forked_children() {
-    /// Runs in the child, right after `fork`, on its only thread: two atomic
-    /// stores, which are async-signal-safe.
-    extern "C" fn forget() {
-        // Relaxed: the child has one thread, this one, until the handler returns.
-        RECENT.store(0, Ordering::Relaxed);
-        OWNER.store(0, Ordering::Relaxed);
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly",
+        target_os = "solaris",
+        target_os = "illumos"
+    ))]
+    {
+        /// Runs in the child, right after `fork`, on its only thread: two atomic
+        /// stores, which are async-signal-safe.
+        extern "C" fn forget() {
+            // Relaxed: the child has one thread, this one, until the handler returns.
+            RECENT.store(0, Ordering::Relaxed);
+            OWNER.store(0, Ordering::Relaxed);
+        }
+        // A flag, not a `Once`: a fork while another thread runs a `Once`'s closure
+        // leaves the child a `Once` that waits for ever. A child forked between the
+        // swap and the registration has no handler: `revive`'s check remains.
+        // Relaxed: the swap only picks the one thread that registers.
+        static REGISTERED: std::sync::atomic::AtomicBool =
+            std::sync::atomic::AtomicBool::new(false);
+        if REGISTERED.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY:
+        // - `forget` is an `extern "C" fn()` with no arguments, valid for the life
+        //   of the process; no prepare or parent handler is given.
+        // - In a child it runs on the only thread and does two atomic stores:
+        //   async-signal-safe, no allocation, no lock.
+        // - A failure (ENOMEM) registers nothing; `revive`'s periodic check stays.
+        let _ = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
     }
-    // A flag, not a `Once`: a fork while another thread runs a `Once`'s closure
-    // leaves the child a `Once` that waits for ever. A child forked between the
-    // swap and the registration has no handler: `revive`'s check remains.
-    // Relaxed: the swap only picks the one thread that registers.
-    static REGISTERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if REGISTERED.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    // SAFETY:
-    // - `forget` is an `extern "C" fn()` with no arguments, valid for the life of
-    //   the process; no prepare or parent handler is given.
-    // - In a child it runs on the only thread and does two atomic stores:
-    //   async-signal-safe, no allocation, no lock.
-    // - A failure (ENOMEM) registers nothing; `revive`'s periodic check stays.
-    let _ = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
 }
-
-/// Without `pthread_atfork`, nothing to register.
-#[cfg(not(any(
-    target_os = "linux",
-    target_os = "android",
-    target_vendor = "apple",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd",
-    target_os = "dragonfly",
-    target_os = "solaris",
-    target_os = "illumos"
-)))]
-fn forget_in_forked_children() {}
 
 /// The reading when the cached one is 0: the first reading in the process (which
 /// starts the refresh thread), or every reading where the thread could not start.
