@@ -5,6 +5,9 @@
 //! nothing at all when stale. A call whose classifier panics is dropped too, and a
 //! permit recorded after the breaker moved on is stale, however it is recorded.
 
+mod common;
+
+use common::assert_each_admitted_call_finished_once;
 use cutout::{Builder, CircuitBreaker, Dropped, Error, ManualClock, Outcome, State};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
@@ -30,16 +33,6 @@ fn trip(b: &CircuitBreaker<ManualClock>) {
     while b.state() == State::Closed {
         let _ = b.call(|| Err::<(), _>("down"));
     }
-}
-
-/// Every call admitted finished exactly one way.
-fn assert_each_admitted_call_finished_once(b: &CircuitBreaker<ManualClock>) {
-    let l = b.metrics().lifetime;
-    assert_eq!(
-        l.admitted,
-        l.successes + l.failures + l.ignored + l.stale + l.dropped,
-        "{l:?}"
-    );
 }
 
 #[test]

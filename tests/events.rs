@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::within;
+use common::{assert_each_admitted_call_finished_once, within};
 use cutout::{
     Builder, CircuitBreaker, Dropped, Error, ManualClock, Reason, State, Transition, WindowCounts,
 };
@@ -107,16 +107,6 @@ fn reentrant(
             .unwrap()
     });
     (b, log)
-}
-
-/// Every call admitted finished exactly one way.
-fn assert_each_admitted_call_finished_once(b: &CircuitBreaker<ManualClock>) {
-    let l = b.metrics().lifetime;
-    assert_eq!(
-        l.admitted,
-        l.successes + l.failures + l.ignored + l.stale + l.dropped,
-        "{l:?}"
-    );
 }
 
 /// The logged events, put in generation order, are one per generation and a valid

@@ -53,3 +53,15 @@ pub fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send +
         }
     }
 }
+
+/// Every call `b` admitted finished exactly one way: its lifetime counters'
+/// admissions equal their successes, failures, ignored, stale and dropped calls
+/// (no call in flight).
+pub fn assert_each_admitted_call_finished_once<C: cutout::Clock>(b: &cutout::CircuitBreaker<C>) {
+    let l = b.metrics().lifetime;
+    assert_eq!(
+        l.admitted,
+        l.successes + l.failures + l.ignored + l.stale + l.dropped,
+        "{l:?}"
+    );
+}
