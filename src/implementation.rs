@@ -75,13 +75,14 @@
 //! # The sliding window
 //! Time is cut into buckets of `bucket_nanos`; bucket number `e` (the *epoch*) lives
 //! in ring slot `e % K`. Each bucket is four words: a tag, calls, failures and slow
-//! calls. The tag packs the generation of the closed phase that wrote it (32 bits)
-//! and an epoch key (32 bits: the epoch modulo `2^32 - 1`, plus one; tag 0 is a
-//! bucket never written), so a bucket counts only for the closed phase that wrote
-//! it: closing or resetting the breaker starts a fresh window without touching any
-//! bucket.
+//! calls (on a shared stripe each count is tagged with its phase too: see
+//! Exactness). The tag packs the generation of the closed phase that wrote it (32
+//! bits) and an epoch key (32 bits: the epoch modulo `2^32 - 1`, plus one; tag 0 is
+//! a bucket never written), so a bucket counts only for the closed phase that
+//! wrote it: closing or resetting the breaker starts a fresh window without
+//! touching any bucket.
 //!
-//! A writer that finds its slot tagged with another phase rotates it (zeroes the
+//! A writer that finds its slot tagged with another phase rotates it (empties the
 //! counts and writes its own tag) if that phase is an earlier one, which it is
 //! unless the breaker has moved past the writer's own phase (the rule of
 //! `TaggedWord`, at any generation distance). In its
@@ -168,22 +169,34 @@
 //!
 //! ## Exactness
 //! Owned stripes have one writer, so their counts are exact; a reader validates
-//! each bucket it reads against a racing rotation (see Orderings). On the shared
-//! stripe a rotation is a CAS of the tag followed by zeroing the counts: an
-//! increment by another thread that lands between the two is lost, and one that
-//! read the old tag but lands after the zeroing is counted in the new bucket. So
-//! per rotation of a shared bucket, at most one outcome per other thread writing
-//! the shared stripe at that instant is lost or misattributed; without a racing
-//! rotation the counts are exact. The bound holds per counter: one outcome's call
-//! and failure increments can fall on either side of the zeroing, so a raced bucket
-//! may show more failures than calls (the loom model of this race finds 1 call, 2
-//! failures). The rotation that re-tags the slot may be a later phase's (a writer
-//! preempted between reading the tag and its increment, while the breaker trips
-//! and closes again): then the misattributed outcome counts in that phase's
-//! window, the one way an outcome of an earlier phase can count, and only on a
-//! shared stripe (a stress test of twelve threads on two owned stripes saw a trip's
-//! window hold two failures of an earlier phase). Undoing it is not safe: the
-//! writer cannot tell whether its increment landed before the zeroing (lost) or
-//! after it (misattributed). Counts are `u64`: no overflow in any realistic
-//! lifetime.
+//! each bucket it reads against a racing rotation (see Orderings). On a shared
+//! stripe each count is a tagged word (read by `TaggedWord`'s rule, at any
+//! generation distance): the generation of the closed phase that wrote it and a
+//! 32-bit count, updated by CAS. So phases never mix there either: a
+//! writer whose phase has ended since it checked the bucket's tag (the breaker
+//! tripped and closed again meanwhile, and the later phase rotated the bucket)
+//! finds the later phase's count and writes nothing, and a reader counts only the
+//! counts of its own phase (a count not yet re-tagged by a rotation in progress
+//! reads as none). A rotation into another phase re-tags each count empty for the
+//! new phase unless one of its writers got there first, so no count outlives its
+//! bucket's tag and a whole generation cycle cannot bring one back; it zeroes
+//! nothing, so it races nothing. `loom-tests/tests/window.rs` checks both races
+//! (a stale writer's increment, a reader during the rotation); both counted an
+//! earlier phase's outcomes in a later phase's window before the counts were
+//! tagged.
+//!
+//! Within one phase, a rotation to a newer epoch zeroes the counts after its tag's
+//! CAS: an increment by another writer of the phase that lands between the two is
+//! lost, and one that read the old tag but lands after the zeroing is counted in
+//! the new bucket. So per rotation of a shared bucket, at most one outcome per
+//! other thread writing the shared stripe at that instant is lost or counted in the
+//! newer bucket, always in its own phase; without a racing rotation the counts are
+//! exact. The bound holds per counter: one outcome's call and failure increments
+//! can fall on either side of the zeroing, so a raced bucket may show more failures
+//! than calls (the loom model of this race finds 1 call, 2 failures). A shared
+//! bucket holds at most `u32::MAX` of each count (49 days of a call every
+//! millisecond into one bucket of one shared stripe): an outcome past that counts
+//! nowhere in the window, like one too late for its bucket, and a restored window's
+//! totals are scaled down to fit (`Window::seed`). Owned counts are `u64`: no
+//! overflow in any realistic lifetime.
 //!

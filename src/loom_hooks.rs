@@ -3,14 +3,18 @@
 //! the API.
 
 use crate::event::WindowCounts;
-use crate::state::{Snapshot, StateWord};
+use crate::state::{Snapshot, StateWord, TimeSlot};
 use crate::stripe::Stripes;
 use crate::window::{Sample, Window};
 
-/// A bare sliding window and its stripes, driven with explicit times.
+/// A bare sliding window and its stripes, driven with explicit times, and the
+/// state word of the breaker it belongs to: a closed phase, moved on only by
+/// [`WindowModel::close_again`].
 pub struct WindowModel {
     window: Window,
     stripes: Stripes,
+    word: StateWord,
+    slot: TimeSlot,
 }
 
 impl std::fmt::Debug for WindowModel {
@@ -32,13 +36,33 @@ impl WindowModel {
             0,
         );
         let stripes = Stripes::new(window.buckets());
-        WindowModel { window, stripes }
+        let phase = Snapshot::closed(0);
+        WindowModel {
+            window,
+            stripes,
+            word: StateWord::at(phase),
+            slot: TimeSlot::starting(phase, 0),
+        }
     }
 
-    /// Records one outcome at `nanos` for `generation`, the current phase's: in the
-    /// stripe every unowned thread shares when `shared`, else in the calling
-    /// thread's own stripe (or the shared one if it owns none). Returns whether it
-    /// was counted.
+    /// Moves the breaker on to a closed phase of `generation`, one transition
+    /// at a time (as a trip, its cooldown and its probes would), so outcomes of
+    /// the phases before it are stale.
+    pub fn close_again(&self, generation: u32) {
+        loop {
+            let seen = self.word.load();
+            if seen.generation() == generation {
+                return;
+            }
+            let next = Snapshot::closed(seen.generation().wrapping_add(1));
+            let _ = self.word.transition(&self.slot, seen, |_| Some((next, 0)));
+        }
+    }
+
+    /// Records one outcome at `nanos` for a call admitted in `generation`'s closed
+    /// phase (stale if the breaker has moved on since): in the stripe every
+    /// unowned thread shares when `shared`, else in the calling thread's own
+    /// stripe (or the shared one if it owns none). Returns whether it was counted.
     pub fn record(&self, shared: bool, generation: u32, nanos: u64, failed: bool) -> bool {
         let r = if shared {
             self.stripes.stripe(0)
@@ -50,9 +74,8 @@ impl WindowModel {
             slow: false,
         };
         let phase = Snapshot::closed(generation);
-        let word = StateWord::at(phase);
         self.window
-            .record(&self.stripes, r, (phase, &word), nanos, sample)
+            .record(&self.stripes, r, (phase, &self.word), nanos, sample)
             .is_some()
     }
 

@@ -241,7 +241,11 @@ impl SavedState {
 /// travel, and a restored breaker counts them as calls made at its build: they
 /// stay in its window for one window length, then leave it together. (A saved
 /// bucket would have left it sooner, by up to a window length: a restored breaker
-/// remembers a sick dependency a little longer, never a healthy one.)
+/// remembers a sick dependency a little longer, never a healthy one.) The
+/// restored breaker keeps them in one bucket of a shared stripe, which holds at
+/// most `u32::MAX` of each count: larger totals (more than four billion calls in
+/// one window) are scaled down to fit, keeping their rates (rounded up, by less
+/// than one part in four billion).
 ///
 /// # Examples
 /// ```

@@ -57,7 +57,8 @@
 //!
 //! # Tagged words
 //! The half-open round and the consecutive-failure streak are [`TaggedWord`]s: 32
-//! bits of data tagged with the generation they belong to. One rule decides what a
+//! bits of data tagged with the generation they belong to (so are the counts of
+//! the shared stripes' window buckets: see [`crate::window`]). One rule decides what a
 //! tag means, at any generation distance: a tag equal to the caller's generation is
 //! its phase's data; any other tag is an earlier phase's (empty for this one)
 //! unless the state word has moved past the caller's generation, in which case the
@@ -555,8 +556,9 @@ impl TaggedWord {
         TaggedWord(AtomicU64::new(0))
     }
 
+    /// The word holding `data` for `generation`.
     #[inline]
-    fn pack(generation: Generation, data: u32) -> u64 {
+    pub(crate) fn pack(generation: Generation, data: u32) -> u64 {
         u64::from(generation) << 32 | u64::from(data)
     }
 
@@ -574,8 +576,15 @@ impl TaggedWord {
     /// `generation`'s).
     #[inline]
     pub(crate) fn data_for(&self, generation: Generation) -> u32 {
+        TaggedWord::data_in(&self.0, generation)
+    }
+
+    /// [`data_for`](Self::data_for) on a tagged word kept elsewhere: a count of a
+    /// shared stripe's window bucket (see [`crate::window`]).
+    #[inline]
+    pub(crate) fn data_in(tagged: &AtomicU64, generation: Generation) -> u32 {
         // Acquire: pairs with the Release of the CAS that wrote it.
-        let raw = self.0.load(Ordering::Acquire);
+        let raw = tagged.load(Ordering::Acquire);
         if (raw >> 32) as Generation == generation {
             raw as u32
         } else {
@@ -591,11 +600,22 @@ impl TaggedWord {
         &self,
         generation: Generation,
         word: &StateWord,
+        f: impl FnMut(u32) -> Option<u32>,
+    ) -> TagUpdate {
+        TaggedWord::update_in(&self.0, generation, word, f)
+    }
+
+    /// [`update`](Self::update) on a tagged word kept elsewhere: a count of a
+    /// shared stripe's window bucket (see [`crate::window`]).
+    pub(crate) fn update_in(
+        tagged: &AtomicU64,
+        generation: Generation,
+        word: &StateWord,
         mut f: impl FnMut(u32) -> Option<u32>,
     ) -> TagUpdate {
         // Acquire: pairs with the Release of the CAS that wrote it, so a later
         // phase's tag seen here implies that phase (or a newer one) in `word`.
-        let mut seen = self.0.load(Ordering::Acquire);
+        let mut seen = tagged.load(Ordering::Acquire);
         loop {
             let mine = (seen >> 32) as Generation == generation;
             let data = if mine {
@@ -618,7 +638,7 @@ impl TaggedWord {
             }
             // AcqRel: Release publishes the data with its tag (see the module's
             // Orderings); Acquire hands back a newer word.
-            match self.0.compare_exchange(
+            match tagged.compare_exchange(
                 seen,
                 TaggedWord::pack(generation, new),
                 Ordering::AcqRel,

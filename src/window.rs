@@ -4,10 +4,15 @@
 //! [implementation notes](crate::implementation#the-sliding-window).
 //!
 //! # Orderings
-//! A rotation writes the zeroed counts before the tag, and the tag with `Release`;
-//! readers load the tag with `Acquire` before the counts, so a reader that sees a new
-//! tag sees its zeroed counts (or later increments). Count updates are `Relaxed`:
-//! they publish nothing else. The newest-bucket word is stored with `Release` after
+//! An owner's rotation writes the zeroed counts before the tag, and the tag with
+//! `Release`; readers load the tag with `Acquire` before the counts, so a reader
+//! that sees a new tag sees its zeroed counts (or later increments). An owner's
+//! count updates are `Relaxed`: they publish nothing else. A shared stripe's
+//! rotation CASes the tag (`AcqRel`) before it empties the counts, so a reader can
+//! find the new tag with the counts of the phase before; each count carries its
+//! phase's generation, which the reader checks (see `shared_counts`), and is read
+//! and updated with the tagged words' `Acquire` and `AcqRel` (a count of a later
+//! phase seen there implies that phase in the state word: see [`crate::state`]). The newest-bucket word is stored with `Release` after
 //! the rotation it describes and loaded with `Acquire`; a failure's reader sees a
 //! racing failure's rotation through the failure budget's count (an `AcqRel`
 //! increment by each, between its record and its read: see [`budget`]), as it
@@ -40,7 +45,7 @@
 
 use crate::config::WindowConfig;
 use crate::event::WindowCounts;
-use crate::state::{Generation, Snapshot, StateWord};
+use crate::state::{Generation, Snapshot, StateWord, TagUpdate, TaggedWord};
 use crate::stripe::{Bucket, COUNTERS, OPEN_DEADLINE, Owned, PHASE_KEY, Ring, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering, fence};
 use budget::Budget;
@@ -256,7 +261,7 @@ impl Window {
         now: u64,
         s: Sample,
     ) -> Option<Counted<'s>> {
-        let (bucket, calls, counted) = match r.as_owned() {
+        match r.as_owned() {
             Some(o) => {
                 // The ring, found once: for the live bucket and the trip check.
                 let ring = stripes.ring(r);
@@ -265,25 +270,25 @@ impl Window {
                     Some(bucket) => (bucket, o.scratch(LIVE_CALLS)),
                     None => self.rotate_owned(o, ring, (phase, word), now)?,
                 };
+                o.add(calls, 1);
+                if s.failed {
+                    o.add(&bucket[FAILURES], 1);
+                }
+                if s.slow {
+                    o.add(&bucket[SLOW], 1);
+                }
                 // Relaxed: only this thread writes its stripe's tags, and it has
                 // made sure this one is `phase`'s for `now` (cached or rotated).
                 let tag = Tag(bucket[TAG].load(Ordering::Relaxed));
                 let mine = Some((o, ring));
-                (bucket, calls, Counted { tag, mine })
+                Some(Counted { tag, mine })
             }
             None => {
                 let (bucket, tag) = self.rotate_shared(stripes, r, (phase, word), now)?;
-                (bucket, &bucket[CALLS], Counted { tag, mine: None })
+                count_shared(bucket, (phase, word), s)?;
+                Some(Counted { tag, mine: None })
             }
-        };
-        Stripes::add(r, calls, 1);
-        if s.failed {
-            Stripes::add(r, &bucket[FAILURES], 1);
         }
-        if s.slow {
-            Stripes::add(r, &bucket[SLOW], 1);
-        }
-        Some(counted)
     }
 
     /// The owner's fast path: whether `now` and `phase` fall in its live bucket.
@@ -543,18 +548,26 @@ impl Window {
             // AcqRel: Release publishes the tag; Acquire hands back a newer one.
             match bucket[TAG].compare_exchange(seen.0, mine.0, Ordering::AcqRel, Ordering::Acquire)
             {
+                // A bucket never written (tag 0) holds no counts: nothing to
+                // zero, and no zeroing to race the other writers' first
+                // increments.
+                Ok(_) if !seen.written() => break,
+                // Each count is a tagged word (see `count_shared`). Those of an
+                // older epoch of this phase are this phase's too, and are zeroed:
+                // an increment that read the old tag can land on either side of
+                // that (the race the implementation notes bound, "Exactness").
+                // Those of an earlier phase read as none for this one already;
+                // each is re-tagged empty for this phase (unless a writer of this
+                // phase got there first), so that no count outlives its bucket's
+                // tag by more than one rotation: a count left for a whole
+                // generation cycle would read as current. Neither writes a later
+                // phase's count (this writer is then stale).
                 Ok(_) => {
-                    // A bucket never written (tag 0) holds no counts: nothing to
-                    // zero, and no zeroing to race the other writers' first
-                    // increments.
-                    if seen.written() {
-                        for count in &bucket[CALLS..] {
-                            // Relaxed: only racing the increments the module docs
-                            // bound. A swap, not a store, among the other writers'
-                            // read-modify-writes: the same outcomes, and the mix
-                            // loom models exactly (loom #254).
-                            count.swap(0, Ordering::Relaxed);
-                        }
+                    let older_epoch = seen.generation() == mine.generation();
+                    for count in &bucket[CALLS..] {
+                        let _ = TaggedWord::update_in(count, mine.generation(), word, |n| {
+                            Some(if older_epoch { 0 } else { n })
+                        });
                     }
                     break;
                 }
@@ -566,7 +579,9 @@ impl Window {
 
     /// Puts `counts` in the shared stripe's bucket for `now` and `phase`: a
     /// restored breaker's window (see `Builder::restore`), written before the
-    /// breaker is shared, so they count as calls recorded at `now` would.
+    /// breaker is shared, so they count as calls recorded at `now` would. A shared
+    /// bucket holds at most `u32::MAX` of each count: larger totals are scaled down
+    /// to fit, keeping their rates (see [`fit_shared`]).
     pub(crate) fn seed(
         &self,
         stripes: &Stripes,
@@ -576,9 +591,16 @@ impl Window {
     ) {
         let r = stripes.stripe(0);
         if let Some((bucket, _)) = self.rotate_shared(stripes, r, (phase, word), now) {
-            Stripes::add(r, &bucket[CALLS], counts.calls);
-            Stripes::add(r, &bucket[FAILURES], counts.failures);
-            Stripes::add(r, &bucket[SLOW], counts.slow);
+            let fit = fit_shared(counts);
+            for (count, n) in bucket[CALLS..]
+                .iter()
+                .zip([fit.calls, fit.failures, fit.slow])
+            {
+                let n = n as u32; // fits: see `fit_shared`
+                let _ = TaggedWord::update_in(count, phase.generation(), word, |c| {
+                    Some(c.saturating_add(n))
+                });
+            }
         }
     }
 
@@ -667,8 +689,7 @@ impl Window {
             for bucket in lines.iter().flat_map(|line| line.iter()).chain(rest) {
                 // Acquire: see the module's Orderings.
                 if in_window(bucket[TAG].load(Ordering::Acquire)) {
-                    // The tag's Acquire ordered the counts.
-                    c.add(counts(bucket));
+                    c.add(shared_counts(bucket, last.generation()));
                 }
             }
         }
@@ -823,6 +844,62 @@ pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bo
         o.add(o.scratch(LIVE_CALLS), 1);
     }
     live
+}
+
+/// Counts one outcome `s` of the closed phase `phase` in `bucket`, a shared
+/// stripe's, which its writer has found (or rotated) tagged `phase`'s. Each count
+/// is a [`TaggedWord`] of the phase that wrote it, updated by CAS: an increment by
+/// a writer whose phase the breaker has left since it read the tag (stale) finds
+/// the later phase's count, or the breaker moved on, and writes nothing. So no
+/// outcome of an earlier phase counts in a later phase's window, however the
+/// writer is delayed. `None` if the calls count took nothing (stale, or full: a
+/// shared bucket holds at most `u32::MAX` calls, at least 49 days of a call every
+/// millisecond into one bucket of one shared stripe).
+#[inline(never)] // off the owners' paths: kept out of `record_closed`
+fn count_shared(bucket: &Bucket, (phase, word): (Snapshot, &StateWord), s: Sample) -> Option<()> {
+    let add = |count| TaggedWord::update_in(count, phase.generation(), word, |n| n.checked_add(1));
+    if !matches!(add(&bucket[CALLS]), TagUpdate::Updated { .. }) {
+        return None;
+    }
+    // A failure or slow call whose count is full or whose phase has ended since
+    // its call was counted is not counted: the rates can only be read low.
+    if s.failed {
+        let _ = add(&bucket[FAILURES]);
+    }
+    if s.slow {
+        let _ = add(&bucket[SLOW]);
+    }
+    Some(())
+}
+
+/// A shared bucket's three counts for `generation`: those of another phase (a
+/// rotation in progress) read as none.
+#[inline]
+fn shared_counts(bucket: &Bucket, generation: Generation) -> WindowCounts {
+    let count = |i| u64::from(TaggedWord::data_in(&bucket[i], generation));
+    WindowCounts {
+        calls: count(CALLS),
+        failures: count(FAILURES),
+        slow: count(SLOW),
+    }
+}
+
+/// `counts` scaled to fit a shared bucket, `u32::MAX` each, if they do not: the
+/// largest becomes `u32::MAX` and the others keep their ratio to it, rounded up
+/// (so a restored rate at a threshold still reaches it; a rate can read higher
+/// by less than one part in four billion).
+fn fit_shared(counts: WindowCounts) -> WindowCounts {
+    let most = counts.calls.max(counts.failures).max(counts.slow);
+    let full = u64::from(u32::MAX);
+    if most <= full {
+        return counts;
+    }
+    let scale = |n: u64| (u128::from(n) * u128::from(full)).div_ceil(u128::from(most)) as u64;
+    WindowCounts {
+        calls: scale(counts.calls),
+        failures: scale(counts.failures),
+        slow: scale(counts.slow),
+    }
 }
 
 /// A bucket's (or the summary's) three counts, as they are: `Relaxed` loads, which
@@ -1167,6 +1244,68 @@ mod tests {
         );
     }
 
+    /// Contract 18 on a shared stripe: a writer of phase 3 that found its bucket's
+    /// tag, then was delayed while the breaker tripped and closed again (phase 6)
+    /// and phase 6 rotated the bucket, counts nowhere when its increment arrives.
+    #[test]
+    fn a_stale_writers_delayed_increment_on_a_shared_bucket_counts_nowhere() {
+        let (w, s) = window(2, 100);
+        let shared = s.stripe(0);
+        let three = Snapshot::closed(3);
+        let (bucket, _) = w.rotate_shared(&s, shared, phase(3), 0).unwrap();
+        assert!(count_shared(bucket, phase(3), FAIL).is_some());
+        // The breaker moves on: phase 6 counts a success in the same bucket.
+        let (six, word) = phase(6);
+        assert!(w.record(&s, shared, (six, word), 50 * MS, OK).is_some());
+        // Phase 3's writer, delayed after its tag check, arrives.
+        assert!(count_shared(bucket, (three, word), FAIL).is_none());
+        assert_eq!(w.counts(&s, 6, 50 * MS), WindowCounts::new(1, 0, 0));
+        assert_eq!(w.counts(&s, 3, 50 * MS), WindowCounts::default());
+    }
+
+    /// A shared bucket's counts outlive its tag by at most one rotation: phase
+    /// 5's failure, in a bucket that phase 6 then counted only a success in, does
+    /// not come back for the phase a whole generation cycle after 5 (which has
+    /// generation 5 again).
+    #[test]
+    fn a_shared_buckets_counts_are_retagged_by_every_later_phase() {
+        let (w, s) = window(2, 100);
+        let shared = s.stripe(0);
+        w.record(&s, shared, phase(5), 0, FAIL).unwrap();
+        w.record(&s, shared, phase(6), 0, OK).unwrap();
+        assert_eq!(w.counts(&s, 6, 0), WindowCounts::new(1, 0, 0));
+        w.record(&s, shared, phase(5), 0, OK).unwrap();
+        assert_eq!(w.counts(&s, 5, 0), WindowCounts::new(1, 0, 0));
+    }
+
+    /// A shared bucket holds at most `u32::MAX` of each count: past that an
+    /// outcome counts nowhere (and `record` says so); nothing wraps.
+    #[test]
+    fn a_full_shared_bucket_counts_no_more() {
+        let (w, s) = window(2, 100);
+        let full = u64::from(u32::MAX);
+        w.seed(&s, phase(0), 0, WindowCounts::new(u64::MAX, 0, 0));
+        assert_eq!(w.counts(&s, 0, 0), WindowCounts::new(full, 0, 0));
+        assert!(w.record(&s, s.stripe(0), phase(0), 0, FAIL).is_none());
+        assert_eq!(w.counts(&s, 0, 0), WindowCounts::new(full, 0, 0));
+    }
+
+    #[test]
+    fn totals_that_fit_a_shared_bucket_are_seeded_as_they_are() {
+        let full = u64::from(u32::MAX);
+        for c in [
+            WindowCounts::default(),
+            WindowCounts::new(full, full, full),
+            WindowCounts::new(full, 7, 3),
+        ] {
+            assert_eq!(fit_shared(c), c);
+        }
+        assert_eq!(
+            fit_shared(WindowCounts::new(10 * full, 5 * full, full)),
+            WindowCounts::new(full, full.div_ceil(2), full.div_ceil(10))
+        );
+    }
+
     #[test]
     fn concurrent_writers_in_one_bucket_period_are_counted_exactly() {
         let (w, s) = window(10, 1000);
@@ -1331,6 +1470,31 @@ mod tests {
     }
 
     proptest! {
+        /// Totals scaled to fit a shared bucket keep their rates, rounded up by
+        /// less than one part in `u32::MAX` (so a rate at a threshold still reaches
+        /// it), and keep failures and slow calls within the calls.
+        #[test]
+        fn totals_scaled_to_fit_a_shared_bucket_keep_their_rates(
+            calls in any::<u64>(),
+            failed in 0.0..=1.0f64,
+            slow in 0.0..=1.0f64,
+        ) {
+            let part = |share: f64| ((calls as f64 * share) as u64).min(calls);
+            let c = WindowCounts::new(calls, part(failed), part(slow));
+            let f = fit_shared(c);
+            let full = u64::from(u32::MAX);
+            prop_assert!(f.calls <= full && f.failures <= f.calls && f.slow <= f.calls, "{f:?}");
+            for (part, fitted) in [(c.failures, f.failures), (c.slow, f.slow)] {
+                // fitted / f.calls >= part / calls, and above it by less than 1 / f.calls
+                let (fitted_x, part_x) = (
+                    u128::from(fitted) * u128::from(c.calls),
+                    u128::from(part) * u128::from(f.calls),
+                );
+                prop_assert!(fitted_x >= part_x, "{c:?} -> {f:?}");
+                prop_assert!(fitted_x - part_x < u128::from(c.calls).max(1), "{c:?} -> {f:?}");
+            }
+        }
+
         #[test]
         fn single_threaded_reads_equal_the_reference_at_every_step(
             buckets in 1u32..=5,

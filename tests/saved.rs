@@ -608,16 +608,35 @@ fn an_open_for_deadline_saves_as_set_and_restores_open() {
 }
 
 /// A restored window's totals may be as large as a `u64` holds (a `SavedState`
-/// need not come from a real breaker; failures and slow calls within the calls):
-/// the restore builds, and the next sum over the window's stripes, once another
-/// thread's call has written a stripe of its own, saturates at `u64::MAX` instead
-/// of overflowing (a panic in a debug build). Calls and metrics go on working.
+/// need not come from a real breaker; failures and slow calls within the calls).
+/// They are put in a shared stripe's bucket, which holds at most `u32::MAX` of
+/// each count, so the restore scales them down to that, keeping their rates
+/// (rounded up): the restore builds, later calls add to the scaled totals without
+/// overflowing (a panic in a debug build), and the rate read is the restored one.
 #[test]
-fn huge_restored_window_totals_saturate_instead_of_overflowing() {
-    for counts in [
-        WindowCounts::new(u64::MAX, 0, 0),
-        WindowCounts::new(u64::MAX, u64::MAX, u64::MAX),
-        WindowCounts::new(u64::MAX - 1, 1, 0),
+fn huge_restored_window_totals_are_scaled_to_fit_keeping_their_rates() {
+    const FULL: u64 = u32::MAX as u64;
+    for (counts, fitted) in [
+        (
+            WindowCounts::new(u64::MAX, 0, 0),
+            WindowCounts::new(FULL, 0, 0),
+        ),
+        (
+            WindowCounts::new(u64::MAX, u64::MAX, u64::MAX),
+            WindowCounts::new(FULL, FULL, FULL),
+        ),
+        (
+            WindowCounts::new(u64::MAX - 1, 1, 0),
+            WindowCounts::new(FULL, 1, 0),
+        ),
+        (
+            WindowCounts::new(u64::MAX, u64::MAX / 4, u64::MAX / 8),
+            WindowCounts::new(FULL, FULL / 4 + 1, FULL / 8 + 1),
+        ),
+        (
+            WindowCounts::new(FULL, FULL - 1, 0),
+            WindowCounts::new(FULL, FULL - 1, 0),
+        ),
     ] {
         let clock = ManualClock::new();
         let mut saved = SavedState::new("db", State::Closed, t0());
@@ -626,16 +645,19 @@ fn huge_restored_window_totals_saturate_instead_of_overflowing() {
             .restore_at(saved, t0())
             .build()
             .unwrap_or_else(|e| panic!("{counts:?}: {e}"));
-        assert_eq!(b.metrics().window, counts);
+        assert_eq!(b.metrics().window, fitted, "{counts:?}");
         // Another thread's call writes another stripe than the restored one.
         std::thread::scope(|s| {
             s.spawn(|| succeed(&b));
         });
         let _ = succeed(&b);
-        assert_eq!(b.metrics().window.calls, u64::MAX, "{counts:?}");
-        // The rate is read from the saturated totals: only all-failed ones trip.
+        assert_eq!(b.metrics().window.calls, fitted.calls + 2, "{counts:?}");
+        // The rate read is the restored one (with the three calls since): a
+        // failure trips where it reaches one half.
         fail(&b);
-        let tripped = counts.failures == u64::MAX;
+        let tripped = 2 * (fitted.failures + 1) >= fitted.calls + 3;
+        let half = 2 * u128::from(counts.failures) >= u128::from(counts.calls);
+        assert_eq!(tripped, half, "the restored rate {counts:?}");
         assert_eq!(b.state() == State::Open, tripped, "{counts:?}");
     }
 }
@@ -1057,11 +1079,11 @@ mod serde_format {
         assert!(err.to_string().contains("before the Unix epoch"), "{err}");
     }
 
-    /// The saturating window from a stored document: a JSON state whose window
-    /// holds the largest `calls` a `u64` takes decodes, restores, and reads as
-    /// `u64::MAX` calls once another thread's call has added to it.
+    /// The largest window from a stored document: a JSON state whose window holds
+    /// the largest `calls` a `u64` takes decodes and restores, scaled to what a
+    /// shared bucket holds (`u32::MAX`), and another thread's call adds to that.
     #[test]
-    fn a_document_with_the_largest_window_totals_restores_and_saturates() {
+    fn a_document_with_the_largest_window_totals_restores_scaled_to_fit() {
         let json = r#"{"version":1,"name":"db","saved_at_ms":1800000000000,"state":"closed",
             "window":{"length_ms":10000,"buckets":10,"calls":18446744073709551615,"failures":0,"slow":0}}"#;
         let saved: SavedState = serde_json::from_str(json).unwrap();
@@ -1076,7 +1098,7 @@ mod serde_format {
         std::thread::scope(|s| {
             s.spawn(|| succeed(&b));
         });
-        assert_eq!(b.metrics().window.calls, u64::MAX);
+        assert_eq!(b.metrics().window.calls, u64::from(u32::MAX) + 1);
     }
 
     proptest! {

@@ -12,6 +12,12 @@
 //!   calls 1, failures 2.)
 //! - no rotation, shared stripe: three racing writers in the current bucket are
 //!   counted exactly.
+//! - a later phase on the shared stripe (contract 18): a writer admitted in an
+//!   earlier closed phase, whose breaker has since tripped and closed again, races
+//!   the later phase's writer rotating the same bucket: its outcome never counts in
+//!   the later phase's window, during the race or after it, and the later writer's
+//!   own outcome is counted exactly. A reader racing that rotation never counts the
+//!   earlier phase's outcomes either.
 //! - rotation on an owned stripe raced by a reader: the reader never sees the new
 //!   tag with the old bucket's counts (zeroing is published with the tag).
 //! - the owner finalizing its live bucket raced by a reader: the live bucket's
@@ -97,6 +103,63 @@ fn shared_stripe_without_rotation_is_exact() {
         }
         let c = w.counts(0, MS / 2);
         assert_eq!((c.calls, c.failures), (4, 3));
+    });
+}
+
+#[test]
+fn an_earlier_phases_writer_never_counts_in_a_later_phases_shared_bucket() {
+    model(|| {
+        let w = Arc::new(WindowModel::new(2, MS));
+        // Phase 0 has written the shared bucket of epoch 0.
+        assert!(w.record(true, 0, 0, false));
+        let stale = {
+            let w = w.clone();
+            // Admitted in phase 0; its failure arrives as the breaker moves on.
+            thread::spawn(move || w.record(true, 0, 0, true))
+        };
+        let later = {
+            let w = w.clone();
+            thread::spawn(move || {
+                // Tripped, cooled down, probed, closed: generation 3.
+                w.close_again(3);
+                assert!(w.record(true, 3, 0, false), "the current phase counts");
+                let c = w.counts(3, 0);
+                assert_eq!(c.failures, 0, "phase 0's failure in phase 3's window");
+                assert_eq!(c.calls, 1, "{c:?}");
+            })
+        };
+        stale.join().unwrap();
+        later.join().unwrap();
+        let c = w.counts(3, 0);
+        assert_eq!((c.calls, c.failures), (1, 0), "{c:?}");
+    });
+}
+
+#[test]
+fn a_reader_never_counts_an_earlier_phase_in_a_shared_bucket_being_rotated() {
+    model(|| {
+        let w = Arc::new(WindowModel::new(2, MS));
+        assert!(w.record(true, 0, 0, true));
+        assert!(w.record(true, 0, 0, true));
+        let later = {
+            let w = w.clone();
+            thread::spawn(move || {
+                w.close_again(3);
+                assert!(w.record(true, 3, 0, false));
+            })
+        };
+        let reader = {
+            let w = w.clone();
+            thread::spawn(move || {
+                let c = w.counts(3, 0);
+                assert_eq!(c.failures, 0, "phase 0's failures read as phase 3's: {c:?}");
+                assert!(c.calls <= 1, "{c:?}");
+            })
+        };
+        later.join().unwrap();
+        reader.join().unwrap();
+        let c = w.counts(3, 0);
+        assert_eq!((c.calls, c.failures), (1, 0), "{c:?}");
     });
 }
 
