@@ -18,6 +18,9 @@
 //!   rejection first; the breaker was tripped by another thread);
 //! - `crowd`: on a thread started while a crowd of threads held every owned stripe
 //!   slot, measured after the crowd exited (its slot history);
+//! - `beside`: on a thread started while a crowd of threads held every owned
+//!   stripe slot, measured while the crowd still holds them (cutout: a thread on
+//!   a shared stripe for its whole run);
 //! - `tower`: closed, for cutout: `call`, `call_async`, the tower layer (called,
 //!   and cloned for each call as axum's router does), and the tower layer's former
 //!   shape (a permit holding the breaker's `Arc`); and tower-resilience 0.13's
@@ -129,6 +132,7 @@ enum Shape {
     Dyn,
     Fresh,
     Crowd,
+    Beside,
 }
 
 struct Drive {
@@ -153,12 +157,6 @@ impl Drive {
             (false, _) => drive_succeed(s, self.calls),
         }
     }
-
-    /// One thread started while a crowd held every owned slot (two per core, as
-    /// cutout has), measured after the crowd left.
-    fn after_a_crowd<S: Subject>(&self, s: &S) -> u64 {
-        common::after_a_crowd(s, || self.one(s, &Barrier::new(1)))
-    }
 }
 
 impl Run for Drive {
@@ -174,7 +172,11 @@ impl Run for Drive {
             return;
         }
         if self.shape == Shape::Crowd {
-            self.ran = self.after_a_crowd(s);
+            self.ran = common::after_a_crowd(s, || self.one(s, &Barrier::new(1)));
+            return;
+        }
+        if self.shape == Shape::Beside {
+            self.ran = common::beside_a_crowd(s, || self.one(s, &Barrier::new(1)));
             return;
         }
         if self.threads <= 1 {
@@ -242,6 +244,7 @@ fn main() {
                 Ok("dyn") => Shape::Dyn,
                 Ok("fresh") => Shape::Fresh,
                 Ok("crowd") => Shape::Crowd,
+                Ok("beside") => Shape::Beside,
                 _ => Shape::Inline,
             };
             if scenario == "tower" {

@@ -185,6 +185,18 @@ where
 /// exited: the "after a crowd" shape of issue 16 (a thread's slot history). Each
 /// thread, the measured one too, makes one call first, which takes its slot.
 pub fn after_a_crowd<S: Subject, R: Send>(s: &S, measure: impl FnOnce() -> R + Send) -> R {
+    crowded(s, true, measure)
+}
+
+/// Runs `measure` on a thread started while a crowd of threads held every owned
+/// stripe slot of `s`, and the crowd still holds them while it runs: a thread
+/// beyond the owned stripes for its whole run (cutout's shared stripes).
+pub fn beside_a_crowd<S: Subject, R: Send>(s: &S, measure: impl FnOnce() -> R + Send) -> R {
+    crowded(s, false, measure)
+}
+
+/// [`after_a_crowd`] if `leave_first`, else [`beside_a_crowd`].
+fn crowded<S: Subject, R: Send>(s: &S, leave_first: bool, measure: impl FnOnce() -> R + Send) -> R {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let crowd = (2 * cores).min(64);
     let holding = Barrier::new(crowd + 1);
@@ -208,13 +220,20 @@ pub fn after_a_crowd<S: Subject, R: Send>(s: &S, measure: impl FnOnce() -> R + S
             measure()
         });
         started.wait();
-        leave.wait();
-        // Joined: each has exited and released its slot.
-        for thread in crowd {
-            thread.join().unwrap();
+        if leave_first {
+            leave.wait();
+            // Joined: each has exited and released its slot.
+            for thread in crowd {
+                thread.join().unwrap();
+            }
+            begin.wait();
+            pool.join().unwrap()
+        } else {
+            begin.wait();
+            let measured = pool.join().unwrap();
+            leave.wait();
+            measured
         }
-        begin.wait();
-        pool.join().unwrap()
     })
 }
 
