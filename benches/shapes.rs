@@ -95,7 +95,7 @@ fn on_fresh_thread<S: Subject>(s: &S, iters: u64, warm_up: impl Fn(&S) -> bool +
 }
 
 /// Closed success timed on a thread started while a crowd held every owned slot
-/// (two per core), after the crowd left.
+/// (as many as cutout has), after the crowd left.
 fn after_a_crowd<S: Subject>(s: &S, iters: u64) -> Duration {
     common::after_a_crowd(s, || {
         let _ = succeed!(s);

@@ -182,7 +182,7 @@ impl<C: Clock> Builder<C> {
     ///
     /// At most 4096 buckets, each at least 1 ms long (and at least the clock's
     /// resolution). The bound keeps what a breaker allocates bounded: each of its
-    /// stripes (at most 68: two per core, up to 64, and four shared ones; only
+    /// stripes (at most 68: two per core, 16 to 64, and four shared ones; only
     /// those the breaker's threads have written exist) holds the window's buckets,
     /// 32 bytes each, and one bucket's room more for a summary of them (four to a
     /// 128-byte line, in a stripe one class of lines long: at most 1.5 times the

@@ -266,7 +266,7 @@
 //! - `window.rs` / `stripe.rs` / `slot.rs`: per-thread stripes of counters and window
 //!   buckets, each allocated on its thread's first call to the breaker, so a
 //!   breaker's memory follows the threads that use it. Threads beyond a breaker's
-//!   owned stripes (twice the core count, up to 64) spread over four shared stripes
+//!   owned stripes (twice the core count, 16 to 64) spread over four shared stripes
 //!   with atomic read-modify-writes, and take an owned one when one comes free.
 //! - `policy.rs`: pure trip decisions. `breaker.rs` and `breaker/`: the only code
 //!   that reads the clock on the call path.
@@ -347,7 +347,7 @@ pub use retry::{
 };
 pub use saved::{SavedState, SavedWindow};
 #[doc(hidden)]
-pub use slot::simulate_parallelism;
+pub use slot::{owned_stripes_per_breaker, simulate_owned_stripes, simulate_parallelism};
 pub use state::State;
 
 /// The built-in observers of every breaker's transitions: the exporters of the

@@ -86,16 +86,16 @@ impl Metrics {
 ///
 /// # Cost
 /// The counters are striped like the window, so counting adds no shared written
-/// cache line to the call path. A breaker has room for `min(2 x cores, 64)` owned
-/// stripes and 4 shared ones, and holds those some thread has written: a thread's
-/// first call to it allocates that thread's stripe (one line of 128 bytes on x86-64
-/// and aarch64; the eight counters take its first 64 bytes). A thread that owns a
-/// stripe bumps a counter with a plain load and store (no locked instruction);
-/// threads beyond the owned stripes spread over the shared ones with an atomic add
-/// (and take an owned one when one comes free). A closed-state call bumps two
-/// counters (`admitted`, then its outcome; with a window, also its live bucket's
-/// call count, in the same line) and a rejection one (`rejected`), on a line only
-/// the calling thread writes.
+/// cache line to the call path. A breaker has room for `2 x cores` owned stripes
+/// (at least 16, at most 64) and 4 shared ones, and holds those some thread has
+/// written: a thread's first call to it allocates that thread's stripe (one line of
+/// 128 bytes on x86-64 and aarch64; the eight counters take its first 64 bytes). A
+/// thread that owns a stripe bumps a counter with a plain load and store (no locked
+/// instruction); threads beyond the owned stripes spread over the shared ones with
+/// an atomic add (and take an owned one when one comes free). A closed-state call
+/// bumps two counters (`admitted`, then its outcome; with a window, also its live
+/// bucket's call count, in the same line) and a rejection one (`rejected`), on a
+/// line only the calling thread writes.
 ///
 /// The price is memory and reads, in proportion to the threads that used the
 /// breaker: one line per such thread for these counters (see

@@ -113,9 +113,12 @@ const UNASSIGNED: usize = usize::MAX - 1;
 pub(crate) const NOT_OWNED: NonZeroUsize = NonZeroUsize::MAX;
 
 /// Owned stripes per breaker, the same for every breaker in the process: twice the
-/// parallelism, within 2..=[`MAX_OWNED_STRIPES`](crate::stripe::MAX_OWNED_STRIPES) (64), read once
-/// (`available_parallelism` is a system call). A breaker allocates only those its
-/// threads write; the count sets the room it keeps for them (a pointer each).
+/// parallelism, within [`MIN_OWNED_STRIPES`]..=[`MAX_OWNED_STRIPES`] (16 to 64),
+/// read once (`available_parallelism` is a system call). A breaker allocates only
+/// those its threads write; the count sets the room it keeps for them (a pointer
+/// each).
+///
+/// [`MAX_OWNED_STRIPES`]: crate::stripe::MAX_OWNED_STRIPES
 pub(crate) fn owned_stripes() -> usize {
     // Under loom: 2, the models' layout.
     if crate::sync::LOOM {
@@ -130,13 +133,22 @@ pub(crate) fn owned_stripes() -> usize {
     })
 }
 
+/// The fewest owned stripes a breaker has room for, whatever the core count.
+/// Threads beyond the owned stripes pay three locked instructions a call on a
+/// shared line (a closed success: 51 ns against 5 ns on an owned stripe, and
+/// recloser's 31 ns, on the Zen 1 of `docs/PERFORMANCE.md`), and a small machine
+/// often runs more threads than twice its cores: a pool of 8 or 16 workers on 2
+/// cores. Room for 16 costs a breaker 96 bytes more than room for 4 on such a
+/// machine, and nothing else until a thread writes its stripe.
+pub(crate) const MIN_OWNED_STRIPES: usize = 16;
+
 /// Not modelled by loom: read once per process, before any model runs.
 static OWNED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
 fn owned_for(cores: usize) -> usize {
     cores
         .saturating_mul(2)
-        .clamp(2, crate::stripe::MAX_OWNED_STRIPES)
+        .clamp(MIN_OWNED_STRIPES, crate::stripe::MAX_OWNED_STRIPES)
 }
 
 /// **For tests and benchmarks only; not part of the API.** Makes every breaker in
@@ -145,7 +157,23 @@ fn owned_for(cores: usize) -> usize {
 /// breaker). Returns `false`, changing nothing, once a breaker has been built (or
 /// under loom).
 pub fn simulate_parallelism(cores: usize) -> bool {
-    !crate::sync::LOOM && OWNED.set(owned_for(cores)).is_ok()
+    simulate_owned_stripes(owned_for(cores))
+}
+
+/// **For tests and benchmarks only; not part of the API.** Gives every breaker in
+/// this process room for `n` owned stripes (at least 2, at most 64), fewer than any
+/// machine gets, so that a few threads reach the shared stripes. Returns `false`,
+/// changing nothing, once a breaker has been built (or under loom).
+pub fn simulate_owned_stripes(n: usize) -> bool {
+    let n = n.clamp(2, crate::stripe::MAX_OWNED_STRIPES);
+    !crate::sync::LOOM && OWNED.set(n).is_ok()
+}
+
+/// **For tests and benchmarks only; not part of the API.** The owned stripes every
+/// breaker in this process has room for (see [`simulate_owned_stripes`]); asking
+/// fixes the count, as building a breaker does.
+pub fn owned_stripes_per_breaker() -> usize {
+    owned_stripes()
 }
 
 /// The stripe a thread with `slot` owns: `SHARED + slot` if its slot is below
@@ -283,6 +311,16 @@ mod tests {
         let other = std::thread::spawn(current).join().unwrap();
         assert_ne!(here, other);
         assert_ne!(here, NO_SLOT);
+    }
+
+    #[test]
+    fn owned_stripes_are_twice_the_cores_within_16_and_64() {
+        for (cores, owned) in [(0, 16), (1, 16), (2, 16), (8, 16), (9, 18), (31, 62)] {
+            assert_eq!(owned_for(cores), owned, "{cores} cores");
+        }
+        for cores in [32, 33, 1_000, usize::MAX] {
+            assert_eq!(owned_for(cores), 64, "{cores} cores");
+        }
     }
 
     #[test]

@@ -16,10 +16,8 @@ const FAILS: u64 = CALLS / 10;
 
 #[test]
 fn owners_and_sharers_count_every_call_once() {
-    // Owned stripes are twice the parallelism (at most 64): this many threads
-    // always leaves some on the shared stripe.
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let threads = (2 * cores).min(64) + 4;
+    // This many threads always leaves some on the shared stripes.
+    let threads = cutout::owned_stripes_per_breaker() + 4;
     let clock = ManualClock::new();
     let breaker = CircuitBreaker::builder()
         .consecutive_failures(u32::MAX)

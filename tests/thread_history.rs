@@ -4,8 +4,8 @@
 //! shared ones. Stripes are seen through `heap_bytes`: each exists once a thread
 //! has written it.
 //!
-//! One test in its own binary: it simulates a 1-core machine (2 owned stripes) and
-//! counts the process's slots, so no other test may hold one meanwhile.
+//! One test in its own binary: it gives every breaker room for 2 owned stripes
+//! only (`simulate_owned_stripes`, for tests) and counts the process's slots, so no other test may hold one meanwhile.
 
 use cutout::{CircuitBreaker, Error};
 use std::sync::mpsc;
@@ -37,7 +37,7 @@ fn holder(
 
 #[test]
 fn first_calls_and_thread_history_give_threads_their_own_stripes() {
-    assert!(cutout::simulate_parallelism(1), "2 owned stripes");
+    assert!(cutout::simulate_owned_stripes(2), "2 owned stripes");
     let crowd_breaker: &'static CircuitBreaker = Box::leak(Box::new(breaker()));
     let room = breaker().heap_bytes();
     let stripe = {

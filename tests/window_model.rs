@@ -7,10 +7,10 @@
 //! counted twice; and `heap_bytes` against what a counting allocator saw.
 //!
 //! Stripe slots are process-wide, so every test here runs alone, under one lock,
-//! and the process simulates a 1-core machine (2 owned stripes): a few threads are
-//! enough to reach the shared stripes, where the model cases run too (a crowd holds
-//! the owned ones). The counting allocator counts per thread, so it sees only what
-//! the measuring thread allocates.
+//! and every breaker has room for 2 owned stripes only (`simulate_owned_stripes`,
+//! for tests): a few threads are enough to reach the shared stripes, where the
+//! model cases run too (a crowd holds the owned ones). The counting allocator
+//! counts per thread, so it sees only what the measuring thread allocates.
 
 #[allow(dead_code)] // this file reads held bytes only, not allocation counts
 #[path = "../benches/common/counting_alloc.rs"]
@@ -34,11 +34,11 @@ const YEAR: Duration = Duration::from_secs(365 * 86_400);
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Runs the calling test alone (they count the process's slots), on a simulated
-/// 1-core machine: every test takes this first, so the simulation is in place
+/// Runs the calling test alone (they count the process's slots), with 2 owned
+/// stripes a breaker: every test takes this first, so the simulation is in place
 /// before any breaker exists.
 fn serial() -> MutexGuard<'static, ()> {
-    let _ = cutout::simulate_parallelism(1);
+    let _ = cutout::simulate_owned_stripes(2);
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 

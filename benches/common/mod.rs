@@ -181,7 +181,7 @@ where
 }
 
 /// Runs `measure` on a thread started while a crowd of threads held every owned
-/// stripe slot of `s` (two per core, as cutout has, up to 64), after the crowd
+/// stripe slot of `s` (as many as cutout has: twice the cores, 16 to 64), after the crowd
 /// exited: the "after a crowd" shape of issue 16 (a thread's slot history). Each
 /// thread, the measured one too, makes one call first, which takes its slot.
 pub fn after_a_crowd<S: Subject, R: Send>(s: &S, measure: impl FnOnce() -> R + Send) -> R {
@@ -197,8 +197,7 @@ pub fn beside_a_crowd<S: Subject, R: Send>(s: &S, measure: impl FnOnce() -> R + 
 
 /// [`after_a_crowd`] if `leave_first`, else [`beside_a_crowd`].
 fn crowded<S: Subject, R: Send>(s: &S, leave_first: bool, measure: impl FnOnce() -> R + Send) -> R {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let crowd = (2 * cores).min(64);
+    let crowd = cutout::owned_stripes_per_breaker();
     let holding = Barrier::new(crowd + 1);
     let leave = Barrier::new(crowd + 1);
     let (started, begin) = (Barrier::new(2), Barrier::new(2));
