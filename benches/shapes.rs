@@ -9,6 +9,8 @@
 //!   rejection (the breaker was tripped by another thread);
 //! - `closed/after a crowd`: closed success on a thread started while a crowd of
 //!   threads held every owned stripe slot, measured after the crowd left;
+//! - `closed/beside a crowd`: the same, measured while the crowd still holds
+//!   them (cutout: a thread on a shared stripe for its whole run);
 //! - `tower/layer, <n> threads`: cutout's tower layer over an always-ready
 //!   service, polled once with a no-op waker, each thread with its own service
 //!   built by the layer, against `call_async` and `call`;
@@ -103,6 +105,15 @@ fn after_a_crowd<S: Subject>(s: &S, iters: u64) -> Duration {
     })
 }
 
+/// Closed success timed on a thread started while a crowd held every owned slot,
+/// while the crowd still holds them.
+fn beside_a_crowd<S: Subject>(s: &S, iters: u64) -> Duration {
+    common::beside_a_crowd(s, || {
+        let _ = succeed!(s);
+        timed(iters, || succeed!(s))
+    })
+}
+
 /// [`poll_once`], never inlined: the future is moved into a function of its own
 /// that polls it. The future's own `poll` may still be inlined there (it is for
 /// `call_async`'s), so this is not yet a task's shape: see `common::as_a_task`.
@@ -141,6 +152,9 @@ fn closed(c: &mut Criterion) {
             });
             g.bench_function(format!("closed/after a crowd/{}", $name), |b| {
                 b.iter_custom(|iters| after_a_crowd(&s, iters))
+            });
+            g.bench_function(format!("closed/beside a crowd/{}", $name), |b| {
+                b.iter_custom(|iters| beside_a_crowd(&s, iters))
             });
         }};
     }
