@@ -1,4 +1,5 @@
-//! DESIGN.md's behaviour contract, one test (or a few) per line, all on ManualClock.
+//! The behaviour contract of the design brief (`docs/DESIGN.md`), one test (or a
+//! few) per line, all on ManualClock.
 //! Lines 7 and 8 (events) are in tests/events.rs; line 15's allocation claim in
 //! tests/alloc.rs.
 
