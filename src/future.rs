@@ -128,7 +128,10 @@ pin_project! {
     /// ignored (or as a slow call: see [`Permit`]) and a half-open slot comes back.
     /// The future is then poisoned, like an `async fn` whose body panicked: polling
     /// it again panics with "`CallAsync` polled after its call panicked", and never
-    /// takes a new permit or polls the panicked future again.
+    /// takes a new permit or polls the panicked future again. A transition
+    /// listener's panic during admission (the first poll after a cooldown moves the
+    /// breaker to HalfOpen) reaches the poller too, but poisons nothing: no permit
+    /// was taken, the call has not run, and the next poll asks for a permit again.
     ///
     /// # Examples
     /// ```
@@ -197,23 +200,32 @@ where
         let mut this = self.project();
         // The permit and the classifier stay in locals while the call is polled and
         // go back into the future only if the call is pending: a call that is ready
-        // at once never round-trips them through memory. A panic unwinds with them
-        // out, which poisons the future (see `CallAsync`'s Panics).
-        let Some(classify) = this.classify.take() else {
-            if this.call.is_some() {
-                poisoned();
-            }
-            return Poll::Pending; // polled after completion
-        };
+        // at once never round-trips them through memory. A panic in the call unwinds
+        // with them out, which poisons the future (see `CallAsync`'s Panics).
         let permit = match this.permit.take() {
             Some(permit) => permit,
+            None if this.classify.is_none() => {
+                if this.call.is_some() {
+                    poisoned();
+                }
+                return Poll::Pending; // polled after completion
+            }
+            // A panic here (a transition listener's, on the move to HalfOpen)
+            // leaves the future waiting: nothing was admitted, and the next poll
+            // asks again.
             None => match this.breaker.try_acquire() {
                 Ok(permit) => permit,
                 Err(rejected) => {
                     this.call.set(None);
+                    *this.classify = None;
                     return Poll::Ready(Err(Error::Rejected(rejected)));
                 }
             },
+        };
+        let Some(classify) = this.classify.take() else {
+            // Unreachable: a permit is held only with its classifier.
+            *this.permit = Some(permit);
+            return Poll::Pending;
         };
         let Some(call) = this.call.as_mut().as_pin_mut() else {
             // Unreachable: a call is dropped only together with its classifier.

@@ -415,6 +415,43 @@ fn a_listener_may_call_the_breaker_from_inside_a_poll() {
     });
 }
 
+/// A listener that panics on the move to HalfOpen, made by a `call_async`'s first
+/// poll: the panic reaches the poller, nothing was admitted (no slot taken), and
+/// the future is not poisoned: polled again, it is admitted as the round's probe,
+/// runs its call and closes the breaker.
+#[test]
+fn a_listener_panicking_during_admission_leaves_the_future_waiting() {
+    let clock = ManualClock::new();
+    let panicked = Arc::new(AtomicBool::new(false));
+    let once = panicked.clone();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(COOLDOWN)
+        .clock(clock.clone())
+        .on_transition(move |t| {
+            if t.to == State::HalfOpen && !once.swap(true, Ordering::SeqCst) {
+                panic!("listener");
+            }
+        })
+        .build()
+        .unwrap();
+    to_probing(&b, &clock);
+    let ran = Cell::new(false);
+    let mut call = pin!(b.call_async(async {
+        ran.set(true);
+        Ok::<_, ()>(3)
+    }));
+    let first = catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut())));
+    assert!(first.is_err(), "the listener's panic reaches the poller");
+    assert!(panicked.load(Ordering::SeqCst));
+    assert!(!ran.get(), "nothing was admitted");
+    assert_eq!(b.state(), State::HalfOpen);
+    assert!(format!("{call:?}").contains("waiting"), "{call:?}");
+    assert_eq!(poll_once(call.as_mut()), Poll::Ready(Ok(3)));
+    assert!(ran.get());
+    assert_eq!(b.state(), State::Closed, "the probe's success closes");
+}
+
 #[test]
 #[should_panic(expected = "still pending after")]
 fn block_on_gives_up_on_a_future_that_never_completes() {
