@@ -103,6 +103,14 @@ impl<C: Clock + 'static> CircuitBreakerLayer<C> {
 
 impl<C: Clock + 'static, K> CircuitBreakerLayer<C, K> {
     /// Classifies each `Result<Response, Error>` with `classify` instead.
+    ///
+    /// Each call clones the classifier into its response future, before it asks
+    /// the breaker (so that nothing that can panic runs between an admission and
+    /// the guard that records it), so a rejected call clones it too. A closure or a
+    /// zero-sized type clones for free; one that holds an `Arc` writes that `Arc`'s
+    /// count twice a call (a line every thread calling through the layer shares):
+    /// hold shared state in a `'static` reference instead, where the hot path
+    /// matters.
     pub fn classify<K2>(self, classify: K2) -> CircuitBreakerLayer<C, K2> {
         CircuitBreakerLayer {
             hold: self.hold,
@@ -239,7 +247,8 @@ impl<S, C: Clock + 'static> CircuitBreakerService<S, C> {
 }
 
 impl<S, C: Clock + 'static, K> CircuitBreakerService<S, C, K> {
-    /// Classifies each `Result<Response, Error>` with `classify` instead.
+    /// Classifies each `Result<Response, Error>` with `classify` instead (see
+    /// [`CircuitBreakerLayer::classify`] for what a call clones).
     pub fn classify<K2>(self, classify: K2) -> CircuitBreakerService<S, C, K2> {
         CircuitBreakerService {
             inner: self.inner,
