@@ -12,11 +12,11 @@
 //! find the new tag with the counts of the phase before; each count carries its
 //! phase's generation, which the reader checks (see `shared_counts`), and is read
 //! and updated with the tagged words' `Acquire` and `AcqRel` (a count of a later
-//! phase seen there implies that phase in the state word: see [`crate::state`]). The newest-bucket word is stored with `Release` after
-//! the rotation it describes and loaded with `Acquire`; a failure's reader sees a
-//! racing failure's rotation through the failure budget's count (an `AcqRel`
-//! increment by each, between its record and its read: see [`budget`]), as it
-//! does the buckets themselves.
+//! phase seen there implies that phase in the state word: see [`crate::state`]).
+//! The newest-bucket word is stored with `Release` after the rotation it describes
+//! and loaded with `Acquire`; a failure's reader sees a racing failure's rotation
+//! through the failure budget's count (an `AcqRel` increment by each, between its
+//! record and its read: see [`budget`]), as it does the buckets themselves.
 //!
 //! An owner's rotation is a small seqlock write, with `Release` fences and no
 //! waiting on either side: it finalizes the live bucket and clears the tag of the
