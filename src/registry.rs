@@ -989,12 +989,20 @@ where
     /// a lookup still holding it looks again; gives back its place unless a sweep
     /// or an eviction claimed it first (the claimer gives it back).
     fn forget(&self, entry: &Entry<C>) {
-        // Relaxed: see the module's Orderings.
-        if entry.last_used.swap(EVICTED, Ordering::Relaxed) != EVICTED {
-            if let Some(cap) = &self.cap {
-                cap.release(1);
-            }
+        if let (true, Some(cap)) = (Self::claim(entry), &self.cap) {
+            cap.release(1);
         }
+    }
+
+    /// Marks `entry`, which has left the map, as claimed (as [`forget`] does) and
+    /// says whether this thread claimed it, and so holds its place, which the caller
+    /// then gives back or hands on; `false` if a sweep or an eviction claimed it
+    /// first (the claimer gives it back).
+    ///
+    /// [`forget`]: Self::forget
+    fn claim(entry: &Entry<C>) -> bool {
+        // Relaxed: see the module's Orderings.
+        entry.last_used.swap(EVICTED, Ordering::Relaxed) != EVICTED
     }
 
     /// A new map entry holding `breaker`, last used at `now`.
@@ -1448,11 +1456,10 @@ where
     /// [`remove`](Self::remove), the outcome of a [`call`](Self::call) in flight on
     /// that one is lost and counted by [`orphaned`](Self::orphaned); a handle from
     /// [`get`](Self::get) still records on it). Returns how many it restored. Under
-    /// [`max_keys`](RegistryBuilder::max_keys) a restored breaker takes a place
-    /// like a new key (evicting one that behaves like new if it must); a key that
-    /// finds no room is skipped and not counted (its old breaker, removed first so
-    /// that its place can take the restored one, is gone too if a new key took
-    /// that place meanwhile).
+    /// [`max_keys`](RegistryBuilder::max_keys) a restored breaker takes the place
+    /// of the key's breaker if it has one, else a place like a new key's (evicting
+    /// one that behaves like new if it must); a key that finds no room is skipped
+    /// and not counted.
     ///
     /// # Errors
     /// All or nothing: if any state cannot be restored, the first such key and its
@@ -1527,12 +1534,11 @@ where
         for (key, breaker) in built {
             let mut place = None;
             if let Some(cap) = &self.cap {
-                // The key's own entry goes first, so its place can take the
-                // restored one; a key that then finds no room is skipped.
-                if let Some(old) = map.remove(&key) {
-                    self.forget(old);
-                }
-                if !self.make_room(&map, cap, used) {
+                // The key's own entry goes first, and hands its place to the
+                // restored one (given back, a new key could take it first). A key
+                // without one takes a new place; one that finds no room is skipped.
+                let handed_on = map.remove(&key).is_some_and(Self::claim);
+                if !handed_on && !self.make_room(&map, cap, used) {
                     continue;
                 }
                 place = Some(Place(Some(cap))); // given back if the insert panics

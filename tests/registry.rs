@@ -1080,3 +1080,50 @@ fn restore_all_under_the_cap_replaces_keys_in_place_and_skips_keys_without_room(
     assert_eq!(r.len(), 1);
     assert_eq!(r.get("db").state(), State::Open);
 }
+
+/// `restore_all` at the cap, replacing keys that hold every place (Open, so no
+/// new key can evict them), while another thread's new keys race for places:
+/// each replaced key hands its place to its restored breaker, so every key is
+/// restored every time and the new keys share the overflow breaker.
+#[test]
+fn restore_all_at_the_cap_keeps_every_key_while_new_keys_race_for_places() {
+    const KEYS: usize = 8;
+    let clock = ManualClock::new();
+    let r: Registry<String, ManualClock> =
+        Registry::builder(manual(&clock).consecutive_failures(1))
+            .max_keys(KEYS)
+            .build()
+            .unwrap();
+    for k in 0..KEYS {
+        let _ = r.call(&format!("k{k}"), || Err::<(), _>("down"));
+    }
+    let saved = r.save_all();
+    assert_eq!(saved.len(), KEYS);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = r.call(&format!("new{i}"), || Ok::<_, ()>(()));
+                i += 1;
+            }
+        });
+        let rounds: Vec<_> = (0..3_000).map(|_| r.restore_all(saved.clone())).collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let short: Vec<_> = rounds
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n != Ok(KEYS))
+            .collect();
+        assert!(
+            short.is_empty(),
+            "{} of 3,000 rounds restored fewer keys: {:?}",
+            short.len(),
+            &short[..short.len().min(5)]
+        );
+    });
+    assert_eq!(r.len(), KEYS);
+    for k in 0..KEYS {
+        assert_eq!(r.get(&format!("k{k}")).state(), State::Open, "k{k}");
+    }
+}
