@@ -177,21 +177,29 @@
 //! tripped and closed again meanwhile, and the later phase rotated the bucket)
 //! finds the later phase's count and writes nothing, and a reader counts only the
 //! counts of its own phase (a count not yet re-tagged by a rotation in progress
-//! reads as none). A rotation into another phase re-tags each count empty for the
-//! new phase unless one of its writers got there first, so no count outlives its
-//! bucket's tag and a whole generation cycle cannot bring one back; it zeroes
-//! nothing, so it races nothing. `loom-tests/tests/window.rs` checks both races
-//! (a stale writer's increment, a reader during the rotation); both counted an
-//! earlier phase's outcomes in a later phase's window before the counts were
-//! tagged.
+//! reads as none). A rotation into another phase empties the counts of the phase
+//! it replaced, tagging them with its own (whatever the breaker has done since: a
+//! rotating writer may be stale by then), and leaves those its own phase's writers
+//! have written meanwhile, so it loses nothing. No count outlives its bucket's tag
+//! but while the rotation that replaces it is under way, so a whole generation
+//! cycle can bring one back only to a rotating writer delayed through 2^32
+//! transitions (contract 18's residual). `loom-tests/tests/window.rs` checks both
+//! races (a stale writer's increment, a reader during the rotation), which counted
+//! an earlier phase's outcomes in a later phase's window before the counts were
+//! tagged, and, with 3-bit generations, a rotating writer that goes stale before
+//! it empties the counts (a review found the first version of this fix emptied
+//! them only while the writer was current, and a cycle later they came back).
 //!
 //! Within one phase, a rotation to a newer epoch zeroes the counts after its tag's
 //! CAS: an increment by another writer of the phase that lands between the two is
 //! lost, and one that read the old tag but lands after the zeroing is counted in
 //! the new bucket. So per rotation of a shared bucket, at most one outcome per
-//! other thread writing the shared stripe at that instant is lost or counted in the
-//! newer bucket, always in its own phase; without a racing rotation the counts are
-//! exact. The bound holds per counter: one outcome's call and failure increments
+//! other thread writing the shared stripe at that instant is counted in the newer
+//! bucket, always in its own phase, and the outcomes the others count in the new
+//! bucket before the zeroing are lost: one each, unless the rotating writer is
+//! delayed between its CAS and the zeroing (then every one they count meanwhile,
+//! which the failure budget's margin of one does not cover: see its docs).
+//! Without a racing rotation the counts are exact. The bound holds per counter: one outcome's call and failure increments
 //! can fall on either side of the zeroing, so a raced bucket may show more failures
 //! than calls (the loom model of this race finds 1 call, 2 failures). A shared
 //! bucket holds at most `u32::MAX` of each count (49 days of a call every

@@ -49,6 +49,8 @@ impl WindowModel {
     /// at a time (as a trip, its cooldown and its probes would), so outcomes of
     /// the phases before it are stale.
     pub fn close_again(&self, generation: u32) {
+        // As the word holds it (3 bits wide with tiny generations).
+        let generation = Snapshot::closed(generation).generation();
         loop {
             let seen = self.word.load();
             if seen.generation() == generation {

@@ -650,6 +650,28 @@ impl TaggedWord {
         }
     }
 
+    /// Empties a tagged word kept elsewhere that holds data of generation `from`,
+    /// tagging it `to` (whatever the state word says), and leaves a word of any
+    /// other generation, or an empty one, as it is: how a rotation of a shared
+    /// stripe's window bucket claims the counts of the tag it replaced (see
+    /// [`crate::window`]).
+    pub(crate) fn empty_in(tagged: &AtomicU64, from: Generation, to: Generation) {
+        // Acquire: as every load.
+        let mut seen = tagged.load(Ordering::Acquire);
+        while (seen >> 32) as Generation == from && seen as u32 != 0 {
+            // AcqRel: as in `update`.
+            match tagged.compare_exchange(
+                seen,
+                TaggedWord::pack(to, 0),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => seen = actual,
+            }
+        }
+    }
+
     /// The word as it is, for [`begin`](Self::begin). `Acquire`: as every load.
     #[inline]
     pub(crate) fn raw(&self) -> u64 {

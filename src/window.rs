@@ -552,22 +552,21 @@ impl Window {
                 // zero, and no zeroing to race the other writers' first
                 // increments.
                 Ok(_) if !seen.written() => break,
-                // Each count is a tagged word (see `count_shared`). Those of an
-                // older epoch of this phase are this phase's too, and are zeroed:
-                // an increment that read the old tag can land on either side of
-                // that (the race the implementation notes bound, "Exactness").
-                // Those of an earlier phase read as none for this one already;
-                // each is re-tagged empty for this phase (unless a writer of this
-                // phase got there first), so that no count outlives its bucket's
-                // tag by more than one rotation: a count left for a whole
-                // generation cycle would read as current. Neither writes a later
-                // phase's count (this writer is then stale).
+                // Each count is a tagged word (see `count_shared`), and the
+                // counts of the tag replaced are emptied, tagged with this phase.
+                // Those of an older epoch of this phase are this phase's too: an
+                // increment that read the old tag can land on either side of the
+                // emptying (the race the implementation notes bound,
+                // "Exactness"). Those of an earlier phase read as none for this
+                // one already; they are emptied whatever the breaker has done
+                // since (the writer may be stale by now), so that no count
+                // outlives its bucket's tag but while its rotation is under way:
+                // a count left for a whole generation cycle would read as
+                // current. A count this phase's writers have written meanwhile
+                // (they find this tag) is another generation's, and stays.
                 Ok(_) => {
-                    let older_epoch = seen.generation() == mine.generation();
                     for count in &bucket[CALLS..] {
-                        let _ = TaggedWord::update_in(count, mine.generation(), word, |n| {
-                            Some(if older_epoch { 0 } else { n })
-                        });
+                        TaggedWord::empty_in(count, seen.generation(), mine.generation());
                     }
                     break;
                 }

@@ -31,6 +31,13 @@
 //! - Within a tag the window's buckets are fixed (its newest is the tag's) and
 //!   their counts only grow, but for the shared stripes' documented rotation race
 //!   (one call per racing writer), for which the allowance keeps a margin of one.
+//!   A shared stripe's rotating writer delayed between its tag's CAS and its
+//!   zeroing can take more: the zeroing erases what the others counted in the new
+//!   bucket meanwhile (see the implementation notes, "Exactness"), and a read made
+//!   before it may have granted more failures than the erased counts allow, so a
+//!   trip can come that many failures late. Only threads beyond the owned stripes
+//!   write shared stripes, and only such a delay (a preemption at that instruction)
+//!   opens it.
 //!   (A reader of a tag can still find less than that window: an owner that has
 //!   moved into the next epoch reuses the slot of the window's oldest bucket. That
 //!   view mixes two windows; the bound is for the tag's own window, and a failure
