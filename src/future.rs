@@ -216,21 +216,21 @@ where
             None => match this.breaker.try_acquire() {
                 Ok(permit) => permit,
                 Err(rejected) => {
-                    this.call.set(None);
+                    // The classifier first: a call whose drop panics leaves the
+                    // future done, not waiting to be admitted again.
                     *this.classify = None;
+                    this.call.set(None);
                     return Poll::Ready(Err(Error::Rejected(rejected)));
                 }
             },
         };
+        // Unreachable both: a permit is held only with its classifier, and a call
+        // is dropped only after its classifier. Were either gone, the permit is
+        // dropped (counted as dropped, its slot given back), never kept.
         let Some(classify) = this.classify.take() else {
-            // Unreachable: a permit is held only with its classifier.
-            *this.permit = Some(permit);
             return Poll::Pending;
         };
         let Some(call) = this.call.as_mut().as_pin_mut() else {
-            // Unreachable: a call is dropped only together with its classifier.
-            *this.permit = Some(permit);
-            *this.classify = Some(classify);
             return Poll::Pending;
         };
         // A panic in the call unwinds through here and drops the permit, which
