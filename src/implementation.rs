@@ -198,13 +198,14 @@
 //! bucket, always in its own phase, and the outcomes the others count in the new
 //! bucket before the zeroing are lost: one each, unless the rotating writer is
 //! delayed between its CAS and the zeroing (then every one they count meanwhile,
-//! which the failure budget's margin of one does not cover: see its docs).
-//! Without a racing rotation the counts are exact. The bound holds per counter: one outcome's call and failure increments
-//! can fall on either side of the zeroing, so a raced bucket may show more failures
-//! than calls (the loom model of this race finds 1 call, 2 failures). A shared
-//! bucket holds at most `u32::MAX` of each count (49 days of a call every
-//! millisecond into one bucket of one shared stripe): an outcome past that counts
-//! nowhere in the window, like one too late for its bucket, and a restored window's
-//! totals are scaled down to fit (`Window::seed`). Owned counts are `u64`: no
-//! overflow in any realistic lifetime.
+//! which the failure budget's margin of one does not cover: see its docs). Without
+//! a racing rotation the counts are exact. The bound holds per counter: one
+//! outcome's call and failure increments can fall on either side of the zeroing, so
+//! a raced bucket may show more failures than calls (the loom model of this race
+//! finds 1 call, 2 failures). A shared bucket holds at most `u32::MAX` of each
+//! count (49 days of a call every millisecond into one bucket of one shared
+//! stripe): an outcome past that counts nowhere in the window, like one too late
+//! for its bucket, and a restored window's totals are scaled down to half of that
+//! (`Window::seed`), leaving the other half to the outcomes counted after them.
+//! Owned counts are `u64`: no overflow in any realistic lifetime.
 //!

@@ -243,9 +243,10 @@ impl SavedState {
 /// bucket would have left it sooner, by up to a window length: a restored breaker
 /// remembers a sick dependency a little longer, never a healthy one.) The
 /// restored breaker keeps them in one bucket of a shared stripe, which holds at
-/// most `u32::MAX` of each count: larger totals (more than four billion calls in
-/// one window) are scaled down to fit, keeping their rates (rounded up, by less
-/// than one part in four billion).
+/// most `u32::MAX` of each count: totals above half of that (more than two
+/// billion calls in one window) are scaled down to it, keeping their rates
+/// (rounded up, by less than one part in two billion), so the bucket keeps room
+/// for as many calls counted there after them.
 ///
 /// # Examples
 /// ```

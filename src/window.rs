@@ -579,8 +579,8 @@ impl Window {
     /// Puts `counts` in the shared stripe's bucket for `now` and `phase`: a
     /// restored breaker's window (see `Builder::restore`), written before the
     /// breaker is shared, so they count as calls recorded at `now` would. A shared
-    /// bucket holds at most `u32::MAX` of each count: larger totals are scaled down
-    /// to fit, keeping their rates (see [`fit_shared`]).
+    /// bucket holds at most `u32::MAX` of each count: totals above half of that are
+    /// scaled down to it, keeping their rates (see [`fit_shared`]).
     pub(crate) fn seed(
         &self,
         stripes: &Stripes,
@@ -883,13 +883,17 @@ fn shared_counts(bucket: &Bucket, generation: Generation) -> WindowCounts {
     }
 }
 
-/// `counts` scaled to fit a shared bucket, `u32::MAX` each, if they do not: the
-/// largest becomes `u32::MAX` and the others keep their ratio to it, rounded up
-/// (so a restored rate at a threshold still reaches it; a rate can read higher
-/// by less than one part in four billion).
+/// The most of each count [`Window::seed`] puts in a shared bucket: half of what it
+/// holds, so the outcomes counted there after it have the other half.
+const SEEDED_MAX: u64 = 1 << 31;
+
+/// `counts` scaled to at most [`SEEDED_MAX`] each, if they are larger: the largest
+/// becomes `SEEDED_MAX` and the others keep their ratio to it, rounded up (so a
+/// restored rate at a threshold still reaches it; a rate can read higher by less
+/// than one part in two billion).
 fn fit_shared(counts: WindowCounts) -> WindowCounts {
     let most = counts.calls.max(counts.failures).max(counts.slow);
-    let full = u64::from(u32::MAX);
+    let full = SEEDED_MAX;
     if most <= full {
         return counts;
     }
@@ -1283,6 +1287,9 @@ mod tests {
     fn a_full_shared_bucket_counts_no_more() {
         let (w, s) = window(2, 100);
         let full = u64::from(u32::MAX);
+        // Each seed puts in at most half of what the bucket holds.
+        w.seed(&s, phase(0), 0, WindowCounts::new(u64::MAX, 0, 0));
+        assert_eq!(w.counts(&s, 0, 0), WindowCounts::new(SEEDED_MAX, 0, 0));
         w.seed(&s, phase(0), 0, WindowCounts::new(u64::MAX, 0, 0));
         assert_eq!(w.counts(&s, 0, 0), WindowCounts::new(full, 0, 0));
         assert!(w.record(&s, s.stripe(0), phase(0), 0, FAIL).is_none());
@@ -1290,18 +1297,22 @@ mod tests {
     }
 
     #[test]
-    fn totals_that_fit_a_shared_bucket_are_seeded_as_they_are() {
-        let full = u64::from(u32::MAX);
+    fn totals_up_to_half_a_shared_bucket_are_seeded_as_they_are() {
+        let half = SEEDED_MAX;
         for c in [
             WindowCounts::default(),
-            WindowCounts::new(full, full, full),
-            WindowCounts::new(full, 7, 3),
+            WindowCounts::new(half, half, half),
+            WindowCounts::new(half, 7, 3),
         ] {
             assert_eq!(fit_shared(c), c);
         }
         assert_eq!(
-            fit_shared(WindowCounts::new(10 * full, 5 * full, full)),
-            WindowCounts::new(full, full.div_ceil(2), full.div_ceil(10))
+            fit_shared(WindowCounts::new(10 * half, 5 * half, half)),
+            WindowCounts::new(half, half / 2, half.div_ceil(10))
+        );
+        assert_eq!(
+            fit_shared(WindowCounts::new(half + 1, 7, 0)),
+            WindowCounts::new(half, 7, 0)
         );
     }
 
@@ -1474,9 +1485,9 @@ mod tests {
     }
 
     proptest! {
-        /// Totals scaled to fit a shared bucket keep their rates, rounded up by
-        /// less than one part in `u32::MAX` (so a rate at a threshold still reaches
-        /// it), and keep failures and slow calls within the calls.
+        /// Totals scaled to fit a shared bucket's seed keep their rates, rounded
+        /// up by less than one part in the scaled calls (so a rate at a threshold
+        /// still reaches it), and keep failures and slow calls within the calls.
         #[test]
         fn totals_scaled_to_fit_a_shared_bucket_keep_their_rates(
             calls in any::<u64>(),
@@ -1486,8 +1497,7 @@ mod tests {
             let part = |share: f64| ((calls as f64 * share) as u64).min(calls);
             let c = WindowCounts::new(calls, part(failed), part(slow));
             let f = fit_shared(c);
-            let full = u64::from(u32::MAX);
-            prop_assert!(f.calls <= full && f.failures <= f.calls && f.slow <= f.calls, "{f:?}");
+            prop_assert!(f.calls <= SEEDED_MAX && f.failures <= f.calls && f.slow <= f.calls, "{f:?}");
             for (part, fitted) in [(c.failures, f.failures), (c.slow, f.slow)] {
                 // fitted / f.calls >= part / calls, and above it by less than 1 / f.calls
                 let (fitted_x, part_x) = (

@@ -610,32 +610,38 @@ fn an_open_for_deadline_saves_as_set_and_restores_open() {
 /// A restored window's totals may be as large as a `u64` holds (a `SavedState`
 /// need not come from a real breaker; failures and slow calls within the calls).
 /// They are put in a shared stripe's bucket, which holds at most `u32::MAX` of
-/// each count, so the restore scales them down to that, keeping their rates
-/// (rounded up): the restore builds, later calls add to the scaled totals without
+/// each count, so the restore scales them down to half of that (2^31, leaving the
+/// other half to the calls counted there after them), keeping their rates (rounded
+/// up): the restore builds, later calls add to the scaled totals without
 /// overflowing (a panic in a debug build), and the rate read is the restored one.
 #[test]
 fn huge_restored_window_totals_are_scaled_to_fit_keeping_their_rates() {
+    const HALF: u64 = 1 << 31;
     const FULL: u64 = u32::MAX as u64;
     for (counts, fitted) in [
         (
             WindowCounts::new(u64::MAX, 0, 0),
-            WindowCounts::new(FULL, 0, 0),
+            WindowCounts::new(HALF, 0, 0),
         ),
         (
             WindowCounts::new(u64::MAX, u64::MAX, u64::MAX),
-            WindowCounts::new(FULL, FULL, FULL),
+            WindowCounts::new(HALF, HALF, HALF),
         ),
         (
             WindowCounts::new(u64::MAX - 1, 1, 0),
-            WindowCounts::new(FULL, 1, 0),
+            WindowCounts::new(HALF, 1, 0),
         ),
         (
             WindowCounts::new(u64::MAX, u64::MAX / 4, u64::MAX / 8),
-            WindowCounts::new(FULL, FULL / 4 + 1, FULL / 8 + 1),
+            WindowCounts::new(HALF, HALF / 4, HALF / 8),
         ),
         (
-            WindowCounts::new(FULL, FULL - 1, 0),
-            WindowCounts::new(FULL, FULL - 1, 0),
+            WindowCounts::new(FULL, FULL / 3, 0),
+            WindowCounts::new(HALF, HALF / 3 + 1, 0),
+        ),
+        (
+            WindowCounts::new(HALF, HALF - 1, 7),
+            WindowCounts::new(HALF, HALF - 1, 7),
         ),
     ] {
         let clock = ManualClock::new();
@@ -1080,8 +1086,8 @@ mod serde_format {
     }
 
     /// The largest window from a stored document: a JSON state whose window holds
-    /// the largest `calls` a `u64` takes decodes and restores, scaled to what a
-    /// shared bucket holds (`u32::MAX`), and another thread's call adds to that.
+    /// the largest `calls` a `u64` takes decodes and restores, scaled to half of
+    /// what a shared bucket holds (2^31), and another thread's call adds to that.
     #[test]
     fn a_document_with_the_largest_window_totals_restores_scaled_to_fit() {
         let json = r#"{"version":1,"name":"db","saved_at_ms":1800000000000,"state":"closed",
@@ -1098,7 +1104,7 @@ mod serde_format {
         std::thread::scope(|s| {
             s.spawn(|| succeed(&b));
         });
-        assert_eq!(b.metrics().window.calls, u64::from(u32::MAX) + 1);
+        assert_eq!(b.metrics().window.calls, (1 << 31) + 1);
     }
 
     proptest! {
