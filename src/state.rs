@@ -57,8 +57,8 @@
 //!
 //! # Tagged words
 //! The half-open round and the consecutive-failure streak are [`TaggedWord`]s: 32
-//! bits of data tagged with the generation they belong to (so are the counts of
-//! the shared stripes' window buckets: see [`crate::window`]). One rule decides what a
+//! bits of data tagged with the generation they belong to (so are the counts of the
+//! shared stripes' window buckets: see [`crate::window`]). One rule decides what a
 //! tag means, at any generation distance: a tag equal to the caller's generation is
 //! its phase's data; any other tag is an earlier phase's (empty for this one)
 //! unless the state word has moved past the caller's generation, in which case the
@@ -556,9 +556,8 @@ impl TaggedWord {
         TaggedWord(AtomicU64::new(0))
     }
 
-    /// The word holding `data` for `generation`.
     #[inline]
-    pub(crate) fn pack(generation: Generation, data: u32) -> u64 {
+    fn pack(generation: Generation, data: u32) -> u64 {
         u64::from(generation) << 32 | u64::from(data)
     }
 
