@@ -649,15 +649,18 @@ impl TaggedWord {
         }
     }
 
-    /// Empties a tagged word kept elsewhere that holds data of generation `from`,
-    /// tagging it `to` (whatever the state word says), and leaves a word of any
-    /// other generation, or an empty one, as it is: how a rotation of a shared
+    /// Makes a tagged word kept elsewhere that is generation `from`'s, empty or
+    /// not, an empty word of generation `to` (whatever the state word says), and
+    /// leaves a word of any other generation as it is: how a rotation of a shared
     /// stripe's window bucket claims the counts of the tag it replaced (see
-    /// [`crate::window`]).
+    /// [`crate::window`]). An empty word of `from` is claimed too when `to` is
+    /// another generation: left as it was, a delayed writer of `from` could still
+    /// count in it, unchecked (its own generation's word), under a later tag.
     pub(crate) fn empty_in(tagged: &AtomicU64, from: Generation, to: Generation) {
+        let empty = TaggedWord::pack(to, 0);
         // Acquire: as every load.
         let mut seen = tagged.load(Ordering::Acquire);
-        while (seen >> 32) as Generation == from && seen as u32 != 0 {
+        while (seen >> 32) as Generation == from && seen != empty {
             // AcqRel: as in `update`.
             match tagged.compare_exchange(
                 seen,
@@ -665,6 +668,21 @@ impl TaggedWord {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
+                Ok(_) => return,
+                Err(actual) => seen = actual,
+            }
+        }
+    }
+
+    /// Takes one back from a tagged word kept elsewhere, if it still holds data of
+    /// `generation` (whatever the state word says): a stale writer undoing its
+    /// count in a shared stripe's window bucket (see [`crate::window`]).
+    pub(crate) fn take_one_in(tagged: &AtomicU64, generation: Generation) {
+        // Acquire: as every load.
+        let mut seen = tagged.load(Ordering::Acquire);
+        while (seen >> 32) as Generation == generation && seen as u32 != 0 {
+            // AcqRel: as in `update`.
+            match tagged.compare_exchange(seen, seen - 1, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return,
                 Err(actual) => seen = actual,
             }

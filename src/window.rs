@@ -552,22 +552,8 @@ impl Window {
                 // zero, and no zeroing to race the other writers' first
                 // increments.
                 Ok(_) if !seen.written() => break,
-                // Each count is a tagged word (see `count_shared`), and the
-                // counts of the tag replaced are emptied, tagged with this phase.
-                // Those of an older epoch of this phase are this phase's too: an
-                // increment that read the old tag can land on either side of the
-                // emptying (the race the implementation notes bound,
-                // "Exactness"). Those of an earlier phase read as none for this
-                // one already; they are emptied whatever the breaker has done
-                // since (the writer may be stale by now), so that no count
-                // outlives its bucket's tag but while its rotation is under way:
-                // a count left for a whole generation cycle would read as
-                // current. A count this phase's writers have written meanwhile
-                // (they find this tag) is another generation's, and stays.
                 Ok(_) => {
-                    for count in &bucket[CALLS..] {
-                        TaggedWord::empty_in(count, seen.generation(), mine.generation());
-                    }
+                    empty_replaced(bucket, seen, mine);
                     break;
                 }
                 Err(actual) => seen = Tag(actual),
@@ -845,6 +831,42 @@ pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bo
     live
 }
 
+/// Empties the counts of `replaced`, the tag this writer's rotation of `bucket`
+/// (a shared stripe's) to `mine` replaced: each count is a tagged word (see
+/// [`count_shared`]), emptied and tagged with this phase whatever the breaker has
+/// done since (the writer may be stale by now).
+///
+/// Those of an older epoch of this phase are this phase's too: an increment that
+/// read the old tag can land on either side of the emptying (the race the
+/// implementation notes bound, "Exactness"). Those of an earlier phase read as
+/// none for this one already, and are emptied, and re-tagged even where empty, so
+/// that no count outlives its bucket's tag but while its rotation is under way: a
+/// writer of that phase delayed past the rotation would count in a word still
+/// tagged with its own generation unchecked, and a count left for a whole
+/// generation cycle reads as current. A count this phase's writers have written
+/// meanwhile (they find this tag) is of this generation, and stays.
+///
+/// A later phase may have rotated the bucket on meanwhile, and emptied before
+/// this rotation did: then the words this one re-tagged are its phase's under the
+/// later tag, and are emptied again for that one, until the tag, read by a
+/// read-modify-write (so the newest), is this phase's.
+#[cold]
+fn empty_replaced(bucket: &Bucket, mut replaced: Tag, mut mine: Tag) {
+    loop {
+        for count in &bucket[CALLS..] {
+            TaggedWord::empty_in(count, replaced.generation(), mine.generation());
+        }
+        // AcqRel: Release orders the emptying above before a later rotation that
+        // reads this tag; Acquire, a later rotation's emptying before this
+        // thread's next one. A read-modify-write reads the newest tag.
+        let now = Tag(bucket[TAG].fetch_add(0, Ordering::AcqRel));
+        if now.generation() == mine.generation() {
+            return;
+        }
+        (replaced, mine) = (mine, now);
+    }
+}
+
 /// Counts one outcome `s` of the closed phase `phase` in `bucket`, a shared
 /// stripe's, which its writer has found (or rotated) tagged `phase`'s. Each count
 /// is a [`TaggedWord`] of the phase that wrote it, updated by CAS: an increment by
@@ -854,19 +876,43 @@ pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bo
 /// writer is delayed. `None` if the calls count took nothing (stale, or full: a
 /// shared bucket holds at most `u32::MAX` calls, at least 49 days of a call every
 /// millisecond into one bucket of one shared stripe).
+///
+/// A writer that found a count empty (another phase's, or its own phase's just
+/// emptied) passed the staleness check, if any, before its CAS: a rotation by a
+/// later phase can come between the two and leave the count as it was, and the
+/// writer's count would then sit under the later tag, tagged with its own
+/// generation, until that generation came round again a whole cycle later. So
+/// such a writer reads the bucket's tag again, by a read-modify-write (the newest
+/// tag; and a rotation that comes after it reads this writer's counts), and takes
+/// its counts back if the tag is another phase's.
 #[inline(never)] // off the owners' paths: kept out of `record_closed`
 fn count_shared(bucket: &Bucket, (phase, word): (Snapshot, &StateWord), s: Sample) -> Option<()> {
-    let add = |count| TaggedWord::update_in(count, phase.generation(), word, |n| n.checked_add(1));
-    if !matches!(add(&bucket[CALLS]), TagUpdate::Updated { .. }) {
+    let generation = phase.generation();
+    let mut first = false;
+    let mut add = |count| match TaggedWord::update_in(count, generation, word, |n| n.checked_add(1))
+    {
+        TagUpdate::Updated { old, .. } => {
+            first |= old == 0;
+            true
+        }
+        // Full or stale: counted nowhere.
+        TagUpdate::Declined(_) | TagUpdate::Stale(_) => false,
+    };
+    if !add(&bucket[CALLS]) {
         return None;
     }
     // A failure or slow call whose count is full or whose phase has ended since
     // its call was counted is not counted: the rates can only be read low.
-    if s.failed {
-        let _ = add(&bucket[FAILURES]);
-    }
-    if s.slow {
-        let _ = add(&bucket[SLOW]);
+    let failed = s.failed && add(&bucket[FAILURES]);
+    let slow = s.slow && add(&bucket[SLOW]);
+    // AcqRel: Release orders the counts above before a rotation that reads the tag
+    // after this; Acquire, a rotation before this read before the take-back below.
+    if first && Tag(bucket[TAG].fetch_add(0, Ordering::AcqRel)).generation() != generation {
+        let counted = [true, failed, slow];
+        for (count, _) in bucket[CALLS..].iter().zip(counted).filter(|(_, c)| *c) {
+            TaggedWord::take_one_in(count, generation);
+        }
+        return None;
     }
     Some(())
 }
@@ -1264,6 +1310,21 @@ mod tests {
         assert!(count_shared(bucket, (three, word), FAIL).is_none());
         assert_eq!(w.counts(&s, 6, 50 * MS), WindowCounts::new(1, 0, 0));
         assert_eq!(w.counts(&s, 3, 50 * MS), WindowCounts::default());
+    }
+
+    /// A writer of phase 3 whose staleness check passed just before phase 6 rotated
+    /// its bucket (here: phase 6 has rotated it and counted nothing yet) counts in
+    /// the empty counts under phase 6's tag, finds the tag moved on, and takes its
+    /// counts back, so phase 3 a whole generation cycle later does not find them.
+    #[test]
+    fn a_stale_writer_that_counts_into_empty_counts_under_a_later_tag_takes_them_back() {
+        let (w, s) = window(2, 100);
+        let shared = s.stripe(0);
+        let (bucket, _) = w.rotate_shared(&s, shared, phase(6), 0).unwrap();
+        assert!(count_shared(bucket, phase(3), FAIL).is_none());
+        assert_eq!(w.counts(&s, 6, 0), WindowCounts::default());
+        w.record(&s, shared, phase(3), 0, OK).unwrap();
+        assert_eq!(w.counts(&s, 3, 0), WindowCounts::new(1, 0, 0));
     }
 
     /// A shared bucket's counts outlive its tag by at most one rotation: phase

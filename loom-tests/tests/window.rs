@@ -193,6 +193,39 @@ fn a_stale_rotators_old_counts_do_not_return_a_generation_cycle_later() {
     });
 }
 
+/// With 3-bit generations: a writer of phase 1 records a failure in a shared
+/// bucket (its call, then its failure) while the breaker moves on to phase 2, whose
+/// writer rotates the bucket. A whole generation cycle later, phase 1 (generation 1
+/// again) counts a success there: the stale failure must not come back. It did
+/// while a rotation left the replaced phase's empty counts tagged as they were,
+/// which the stale writer then counted in (found by a second review, 2026-12-03).
+#[cfg(cutout_tiny_generations)]
+#[test]
+fn a_stale_writers_late_failure_does_not_return_a_generation_cycle_later() {
+    model(|| {
+        let w = Arc::new(WindowModel::new(2, MS));
+        w.close_again(1);
+        assert!(w.record(true, 1, 0, false));
+        let stale = {
+            let w = w.clone();
+            thread::spawn(move || w.record(true, 1, 0, true))
+        };
+        let later = {
+            let w = w.clone();
+            thread::spawn(move || {
+                w.close_again(2);
+                assert!(w.record(true, 2, 0, false));
+            })
+        };
+        stale.join().unwrap();
+        later.join().unwrap();
+        w.close_again(1); // 3, ..., 7, 0, 1: a whole cycle
+        assert!(w.record(true, 1, 4 * MS, false));
+        let c = w.counts(1, 4 * MS);
+        assert_eq!((c.calls, c.failures), (1, 0), "{c:?}");
+    });
+}
+
 #[test]
 fn a_reader_never_sees_a_new_tag_with_old_counts() {
     model(|| {
