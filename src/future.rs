@@ -216,10 +216,12 @@ where
             None => match this.breaker.try_acquire() {
                 Ok(permit) => permit,
                 Err(rejected) => {
-                    // The classifier first: a call whose drop panics leaves the
-                    // future done, not waiting to be admitted again.
-                    *this.classify = None;
+                    // The classifier out first and dropped last: a call or a
+                    // classifier whose drop panics leaves the future done, neither
+                    // waiting to be admitted again nor poisoned.
+                    let classify = this.classify.take();
                     this.call.set(None);
+                    drop(classify);
                     return Poll::Ready(Err(Error::Rejected(rejected)));
                 }
             },

@@ -452,18 +452,21 @@ fn a_listener_panicking_during_admission_leaves_the_future_waiting() {
     assert_eq!(b.state(), State::Closed, "the probe's success closes");
 }
 
+/// Panics when dropped (unless already unwinding).
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("drop");
+        }
+    }
+}
+
 /// A rejected `call_async` whose call panics when dropped: the panic reaches the
 /// poller, and the future is done: polled again, it takes no permit.
 #[test]
 fn a_rejected_call_whose_drop_panics_leaves_the_future_done() {
-    struct PanicOnDrop;
-    impl Drop for PanicOnDrop {
-        fn drop(&mut self) {
-            if !std::thread::panicking() {
-                panic!("drop");
-            }
-        }
-    }
     let b = CircuitBreaker::builder().build().unwrap();
     b.force_open();
     let guard = PanicOnDrop;
@@ -471,6 +474,30 @@ fn a_rejected_call_whose_drop_panics_leaves_the_future_done() {
         let _guard = &guard;
         Ok::<_, ()>(1)
     }));
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut()))).is_err());
+    b.reset();
+    let before = b.metrics().lifetime.admitted;
+    assert_eq!(
+        poll_once(call.as_mut()),
+        Poll::Pending,
+        "done: nothing to do"
+    );
+    assert_eq!(b.metrics().lifetime.admitted, before, "no permit taken");
+    assert!(format!("{call:?}").contains("done"), "{call:?}");
+}
+
+/// The same with a classifier whose drop panics: done, not poisoned (the call
+/// never ran).
+#[test]
+fn a_rejected_call_whose_classifier_panics_when_dropped_leaves_the_future_done() {
+    let b = CircuitBreaker::builder().build().unwrap();
+    b.force_open();
+    let guard = PanicOnDrop;
+    let classify = move |r: &Result<u32, ()>| {
+        let _guard = &guard;
+        Outcome::of(r)
+    };
+    let mut call = pin!(b.call_async_with(classify, async { Ok::<_, ()>(1) }));
     assert!(catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut()))).is_err());
     b.reset();
     let before = b.metrics().lifetime.admitted;
