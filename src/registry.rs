@@ -16,9 +16,12 @@
 //! With a key cap, the count of held places (entries plus inserts in progress) is
 //! taken with an `Acquire` read-modify-write and given back with `Release`, after
 //! the entry has left the map: an insert that takes a freed place comes after that
-//! removal, so the map never holds more entries than the count. The overflow
-//! counters and the scan gate are `Relaxed`: statistics and a hint that orders no
-//! other memory (the claim on each entry still decides every eviction).
+//! removal, so the map never holds more entries than the count. `restore_all` hands
+//! a replaced entry's place to its restored breaker without giving it back: one
+//! thread removes the one and inserts the other, in that order, so it needs no
+//! ordering of its own. The overflow counters and the scan gate are `Relaxed`:
+//! statistics and a hint that orders no other memory (the claim on each entry still
+//! decides every eviction).
 
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Listener, Parts};
@@ -976,9 +979,11 @@ where
                     .is_ok()
             {
                 // Gone once this returns: removed here, or by a lookup that saw
-                // the claim first.
+                // the claim first. The place is given back after it, and even if
+                // the key's `Hash` or `Eq` panics there.
+                let place = Place(Some(cap));
                 let _ = map.remove_if(key, |_, e| e.id == entry.id);
-                cap.release(1);
+                drop(place);
                 evicted += 1;
             }
         }
