@@ -182,20 +182,23 @@
 //! done since: a rotating writer may be stale by then), and leaves those its own
 //! phase's writers have written meanwhile, so it loses nothing; then it reads the
 //! tag again by a read-modify-write (the newest), and if a later phase has rotated
-//! the bucket meanwhile, empties its own for that one. A writer's staleness check
-//! comes before its CAS, so a writer that counts into an empty count (another
-//! phase's, or just emptied) reads the tag again the same way, and takes its counts
-//! back if another phase has it. So no count outlives its bucket's tag but while
-//! a rotating writer, or a writer that counted into an empty count, is between its
-//! write and its second look: a whole generation cycle can bring one back only if
-//! that writer is delayed there through 2^32 transitions (contract 18's residual).
-//! `loom-tests/tests/window.rs` checks both races (a stale writer's increment, a
-//! reader during the rotation), which counted an earlier phase's outcomes in a
-//! later phase's window before the counts were tagged, and, with 3-bit
-//! generations, a rotating writer that goes stale before it empties the counts
-//! and a stale writer's failure that lands after a later phase's rotation (two
-//! reviews found those: in earlier versions of this fix, a generation cycle later
-//! the counts came back).
+//! the bucket meanwhile, empties its own for that one. It leaves a count of any
+//! third generation alone (a bucket never written holds generation 0's empty
+//! counts), and a writer's staleness check comes before its CAS, so a stale writer
+//! can still count into such a count, and its phase's other delayed writers after
+//! it (their own phase's count: unchecked). So a writer that counts into an empty
+//! count takes a second look at the tag the same way, and if another phase has the
+//! bucket, empties every count of its phase there as that rotation would have. No
+//! count outlives its bucket's tag but while a rotating writer, or a writer that
+//! counted into an empty count, is between its write and that emptying: a whole
+//! generation cycle can bring one back only if that writer is delayed there
+//! through 2^32 transitions (contract 18's residual). `loom-tests/tests/window.rs`
+//! checks both races (a stale writer's increment, a reader during the rotation),
+//! which counted an earlier phase's outcomes in a later phase's window before the
+//! counts were tagged, and, with 3-bit generations, a rotating writer that goes
+//! stale before it empties the counts and one or two stale writers' failures that
+//! land after a later phase's rotation (three reviews found those: in earlier
+//! versions of this fix, a generation cycle later the counts came back).
 //!
 //! Within one phase, a rotation to a newer epoch zeroes the counts after its tag's
 //! CAS: an increment by another writer of the phase that lands between the two is

@@ -674,21 +674,6 @@ impl TaggedWord {
         }
     }
 
-    /// Takes one back from a tagged word kept elsewhere, if it still holds data of
-    /// `generation` (whatever the state word says): a stale writer undoing its
-    /// count in a shared stripe's window bucket (see [`crate::window`]).
-    pub(crate) fn take_one_in(tagged: &AtomicU64, generation: Generation) {
-        // Acquire: as every load.
-        let mut seen = tagged.load(Ordering::Acquire);
-        while (seen >> 32) as Generation == generation && seen as u32 != 0 {
-            // AcqRel: as in `update`.
-            match tagged.compare_exchange(seen, seen - 1, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return,
-                Err(actual) => seen = actual,
-            }
-        }
-    }
-
     /// The word as it is, for [`begin`](Self::begin). `Acquire`: as every load.
     #[inline]
     pub(crate) fn raw(&self) -> u64 {

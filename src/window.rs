@@ -553,7 +553,7 @@ impl Window {
                 // increments.
                 Ok(_) if !seen.written() => break,
                 Ok(_) => {
-                    empty_replaced(bucket, seen, mine);
+                    empty_replaced(bucket, seen.generation(), mine);
                     break;
                 }
                 Err(actual) => seen = Tag(actual),
@@ -831,10 +831,10 @@ pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bo
     live
 }
 
-/// Empties the counts of `replaced`, the tag this writer's rotation of `bucket`
-/// (a shared stripe's) to `mine` replaced: each count is a tagged word (see
-/// [`count_shared`]), emptied and tagged with this phase whatever the breaker has
-/// done since (the writer may be stale by now).
+/// Empties the counts of generation `replaced`, the tag's this writer's rotation
+/// of `bucket` (a shared stripe's) to `mine` replaced: each count is a tagged word
+/// (see [`count_shared`]), emptied and tagged with this phase whatever the breaker
+/// has done since (the writer may be stale by now).
 ///
 /// Those of an older epoch of this phase are this phase's too: an increment that
 /// read the old tag can land on either side of the emptying (the race the
@@ -851,10 +851,10 @@ pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bo
 /// later tag, and are emptied again for that one, until the tag, read by a
 /// read-modify-write (so the newest), is this phase's.
 #[cold]
-fn empty_replaced(bucket: &Bucket, mut replaced: Tag, mut mine: Tag) {
+fn empty_replaced(bucket: &Bucket, mut replaced: Generation, mut mine: Tag) {
     loop {
         for count in &bucket[CALLS..] {
-            TaggedWord::empty_in(count, replaced.generation(), mine.generation());
+            TaggedWord::empty_in(count, replaced, mine.generation());
         }
         // AcqRel: Release orders the emptying above before a later rotation that
         // reads this tag; Acquire, a later rotation's emptying before this
@@ -863,7 +863,7 @@ fn empty_replaced(bucket: &Bucket, mut replaced: Tag, mut mine: Tag) {
         if now.generation() == mine.generation() {
             return;
         }
-        (replaced, mine) = (mine, now);
+        (replaced, mine) = (mine.generation(), now);
     }
 }
 
@@ -880,11 +880,10 @@ fn empty_replaced(bucket: &Bucket, mut replaced: Tag, mut mine: Tag) {
 /// A writer that found a count empty (another phase's, or its own phase's just
 /// emptied) passed the staleness check, if any, before its CAS: a rotation by a
 /// later phase can come between the two and leave the count as it was, and the
-/// writer's count would then sit under the later tag, tagged with its own
-/// generation, until that generation came round again a whole cycle later. So
-/// such a writer reads the bucket's tag again, by a read-modify-write (the newest
-/// tag; and a rotation that comes after it reads this writer's counts), and takes
-/// its counts back if the tag is another phase's.
+/// writer's count (and those of its phase's other delayed writers, who find the
+/// count their own and check nothing) would then sit under the later tag until
+/// that generation came round again a whole cycle later. So such a writer takes
+/// a second look (see [`second_look`]).
 #[inline(never)] // off the owners' paths: kept out of `record_closed`
 fn count_shared(bucket: &Bucket, (phase, word): (Snapshot, &StateWord), s: Sample) -> Option<()> {
     let generation = phase.generation();
@@ -903,18 +902,35 @@ fn count_shared(bucket: &Bucket, (phase, word): (Snapshot, &StateWord), s: Sampl
     }
     // A failure or slow call whose count is full or whose phase has ended since
     // its call was counted is not counted: the rates can only be read low.
-    let failed = s.failed && add(&bucket[FAILURES]);
-    let slow = s.slow && add(&bucket[SLOW]);
-    // AcqRel: Release orders the counts above before a rotation that reads the tag
-    // after this; Acquire, a rotation before this read before the take-back below.
-    if first && Tag(bucket[TAG].fetch_add(0, Ordering::AcqRel)).generation() != generation {
-        let counted = [true, failed, slow];
-        for (count, _) in bucket[CALLS..].iter().zip(counted).filter(|(_, c)| *c) {
-            TaggedWord::take_one_in(count, generation);
-        }
+    if s.failed {
+        add(&bucket[FAILURES]);
+    }
+    if s.slow {
+        add(&bucket[SLOW]);
+    }
+    if first && !second_look(bucket, generation) {
         return None;
     }
     Some(())
+}
+
+/// A writer of `generation` that counted into an empty count of `bucket` reads
+/// its tag again, by a read-modify-write (so the newest; and a rotation that
+/// comes after it reads this writer's counts). If another phase has the bucket
+/// now, it empties every count of `generation` there for that phase, as the
+/// rotation would have (see [`empty_replaced`]), its phase's other delayed
+/// writers' counts with its own, and says so (`false`): its outcome counts
+/// nowhere.
+#[cold]
+fn second_look(bucket: &Bucket, generation: Generation) -> bool {
+    // AcqRel: Release orders this writer's counts before a rotation that reads the
+    // tag after this; Acquire, a rotation before this read before the emptying.
+    let now = Tag(bucket[TAG].fetch_add(0, Ordering::AcqRel));
+    if now.generation() == generation {
+        return true;
+    }
+    empty_replaced(bucket, generation, now);
+    false
 }
 
 /// A shared bucket's three counts for `generation`: those of another phase (a
@@ -1322,6 +1338,28 @@ mod tests {
         let shared = s.stripe(0);
         let (bucket, _) = w.rotate_shared(&s, shared, phase(6), 0).unwrap();
         assert!(count_shared(bucket, phase(3), FAIL).is_none());
+        assert_eq!(w.counts(&s, 6, 0), WindowCounts::default());
+        w.record(&s, shared, phase(3), 0, OK).unwrap();
+        assert_eq!(w.counts(&s, 3, 0), WindowCounts::new(1, 0, 0));
+    }
+
+    /// Two writers of phase 3, delayed after their staleness checks while phase 6
+    /// rotated their bucket, count failures into the count that rotation left
+    /// alone (it was never written): one into it empty, one after it, which finds
+    /// the count its own and checks nothing. The first's second look empties both,
+    /// so phase 3 a whole generation cycle later finds neither (a third review
+    /// found a take-back of one count that left the other's).
+    #[test]
+    fn a_second_look_empties_every_count_of_the_writers_phase() {
+        let (w, s) = window(2, 100);
+        let shared = s.stripe(0);
+        let (three, word) = phase(3);
+        w.record(&s, shared, (three, word), 0, OK).unwrap();
+        let (bucket, _) = w.rotate_shared(&s, shared, phase(6), 0).unwrap();
+        let add = || TaggedWord::update_in(&bucket[FAILURES], 3, word, |n| n.checked_add(1));
+        assert_eq!(add(), TagUpdate::Updated { old: 0, new: 1 });
+        assert_eq!(add(), TagUpdate::Updated { old: 1, new: 2 });
+        assert!(!second_look(bucket, 3), "phase 6 has the bucket");
         assert_eq!(w.counts(&s, 6, 0), WindowCounts::default());
         w.record(&s, shared, phase(3), 0, OK).unwrap();
         assert_eq!(w.counts(&s, 3, 0), WindowCounts::new(1, 0, 0));
