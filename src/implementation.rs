@@ -43,7 +43,9 @@
 //! a breaker, a late failure cannot reopen one or extend its cooldown. The window's
 //! buckets are tagged with the 32-bit generation of the closed phase that wrote them,
 //! and read by the same rule, so a new closed phase always starts from an empty
-//! window, however many transitions came before it.
+//! window, however many transitions came before it (but for a bucket left
+//! untouched for exactly a whole generation cycle, which the tag rule cannot tell
+//! from the current phase's: see The ABA window, and `tests/model.rs`).
 //!
 //!
 //! # The ABA window
@@ -178,27 +180,32 @@
 //! finds the later phase's count and writes nothing, and a reader counts only the
 //! counts of its own phase (a count not yet re-tagged by a rotation in progress
 //! reads as none). A rotation into another phase empties the counts of the phase
-//! it replaced, empty ones too, tagging them with its own (whatever the breaker has
-//! done since: a rotating writer may be stale by then), and leaves those its own
-//! phase's writers have written meanwhile, so it loses nothing; then it reads the
-//! tag again by a read-modify-write (the newest), and if a later phase has rotated
-//! the bucket meanwhile, empties its own for that one. It leaves a count of any
-//! third generation alone (a bucket never written holds generation 0's empty
-//! counts), and a writer's staleness check comes before its CAS, so a stale writer
-//! can still count into such a count, and its phase's other delayed writers after
-//! it (their own phase's count: unchecked). So a writer that counts into an empty
-//! count takes a second look at the tag the same way, and if another phase has the
-//! bucket, empties every count of its phase there as that rotation would have. No
-//! count outlives its bucket's tag but while a rotating writer, or a writer that
-//! counted into an empty count, is between its write and that emptying: a whole
-//! generation cycle can bring one back only if that writer is delayed there
-//! through 2^32 transitions (contract 18's residual). `loom-tests/tests/window.rs`
-//! checks both races (a stale writer's increment, a reader during the rotation),
-//! which counted an earlier phase's outcomes in a later phase's window before the
-//! counts were tagged, and, with 3-bit generations, a rotating writer that goes
-//! stale before it empties the counts and one or two stale writers' failures that
-//! land after a later phase's rotation (three reviews found those: in earlier
-//! versions of this fix, a generation cycle later the counts came back).
+//! it replaces, empty ones too, tagging them with its own: first before its tag's
+//! CAS (that phase is over: the writer has just seen its own phase in the state
+//! word), then after it, for the counts that phase's delayed writers made in
+//! between (whatever the breaker has done since: the rotating writer may be stale
+//! by then). It leaves its own phase's counts (its writers may have found the new
+//! tag already), so it loses nothing, and a count of any third generation (a
+//! bucket never written holds generation 0's empty counts). A writer's staleness
+//! check comes before its CAS, so a stale writer can still count into such a
+//! count, and its phase's other delayed writers after it (their own phase's
+//! count: unchecked). So a writer that counts into an empty count takes a second
+//! look at the tag, by a read-modify-write (the newest), and if another phase has
+//! the bucket, empties every count of its phase there as that rotation would
+//! have. The residual: a count made between a rotation's two emptyings, or before
+//! a second look, survives if that writer (the rotating one, or the one looking)
+//! is delayed before its emptying until the count's generation comes round again,
+//! which takes 2^32 transitions counted from the count's phase, not from the
+//! delay's start (a bucket left alone for most of a cycle shortens the delay
+//! needed, and such a delayed emptying can then also empty the current phase's
+//! counts). `loom-tests/tests/window.rs` checks both races (a stale writer's
+//! increment, a reader during the rotation), which counted an earlier phase's
+//! outcomes in a later phase's window before the counts were tagged, and, with
+//! 3-bit generations, a rotating writer that goes stale before it empties the
+//! counts, one or two stale writers' failures that land after a later phase's
+//! rotation, and a rotating writer delayed after its CAS while the generation
+//! comes round (four reviews found those: in earlier versions of this fix, a
+//! generation cycle later the counts came back).
 //!
 //! Within one phase, a rotation to a newer epoch zeroes the counts after its tag's
 //! CAS: an increment by another writer of the phase that lands between the two is

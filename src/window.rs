@@ -545,6 +545,14 @@ impl Window {
                 Found::Newer => return None,
                 Found::Older => {}
             }
+            // An earlier phase's bucket: its phase is over (`found` saw this one in
+            // the state word), so its counts are emptied before the tag changes
+            // too, and the emptying after the change has only the counts of that
+            // phase's writers delayed past this one to take (see `empty_counts`).
+            let earlier_phase = seen.written() && seen.generation() != mine.generation();
+            if earlier_phase {
+                empty_counts(bucket, seen.generation(), mine.generation());
+            }
             // AcqRel: Release publishes the tag; Acquire hands back a newer one.
             match bucket[TAG].compare_exchange(seen.0, mine.0, Ordering::AcqRel, Ordering::Acquire)
             {
@@ -553,7 +561,7 @@ impl Window {
                 // increments.
                 Ok(_) if !seen.written() => break,
                 Ok(_) => {
-                    empty_replaced(bucket, seen.generation(), mine);
+                    empty_counts(bucket, seen.generation(), mine.generation());
                     break;
                 }
                 Err(actual) => seen = Tag(actual),
@@ -831,39 +839,25 @@ pub(crate) fn record_live_success(o: Owned<'_>, phase: Snapshot, now: u64) -> bo
     live
 }
 
-/// Empties the counts of generation `replaced`, the tag's this writer's rotation
-/// of `bucket` (a shared stripe's) to `mine` replaced: each count is a tagged word
-/// (see [`count_shared`]), emptied and tagged with this phase whatever the breaker
-/// has done since (the writer may be stale by now).
+/// Empties the counts of generation `from` in `bucket` (a shared stripe's), the
+/// generation of the tag a rotation to generation `to` replaced (or will), or of
+/// a writer whose bucket a later phase has taken (see [`second_look`]). Each count
+/// is a tagged word (see [`count_shared`]), emptied and tagged with `to` whatever
+/// the breaker has done since (the writer may be stale by now).
 ///
-/// Those of an older epoch of this phase are this phase's too: an increment that
-/// read the old tag can land on either side of the emptying (the race the
-/// implementation notes bound, "Exactness"). Those of an earlier phase read as
-/// none for this one already, and are emptied, and re-tagged even where empty, so
-/// that no count outlives its bucket's tag but while its rotation is under way: a
-/// writer of that phase delayed past the rotation would count in a word still
-/// tagged with its own generation unchecked, and a count left for a whole
-/// generation cycle reads as current. A count this phase's writers have written
-/// meanwhile (they find this tag) is of this generation, and stays.
-///
-/// A later phase may have rotated the bucket on meanwhile, and emptied before
-/// this rotation did: then the words this one re-tagged are its phase's under the
-/// later tag, and are emptied again for that one, until the tag, read by a
-/// read-modify-write (so the newest), is this phase's.
+/// Those of an older epoch of the same phase (`from == to`) are that phase's too:
+/// an increment that read the old tag can land on either side of the emptying
+/// (the race the implementation notes bound, "Exactness"). Those of an earlier
+/// phase read as none for this one already, and are emptied, and re-tagged even
+/// where empty: a writer of that phase delayed past the rotation would count in a
+/// word still tagged with its own generation unchecked, and a count left for a
+/// whole generation cycle reads as current. A count of `to` (its writers may have
+/// found the new tag already) or of any third generation stays: a writer that
+/// counts into one takes a second look.
 #[cold]
-fn empty_replaced(bucket: &Bucket, mut replaced: Generation, mut mine: Tag) {
-    loop {
-        for count in &bucket[CALLS..] {
-            TaggedWord::empty_in(count, replaced, mine.generation());
-        }
-        // AcqRel: Release orders the emptying above before a later rotation that
-        // reads this tag; Acquire, a later rotation's emptying before this
-        // thread's next one. A read-modify-write reads the newest tag.
-        let now = Tag(bucket[TAG].fetch_add(0, Ordering::AcqRel));
-        if now.generation() == mine.generation() {
-            return;
-        }
-        (replaced, mine) = (mine.generation(), now);
+fn empty_counts(bucket: &Bucket, from: Generation, to: Generation) {
+    for count in &bucket[CALLS..] {
+        TaggedWord::empty_in(count, from, to);
     }
 }
 
@@ -918,18 +912,21 @@ fn count_shared(bucket: &Bucket, (phase, word): (Snapshot, &StateWord), s: Sampl
 /// its tag again, by a read-modify-write (so the newest; and a rotation that
 /// comes after it reads this writer's counts). If another phase has the bucket
 /// now, it empties every count of `generation` there for that phase, as the
-/// rotation would have (see [`empty_replaced`]), its phase's other delayed
-/// writers' counts with its own, and says so (`false`): its outcome counts
-/// nowhere.
+/// rotation would have (see [`empty_counts`]), its phase's other delayed writers'
+/// counts with its own, and says so (`false`): its outcome counts nowhere. (The
+/// emptying leaves empty counts of that phase, which a writer that counts into
+/// them looks at again in turn.)
 #[cold]
 fn second_look(bucket: &Bucket, generation: Generation) -> bool {
     // AcqRel: Release orders this writer's counts before a rotation that reads the
     // tag after this; Acquire, a rotation before this read before the emptying.
+    // (An idempotent read-modify-write with a weaker ordering may compile to a
+    // plain load, which need not read the newest tag.)
     let now = Tag(bucket[TAG].fetch_add(0, Ordering::AcqRel));
     if now.generation() == generation {
         return true;
     }
-    empty_replaced(bucket, generation, now);
+    empty_counts(bucket, generation, now.generation());
     false
 }
 

@@ -256,6 +256,44 @@ fn two_stale_writers_late_failures_do_not_return_a_generation_cycle_later() {
     });
 }
 
+/// With 3-bit generations: phase 1 records a failure in a shared bucket; the
+/// bucket sits while the breaker moves on to phase 7, whose writer rotates it
+/// while another thread moves the breaker on through 0 to 1 again (two
+/// transitions, and a whole cycle since phase 1), rotating the bucket at each.
+/// Phase 1 must never read the old failure, however the rotations interleave.
+/// It could while a rotation emptied the replaced phase's counts only after its
+/// tag's CAS: a rotating writer delayed there let them through (a fourth review,
+/// 2026-12-03).
+#[cfg(cutout_tiny_generations)]
+#[test]
+fn a_delayed_rotator_does_not_let_an_old_phases_counts_through() {
+    model(|| {
+        let w = Arc::new(WindowModel::new(2, MS));
+        w.close_again(1);
+        assert!(w.record(true, 1, 0, true));
+        w.close_again(7);
+        let rotator = {
+            let w = w.clone();
+            thread::spawn(move || w.record(true, 7, 2 * MS, false))
+        };
+        let mover = {
+            let w = w.clone();
+            thread::spawn(move || {
+                w.close_again(0);
+                let _ = w.record(true, 0, 2 * MS, false);
+                w.close_again(1);
+                assert!(w.record(true, 1, 4 * MS, false));
+                let c = w.counts(1, 4 * MS);
+                assert_eq!(c.failures, 0, "phase 1's old failure is back: {c:?}");
+                assert!(c.calls <= 1, "{c:?}");
+            })
+        };
+        rotator.join().unwrap();
+        mover.join().unwrap();
+        assert_eq!(w.counts(1, 4 * MS).failures, 0);
+    });
+}
+
 #[test]
 fn a_reader_never_sees_a_new_tag_with_old_counts() {
     model(|| {
