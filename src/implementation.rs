@@ -174,28 +174,28 @@
 //! each bucket it reads against a racing rotation (see Orderings). On a shared
 //! stripe each count is a tagged word (read by `TaggedWord`'s rule, at any
 //! generation distance): the generation of the closed phase that wrote it and a
-//! 32-bit count, updated by CAS. So phases never mix there either: a
-//! writer whose phase has ended since it checked the bucket's tag (the breaker
-//! tripped and closed again meanwhile, and the later phase rotated the bucket)
-//! finds the later phase's count and writes nothing, and a reader counts only the
-//! counts of its own phase (a count not yet re-tagged by a rotation in progress
-//! reads as none). A rotation into another phase empties the counts of the phase
-//! it replaces, empty ones too, tagging them with its own: first before its tag's
-//! CAS (that phase is over: the writer has just seen its own phase in the state
-//! word), then after it, for the counts that phase's delayed writers made in
-//! between (whatever the breaker has done since: the rotating writer may be stale
-//! by then). It leaves its own phase's counts (its writers may have found the new
-//! tag already), so it loses nothing, and a count of any third generation (a
-//! bucket never written holds generation 0's empty counts). A writer's staleness
-//! check comes before its CAS, so a stale writer can still count into such a
-//! count, and its phase's other delayed writers after it (their own phase's
-//! count: unchecked). So a writer that counts into an empty count takes a second
-//! look at the tag, by a read-modify-write (the newest), and if another phase has
-//! the bucket, empties every count of its phase there as that rotation would
-//! have. The residual: a count made between a rotation's two emptyings, or before
-//! a second look, survives if that writer (the rotating one, or the one looking)
-//! is delayed before its emptying until the count's generation comes round again,
-//! which takes 2^32 transitions counted from the count's phase, not from the
+//! 32-bit count, updated by CAS. So phases never mix there either: a writer whose
+//! phase has ended since it checked the bucket's tag (the breaker tripped and
+//! closed again meanwhile, and the later phase rotated the bucket) finds the later
+//! phase's count and writes nothing, and a reader counts only the counts of its own
+//! phase (a count not yet re-tagged by a rotation in progress reads as none). A
+//! rotation into another phase empties the counts of the phase it replaces, empty
+//! ones too, tagging them with its own: after its tag's CAS (whatever the breaker
+//! has done since: the rotating writer may be stale by then), which guarantees it,
+//! and, best effort, before it too (that phase is over: the writer has just seen
+//! its own phase in the state word), so that a writer delayed between its CAS and
+//! its emptying leaves little or nothing. It leaves its own phase's counts (its
+//! writers may have found the new tag already), so it loses nothing, and a count of
+//! any third generation (a bucket never written holds generation 0's empty counts).
+//! A writer's staleness check comes before its CAS, so a stale writer can still
+//! count into such a count, and its phase's other delayed writers after it (their
+//! own phase's count: unchecked). So a writer that counts into an empty count takes
+//! a second look at the tag, by a read-modify-write (the newest), and if another
+//! phase has the bucket, empties every count of its phase there as that rotation
+//! would have. The residual: a count that a rotation's emptying after its CAS, or a
+//! second look, would have taken survives if that writer (the rotating one, or the
+//! one looking) is delayed before its emptying until the count's generation comes
+//! round again, which takes 2^32 transitions counted from the count's phase, not from the
 //! delay's start (a bucket left alone for most of a cycle shortens the delay
 //! needed, and such a delayed emptying can then also empty the current phase's
 //! counts). `loom-tests/tests/window.rs` checks both races (a stale writer's
@@ -203,9 +203,9 @@
 //! outcomes in a later phase's window before the counts were tagged, and, with
 //! 3-bit generations, a rotating writer that goes stale before it empties the
 //! counts, one or two stale writers' failures that land after a later phase's
-//! rotation, and a rotating writer delayed after its CAS while the generation
-//! comes round (four reviews found those: in earlier versions of this fix, a
-//! generation cycle later the counts came back).
+//! rotation, and a rotating writer delayed after its CAS while the generation comes
+//! round (four reviews found those: in earlier versions of this fix, a generation
+//! cycle later the counts came back).
 //!
 //! Within one phase, a rotation to a newer epoch zeroes the counts after its tag's
 //! CAS: an increment by another writer of the phase that lands between the two is

@@ -546,9 +546,13 @@ impl Window {
                 Found::Older => {}
             }
             // An earlier phase's bucket: its phase is over (`found` saw this one in
-            // the state word), so its counts are emptied before the tag changes
-            // too, and the emptying after the change has only the counts of that
-            // phase's writers delayed past this one to take (see `empty_counts`).
+            // the state word, up to a whole generation cycle's alias), so its
+            // counts are emptied before the tag changes too, whether or not the
+            // CAS below then succeeds. Best effort: the emptying after a
+            // successful CAS, which acquires every count that phase's writers
+            // made before it, is what guarantees none outlives the tag; this one
+            // leaves it less to take, should this writer be delayed in between
+            // (see `empty_counts` and the implementation notes, "Exactness").
             let earlier_phase = seen.written() && seen.generation() != mine.generation();
             if earlier_phase {
                 empty_counts(bucket, seen.generation(), mine.generation());
