@@ -195,13 +195,13 @@
 //! would have. The residual: a count that a rotation's emptying after its CAS, or a
 //! second look, would have taken survives if that writer (the rotating one, or the
 //! one looking) is delayed before its emptying until the count's generation comes
-//! round again, which takes 2^32 transitions counted from the count's phase, not from the
-//! delay's start (a bucket left alone for most of a cycle shortens the delay
-//! needed, and such a delayed emptying can then also empty the current phase's
-//! counts). `loom-tests/tests/window.rs` checks both races (a stale writer's
-//! increment, a reader during the rotation), which counted an earlier phase's
-//! outcomes in a later phase's window before the counts were tagged, and, with
-//! 3-bit generations, a rotating writer that goes stale before it empties the
+//! round again, which takes 2^32 transitions counted from the count's phase, not
+//! from the delay's start (a bucket left alone for most of a cycle shortens the
+//! delay needed, and such a delayed emptying can then also empty the current
+//! phase's counts). `loom-tests/tests/window.rs` checks both races (a stale
+//! writer's increment, a reader during the rotation), which counted an earlier
+//! phase's outcomes in a later phase's window before the counts were tagged, and,
+//! with 3-bit generations, a rotating writer that goes stale before it empties the
 //! counts, one or two stale writers' failures that land after a later phase's
 //! rotation, and a rotating writer delayed after its CAS while the generation comes
 //! round (four reviews found those: in earlier versions of this fix, a generation
