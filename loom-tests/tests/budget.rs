@@ -10,7 +10,7 @@
 
 #![cfg(cutout_loom)]
 
-use cutout::{CircuitBreaker, ManualClock, Reason, State};
+use cutout::{ManualClock, Reason, State};
 use loom::thread;
 use loom_tests::{Events, OPEN, builder, model};
 use std::sync::Arc;
