@@ -135,8 +135,8 @@ pub(crate) fn owned_stripes() -> usize {
 
 /// The fewest owned stripes a breaker has room for, whatever the core count.
 /// Threads beyond the owned stripes pay three locked instructions a call on a
-/// shared line (a closed success with a window: about 43 ns against 5 on an owned
-/// stripe, and recloser's 28-34, on the Zen 1 of `docs/PERFORMANCE.md`), and a
+/// shared line (a closed success with a window: 43-60 ns against 5 on an owned
+/// stripe, and recloser's 28-39, on the Zen 1 of `docs/PERFORMANCE.md`), and a
 /// small machine often runs more threads than twice its cores: a pool of 8 or 16
 /// workers on 2 cores. Room for 16 costs a breaker 96 bytes more than room for 4 on
 /// such a machine, and nothing else until a thread writes its stripe.

@@ -662,12 +662,7 @@ impl TaggedWord {
         let mut seen = tagged.load(Ordering::Acquire);
         while (seen >> 32) as Generation == from && seen != empty {
             // AcqRel: as in `update`.
-            match tagged.compare_exchange(
-                seen,
-                TaggedWord::pack(to, 0),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match tagged.compare_exchange(seen, empty, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return,
                 Err(actual) => seen = actual,
             }
