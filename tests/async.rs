@@ -463,6 +463,21 @@ impl Drop for PanicOnDrop {
     }
 }
 
+/// Polls `call`, a `call_async` on `b` (forced open) whose rejection panics in a
+/// drop: the panic reaches the poller, and the future is done. Polled again once
+/// `b` is reset, it takes no permit.
+fn assert_done_after_a_panicking_rejection<F>(b: &CircuitBreaker, mut call: Pin<&mut F>)
+where
+    F: Future + std::fmt::Debug,
+{
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut()))).is_err());
+    b.reset();
+    let before = b.metrics().lifetime.admitted;
+    assert!(poll_once(call.as_mut()).is_pending(), "done: nothing to do");
+    assert_eq!(b.metrics().lifetime.admitted, before, "no permit taken");
+    assert!(format!("{call:?}").contains("done"), "{call:?}");
+}
+
 /// A rejected `call_async` whose call panics when dropped: the panic reaches the
 /// poller, and the future is done: polled again, it takes no permit.
 #[test]
@@ -470,20 +485,11 @@ fn a_rejected_call_whose_drop_panics_leaves_the_future_done() {
     let b = CircuitBreaker::builder().build().unwrap();
     b.force_open();
     let guard = PanicOnDrop;
-    let mut call = pin!(b.call_async(async move {
+    let call = pin!(b.call_async(async move {
         let _guard = &guard;
         Ok::<_, ()>(1)
     }));
-    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut()))).is_err());
-    b.reset();
-    let before = b.metrics().lifetime.admitted;
-    assert_eq!(
-        poll_once(call.as_mut()),
-        Poll::Pending,
-        "done: nothing to do"
-    );
-    assert_eq!(b.metrics().lifetime.admitted, before, "no permit taken");
-    assert!(format!("{call:?}").contains("done"), "{call:?}");
+    assert_done_after_a_panicking_rejection(&b, call);
 }
 
 /// The same with a classifier whose drop panics: done, not poisoned (the call
@@ -497,17 +503,8 @@ fn a_rejected_call_whose_classifier_panics_when_dropped_leaves_the_future_done()
         let _guard = &guard;
         Outcome::of(r)
     };
-    let mut call = pin!(b.call_async_with(classify, async { Ok::<_, ()>(1) }));
-    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut()))).is_err());
-    b.reset();
-    let before = b.metrics().lifetime.admitted;
-    assert_eq!(
-        poll_once(call.as_mut()),
-        Poll::Pending,
-        "done: nothing to do"
-    );
-    assert_eq!(b.metrics().lifetime.admitted, before, "no permit taken");
-    assert!(format!("{call:?}").contains("done"), "{call:?}");
+    let call = pin!(b.call_async_with(classify, async { Ok::<_, ()>(1) }));
+    assert_done_after_a_panicking_rejection(&b, call);
 }
 
 #[test]
