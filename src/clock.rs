@@ -105,9 +105,9 @@ pub trait Clock: Send + Sync {
 /// reopening, and every 256th rejection or failure counted by a thread, compares
 /// the cached reading with a precise one (off the lean paths, which still cost
 /// one load); a reading more than 100 ms behind is brought up to date and, in a
-/// process that has not started one, a new refresh thread is started. (So a child's first reading, on whatever path,
-/// starts a thread and allocates: code between `fork` and `exec` that must not
-/// should not read the default clock.)
+/// process that has not started one, a new refresh thread is started. (So a
+/// child's first reading, on whatever path, starts a thread and allocates: code
+/// between `fork` and `exec` that must not should not read the default clock.)
 ///
 /// # Examples
 /// ```
