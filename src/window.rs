@@ -377,10 +377,16 @@ impl Window {
             .then(|| Tag(o.scratch(NEWEST).load(Ordering::Relaxed)));
         let summary = ring.summary();
         // The summary takes a step on from the live bucket's only if that is the
-        // newest (a late rotation leaves a newer bucket the step would miss).
+        // newest (a late rotation leaves a newer bucket the step would miss), and
+        // only by as many epochs as their starts are apart (see `others`).
+        let start = self
+            .origin
+            .saturating_add(epoch.saturating_mul(self.bucket_nanos));
+        let apart = start.checked_sub(o.scratch(CACHE_START).load(Ordering::Relaxed));
         let previous = cached
             .then_some(live)
-            .filter(|live| newest == Some(Tag(live[TAG].load(Ordering::Relaxed))));
+            .filter(|live| newest == Some(Tag(live[TAG].load(Ordering::Relaxed))))
+            .zip(apart);
         // The span of the window that ends at `mine` (the epochs since the breaker
         // began while it is young), if a summary of it can be kept: see `span_of`.
         let span = Some((self.buckets - 1).min(epoch)).filter(|&span| span == self.span_of(mine));
@@ -416,9 +422,7 @@ impl Window {
         }
         // The owner's next outcomes for this phase in this bucket's time take
         // the fast path.
-        let start = epoch.saturating_mul(self.bucket_nanos);
-        o.scratch(CACHE_START)
-            .store(self.origin.saturating_add(start), Ordering::Relaxed);
+        o.scratch(CACHE_START).store(start, Ordering::Relaxed);
         o.scratch(CACHE_SPAN)
             .store(self.bucket_nanos, Ordering::Relaxed);
         o.scratch(CACHE_KEY)
@@ -442,25 +446,29 @@ impl Window {
     /// the owner, before it clears anything: its own words, so every load is
     /// `Relaxed`.
     ///
-    /// `previous` is the bucket that was live if it is also the owner's newest.
-    /// When the owner moves on from it by fewer than `K` epochs in one phase and its
-    /// summary holds (the window that ends at `previous`), a step: `previous` joins
-    /// the sum and the buckets of the epochs the window has left leave it, one
-    /// bucket read for each epoch passed. Otherwise (after a gap of a whole window,
-    /// a phase change, a summary given up, a reading gone backwards) the buckets
-    /// are summed anew, `K` read: at most once a window's length of time, but for
-    /// readings out of order.
+    /// `previous` is the bucket that was live if it is also the owner's newest,
+    /// with the nanoseconds from its start to `mine`'s. When the owner moves on
+    /// from it by fewer than `K` epochs in one phase and its summary holds (the
+    /// window that ends at `previous`), a step: `previous` joins the sum and the
+    /// buckets of the epochs the window has left leave it, one bucket read for
+    /// each epoch passed. Otherwise (after a gap of a whole window, a phase
+    /// change, a summary given up, a reading gone backwards) the buckets are
+    /// summed anew, `K` read: at most once a window's length of time, but for
+    /// readings out of order. The epochs passed are the tags' distance, checked
+    /// against the starts' (keys repeat every key cycle, and a ring's slots do
+    /// not repeat with them: a step across whole cycles would take out buckets of
+    /// other epochs than those the window has left).
     fn others(
         &self,
         ring: Ring<'_>,
         summary: &Bucket,
-        previous: Option<&Bucket>,
+        previous: Option<(&Bucket, u64)>,
         slot: usize,
         mine: Tag,
         span: u64,
     ) -> WindowCounts {
         let k = self.buckets as usize;
-        let Some(previous) = previous else {
+        let Some((previous, apart)) = previous else {
             return self.summed_anew(ring, slot, mine, span);
         };
         let last = Tag(previous[TAG].load(Ordering::Relaxed));
@@ -469,6 +477,7 @@ impl Window {
             || last.generation() != mine.generation()
             || passed == 0
             || passed >= self.buckets
+            || passed.checked_mul(self.bucket_nanos) != Some(apart)
             // The window that ends at `mine` holds `previous` and begins no
             // earlier than the one that ends at it (so the readings are `passed`
             // epochs apart, not a key cycle more).
@@ -1508,6 +1517,37 @@ mod tests {
         // A bucket a whole key cycle behind is the documented exception; one a
         // window behind is not counted.
         assert_eq!(w.counts(&s, 4, at + 3 * MS).calls, 0);
+    }
+
+    #[test]
+    fn an_owners_summary_steps_on_only_by_the_epochs_its_starts_are_apart() {
+        // An owner idle for whole key cycles (49.7 days each, with 1 ms buckets)
+        // and a few epochs more: the tags' keys say a few epochs passed, and the
+        // ring's slots, which do not repeat with the keys, say otherwise. The
+        // summary is summed anew (a step would take out other buckets than the
+        // window left: the debug build's check of each step says so), and a
+        // failure's read agrees with a reader's, the documented exception's
+        // counts included.
+        for buckets in 2..=6u32 {
+            for cycles in 1..=3 {
+                for extra in 1..u64::from(buckets) {
+                    let (w, s) = window(buckets, 1);
+                    let r = s.mine();
+                    for e in 10..10 + u64::from(buckets) {
+                        w.record(&s, r, phase(4), e * MS, OK);
+                    }
+                    let last = 9 + u64::from(buckets);
+                    let e = last + cycles * EPOCH_KEYS + extra;
+                    let counted = w.record(&s, r, phase(4), e * MS, FAIL);
+                    let counted = counted.expect("a newer bucket");
+                    assert_eq!(
+                        w.counts_after(&s, counted, e * MS),
+                        w.counts(&s, 4, e * MS),
+                        "{buckets} buckets, {cycles} cycles and {extra} epochs on"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
