@@ -134,6 +134,27 @@ struct Cap<C: Clock> {
     next_scan: AtomicU64,
 }
 
+/// A scan at the cap while it runs: reopens the scan gate when it ends, also if a
+/// key's `Hash` or `Eq` panics in it (see `Registry::evict_oldest`). A scan that
+/// evicted fewer than a batch lets the difference go by before the next one; a
+/// scan cut short by a panic counts as having evicted nothing.
+struct ScanGate<'c, C: Clock> {
+    cap: &'c Cap<C>,
+    batch: usize,
+    evicted: usize,
+}
+
+impl<C: Clock> Drop for ScanGate<'_, C> {
+    fn drop(&mut self) {
+        // Relaxed: a count that gates scans; it orders nothing.
+        let misses = self.cap.misses.load(Ordering::Relaxed);
+        let wait = self.batch.saturating_sub(self.evicted) as u64;
+        self.cap
+            .next_scan
+            .store(misses.saturating_add(wait), Ordering::Relaxed);
+    }
+}
+
 /// A place taken for an insert in progress: given back when dropped unkept, so an
 /// insert that does not finish never holds one (another thread's entry for the
 /// key won, or building the breaker panicked: a naming closure, an
@@ -258,8 +279,11 @@ impl<C: Clock> Cap<C> {
 /// claims the entry after its check still evicts it. The call's outcome is then
 /// counted by [`orphaned`](Registry::orphaned) (a handle from `get` keeps a breaker
 /// the registry no longer holds). That takes a caller stalled for the whole idle
-/// period with its admission and check falling between the sweep's read and claim
-/// of that one entry.
+/// period (one idle resolution, for an eviction at the [key cap](#keying-safely),
+/// whose idle period is one resolution) with its admission and check falling
+/// between the sweep's read and claim of that one entry. [`with`](Registry::with)
+/// makes no such check (its closure may not even call): an outcome recorded in its
+/// closure on a breaker evicted so is not counted by `orphaned`.
 ///
 /// With [`RegistryBuilder::evict_idle_after`], a lookup that creates a new entry also
 /// sweeps the map when the last sweep is at least that long ago. Memory then stays
@@ -283,18 +307,23 @@ impl<C: Clock> Cap<C> {
 /// ([`len`](Registry::len)), whatever the keys and however many threads insert
 /// at once: an insert reserves its place in an atomic count before it inserts
 /// (and gives it back if another thread inserted the key first), and an evicted
-/// or removed entry gives its place back only after it has left the map.
+/// or removed entry gives its place back only after it has left the map. (A key
+/// whose `Hash` or `Eq` panics while an eviction removes it keeps its place, since
+/// its entry may still be in the map: the cap is one place smaller for each such
+/// panic.)
 ///
 /// At the cap, a new key evicts breakers that behave like new ones (the rule of
 /// [Idle eviction](#idle-eviction): Closed, nothing in flight, no streak, an empty
 /// window, not held through [`get`](Registry::get)) and that have been unused for
-/// at least the idle resolution, least recently used first: one thread scans the
-/// entries (at most `n`), sorts those by their last-used time, and claims up to
-/// `n / 32` of them (at least one) as a sweep does. Evicting a breaker that
-/// behaves like a new one loses nothing but its lifetime counters, so the batch
-/// only spares the next keys a scan. Recency is as coarse as the idle resolution:
-/// breakers used within one resolution period are never evicted, so a burst of
-/// new keys arriving faster than that overflows (a shorter
+/// at least the idle resolution (as a sweep with an `older_than` of one
+/// resolution: their timestamps, which lag by up to one, are two behind), least
+/// recently used first: one thread scans the entries (at most `n`), sorts those by
+/// their last-used time, and claims up to `n / 32` of them (at least one) as a
+/// sweep does. Evicting a breaker that behaves like a new one loses nothing but
+/// its lifetime counters, so the batch only spares the next keys a scan. Recency
+/// is as coarse as the idle resolution: breakers used within one resolution
+/// period (or two, by their timestamps) are never evicted, so a burst of new keys
+/// arriving faster than that overflows (a shorter
 /// [`idle_resolution`](RegistryBuilder::idle_resolution) tightens it).
 ///
 /// A new key that finds no room shares one *overflow* breaker with every other
@@ -461,7 +490,10 @@ where
     /// breaker evicted or removed meanwhile, is freed only after `f` returns: keep
     /// `f` short (a permit, a state read). A call that may take long belongs in
     /// [`call`](Self::call) or [`call_with`](Self::call_with), which hold nothing
-    /// while it runs.
+    /// while it runs, and which count an outcome lost to the one race of
+    /// [Idle eviction](Self#idle-eviction) (a caller stalled for the idle period
+    /// between its lookup and its call), where `with` cannot: the outcome of a
+    /// call made in `f` on a breaker evicted so is lost uncounted.
     ///
     /// # Examples
     /// ```
@@ -604,7 +636,10 @@ where
     /// `key`'s breaker, created on first use, as an `Arc` to keep: for async calls,
     /// a tower layer, or another thread. Cloning the `Arc` writes its shared
     /// reference count; on a hot synchronous path prefer [`with`](Self::with) or
-    /// [`call`](Self::call). A breaker held this way is never evicted.
+    /// [`call`](Self::call). A breaker held this way is never evicted (but for
+    /// the stalled caller's race of [Idle eviction](Self#idle-eviction): a caller
+    /// stalled between its lookup and its clone for the idle period may get a
+    /// breaker the registry has just evicted).
     ///
     /// # Examples
     /// ```
@@ -719,7 +754,8 @@ where
     /// [`call`](Self::call) or [`call_with`](Self::call_with) whose key was
     /// [`remove`](Self::remove)d or replaced by [`restore_all`](Self::restore_all)
     /// meanwhile, or evicted in the one race of [Idle eviction](Self#idle-eviction)
-    /// (a caller stalled for the whole idle period). Published
+    /// (a caller stalled for the whole idle period, or for one idle resolution at
+    /// the key cap). Published
     /// by `publish_metrics` (the feature `metrics`) as
     /// `circuit_breaker_registry_orphaned_total`.
     ///
@@ -931,19 +967,19 @@ where
         {
             return 0;
         }
-        let batch = (cap.max / SCAN_RATIO).max(1);
-        let evicted = self.evict_oldest(map, cap, now, batch);
-        // A scan that found fewer than a batch lets the difference go by first.
-        // Relaxed: as above.
-        let misses = cap.misses.load(Ordering::Relaxed);
-        cap.next_scan
-            .store(misses + (batch - evicted) as u64, Ordering::Relaxed);
-        evicted
+        let mut gate = ScanGate {
+            cap,
+            batch: (cap.max / SCAN_RATIO).max(1),
+            evicted: 0,
+        };
+        gate.evicted = self.evict_oldest(map, cap, now, gate.batch);
+        gate.evicted
     }
 
     /// Evicts up to `batch` breakers, least recently used first, among those
-    /// unused for at least the idle resolution that behave like new ones and are
-    /// not held elsewhere (the sweep's rule and claim). Returns how many.
+    /// unused for at least the idle resolution (their timestamps, which lag, two
+    /// behind) that behave like new ones and are not held elsewhere (the sweep's
+    /// rule and claim). Returns how many.
     fn evict_oldest(
         &self,
         map: &Pinned<'_, K, C, S>,
@@ -956,10 +992,14 @@ where
             .filter_map(|(key, entry)| {
                 // Relaxed: see the module's Orderings.
                 let seen = entry.last_used.load(Ordering::Relaxed);
-                // Unused for the resolution: a lookup from now on writes the word,
-                // so the claim below fails if one races it (as in `sweep`).
+                // Two resolutions behind, as a sweep's `older_than` of one: a
+                // lookup writes the word unless its reading is within a
+                // resolution of it, and so a resolution before this one. A lookup
+                // since then writes it, and the claim below fails (as in
+                // `sweep`); only a caller stalled for a resolution between its
+                // reading and its claim check can race it (see "Idle eviction").
                 (seen != EVICTED
-                    && now.saturating_sub(seen) >= self.resolution
+                    && now.saturating_sub(seen) >= self.resolution.saturating_mul(2)
                     && Arc::strong_count(&entry.breaker) == 1)
                     .then_some((seen, key, entry))
             })
@@ -979,11 +1019,12 @@ where
                     .is_ok()
             {
                 // Gone once this returns: removed here, or by a lookup that saw
-                // the claim first. The place is given back after it, and even if
-                // the key's `Hash` or `Eq` panics there.
-                let place = Place(Some(cap));
+                // the claim first. The place is given back after it, and not if
+                // the key's `Hash` or `Eq` panics there: the entry may still be
+                // in the map, which never holds more entries than the count (the
+                // place is lost to the cap, one a panic; the scan gate reopens).
                 let _ = map.remove_if(key, |_, e| e.id == entry.id);
-                drop(place);
+                cap.release(1);
                 evicted += 1;
             }
         }
@@ -1238,7 +1279,7 @@ where
     ///         .build()?;
     /// registry.get("a");
     /// let _ = registry.call("b", || Err::<(), _>("down")); // Open: never evicted
-    /// clock.advance(Duration::from_secs(1)); // one idle resolution
+    /// clock.advance(Duration::from_secs(2)); // "a"'s timestamp two idle resolutions old
     /// registry.get("c"); // evicts "a", the one that behaves like new
     /// assert_eq!(registry.len(), 2);
     /// registry.get("d"); // no room: shares the overflow breaker

@@ -3,12 +3,17 @@
 //! racing sweeps), what a call in flight keeps alive and the outcomes lost to
 //! `remove` or `restore_all` (`orphaned`), save and restore, panics in the caller's
 //! closures, and the key cap (`max_keys`: least recently used eviction, the
-//! overflow breaker, flat memory under hostile keys, no place lost to a panic).
+//! overflow breaker, flat memory under hostile keys, no place lost to a panic in
+//! a naming closure or hook, a key whose `Hash` panics in an eviction, lookups
+//! racing an eviction at the idle resolution's edge).
 
 mod common;
 
 use common::within;
 use cutout::{CircuitBreaker, ManualClock, Outcome, Reason, Registry, State};
+use std::cell::Cell;
+use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex, OnceLock, Weak};
@@ -1126,4 +1131,233 @@ fn restore_all_at_the_cap_keeps_every_key_while_new_keys_race_for_places() {
     for k in 0..KEYS {
         assert_eq!(r.get(&format!("k{k}")).state(), State::Open, "k{k}");
     }
+}
+
+// ---- the key cap's eviction against hostile keys and racing lookups ---------
+
+thread_local! {
+    /// While set, hashing a key named "victim" panics (on this thread only, so
+    /// the tests of this file running in parallel do not disturb each other).
+    static POISON: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A key whose `Hash` panics for one name while `POISON` is set: a key type
+/// whose `Hash` may panic (it reads state of its own, say a `RefCell`).
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Key(String);
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        if self.0 == "victim" && POISON.with(Cell::get) {
+            panic!("hostile hash");
+        }
+        self.0.hash(h);
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn key(s: &str) -> Key {
+    Key(s.to_string())
+}
+
+/// `max_keys(1)`, 1 ms idle resolution, on `clock`.
+fn capped(clock: &ManualClock) -> Registry<Key, ManualClock> {
+    Registry::builder(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(clock.clone()),
+    )
+    .max_keys(1)
+    .idle_resolution(Duration::from_millis(1))
+    .build()
+    .unwrap()
+}
+
+/// At the cap, a new key's lookup evicts the idle "victim", whose `Hash` panics in
+/// the eviction's removal. The panic reaches the caller; the scan gate reopens
+/// (scans go on evicting idle keys), and the victim keeps its place, since its
+/// entry may still be in the map: the registry never holds more than the cap.
+#[test]
+fn a_key_whose_hash_panics_in_an_eviction_keeps_its_place_and_the_cap() {
+    let clock = ManualClock::new();
+    let r = capped(&clock);
+    r.get(&key("victim"));
+    r.get(&key("first")); // overflow: no room, and "victim" was just used
+    clock.advance(Duration::from_secs(1));
+    POISON.with(|p| p.set(true));
+    let panicked = catch_unwind(AssertUnwindSafe(|| r.get(&key("a")))).is_err();
+    POISON.with(|p| p.set(false));
+    assert!(panicked, "the hostile hash ran in the eviction");
+    // The victim's place is still taken: "b" overflows, and the map holds one
+    // entry at most (the victim's, claimed, until its next lookup).
+    assert_eq!(r.get(&key("b")).name(), "overflow");
+    let mut held = 0;
+    r.for_each(|_, _| held += 1);
+    assert!(
+        held <= 1,
+        "max_keys(1) but the registry holds {held} breakers"
+    );
+    // The victim's entry, claimed, leaves the map at its next lookup; its place
+    // stays taken, so every new key overflows from now on.
+    r.get(&key("victim"));
+    let overflowed = r.overflowed();
+    for i in 0..10 {
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(r.get(&key(&format!("k{i}"))).name(), "overflow");
+    }
+    assert_eq!(r.overflowed(), overflowed + 10);
+    assert!(r.len() <= 1);
+}
+
+/// After an eviction whose removal panicked (the victim, the least recently used
+/// key, has a hostile `Hash`), scans run again: each new key a second later evicts
+/// the key before it. (A scan cut short by the panic once left the scan gate shut
+/// for good, and every new key overflowed.)
+#[test]
+fn after_a_panicking_eviction_the_next_scans_evict_again() {
+    let clock = ManualClock::new();
+    let r: Registry<Key, ManualClock> = Registry::builder(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(clock.clone()),
+    )
+    .max_keys(2)
+    .idle_resolution(Duration::from_millis(1))
+    .build()
+    .unwrap();
+    r.get(&key("victim"));
+    clock.advance(Duration::from_millis(1));
+    r.get(&key("other"));
+    clock.advance(Duration::from_secs(1));
+    POISON.with(|p| p.set(true));
+    // Both idle: the scan takes the least recently used, the victim.
+    let panicked = catch_unwind(AssertUnwindSafe(|| r.get(&key("a")))).is_err();
+    POISON.with(|p| p.set(false));
+    assert!(panicked, "the hostile hash ran in the eviction");
+    let mut own = 0;
+    for i in 0..100 {
+        clock.advance(Duration::from_secs(1));
+        own += usize::from(r.get(&key(&format!("k{i}"))).name() != "overflow");
+    }
+    assert!(
+        own >= 90,
+        "{own} of 100 new keys got a breaker of their own"
+    );
+}
+
+thread_local! {
+    /// Runs once, on this thread's next reading of a `Hooked` clock, after the
+    /// reading: a way to stop a thread at a chosen point of a registry operation.
+    static HOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A `ManualClock` whose readings run this thread's `HOOK` (once).
+#[derive(Clone)]
+struct Hooked(ManualClock);
+
+impl cutout::Clock for Hooked {
+    fn now(&self) -> u64 {
+        let now = self.0.now();
+        if let Some(hook) = HOOK.with(|h| h.borrow_mut().take()) {
+            hook();
+        }
+        now
+    }
+}
+
+fn on_next_reading(f: impl FnOnce() + 'static) {
+    HOOK.with(|h| *h.borrow_mut() = Some(Box::new(f)));
+}
+
+/// At the cap, an eviction takes an entry whose timestamp is two resolutions old,
+/// as a sweep with an `older_than` of one resolution does: a `get` whose reading
+/// is within a resolution of the timestamp writes nothing, and it must find its
+/// entry in the registry however the eviction's scan and claim fall around its
+/// clone and claim check. Here the `get` reads 999 ms after the last use (1 s
+/// resolution), the evictor 1 ms later, and the getter clones between the scan
+/// and the claim: the registry keeps "a", and the new key overflows. (Evicting at
+/// one resolution, the registry took "a" from under the handle.)
+#[test]
+fn at_the_cap_a_get_at_the_resolutions_edge_keeps_its_breaker_in_the_registry() {
+    let clock = ManualClock::new();
+    let r: Registry<Key, Hooked> = Registry::builder(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(Hooked(clock.clone())),
+    )
+    .max_keys(1)
+    .idle_resolution(Duration::from_secs(1))
+    .build()
+    .unwrap();
+    r.get(&key("a")); // last used at 0
+    clock.advance(Duration::from_millis(999));
+    let (read_tx, read_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let getter = s.spawn(|| {
+            // `get`'s first reading is its `touch`'s: 999 ms, within the
+            // resolution, so nothing is written. Then it pauses.
+            on_next_reading(move || {
+                read_tx.send(()).unwrap();
+                go_rx.recv_timeout(BOUND).unwrap();
+            });
+            let held = r.get(&key("a"));
+            done_tx.send(()).unwrap();
+            held
+        });
+        read_rx.recv_timeout(BOUND).unwrap();
+        clock.advance(Duration::from_millis(1)); // 1 s after "a"'s last use
+        // The evictor (this thread): `insert` reads 1000 ms, the scan sees "a"
+        // unused for the resolution and held nowhere, then `behaves_like_new`
+        // reads the breaker's clock: here the getter finishes, before the claim.
+        on_next_reading(move || {
+            // The first reading (`insert`'s) arms the second (`behaves_like_new`'s).
+            on_next_reading(move || {
+                go_tx.send(()).unwrap();
+                done_rx.recv_timeout(BOUND).unwrap();
+            });
+        });
+        r.get(&key("b"));
+        let held = getter.join().unwrap();
+        let mut keys = Vec::new();
+        r.for_each(|k, _| keys.push(k.0.clone()));
+        // The handle's failure trips the handle's breaker; the registry's "a" is
+        // another one.
+        let _ = held.call(|| Err::<(), _>("down"));
+        let now = r.get(&key("a"));
+        assert!(
+            keys.contains(&"a".to_string()),
+            "the registry evicted \"a\" while a `get` handle holds it: keys now {keys:?}; \
+             the handle is {:?}, the registry's \"a\" is {:?} named {:?}",
+            held.state(),
+            now.state(),
+            now.name()
+        );
+    });
+}
+
+/// A breaker borrowed by `with` at the resolution's edge, while another thread's
+/// new key arrives at the cap: not evicted (its timestamp is one resolution old,
+/// not two), so the call made in the closure counts on the registry's breaker.
+#[test]
+fn at_the_cap_a_breaker_borrowed_by_with_at_the_resolutions_edge_is_not_evicted() {
+    let clock = ManualClock::new();
+    let r = capped(&clock);
+    r.get(&key("a")); // last used at 0
+    clock.advance(Duration::from_micros(999)); // within the 1 ms resolution
+    r.with(&key("a"), |breaker| {
+        // Another thread's new key, 1 us later: "a" is one resolution old.
+        clock.advance(Duration::from_micros(1));
+        assert_eq!(r.get(&key("b")).name(), "overflow");
+        let _ = breaker.call(|| Err::<(), _>("down"));
+    });
+    assert_eq!(r.get(&key("a")).metrics().lifetime.failures, 1);
+    assert_eq!(r.orphaned(), 0);
 }
