@@ -231,8 +231,12 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// Runs `f` through the breaker: `Err` is a failure, `Ok` a success.
     ///
-    /// A panic in `f` propagates unchanged; the permit's drop records it as ignored,
-    /// so it never holds a half-open slot.
+    /// A panic in `f` propagates unchanged; the permit's drop counts the call as
+    /// dropped and records it as [`Dropped`](crate::Dropped) says: ignored by
+    /// default (a half-open slot comes back), slow if the slow-call policy is on
+    /// and it ran past the threshold, a failure if
+    /// [`Builder::on_drop`](crate::Builder::on_drop) says so. It never holds a
+    /// half-open slot.
     ///
     /// # Errors
     /// [`Error::Rejected`] if the breaker did not run `f`, [`Error::Inner`] with

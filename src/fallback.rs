@@ -115,6 +115,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # Errors
     /// As [`call_or_else`](Self::call_or_else).
     ///
+    /// # Panics
+    /// If polled again after it completed (as any `async fn`'s future; a
+    /// [`CallAsync`](crate::CallAsync) returns `Pending` instead).
+    ///
     /// # Examples
     /// ```
     /// use cutout::CircuitBreaker;
@@ -164,6 +168,10 @@ impl<C: Clock> CircuitBreaker<C> {
     ///
     /// # Errors
     /// As [`call_or_recover`](Self::call_or_recover).
+    ///
+    /// # Panics
+    /// If polled again after it completed, as
+    /// [`call_async_or_else`](Self::call_async_or_else).
     ///
     /// # Examples
     /// ```

@@ -125,7 +125,8 @@ pin_project! {
     /// # Panics
     /// A panic in the wrapped future (or in the classifier) unwinds through `poll`;
     /// the call's permit is dropped on the way, so the breaker counts the call as
-    /// ignored (or as a slow call: see [`Permit`]) and a half-open slot comes back.
+    /// dropped and records it as [`Dropped`](crate::Dropped) says (by default
+    /// ignored, and a half-open slot comes back; see [`Permit`]).
     /// The future is then poisoned, like an `async fn` whose body panicked: polling
     /// it again panics with "`CallAsync` polled after its call panicked", and never
     /// takes a new permit or polls the panicked future again. A transition

@@ -408,10 +408,14 @@ where
 /// `sleep(wait)` makes the future to wait on between attempts, from whatever runtime
 /// the caller uses (`tokio::time::sleep`, for example). Each attempt goes through
 /// [`CircuitBreaker::call_async`], so dropping the returned future mid-attempt
-/// counts that attempt as ignored.
+/// counts that attempt as dropped, recorded as [`Dropped`](crate::Dropped) says
+/// (ignored by default).
 ///
 /// # Errors
 /// As [`retry`].
+///
+/// # Panics
+/// If polled again after it completed (as any `async fn`'s future).
 ///
 /// # Examples
 /// ```

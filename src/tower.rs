@@ -35,8 +35,9 @@ use hold::Hold;
 /// may be cloned for every request: neither writes the breaker's reference count.
 /// Each takes one of the calling thread's *spare* handles on the breaker (a clone
 /// only when the thread has none) and gives it back when done, so calls in a steady
-/// state write no line that other threads write too. A thread keeps at most eight
-/// spares and drops them when it exits. The layer, its services and their futures
+/// state write no line that other threads write too. A thread keeps at most
+/// sixteen spares (eight of breakers on the default clock, eight of breakers on
+/// other clocks) and drops them when it exits. The layer, its services and their futures
 /// all hold the breaker this way, so when the last of them goes, its thread drops
 /// its spares of that breaker if nothing else holds it. Until then, or where
 /// something else holds it last (an `Arc` of your own dropped after them, or

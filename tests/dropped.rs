@@ -338,3 +338,55 @@ fn an_owned_permit_recorded_after_a_trip_on_another_thread_is_stale() {
     assert_eq!((l.stale, l.successes), (1, 1), "{l:?}");
     assert_each_admitted_call_finished_once(&b);
 }
+
+/// A panic in `call`, in a `call_async` future, and a `retry_async` future dropped
+/// mid-attempt are dropped calls, recorded as `on_drop` says (their docs say so):
+/// with `Dropped::Failure`, a failure that trips, and a panicking probe reopens.
+#[test]
+fn panics_and_drops_on_every_call_path_are_recorded_as_on_drop_says() {
+    let clock = ManualClock::new();
+    let failing = || {
+        builder(&clock)
+            .consecutive_failures(1)
+            .on_drop(Dropped::Failure)
+            .build()
+            .unwrap()
+    };
+    let b = failing();
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        b.call(|| -> Result<(), ()> { panic!("handler bug") })
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(b.state(), State::Open, "the panicking call was a failure");
+    assert_eq!(b.metrics().lifetime.dropped, 1);
+
+    // A probe whose future panics: a failed probe, Open again at the next level.
+    clock.advance(COOLDOWN);
+    {
+        let mut probe = std::pin::pin!(b.call_async(async {
+            panic!("probe bug");
+            #[allow(unreachable_code)]
+            Ok::<(), ()>(())
+        }));
+        let polled = catch_unwind(AssertUnwindSafe(|| common::poll_once(probe.as_mut())));
+        assert!(polled.is_err());
+    }
+    assert_eq!((b.state(), b.metrics().level), (State::Open, 1));
+
+    #[cfg(feature = "retry")]
+    {
+        let b = failing();
+        let policy = cutout::RetryPolicy::builder().seed(1).build().unwrap();
+        {
+            let mut retrying = std::pin::pin!(cutout::retry_async(
+                &b,
+                &policy,
+                |_| async {},
+                std::future::pending::<Result<(), ()>>,
+            ));
+            assert!(common::poll_once(retrying.as_mut()).is_pending());
+        } // dropped mid-attempt
+        assert_eq!(b.metrics().lifetime.dropped, 1);
+        assert_eq!(b.state(), State::Open, "the dropped attempt was a failure");
+    }
+}

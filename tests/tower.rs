@@ -364,6 +364,41 @@ fn calls_and_service_clones_write_no_reference_count_and_the_future_keeps_it_ali
     assert!(weak.upgrade().is_none(), "the last future let it go");
 }
 
+/// The layer's docs: a thread keeps at most eight spares of breakers on the
+/// default clock and eight of breakers on other clocks, the newest. Twelve of
+/// each, one call through a fresh service each (as a router makes per request):
+/// the spares beyond the eight newest of each kind are let go, and the oldest
+/// breakers are held by nothing but the test.
+#[test]
+fn a_thread_keeps_at_most_eight_spares_of_each_clock_kind() {
+    std::thread::spawn(|| {
+        let clock = ManualClock::new();
+        let manual: Vec<_> = (0..12).map(|_| breaker(&clock, 1)).collect();
+        let default: Vec<_> = (0..12)
+            .map(|_| Arc::new(CircuitBreaker::builder().build().unwrap()))
+            .collect();
+        fn one_call<C: cutout::Clock + 'static>(b: &Arc<CircuitBreaker<C>>) {
+            let echo = service_fn(|x: u8| async move { Ok::<_, std::io::Error>(x) });
+            let service = CircuitBreakerService::new(echo, b.clone());
+            assert_eq!(block_on(service.oneshot(1)).unwrap(), 1);
+        }
+        manual.iter().for_each(one_call);
+        default.iter().for_each(one_call);
+        // Every handle beyond the test's own is a spare of this thread's.
+        fn spares<C: cutout::Clock>(breakers: &[Arc<CircuitBreaker<C>>]) -> Vec<usize> {
+            breakers.iter().map(|b| Arc::strong_count(b) - 1).collect()
+        }
+        for kind in [spares(&manual), spares(&default)] {
+            // A call leaves two (its service's and its future's): the newest
+            // breakers hold the eight, the oldest none.
+            assert_eq!(kind.iter().sum::<usize>(), 8, "{kind:?}");
+            assert_eq!(kind[..4], [0; 4], "{kind:?}");
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn a_future_may_end_on_another_thread_and_a_thread_lets_its_spares_go_when_it_exits() {
     let clock = ManualClock::new();
