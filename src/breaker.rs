@@ -99,6 +99,9 @@ pub struct CircuitBreaker<C = DefaultClock> {
     listener: Option<Listener>,
     /// Transitions by reason: written only with a transition, read by metrics.
     transitions: [AtomicU64; Reason::ALL.len()],
+    /// The lifetime counters as `publish_metrics` last published them.
+    #[cfg(feature = "metrics")]
+    pub(crate) published: crate::export::metrics::Published<{ crate::export::metrics::COUNTED }>,
 }
 
 impl CircuitBreaker<DefaultClock> {
@@ -138,6 +141,8 @@ impl<C: Clock> CircuitBreaker<C> {
                 streak: TaggedWord::new(),
             }),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
+            #[cfg(feature = "metrics")]
+            published: Default::default(),
             window,
             config,
             clock,

@@ -8,7 +8,7 @@ use crate::clock::{Clock, DefaultClock};
 use crate::dropped::Dropped;
 use crate::event::Transition;
 use crate::saved::Restore;
-use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX, ticks_from_duration};
+use crate::state::{HALF_MAX, LEVEL_MAX, NANOS_PER_TICK, TICKS_MAX};
 use crate::stripe;
 use crate::{CircuitBreaker, ConfigError};
 use std::borrow::Cow;
@@ -417,7 +417,8 @@ impl<C: Clock> Builder<C> {
     /// threshold, probe count or bucket count; a rate threshold outside `(0, 1]` or
     /// NaN; a jitter outside `0..=1`; a multiplier below 1; a maximum below the
     /// base; a duration below the 1 ms tick or beyond the 584 years (`u64::MAX`
-    /// nanoseconds) a tick can count; a window bucket shorter than the clock's
+    /// nanoseconds) a tick can count (a duration is counted in whole ticks,
+    /// rounded up: never shorter than asked); a window bucket shorter than the clock's
     /// resolution, or more than 4096 buckets (see [`window`](Self::window)); or, with
     /// [`restore`](Self::restore), one naming `restore` that says why the saved
     /// state cannot be restored.
@@ -502,11 +503,17 @@ impl<C: Clock> Builder<C> {
             0 => return Err(ConfigError::new("minimum_calls", "must be at least 1")),
             n => u64::from(n),
         };
-        let window = if failure_rate.is_some() || slow_calls.is_some() {
-            let (length, buckets) = self.settings.window.unwrap_or(DEFAULT_WINDOW);
-            Some(self.window_config(length, buckets)?)
-        } else {
-            None
+        // A window set is checked even where no rate policy uses it, as every
+        // other setting is.
+        let set = self
+            .settings
+            .window
+            .map(|(length, buckets)| self.window_config(length, buckets))
+            .transpose()?;
+        let window = match (failure_rate.is_some() || slow_calls.is_some(), set) {
+            (true, Some(window)) => Some(window),
+            (true, None) => Some(self.window_config(DEFAULT_WINDOW.0, DEFAULT_WINDOW.1)?),
+            (false, _) => None,
         };
 
         let open_ticks = duration_ticks("open_duration", self.settings.open_duration)?;
@@ -515,7 +522,9 @@ impl<C: Clock> Builder<C> {
             .max_open_duration
             .unwrap_or(DEFAULT_MAX_OPEN_DURATION.max(self.settings.open_duration));
         let max_ticks = duration_ticks("max_open_duration", max_open)?;
-        if max_ticks < open_ticks {
+        // The durations as given, not their ticks: two within one tick of each
+        // other round to the same one.
+        if max_open < self.settings.open_duration {
             return Err(ConfigError::new(
                 "max_open_duration",
                 "must not be below open_duration",
@@ -612,14 +621,18 @@ fn rate_threshold(field: &'static str, x: f64) -> Result<f64, ConfigError> {
     }
 }
 
+/// A duration setting in ticks, rounded up: a cooldown, timeout or ramp is never
+/// shorter than asked (a part below the 1 ms tick makes one more tick).
 fn duration_ticks(field: &'static str, d: Duration) -> Result<u64, ConfigError> {
-    match ticks_from_duration(d) {
-        Some(0) => Err(ConfigError::new(
+    if d < Duration::from_nanos(NANOS_PER_TICK) {
+        return Err(ConfigError::new(
             field,
             "must be at least 1ms (the breaker's tick)",
-        )),
-        Some(t) => Ok(t),
-        None => Err(ConfigError::new(
+        ));
+    }
+    match u64::try_from(d.as_nanos().div_ceil(u128::from(NANOS_PER_TICK))) {
+        Ok(t) if t <= TICKS_MAX => Ok(t),
+        _ => Err(ConfigError::new(
             field,
             format!(
                 "must be at most {:?}, what the state word holds",

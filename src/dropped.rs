@@ -60,7 +60,11 @@ pub enum Dropped {
     Failure,
     /// Counts as a failure once the call has run longer than this (strictly, from
     /// admission to the drop); a call dropped sooner is ignored (or slow, as
-    /// above). Timing costs the clock readings the slow-call policy costs.
+    /// above). Timed with the slow-call policy's readings when that policy is on
+    /// (precise ones for a short threshold), and with the clock's cheap reading
+    /// ([`Clock::now`](crate::Clock::now)) otherwise, which may lag by its
+    /// [`resolution`](crate::Clock::resolution): with the default clock, about
+    /// 1 ms.
     FailureAfter(Duration),
 }
 

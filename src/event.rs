@@ -16,7 +16,8 @@ pub enum Reason {
     SlowCallRate,
     /// Open → HalfOpen: a call arrived after the cooldown.
     CooldownElapsed,
-    /// HalfOpen → Closed: every probe succeeded.
+    /// HalfOpen → Closed (→ Recovering with
+    /// [`ramp_up`](crate::Builder::ramp_up)): every probe succeeded.
     ProbesSucceeded,
     /// HalfOpen → Open: a probe failed (or, with the slow-call policy, was slow).
     ProbeFailed,

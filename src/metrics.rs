@@ -17,7 +17,9 @@ pub struct Metrics {
     pub state: State,
     /// The generation (32 bits, wrapping).
     pub generation: u32,
-    /// The backoff level: the next reopening waits `open_duration * multiplier^level`.
+    /// The backoff level: an Open phase at level `l` waits
+    /// `open_duration * multiplier^l`; a failed half-open round reopens one level
+    /// up (to the cap), and closing returns to 0.
     pub level: u8,
     /// Time since the last transition.
     pub time_in_state: Duration,

@@ -381,6 +381,9 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
     cap: Option<Cap<C>>,
     /// Outcomes of calls whose breaker left the registry while they ran.
     orphaned: AtomicU64,
+    /// `overflowed` and `orphaned` as `publish_metrics` last published them.
+    #[cfg(feature = "metrics")]
+    pub(crate) published: crate::export::metrics::Published<2>,
 }
 
 impl<K, C> Registry<K, C>
@@ -1425,6 +1428,8 @@ where
             initial: self.initial,
             cap,
             orphaned: AtomicU64::new(0),
+            #[cfg(feature = "metrics")]
+            published: Default::default(),
         })
     }
 }

@@ -13,7 +13,7 @@
 //! | field      | bits | meaning                                                         |
 //! |------------|------|-----------------------------------------------------------------|
 //! | state      | 3    | [`State`]: Closed 0, Open 1, HalfOpen 2, ForcedOpen 3, Disabled 4, Recovering 5 |
-//! | level      | 6    | backoff level: the next reopening waits `open_duration * m^level` |
+//! | level      | 6    | backoff level: an Open phase waits `open_duration * m^level`     |
 //! | generation | 32   | bumped (wrapping) by every transition ([`GEN_BITS`])             |
 //!
 //! Every transition moves the generation on, so a phase has exactly one word: two

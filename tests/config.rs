@@ -95,6 +95,49 @@ fn one_step_past_each_settings_range_is_refused_by_name() {
     assert_eq!(field_of(b().half_open_probes(65_536)), "half_open_probes");
 }
 
+/// A window is checked whenever it is set, as every setting is, even where no rate
+/// policy uses it (contract 16: zero buckets is a `ConfigError` naming the field);
+/// the default window, used only by a rate policy, is not.
+#[test]
+fn a_window_set_is_checked_even_without_a_rate_policy() {
+    let b = || {
+        CircuitBreaker::builder()
+            .clock(ManualClock::new())
+            .consecutive_failures(3)
+    };
+    assert_eq!(field_of(b().window(Duration::ZERO, 0)), "window");
+    assert_eq!(field_of(b().window(SEC * 5000, 5000)), "window");
+    assert_eq!(field_of(b().window(SEC * 10, 10)), "<built>");
+}
+
+/// Durations count in whole 1 ms ticks, rounded up, so a cooldown is never shorter
+/// than set: 1.999 ms rejects for 2 ms, and no probe is admitted at 1 ms. A
+/// maximum is compared with its base as given: 1.5 ms below 1.9 ms is refused,
+/// though both take two ticks.
+#[test]
+fn a_part_of_a_millisecond_rounds_a_duration_up_and_a_maximum_compares_as_given() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_micros(1_999))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    fail(&b);
+    let r = b.try_acquire().unwrap_err();
+    assert_eq!(r.retry_after(), Some(2 * MS));
+    clock.advance(MS);
+    assert!(b.try_acquire().is_err(), "a probe 1 ms into 1.999 ms");
+    clock.advance(MS);
+    assert!(b.try_acquire().is_ok_and(|p| p.is_probe()));
+
+    let base_above_max = CircuitBreaker::builder()
+        .clock(ManualClock::new())
+        .open_duration(Duration::from_micros(1_900))
+        .max_open_duration(Duration::from_micros(1_500));
+    assert_eq!(field_of(base_above_max), "max_open_duration");
+}
+
 /// The largest counts, the smallest rate, the largest multiplier, a negative-zero
 /// jitter and an empty name all build, and each breaker does what its setting says:
 /// a streak or minimum no run of failures reaches trips nothing, 65,535 probes make

@@ -4,9 +4,13 @@
 
 use cutout::export::metrics as names;
 use cutout::{CircuitBreaker, ManualClock, Reason, State};
+use metrics::{
+    Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::{CompositeKey, MetricKind};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// (kind, name, sorted labels) -> value, for one snapshot of the recorder.
@@ -139,8 +143,10 @@ fn publish_sets_the_snapshot_and_transitions_are_counted_as_they_happen() {
             Some(1)
         );
         assert_eq!(state(&s, "closed"), Some(1.0));
-        assert_eq!(calls(&s, "success"), Some(3));
-        assert_eq!(calls(&s, "failure"), Some(2));
+        // Each publish adds what the breaker counted since the last: 3 successes,
+        // 2 failures and 2 rejections in all.
+        assert_eq!(calls(&s, "success"), Some(1));
+        assert_eq!(calls(&s, "failure"), Some(1));
         assert_eq!(counter(&s, names::REJECTED_CALLS, &me), Some(2));
         assert_eq!(
             gauge(&s, names::WINDOW_CALLS, &me),
@@ -279,12 +285,12 @@ fn the_ramp_is_published_as_recovering_and_its_transitions_are_counted() {
     });
 }
 
-/// Over 200 cycles of trips, failed and successful probes, and manual control, each
-/// publish sets the counters to their absolute lifetime values (never a
-/// per-publish delta, never going back), and the transition counter, summed over
-/// its increments, agrees with `Metrics::transitions` for every reason.
+/// Over 200 cycles of trips, failed and successful probes, and manual control, the
+/// call counters, summed over the publishes' increments, are the lifetime counts
+/// at each publish, and the transition counter, summed over its increments,
+/// agrees with `Metrics::transitions` for every reason.
 #[test]
-fn counters_stay_absolute_and_transitions_add_up_over_many_cycles() {
+fn counters_and_transitions_add_up_to_the_lifetime_counts_over_many_cycles() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let clock = ManualClock::new();
@@ -299,7 +305,8 @@ fn counters_stay_absolute_and_transitions_add_up_over_many_cycles() {
             .unwrap();
         let me = [("breaker", "cyc")];
         let mut totals: BTreeMap<(String, String, String), u64> = BTreeMap::new();
-        let mut last_rejected = 0;
+        let (mut rejected, mut failures) = (0, 0);
+        let failed = &[("breaker", "cyc"), ("outcome", "failure")];
         for round in 0..200u32 {
             let _ = b.call(|| Err::<(), _>(()));
             let _ = b.call(|| Err::<(), _>(()));
@@ -332,29 +339,24 @@ fn counters_stay_absolute_and_transitions_add_up_over_many_cycles() {
                         .or_default() += n;
                 }
             }
-            // The debugging recorder zeroes a counter it reads: only the snapshot
-            // right after a publish holds the absolute value.
+            // The debugging recorder zeroes a counter it reads: the snapshot
+            // after a publish holds that publish's increment.
             if round % 11 == 0 {
-                let rejected = counter(&s, names::REJECTED_CALLS, &me).unwrap();
-                assert_eq!(rejected, b.metrics().lifetime.rejected);
-                assert!(rejected >= last_rejected, "{rejected} < {last_rejected}");
-                last_rejected = rejected;
+                rejected += counter(&s, names::REJECTED_CALLS, &me).unwrap();
+                failures += counter(&s, names::CALLS, failed).unwrap();
+                let l = b.metrics().lifetime;
+                assert_eq!((rejected, failures), (l.rejected, l.failures));
             }
         }
         b.publish_metrics();
         let s = seen(&snapshotter);
         let m = b.metrics();
+        rejected += counter(&s, names::REJECTED_CALLS, &me).unwrap();
+        assert_eq!(rejected, m.lifetime.rejected);
+        failures += counter(&s, names::CALLS, failed).unwrap();
         assert_eq!(
-            counter(&s, names::REJECTED_CALLS, &me),
-            Some(m.lifetime.rejected)
-        );
-        assert_eq!(
-            counter(
-                &s,
-                names::CALLS,
-                &[("breaker", "cyc"), ("outcome", "failure")]
-            ),
-            Some(m.lifetime.failures)
+            (rejected, failures),
+            (m.lifetime.rejected, m.lifetime.failures)
         );
         for reason in Reason::iter() {
             let published: u64 = totals
@@ -492,4 +494,175 @@ fn overflow_name_keeps_a_key_named_overflow_apart_from_the_overflow_breaker() {
             (Some(0), Some(1))
         );
     });
+}
+
+// ---- counters that never go back: a recorder that logs every value it is given
+
+/// Every counter's values, by rendered key, in the order the recorder saw them.
+type Log = Arc<Mutex<BTreeMap<String, Vec<u64>>>>;
+
+/// Logs the value each counter holds after every `increment` (its last value
+/// plus the increment) or `absolute` (the value given, as a recorder that stores
+/// what it is told would show it); gauges and histograms are dropped.
+struct Logging(Log);
+
+struct LoggedCounter(String, Log);
+
+impl LoggedCounter {
+    fn log(&self, value: impl FnOnce(u64) -> u64) {
+        let mut log = self.1.lock().unwrap();
+        let values = log.entry(self.0.clone()).or_default();
+        values.push(value(values.last().copied().unwrap_or(0)));
+    }
+}
+
+impl CounterFn for LoggedCounter {
+    fn increment(&self, value: u64) {
+        self.log(|last| last + value);
+    }
+    fn absolute(&self, value: u64) {
+        self.log(|_| value);
+    }
+}
+
+fn render(key: &Key) -> String {
+    let mut labels: Vec<_> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
+    labels.sort();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl Recorder for Logging {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        Counter::from_arc(Arc::new(LoggedCounter(render(key), self.0.clone())))
+    }
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::noop()
+    }
+    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::noop()
+    }
+}
+
+/// The values `series` held, in order: they never go back, and the last is `last`.
+fn assert_grew_to(log: &Log, series: &str, last: u64) {
+    let values = log.lock().unwrap().get(series).cloned().unwrap_or_default();
+    assert!(
+        values.windows(2).all(|w| w[0] <= w[1]),
+        "counter {series} went backwards: {values:?}"
+    );
+    assert_eq!(values.last(), Some(&last), "{series}: {values:?}");
+}
+
+/// lib.rs recommends a config reload as save -> build with new settings and
+/// restore -> swap. The new breaker keeps the name (the `breaker` label) but its
+/// lifetime counters start at zero: its publications add to the series, which
+/// never goes back (set with `Counter::absolute`, it went from 5 to 3, or, with
+/// the facade's atomic storage, whose `absolute` is a `fetch_max`, stayed frozen
+/// until the new breaker passed the old count).
+#[test]
+fn a_reloaded_breaker_adds_to_its_predecessors_series() {
+    let log: Log = Log::default();
+    let recorder = Logging(log.clone());
+    metrics::with_local_recorder(&recorder, || {
+        let clock = ManualClock::new();
+        let build = || {
+            CircuitBreaker::builder()
+                .name("db")
+                .consecutive_failures(5)
+                .clock(clock.clone())
+        };
+        let old = build().build().unwrap();
+        for _ in 0..5 {
+            old.call(|| Ok::<_, ()>(())).unwrap();
+        }
+        old.publish_metrics();
+
+        // The reload lib.rs shows.
+        let new = build()
+            .consecutive_failures(10)
+            .restore(old.save())
+            .build()
+            .unwrap();
+        assert_eq!(new.name(), "db");
+        for _ in 0..3 {
+            new.call(|| Ok::<_, ()>(())).unwrap();
+        }
+        new.publish_metrics();
+    });
+    let series = format!("{}{{breaker=db,outcome=success}}", names::CALLS);
+    assert_grew_to(&log, &series, 8);
+}
+
+/// The same through a `Registry`: an idle key is evicted ("loses nothing but its
+/// lifetime counters") and recreated under the same `breaker` label.
+#[cfg(feature = "registry")]
+#[test]
+fn a_registry_key_evicted_and_used_again_adds_to_its_series() {
+    let log: Log = Log::default();
+    let recorder = Logging(log.clone());
+    metrics::with_local_recorder(&recorder, || {
+        let clock = ManualClock::new();
+        let registry: cutout::Registry<String, ManualClock> = cutout::Registry::new(
+            CircuitBreaker::builder()
+                .consecutive_failures(5)
+                .clock(clock.clone()),
+        )
+        .unwrap();
+        for _ in 0..5 {
+            registry.call("db", || Ok::<_, ()>(())).unwrap();
+        }
+        registry.publish_metrics();
+        clock.advance(Duration::from_secs(3600));
+        assert_eq!(registry.evict_idle(Duration::from_secs(60)), 1);
+        for _ in 0..3 {
+            registry.call("db", || Ok::<_, ()>(())).unwrap();
+        }
+        registry.publish_metrics();
+    });
+    let series = format!("{}{{breaker=db,outcome=success}}", names::CALLS);
+    assert_grew_to(&log, &series, 8);
+}
+
+/// `circuit_breaker_registry_overflowed_total` (and `_orphaned_total`) carry no
+/// label: two registries in one process (one per kind of dependency) add to one
+/// series, which counts both (set with `Counter::absolute`, it went back and
+/// forth between their counts).
+#[cfg(feature = "registry")]
+#[test]
+fn two_registries_add_their_overflows_to_one_series() {
+    let log: Log = Log::default();
+    let recorder = Logging(log.clone());
+    metrics::with_local_recorder(&recorder, || {
+        let capped = || -> cutout::Registry<String, ManualClock> {
+            cutout::Registry::builder(
+                CircuitBreaker::builder()
+                    .consecutive_failures(5)
+                    .clock(ManualClock::new()),
+            )
+            .max_keys(1)
+            .build()
+            .unwrap()
+        };
+        let (hosts, tenants) = (capped(), capped());
+        hosts.call("a", || Ok::<_, ()>(())).unwrap();
+        for _ in 0..3 {
+            hosts.call("b", || Ok::<_, ()>(())).unwrap(); // overflow
+        }
+        tenants.call("x", || Ok::<_, ()>(())).unwrap();
+        tenants.call("y", || Ok::<_, ()>(())).unwrap(); // overflow
+        assert_eq!((hosts.overflowed(), tenants.overflowed()), (3, 1));
+        // A scrape publishes both, twice.
+        for _ in 0..2 {
+            hosts.publish_metrics();
+            tenants.publish_metrics();
+        }
+    });
+    let series = format!("{}{{}}", names::REGISTRY_OVERFLOWED);
+    assert_grew_to(&log, &series, 4);
 }

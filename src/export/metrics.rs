@@ -2,8 +2,9 @@
 //!
 //! Counters that change on every call are never pushed on the call path. Instead
 //! [`CircuitBreaker::publish_metrics`] reads the breaker's
-//! [`metrics`](CircuitBreaker::metrics) snapshot and sets gauges and absolute
-//! counters from it: call it on every scrape or on a timer. Transitions are rare,
+//! [`metrics`](CircuitBreaker::metrics) snapshot, sets the gauges from it, and
+//! adds to each counter what the breaker counted since its last publication:
+//! call it on every scrape or on a timer. Transitions are rare,
 //! so the transition counter is incremented when each one happens, by the thread
 //! that made it. [`describe`] registers a unit and a description for every name.
 //!
@@ -16,7 +17,7 @@
 //! |------|------|--------------|-------|------------|
 //! | `circuit_breaker_state` | gauge | `state`: `closed`, `open`, `half_open`, `forced_open`, `disabled`, `recovering` | 1 for the current state, 0 for the other five | `publish_metrics` |
 //! | `circuit_breaker_calls_total` | counter | `outcome`: `success`, `failure`, `ignored`, `stale`, `dropped` | [`Lifetime`](crate::Lifetime) outcomes since the breaker was built | `publish_metrics` |
-//! | `circuit_breaker_slow_calls_total` | counter | | successes and failures slower than the slow-call threshold | `publish_metrics` |
+//! | `circuit_breaker_slow_calls_total` | counter | | successes, failures and dropped calls slower than the slow-call threshold | `publish_metrics` |
 //! | `circuit_breaker_rejected_calls_total` | counter | | calls turned away | `publish_metrics` |
 //! | `circuit_breaker_transitions_total` | counter | `from`, `to` (state names), `reason` ([`Reason::as_str`](crate::Reason::as_str)) | transitions | each transition |
 //! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
@@ -25,11 +26,15 @@
 //! | `circuit_breaker_registry_overflowed_total` | counter | (no `breaker` label) | lookups a `Registry` with `max_keys` routed to its overflow breaker (itself published with its own `breaker` label: `"overflow"`, or as `RegistryBuilder::overflow_name` says) | `Registry::publish_metrics` |
 //! | `circuit_breaker_registry_orphaned_total` | counter | (no `breaker` label) | outcomes a `Registry` lost because their breaker was removed or replaced while the call ran, or evicted in eviction's one race ([`Registry::orphaned`](crate::Registry::orphaned)) | `Registry::publish_metrics` |
 //!
-//! The `*_total` counters other than transitions are set with
-//! [`Counter::absolute`](::metrics::Counter::absolute) from the breaker's own
-//! lifetime counters, so they count from the breaker's creation whenever the
-//! recorder was installed. The transition counter counts from the recorder's
-//! installation. Window figures are zero outside Closed and Recovering.
+//! The `*_total` counters other than transitions grow by
+//! [`Counter::increment`](::metrics::Counter::increment), each publication by
+//! what the breaker's lifetime counters grew since its last (its first, by all
+//! it counted since it was built, whenever the recorder was installed). So a
+//! series never goes back: a breaker that replaces another under the same name
+//! (a reloaded configuration, a registry key evicted and used again) adds to its
+//! series, and breakers that share a name (two registries' overflow breakers) add
+//! to one. The transition counter counts from the recorder's installation.
+//! Window figures are zero outside Closed and Recovering.
 //!
 //! # Examples
 //! ```
@@ -44,9 +49,34 @@
 //! ```
 
 use crate::event::Transition;
+use crate::sync::{AtomicU64, OnceBox, Ordering};
 use crate::{CircuitBreaker, Clock, State};
 use ::metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 use std::borrow::Cow;
+
+/// How many lifetime counters a breaker publishes: five outcomes, slow,
+/// rejected.
+pub(crate) const COUNTED: usize = 7;
+
+/// `N` counters as their publisher last published them, so that each
+/// publication adds their growth since: allocated at the first (a breaker never
+/// published holds a null pointer).
+#[derive(Default)]
+pub(crate) struct Published<const N: usize>(OnceBox<[AtomicU64; N]>);
+
+impl<const N: usize> Published<N> {
+    /// Counter `i`'s growth since it was last published, now that it reads `now`;
+    /// `now` is published from here on.
+    fn growth(&self, i: usize, now: u64) -> u64 {
+        let last = self
+            .0
+            .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
+        // Relaxed: `fetch_max` splits the growth between racing publishers, each
+        // part published once (and a reading older than one published adds
+        // nothing); it orders no other memory.
+        now.saturating_sub(last[i].fetch_max(now, Ordering::Relaxed))
+    }
+}
 
 /// Gauge: 1 for the current state, 0 for the others (label `state`).
 pub const STATE: &str = "circuit_breaker_state";
@@ -164,17 +194,22 @@ impl<C: Clock> CircuitBreaker<C> {
                 .set(if state == m.state { 1.0 } else { 0.0 });
         }
         let l = m.lifetime;
-        for (outcome, n) in [
+        let grown = |i, n| self.published.growth(i, n);
+        for (i, (outcome, n)) in [
             ("success", l.successes),
             ("failure", l.failures),
             ("ignored", l.ignored),
             ("stale", l.stale),
             ("dropped", l.dropped),
-        ] {
-            counter!(CALLS, BREAKER_LABEL => name.clone(), "outcome" => outcome).absolute(n);
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            counter!(CALLS, BREAKER_LABEL => name.clone(), "outcome" => outcome)
+                .increment(grown(i, n));
         }
-        counter!(SLOW_CALLS, BREAKER_LABEL => name.clone()).absolute(l.slow);
-        counter!(REJECTED_CALLS, BREAKER_LABEL => name.clone()).absolute(l.rejected);
+        counter!(SLOW_CALLS, BREAKER_LABEL => name.clone()).increment(grown(5, l.slow));
+        counter!(REJECTED_CALLS, BREAKER_LABEL => name.clone()).increment(grown(6, l.rejected));
         gauge!(FAILURE_RATE, BREAKER_LABEL => name.clone()).set(m.window.failure_rate());
         gauge!(SLOW_CALL_RATE, BREAKER_LABEL => name.clone()).set(m.window.slow_call_rate());
         // Window counts are far below 2^53, where f64 stops being exact.
@@ -226,8 +261,8 @@ where
         self.for_each(|_, breaker| breaker.publish_metrics());
         if let Some(overflow) = self.overflow() {
             overflow.publish_metrics();
-            counter!(REGISTRY_OVERFLOWED).absolute(self.overflowed());
+            counter!(REGISTRY_OVERFLOWED).increment(self.published.growth(0, self.overflowed()));
         }
-        counter!(REGISTRY_ORPHANED).absolute(self.orphaned());
+        counter!(REGISTRY_ORPHANED).increment(self.published.growth(1, self.orphaned()));
     }
 }
