@@ -110,7 +110,11 @@
 //! bucket left untouched for a whole key cycle in one unbroken closed phase is the
 //! exception: for one window length per cycle it reads as current (its old counts
 //! are summed), and while it reads as up to `Window::ahead_max` epochs newer,
-//! outcomes for its slot are dropped as late.
+//! outcomes for its slot are dropped as late. An owner's summary (below) takes a
+//! bucket only in the slot its key gives, and steps on only by as many epochs as
+//! the live bucket's start is behind: a bucket of another cycle sits elsewhere
+//! (the ring's slots do not repeat with the keys), and a summary that took it
+//! would keep it for as long as its owner stepped on.
 //!
 //! The owner of a stripe remembers the bucket it counted in last, its *live*
 //! bucket (its start, the phase it counts, that is the closed state word, and its

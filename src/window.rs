@@ -128,6 +128,12 @@ impl Tag {
         Tag(self.0 & !KEY_MASK | key)
     }
 
+    /// The tag `epochs` (1 to less than a key cycle) before `self` in its
+    /// generation, modulo the key cycle.
+    fn back(self, epochs: u64) -> Tag {
+        self.ahead(EPOCH_KEYS - epochs)
+    }
+
     /// How many epochs `self` is behind `mine`, modulo the key cycle (both written).
     fn behind(self, mine: Tag) -> u64 {
         ((mine.0 & KEY_MASK) + EPOCH_KEYS - (self.0 & KEY_MASK)) % EPOCH_KEYS
@@ -489,22 +495,29 @@ impl Window {
         let mut c = counts(summary);
         c.add(counts(previous));
         // The window has left `passed` epochs (none while young), whose slots run
-        // back from `mine`'s: each slot's bucket leaves the sum if it was in the
-        // window that ends at `previous` (then it is the bucket of the epoch left).
+        // back from `mine`'s, `j` slots back the slot of the epoch `K + j` before
+        // `mine` and of the one `j` before it. Its bucket leaves the sum if it is
+        // the former's and was in the window that ends at `previous`; it joins the
+        // sum if it is the latter's (never, but for a bucket of another key cycle
+        // whose key is that epoch's: see `summed_anew`).
         let in_summary = in_window(last, self.span_of(last));
         let mut gone = slot;
-        for _ in 0..passed {
-            let left = ring
-                .bucket(gone)
-                .filter(|bucket| in_summary(bucket[TAG].load(Ordering::Relaxed)))
-                .map_or_else(WindowCounts::default, counts);
-            // Wrapping: `left` is in the sum (a finalized bucket written since
-            // would have given the summary up).
-            c = WindowCounts {
-                calls: c.calls.wrapping_sub(left.calls),
-                failures: c.failures.wrapping_sub(left.failures),
-                slow: c.slow.wrapping_sub(left.slow),
-            };
+        for j in 0..passed {
+            if let Some(bucket) = ring.bucket(gone) {
+                let tag = Tag(bucket[TAG].load(Ordering::Relaxed));
+                if tag == mine.back(self.buckets + j) && in_summary(tag.0) {
+                    // Wrapping: in the sum (a finalized bucket written since would
+                    // have given the summary up).
+                    let left = counts(bucket);
+                    c = WindowCounts {
+                        calls: c.calls.wrapping_sub(left.calls),
+                        failures: c.failures.wrapping_sub(left.failures),
+                        slow: c.slow.wrapping_sub(left.slow),
+                    };
+                } else if j > 0 && tag == mine.back(j) {
+                    c.add(counts(bucket));
+                }
+            }
             gone = gone.checked_sub(1).unwrap_or(k - 1);
         }
         debug_assert_eq!(c, self.summed_anew(ring, slot, mine, span), "a step on");
@@ -512,17 +525,34 @@ impl Window {
     }
 
     /// [`others`](Self::others) from every bucket: those in the window that ends
-    /// at `mine` but for the one in `mine`'s slot, which is being reused.
+    /// at `mine` but for the one in `mine`'s slot, which is being reused. A bucket
+    /// counts only in the slot its key gives (its epoch's, counted back from
+    /// `mine`'s slot): keys repeat every key cycle and the ring's slots do not
+    /// repeat with them, so a bucket of another cycle whose key reads as current
+    /// sits elsewhere (but where whole cycles bring it back to its key's slot),
+    /// and a summary that took it would keep it after its key left the window,
+    /// for as long as its owner steps on. (Readers of the buckets take it, for
+    /// one window's length a key cycle: the implementation notes' exception.)
     fn summed_anew(&self, ring: Ring<'_>, slot: usize, mine: Tag, span: u64) -> WindowCounts {
-        let reused = ring.bucket(slot);
+        let k = self.buckets as usize;
         let in_window = in_window(mine, span);
         let (lines, rest) = ring.buckets();
         let mut c = WindowCounts::default();
-        for bucket in lines.iter().flat_map(|line| line.iter()).chain(rest) {
+        for (at, bucket) in lines
+            .iter()
+            .flat_map(|line| line.iter())
+            .chain(rest)
+            .enumerate()
+        {
             // Relaxed, every load: the owner's own words.
-            if !reused.is_some_and(|reused| std::ptr::eq(bucket, reused))
-                && in_window(bucket[TAG].load(Ordering::Relaxed))
-            {
+            let tag = Tag(bucket[TAG].load(Ordering::Relaxed));
+            // Fewer than `k` epochs behind, if in the window: no division.
+            let behind = || tag.behind(mine) as usize;
+            let home = || {
+                slot.checked_sub(behind())
+                    .unwrap_or_else(|| slot + k - behind())
+            };
+            if at != slot && in_window(tag.0) && home() == at {
                 let counts = counts(bucket);
                 debug_assert_ne!(counts.calls, LIVE, "no bucket is live during a rotation");
                 c.add(counts);
@@ -1711,6 +1741,34 @@ mod tests {
             }
         }
     }
+    proptest! {
+        /// A monotonic clock whose owner goes quiet for whole key cycles now and
+        /// then (49.7 days each, with 1 ms buckets), so that its ring holds
+        /// buckets of other cycles whose keys read as current (the documented
+        /// exception): every rotation's summary, stepped on or summed anew, is one
+        /// a sum of the ring would give (the debug build checks each step), and a
+        /// failure's read agrees with a reader's.
+        #[test]
+        fn an_owner_quiet_for_whole_key_cycles_keeps_its_summary_a_sum_of_its_ring(
+            buckets in 2..=6u32,
+            steps in prop::collection::vec((0..3u64, 0..6u64, any::<bool>()), 1..40),
+        ) {
+            let (w, s) = window(buckets, 1);
+            let r = s.mine();
+            let mut epoch = 0u64;
+            for (cycles, epochs, failed) in steps {
+                epoch += cycles * EPOCH_KEYS + epochs;
+                let sample = if failed { FAIL } else { OK };
+                if let Some(counted) = w.record(&s, r, phase(4), epoch * MS, sample) {
+                    prop_assert_eq!(
+                        w.counts_after(&s, counted, epoch * MS),
+                        w.counts(&s, 4, epoch * MS)
+                    );
+                }
+            }
+        }
+    }
+
     proptest! {
         /// However many transitions lie between two closed phases, all in one
         /// bucket's time, the later phase's writer rotates the earlier phase's
