@@ -843,3 +843,79 @@ fn events_from_many_threads_form_one_valid_stream_stress() {
         contended_stream(8, 50_000);
     }
 }
+
+/// A listener that resets or forces the breaker open on the event of the very
+/// transition a call's admission made (a half-open round timed out, a ramp
+/// completed): the call is decided by the word the listener left, not by the one
+/// the transition installed. Admitted in a new Closed phase, it runs and counts
+/// as a success; in ForcedOpen it is rejected as ForcedOpen. (The admission once
+/// went on from the ended phase: a rejection by an Open phase already over, a
+/// forced-open breaker that ran the call, a success counted as stale.)
+#[test]
+fn a_call_whose_admissions_transition_a_listener_overrides_follows_the_listener() {
+    let clock = ManualClock::new();
+    for (on, reset) in [
+        (Reason::HalfOpenTimeout, true),
+        (Reason::HalfOpenTimeout, false),
+        (Reason::RampCompleted, true),
+        (Reason::RampCompleted, false),
+    ] {
+        let mut builder = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(SEC)
+            .half_open_timeout(10 * SEC);
+        if on == Reason::RampCompleted {
+            builder = builder.ramp_up(SEC);
+        }
+        let (b, _log) = reentrant(&clock, builder, move |b, t| {
+            if t.reason == on {
+                if reset { b.reset() } else { b.force_open() }
+            }
+        });
+        fail(&b);
+        clock.advance(SEC);
+        let probe = b.try_acquire().unwrap();
+        let hung = match on {
+            Reason::HalfOpenTimeout => {
+                clock.advance(10 * SEC); // the round times out at the next call
+                Some(probe)
+            }
+            _ => {
+                probe.success(); // Recovering
+                clock.advance(SEC); // the ramp completes at the next call
+                None
+            }
+        };
+        let ran = std::cell::Cell::new(false);
+        let r = b.call(|| {
+            ran.set(true);
+            Ok::<_, &str>(7)
+        });
+        let case = format!("{on} then {}", if reset { "reset" } else { "force_open" });
+        if reset {
+            assert_eq!(
+                (r, ran.get(), b.state()),
+                (Ok(7), true, State::Closed),
+                "{case}"
+            );
+        } else {
+            let rejected = match r {
+                Err(Error::Rejected(rejected)) => rejected,
+                other => panic!("{case}: {other:?}"),
+            };
+            assert_eq!(
+                (rejected.state(), rejected.retry_after()),
+                (State::ForcedOpen, None)
+            );
+            assert!(!ran.get(), "{case}: a forced-open breaker ran the call");
+        }
+        drop(hung); // dropped after its phase ended: counted as dropped only
+        let l = b.metrics().lifetime;
+        assert_eq!(l.stale, 0, "{case}: {l:?}");
+        assert_eq!(
+            l.admitted,
+            l.successes + l.failures + l.ignored + l.dropped,
+            "{case}"
+        );
+    }
+}

@@ -99,6 +99,10 @@ impl<C: Clock> CircuitBreaker<C> {
                 false => listener(&event),
                 true => deliver_unwinding(listener, &event),
             }
+            // The listener may have moved the breaker on (a `reset` or
+            // `force_open` of its own): the caller goes on from the word as it is
+            // now, not from the one this transition installed.
+            return self.hot.word.load();
         }
         to
     }
