@@ -519,3 +519,36 @@ fn a_disabled_phases_permit_is_stale_after_reset() {
     assert_eq!(b.state(), State::Closed);
     assert_eq!(b.metrics().lifetime.stale, 1);
 }
+
+/// The metrics' `retry_after` is what a call's rejection would say now, in a
+/// half-open round past its timeout too, with a probe hung or with the slot free
+/// (the only probe ignored): the next call reopens the breaker one level up and is
+/// rejected for that cooldown (2 s), not let through (the metrics once said 0).
+#[test]
+fn metrics_retry_after_of_a_timed_out_round_is_the_reopenings_cooldown() {
+    for hung in [true, false] {
+        let (b, clock, _log) = logged(
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .open_duration(SEC)
+                .half_open_timeout(10 * SEC),
+        );
+        let _ = b.call(|| Err::<(), _>("down"));
+        clock.advance(SEC);
+        let probe = b.try_acquire().unwrap();
+        let held = match hung {
+            true => Some(probe),
+            false => {
+                probe.ignore();
+                None
+            }
+        };
+        clock.advance(10 * SEC);
+        let said = b.metrics().retry_after;
+        let rejected = b.try_acquire().map(|_| ()).unwrap_err();
+        assert_eq!(said, Some(2 * SEC), "hung {hung}");
+        assert_eq!(rejected.retry_after(), said, "hung {hung}");
+        assert_eq!((b.state(), b.metrics().level), (State::Open, 1));
+        drop(held);
+    }
+}

@@ -57,6 +57,16 @@ impl<C: Clock> CircuitBreaker<C> {
     pub(super) fn retry_after(&self, s: Snapshot, ticks: u64, now: u64) -> Option<Duration> {
         match s.state() {
             State::Open => Some(ticks_to_duration(ticks.saturating_sub(now))),
+            // A round past its timeout: the next call reopens the breaker one level
+            // up (see `admit_general`), and is rejected for that phase's cooldown.
+            State::HalfOpen
+                if policy::round_timed_out(&self.config, self.ticks_max, ticks, now) =>
+            {
+                let next = s.next(State::Open, self.next_level(s));
+                Some(ticks_to_duration(
+                    self.cooldown(next.level(), next.generation()),
+                ))
+            }
             State::HalfOpen => {
                 let round = Round::from_data(self.phase.round.data_for(s.generation()));
                 if round.issued < self.config.half_open_probes {
