@@ -1,0 +1,176 @@
+//! `Registry` under random operation sequences on a `ManualClock` whose steps run
+//! from a nanosecond to years: lookups, calls that succeed or fail, handles held
+//! from `get` and dropped, removals, sweeps, saves and restores, with and without
+//! a key cap. After every step: never more breakers than the cap; a breaker held
+//! through `get` is the registry's for its key until `remove` or `restore_all`
+//! replaces it; a breaker that does not behave like a new one (Open, a streak) is
+//! never evicted; every call lands on a breaker the registry holds (nothing
+//! orphaned, single-threaded); and the overflow count never goes back.
+#![cfg(feature = "registry")]
+
+use cutout::{CircuitBreaker, ManualClock, Registry, State};
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+const KEYS: u8 = 6;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Get(u8),
+    Hold(u8),
+    Release(u8),
+    Call(u8, bool),
+    With(u8),
+    Remove(u8),
+    Sweep(Duration),
+    Advance(Duration),
+    SaveAndRestore,
+}
+
+fn duration() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        (1u64..2_000_000).prop_map(Duration::from_nanos),
+        (1u64..5_000).prop_map(Duration::from_millis),
+        (1u64..400).prop_map(|d| Duration::from_secs(d * 86_400)),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0..KEYS;
+    prop_oneof![
+        3 => key.clone().prop_map(Op::Get),
+        1 => key.clone().prop_map(Op::Hold),
+        1 => key.clone().prop_map(Op::Release),
+        4 => (key.clone(), any::<bool>()).prop_map(|(k, ok)| Op::Call(k, ok)),
+        1 => key.clone().prop_map(Op::With),
+        1 => key.prop_map(Op::Remove),
+        1 => duration().prop_map(Op::Sweep),
+        3 => duration().prop_map(Op::Advance),
+        1 => Just(Op::SaveAndRestore),
+    ]
+}
+
+type Breaker = Arc<CircuitBreaker<ManualClock>>;
+
+fn registry(clock: &ManualClock, cap: Option<usize>) -> Registry<u8, ManualClock> {
+    let mut builder = Registry::builder(
+        CircuitBreaker::builder()
+            .consecutive_failures(2)
+            .open_duration(Duration::from_secs(1))
+            .clock(clock.clone()),
+    )
+    .idle_resolution(Duration::from_millis(1))
+    .evict_idle_after(Duration::from_secs(1));
+    if let Some(cap) = cap {
+        builder = builder.max_keys(cap);
+    }
+    builder.build().unwrap()
+}
+
+/// The keys the registry holds, and their breakers' states.
+fn held(r: &Registry<u8, ManualClock>) -> HashMap<u8, State> {
+    let mut keys = HashMap::new();
+    r.for_each(|k, b| _ = keys.insert(*k, b.state()));
+    keys
+}
+
+fn run(ops: &[Op], cap: Option<usize>) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    let mut r = registry(&clock, cap);
+    let mut handles: HashMap<u8, Breaker> = HashMap::new();
+    let mut overflowed = 0;
+    for op in ops {
+        // Keys whose breakers do not behave like new ones before this step: none
+        // may be evicted by it.
+        let before = held(&r);
+        let kept = |r: &Registry<u8, ManualClock>, k: u8| {
+            r.with(&k, |b| {
+                b.state() != State::Closed || b.metrics().consecutive_failures > 0
+            })
+        };
+        let busy: Vec<u8> = before.keys().copied().filter(|&k| kept(&r, k)).collect();
+        let mut replaced = None;
+        match *op {
+            Op::Get(k) => _ = r.get(&k),
+            Op::Hold(k) => {
+                let handle = r.get(&k);
+                // At the cap with no room, the key's lookups share the overflow
+                // breaker: not the key's own.
+                if handle.name() != "overflow" {
+                    handles.insert(k, handle);
+                }
+            }
+            Op::Release(k) => _ = handles.remove(&k),
+            Op::Call(k, ok) => {
+                let admitted = r.with(&k, |b| b.state() == State::Closed);
+                let lifetime =
+                    |r: &Registry<u8, ManualClock>| r.with(&k, |b| b.metrics().lifetime.admitted);
+                let before = lifetime(&r);
+                let result = r.call(&k, || if ok { Ok(()) } else { Err(()) });
+                // A closed breaker admits, and the call counts on the breaker the
+                // registry holds for the key (or on the overflow breaker).
+                if admitted && result.is_ok() == ok && r.overflowed() == overflowed {
+                    prop_assert_eq!(lifetime(&r), before + 1, "key {}", k);
+                }
+            }
+            Op::With(k) => _ = r.with(&k, |b| b.state()),
+            Op::Remove(k) => {
+                _ = r.remove(&k);
+                replaced = Some(k);
+            }
+            Op::Sweep(d) => _ = r.evict_idle(d),
+            Op::Advance(d) => clock.advance(d),
+            Op::SaveAndRestore => {
+                let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+                let saved = r.save_all_at(now);
+                let keys: Vec<u8> = saved.iter().map(|(k, _)| *k).collect();
+                let fresh = registry(&clock, cap);
+                prop_assert_eq!(fresh.restore_all_at(saved, now), Ok(keys.len()));
+                r = fresh;
+                handles.clear(); // handles of the old registry's breakers
+                overflowed = 0;
+            }
+        }
+        let after = held(&r);
+        if let Some(cap) = cap {
+            prop_assert!(after.len() <= cap && r.len() <= cap, "{:?}", after);
+        }
+        prop_assert_eq!(r.orphaned(), 0);
+        prop_assert!(r.overflowed() >= overflowed);
+        overflowed = r.overflowed();
+        if replaced.is_none() && !matches!(op, Op::SaveAndRestore) {
+            for k in busy {
+                prop_assert!(after.contains_key(&k), "{:?} evicted busy key {}", op, k);
+            }
+        }
+        if let Some(k) = replaced {
+            handles.remove(&k);
+        }
+        for (k, handle) in &handles {
+            if after.contains_key(k) {
+                prop_assert!(
+                    Arc::ptr_eq(handle, &r.get(k)),
+                    "key {} replaced under its handle",
+                    k
+                );
+            } else {
+                prop_assert!(false, "key {} evicted while held ({:?})", k, op);
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn a_registry_keeps_its_promises_under_any_sequence(
+        ops in prop::collection::vec(op(), 1..80),
+        cap in prop_oneof![Just(None), (1usize..=4).prop_map(Some)],
+    ) {
+        run(&ops, cap)?;
+    }
+}
