@@ -2,7 +2,10 @@
 //! feed the publisher, and the quorum that opens local breakers.
 
 use crate::config::{FleetConfig, FleetError};
-use crate::message::{Heartbeat, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry, Report};
+use crate::message::{
+    Heartbeat, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry,
+    Report,
+};
 use crate::view::{Counters, FleetView, ViewState};
 use crossbeam_queue::ArrayQueue;
 use cutout::{
@@ -10,6 +13,7 @@ use cutout::{
 };
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::thread::{self, JoinHandle, Thread};
@@ -458,12 +462,44 @@ impl Inner {
                 }
             }
         }
-        // Opened with no lock held: the breaker's listener runs inside.
+        // Opened with no lock held: the breaker's listener runs inside. A listener
+        // that panics must not stop the view (this is its subscriber thread): it
+        // runs only for a transition made, so the open is counted all the same.
+        // `AssertUnwindSafe`: the breaker's state is in its atomics, which a
+        // panicking listener cannot leave half-written.
         for (key, left, target) in targets {
-            if target.open_for(&key, left) {
+            let opened = panic::catch_unwind(AssertUnwindSafe(|| target.open_for(&key, left)));
+            if opened.unwrap_or(true) {
                 Counters::bump(&self.counters.quorum_opens);
             }
         }
+    }
+}
+
+/// The heartbeat of `instance` at `now`, encoded: of the keys it holds `open`, the
+/// earliest-ending ones that fit, at most [`MAX_OPEN_PER_HEARTBEAT`] and within
+/// [`MAX_MESSAGE_BYTES`] (a receiver refuses a larger message whole), and none
+/// whose key no receiver takes (over [`MAX_NAME_BYTES`]).
+fn heartbeat(instance: &str, now: SystemTime, mut open: Vec<OpenEntry>) -> Vec<u8> {
+    open.retain(|e| e.key.len() <= MAX_NAME_BYTES);
+    open.sort_by_key(|e| e.until);
+    open.truncate(MAX_OPEN_PER_HEARTBEAT);
+    loop {
+        let count = open.len();
+        let bytes = Message::Heartbeat(Heartbeat {
+            instance: instance.to_owned(),
+            sent_at: now,
+            open: open.clone(),
+        })
+        .encode();
+        if bytes.len() <= MAX_MESSAGE_BYTES || count == 0 {
+            return bytes;
+        }
+        // Drop the latest-ending entries, about as many as the excess takes at
+        // the average entry's size (at least one), and encode again.
+        let excess = bytes.len() - MAX_MESSAGE_BYTES;
+        let drop = (excess * count).div_ceil(bytes.len()).max(1);
+        open.truncate(count.saturating_sub(drop));
     }
 }
 
@@ -519,19 +555,14 @@ fn nap(inner: &Inner, d: Duration) {
     }
 }
 
+/// A connection with the fleet's timeouts, if one can be made; its caller counts
+/// a failure (once, with whatever else its attempt failed at).
 fn connect(inner: &Inner) -> Option<redis::Connection> {
     let timeout = inner.config.io_timeout;
-    match inner.client.get_connection_with_timeout(timeout) {
-        Ok(con) => {
-            let ok = con.set_read_timeout(Some(timeout)).is_ok()
-                && con.set_write_timeout(Some(timeout)).is_ok();
-            ok.then_some(con)
-        }
-        Err(_) => {
-            Counters::bump(&inner.counters.redis_errors);
-            None
-        }
-    }
+    let con = inner.client.get_connection_with_timeout(timeout).ok()?;
+    let ok =
+        con.set_read_timeout(Some(timeout)).is_ok() && con.set_write_timeout(Some(timeout)).is_ok();
+    ok.then_some(con)
 }
 
 /// Starts one of the fleet's two background threads, named `name`, running `body`
@@ -571,7 +602,10 @@ fn publish_loop(inner: &Inner) {
                     backoff.reset();
                     next_heartbeat = Instant::now();
                 }
-                None => retry_at = Instant::now() + backoff.wait(),
+                None => {
+                    Counters::bump(&inner.counters.redis_errors);
+                    retry_at = Instant::now() + backoff.wait();
+                }
             }
         }
         // Transitions: each updates what the heartbeat lists, and is published
@@ -614,15 +648,8 @@ fn publish_loop(inner: &Inner) {
             let now = SystemTime::now();
             held.retain(|_, e| e.until > now);
             if let Some(c) = con.as_mut() {
-                let mut open: Vec<OpenEntry> = held.values().cloned().collect();
-                open.sort_by_key(|e| e.until);
-                open.truncate(MAX_OPEN_PER_HEARTBEAT);
-                let bytes = Message::Heartbeat(Heartbeat {
-                    instance: config.instance_id.clone(),
-                    sent_at: now,
-                    open,
-                })
-                .encode();
+                let open: Vec<OpenEntry> = held.values().cloned().collect();
+                let bytes = heartbeat(&config.instance_id, now, open);
                 let ttl = u64::try_from(config.live_after.as_millis()).unwrap_or(u64::MAX);
                 let sent: redis::RedisResult<()> = redis::pipe()
                     .cmd("SET")
@@ -754,6 +781,34 @@ fn apply(inner: &Inner, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A heartbeat of 256 Open keys of the longest name every receiver takes is
+    /// past `MAX_MESSAGE_BYTES`: the publisher sends the earliest-ending ones that
+    /// fit (receivers refuse a larger message whole), and none whose key no
+    /// receiver takes.
+    #[test]
+    fn a_heartbeat_sends_the_earliest_ending_keys_that_fit() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let entry = |i: usize, len: usize| OpenEntry {
+            key: format!("{i:03}{}", "k".repeat(len - 3)),
+            until: now + Duration::from_secs(1 + i as u64),
+            generation: 1,
+            level: 0,
+            external: false,
+        };
+        let mut open: Vec<OpenEntry> = (0..MAX_OPEN_PER_HEARTBEAT)
+            .map(|i| entry(i, MAX_NAME_BYTES))
+            .collect();
+        open.push(entry(0, MAX_NAME_BYTES + 1));
+        let bytes = heartbeat("a", now, open.clone());
+        assert!(bytes.len() <= MAX_MESSAGE_BYTES, "{} bytes", bytes.len());
+        let Ok(Message::Heartbeat(sent)) = Message::decode(&bytes, now, Duration::MAX) else {
+            panic!("refused");
+        };
+        let n = sent.open.len();
+        assert!(n > 200 && n < MAX_OPEN_PER_HEARTBEAT, "{n} entries");
+        assert_eq!(sent.open, open[..n], "the earliest-ending, in order");
+    }
 
     fn breaker() -> Arc<dyn Target> {
         Arc::new(CircuitBreaker::builder().build().unwrap())

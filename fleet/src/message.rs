@@ -18,7 +18,9 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// The longest breaker name (key) or instance id, in bytes.
 pub const MAX_NAME_BYTES: usize = 200;
 /// The most Open keys one heartbeat lists; an instance holding more lists the
-/// earliest-ending ones (the rest still travel as transitions).
+/// earliest-ending ones that fit in [`MAX_MESSAGE_BYTES`]. The rest reach its peers
+/// as transitions, but a heartbeat replaces its sender's list at each peer: they
+/// count toward a quorum there only until the sender's next heartbeat.
 pub const MAX_OPEN_PER_HEARTBEAT: usize = 256;
 /// The longest reason string, in bytes.
 const MAX_REASON_BYTES: usize = 40;
@@ -199,6 +201,7 @@ fn state_from(name: &str) -> Option<State> {
         State::HalfOpen,
         State::ForcedOpen,
         State::Disabled,
+        State::Recovering,
     ]
     .into_iter()
     .find(|s| s.as_str() == name)
@@ -243,11 +246,22 @@ impl Message {
     }
 
     /// Decodes and validates `bytes`, at wall-clock time `now`: an Open deadline
-    /// more than `max_open` after `now` is refused.
+    /// more than `max_open` after `now` is refused. A heartbeat entry that breaks a
+    /// rule (an over-long key, a deadline too far ahead) is left out of the
+    /// heartbeat, which keeps the others: one key must not silence its peer.
     ///
     /// # Errors
     /// [`Invalid`], naming the rule the message broke.
     pub fn decode(bytes: &[u8], now: SystemTime, max_open: Duration) -> Result<Message, Invalid> {
+        Message::decode_counted(bytes, now, max_open).map(|(message, _)| message)
+    }
+
+    /// [`decode`](Self::decode), and the rule each heartbeat entry left out broke.
+    pub(crate) fn decode_counted(
+        bytes: &[u8],
+        now: SystemTime,
+        max_open: Duration,
+    ) -> Result<(Message, Vec<Invalid>), Invalid> {
         if bytes.len() > MAX_MESSAGE_BYTES {
             return Err(Invalid::TooLarge);
         }
@@ -289,7 +303,7 @@ impl Message {
                     (State::Open, None) => return Err(Invalid::Field),
                     (_, _) => None,
                 };
-                Ok(Message::Transition(Report {
+                let report = Report {
                     key,
                     instance,
                     generation,
@@ -297,7 +311,8 @@ impl Message {
                     open_until,
                     level,
                     reason,
-                }))
+                };
+                Ok((Message::Transition(report), Vec::new()))
             }
             Body::Heartbeat {
                 instance,
@@ -308,26 +323,29 @@ impl Message {
                     return Err(Invalid::Field);
                 }
                 let sent_at = from_ms(sent_ms).ok_or(Invalid::Field)?;
+                let mut refused = Vec::new();
                 let open = open
                     .into_iter()
-                    .map(|e| {
-                        if !name_ok(&e.key) {
-                            return Err(Invalid::Field);
-                        }
-                        Ok(OpenEntry {
-                            until: deadline(e.until_ms)?,
-                            key: e.key,
-                            generation: e.generation,
-                            level: e.level,
-                            external: e.external,
-                        })
+                    .filter_map(|e| {
+                        let entry = match name_ok(&e.key) {
+                            false => Err(Invalid::Field),
+                            true => deadline(e.until_ms).map(|until| OpenEntry {
+                                until,
+                                key: e.key,
+                                generation: e.generation,
+                                level: e.level,
+                                external: e.external,
+                            }),
+                        };
+                        entry.map_err(|invalid| refused.push(invalid)).ok()
                     })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Message::Heartbeat(Heartbeat {
+                    .collect();
+                let heartbeat = Heartbeat {
                     instance,
                     sent_at,
                     open,
-                }))
+                };
+                Ok((Message::Heartbeat(heartbeat), refused))
             }
         }
     }

@@ -48,15 +48,22 @@ pub struct FleetStats {
     pub garbage: u64,
     /// Refused: another wire version.
     pub unknown_version: u64,
-    /// Refused: a field out of range.
+    /// Refused: a field out of range (a message, or one entry of a heartbeat,
+    /// which keeps the others).
     pub bad_field: u64,
-    /// Refused: an Open deadline beyond the configured maximum.
+    /// Refused: an Open deadline beyond the configured maximum (a transition, or
+    /// one entry of a heartbeat, which keeps the others).
     pub deadline_too_far: u64,
     /// Transition reports from a sender that was not live when they arrived (kept,
     /// but they count for nothing until its heartbeat makes it live).
     pub not_live: u64,
     /// Refused: the view's bounds on peers or keys per peer were reached.
     pub overflow: u64,
+    /// Ignored: a heartbeat sent before one already applied from its peer (one
+    /// queued on the channel while a resubscription read the peers' latest). A
+    /// peer whose wall clock steps back has its heartbeats ignored until its
+    /// clock passes the last one applied.
+    pub out_of_order: u64,
     /// This instance's own messages, echoed back by Redis (ignored).
     pub own: u64,
     /// Transitions dropped because the publish queue was full (the oldest go).
@@ -89,6 +96,10 @@ impl Counters {
 struct Peer {
     /// When its latest heartbeat was sent, as this host's monotonic time.
     heard: Option<Instant>,
+    /// When its latest heartbeat applied was sent, by its own clock: an older one
+    /// (queued on the channel while a resubscription read the picture) is not
+    /// applied over it.
+    sent: Option<SystemTime>,
     /// Keys it reports Open.
     open: HashMap<String, OpenEntry>,
 }
@@ -114,6 +125,18 @@ impl ViewState {
         }
     }
 
+    /// Counts a message, or a heartbeat's entry, refused by rule `e`.
+    fn refused(&mut self, e: Invalid) {
+        let s = &mut self.stats;
+        *match e {
+            Invalid::TooLarge => &mut s.too_large,
+            Invalid::Garbage => &mut s.garbage,
+            Invalid::Version => &mut s.unknown_version,
+            Invalid::DeadlineTooFar => &mut s.deadline_too_far,
+            _ => &mut s.bad_field,
+        } += 1;
+    }
+
     fn is_live(&self, peer: &Peer, now: Instant) -> bool {
         peer.heard
             .is_some_and(|h| now.saturating_duration_since(h) < self.live_after)
@@ -122,17 +145,14 @@ impl ViewState {
     /// Applies the message in `bytes`, received at `now` (monotonic) and `wall`
     /// (wall-clock). Returns the keys whose reports changed (empty if refused).
     pub(crate) fn apply(&mut self, bytes: &[u8], now: Instant, wall: SystemTime) -> Vec<String> {
-        let message = match Message::decode(bytes, wall, self.max_open) {
-            Ok(m) => m,
+        let message = match Message::decode_counted(bytes, wall, self.max_open) {
+            Ok((m, refused)) => {
+                // Heartbeat entries left out, each counted by the rule it broke.
+                refused.into_iter().for_each(|e| self.refused(e));
+                m
+            }
             Err(e) => {
-                let s = &mut self.stats;
-                *match e {
-                    Invalid::TooLarge => &mut s.too_large,
-                    Invalid::Garbage => &mut s.garbage,
-                    Invalid::Version => &mut s.unknown_version,
-                    Invalid::DeadlineTooFar => &mut s.deadline_too_far,
-                    _ => &mut s.bad_field,
-                } += 1;
+                self.refused(e);
                 return Vec::new();
             }
         };
@@ -153,6 +173,7 @@ impl ViewState {
             .entry(message.instance().to_owned())
             .or_insert_with(|| Peer {
                 heard: None,
+                sent: None,
                 open: HashMap::new(),
             });
         let changed = match message {
@@ -181,7 +202,12 @@ impl ViewState {
                 }
                 vec![r.key]
             }
+            Message::Heartbeat(h) if peer.sent.is_some_and(|sent| h.sent_at < sent) => {
+                self.stats.out_of_order += 1;
+                return Vec::new();
+            }
             Message::Heartbeat(h) => {
+                peer.sent = Some(h.sent_at);
                 // Its age by the sender's clock, never negative: a sender whose
                 // clock runs ahead reads as just heard.
                 let age = wall.duration_since(h.sent_at).unwrap_or(Duration::ZERO);
@@ -340,9 +366,18 @@ impl ViewState {
 pub struct FleetView {
     pub(crate) state: Arc<Mutex<ViewState>>,
     pub(crate) counters: Arc<Counters>,
-    /// The keys whose gauge the last `record_metrics` set.
+    /// What the last `record_metrics` published.
     #[cfg(feature = "metrics")]
-    shown: Arc<Mutex<std::collections::HashSet<String>>>,
+    shown: Arc<Mutex<Shown>>,
+}
+
+/// What a view's last `record_metrics` published: the keys whose gauge it set, and
+/// the counters, so that the next adds their growth since.
+#[cfg(feature = "metrics")]
+#[derive(Debug, Default)]
+struct Shown {
+    keys: std::collections::HashSet<String>,
+    stats: FleetStats,
 }
 
 impl FleetView {
@@ -417,30 +452,57 @@ impl FleetView {
         metrics::gauge!("cutout_fleet_live_peers").set(live as f64);
         let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
         let current: HashSet<String> = reports.iter().map(|(k, _)| k.clone()).collect();
-        for gone in shown.difference(&current) {
+        for gone in shown.keys.difference(&current) {
             metrics::gauge!("cutout_fleet_open_reports", "key" => gone.clone()).set(0.0);
         }
         for (key, n) in reports {
             metrics::gauge!("cutout_fleet_open_reports", "key" => key).set(n as f64);
         }
-        *shown = current;
-        let s = self.stats();
-        for (result, n) in [
-            ("accepted", s.accepted),
-            ("too_large", s.too_large),
-            ("garbage", s.garbage),
-            ("unknown_version", s.unknown_version),
-            ("bad_field", s.bad_field),
-            ("deadline_too_far", s.deadline_too_far),
-            ("not_live", s.not_live),
-            ("overflow", s.overflow),
+        shown.keys = current;
+        // Each counter grows by its growth since the last publication, so that
+        // views recreated or side by side in one process add to one series,
+        // which never goes back (set absolute, it did, or froze at the larger).
+        let (s, last) = (self.stats(), shown.stats);
+        shown.stats = s;
+        let grown = |now: u64, then: u64| now.saturating_sub(then);
+        for (result, n, then) in [
+            ("accepted", s.accepted, last.accepted),
+            ("too_large", s.too_large, last.too_large),
+            ("garbage", s.garbage, last.garbage),
+            ("unknown_version", s.unknown_version, last.unknown_version),
+            ("bad_field", s.bad_field, last.bad_field),
+            (
+                "deadline_too_far",
+                s.deadline_too_far,
+                last.deadline_too_far,
+            ),
+            ("not_live", s.not_live, last.not_live),
+            ("overflow", s.overflow, last.overflow),
+            ("out_of_order", s.out_of_order, last.out_of_order),
         ] {
-            metrics::counter!("cutout_fleet_messages_total", "result" => result).absolute(n);
+            metrics::counter!("cutout_fleet_messages_total", "result" => result)
+                .increment(grown(n, then));
         }
-        metrics::counter!("cutout_fleet_queue_dropped_total").absolute(s.queue_dropped);
-        metrics::counter!("cutout_fleet_published_total").absolute(s.published);
-        metrics::counter!("cutout_fleet_redis_errors_total").absolute(s.redis_errors);
-        metrics::counter!("cutout_fleet_quorum_opens_total").absolute(s.quorum_opens);
+        for (name, n, then) in [
+            (
+                "cutout_fleet_queue_dropped_total",
+                s.queue_dropped,
+                last.queue_dropped,
+            ),
+            ("cutout_fleet_published_total", s.published, last.published),
+            (
+                "cutout_fleet_redis_errors_total",
+                s.redis_errors,
+                last.redis_errors,
+            ),
+            (
+                "cutout_fleet_quorum_opens_total",
+                s.quorum_opens,
+                last.quorum_opens,
+            ),
+        ] {
+            metrics::counter!(name).increment(grown(n, then));
+        }
     }
 }
 

@@ -1,0 +1,374 @@
+//! The fleet view at its edges: a transition to Recovering on the wire; a peer
+//! holding one key no receiver takes (a cooldown past `max_open`, an over-long
+//! name) still counts for its other keys; a listener that panics when a quorum
+//! opens its breaker does not stop the view; two views' counters add up in one
+//! metrics series; a failed connection is one Redis error; and an older
+//! heartbeat, queued while a resubscription read the picture, does not bring
+//! withdrawn reports back. The Redis tests start a `redis-server` on a free
+//! loopback port (see `common`); every wait is bounded.
+
+mod common;
+
+use common::{Redis, namespace, redis_available, wait_for};
+use cutout::{CircuitBreaker, Reason, State};
+use cutout_fleet::testing::ViewHarness;
+use cutout_fleet::{
+    Fleet, FleetConfig, Heartbeat, MAX_NAME_BYTES, Message, OpenEntry, Quorum, Report,
+};
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The wall clock of the pure tests: whole milliseconds, as on the wire.
+const WALL_MS: u64 = 1_800_000_000_000;
+const MAX_OPEN: Duration = Duration::from_secs(600);
+
+fn wall() -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(WALL_MS)
+}
+
+fn two() -> Quorum {
+    Quorum::AtLeast(NonZeroUsize::new(2).unwrap())
+}
+
+fn heartbeat(id: &str, sent_at: SystemTime, open: &[(&str, SystemTime, u32)]) -> Vec<u8> {
+    Message::Heartbeat(Heartbeat {
+        instance: id.into(),
+        sent_at,
+        open: open
+            .iter()
+            .map(|(k, until, generation)| OpenEntry {
+                key: (*k).into(),
+                until: *until,
+                generation: *generation,
+                level: 0,
+                external: false,
+            })
+            .collect(),
+    })
+    .encode()
+}
+
+/// A simulated peer: writes its heartbeat key and publishes on the channel.
+struct Peer {
+    id: String,
+    ns: String,
+    con: redis::Connection,
+}
+
+impl Peer {
+    fn new(redis: &Redis, ns: &str, id: &str) -> Peer {
+        let client = redis::Client::open(redis.url()).unwrap();
+        Peer {
+            id: id.into(),
+            ns: ns.into(),
+            con: client
+                .get_connection_with_timeout(Duration::from_secs(2))
+                .unwrap(),
+        }
+    }
+
+    fn heartbeat(&mut self, open: &[(&str, SystemTime, u32)]) {
+        let bytes = heartbeat(&self.id, SystemTime::now(), open);
+        let _: () = redis::cmd("SET")
+            .arg(format!("{}:hb:{}", self.ns, self.id))
+            .arg(&bytes)
+            .arg("PX")
+            .arg(10_000)
+            .query(&mut self.con)
+            .unwrap();
+        self.publish(bytes);
+    }
+
+    fn publish(&mut self, bytes: Vec<u8>) {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(format!("{}:events", self.ns))
+            .arg(bytes)
+            .query(&mut self.con)
+            .unwrap();
+    }
+}
+
+fn config(redis: &Redis, ns: &str, id: &str) -> FleetConfig {
+    FleetConfig::new(redis.url())
+        .namespace(ns.to_string())
+        .instance_id(id)
+        .heartbeat_every(Duration::from_millis(100))
+        .live_after(Duration::from_secs(1))
+        .join_wait(Duration::from_secs(2))
+}
+
+/// Opens on the first failure, for 30 s.
+fn builder() -> cutout::Builder<cutout::DefaultClock> {
+    CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(30))
+}
+
+/// Polls until `f` holds or `limit` passes; whether it held.
+fn within(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. `State::Recovering` (cutout's ramp-up) is a state the decoder does not know.
+// ---------------------------------------------------------------------------
+
+/// A breaker with `ramp_up` moves HalfOpen -> Recovering; the fleet's listener
+/// publishes that transition like any other (`Inner::enqueue`), and every peer's
+/// decoder refuses it as a bad field: the crate refuses its own messages.
+#[test]
+fn a_transition_to_recovering_round_trips() {
+    let report = Report {
+        key: "db".into(),
+        instance: "a".into(),
+        generation: 3,
+        state: State::Recovering,
+        open_until: None,
+        level: 1,
+        reason: Reason::ProbesSucceeded.as_str().into(),
+    };
+    let bytes = Message::Transition(report.clone()).encode();
+    assert_eq!(
+        Message::decode(&bytes, wall(), MAX_OPEN),
+        Ok(Message::Transition(report)),
+        "a message this crate sends for a state cutout has is refused"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 2. One entry a receiver refuses takes the whole heartbeat with it: the peer is
+//    no longer live, and none of its reports count.
+// ---------------------------------------------------------------------------
+
+/// Peers `a` and `b` (real fleets) trip `db` for 30 s: a quorum of 2 must open
+/// `me`'s `db`. Before that, `a` holds one other key Open that `me` refuses as
+/// an entry (`key`, open for `open`): a long cooldown past `me`'s `max_open`, or a
+/// breaker name over 200 bytes.
+fn one_refused_entry_must_not_silence_its_peer(tag: &str, key: &str, open: Duration) {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace(tag);
+    let me = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    let a = Fleet::start(config(&redis, &ns, "a")).unwrap();
+    let b = Fleet::start(config(&redis, &ns, "b")).unwrap();
+    let me_db = me.breaker("db", builder()).unwrap();
+    let a_db = a.breaker("db", builder()).unwrap();
+    let b_db = b.breaker("db", builder()).unwrap();
+    let a_other = a
+        .breaker(
+            key,
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .open_duration(open),
+        )
+        .unwrap();
+    wait_for("a and b live", Duration::from_secs(5), || {
+        me.view().live_peers() == 2
+    });
+    let _ = a_other.call(|| Err::<(), _>("down"));
+    assert_eq!(a_other.state(), State::Open);
+    // Past `live_after`: the heartbeats `a` sent since are what `me` has of it.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let _ = a_db.call(|| Err::<(), _>("down"));
+    let _ = b_db.call(|| Err::<(), _>("down"));
+    assert_eq!((a_db.state(), b_db.state()), (State::Open, State::Open));
+    let opened = within(Duration::from_secs(3), || me_db.state() == State::Open);
+    assert!(
+        opened,
+        "a and b both report db Open (30 s, valid), yet no quorum: live peers {}, \
+         db reports {:?}, stats {:?}",
+        me.view().live_peers(),
+        me.view().open_reports("db"),
+        me.view().stats()
+    );
+}
+
+#[test]
+fn a_peer_holding_one_long_cooldown_open_still_counts_toward_a_quorum() {
+    // cutout allows any open_duration; 15 min is past the default max_open (10 min).
+    one_refused_entry_must_not_silence_its_peer("long-cooldown", "batch", Duration::from_secs(900));
+}
+
+#[test]
+fn a_peer_holding_a_long_named_key_open_still_counts_toward_a_quorum() {
+    let key = "k".repeat(MAX_NAME_BYTES + 1);
+    one_refused_entry_must_not_silence_its_peer("long-name", &key, Duration::from_secs(30));
+}
+
+// ---------------------------------------------------------------------------
+// 4. A panic on the subscriber thread ends the view for good, silently.
+// ---------------------------------------------------------------------------
+
+/// The docs invite an application to keep its own listener and `attach` (the
+/// listener then runs on the fleet's subscriber thread when a quorum opens the
+/// breaker). One panic there kills the subscriber thread: nothing restarts it,
+/// no counter shows it, and the view and every quorum stop for good.
+#[test]
+fn a_panicking_listener_does_not_stop_the_fleet_view() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("panicking-listener");
+    let (mut a, mut b) = (Peer::new(&redis, &ns, "a"), Peer::new(&redis, &ns, "b"));
+    let fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    assert!(fleet.wait_synced(Duration::from_secs(2)));
+    let publish = fleet.listener("db");
+    let db = Arc::new(
+        builder()
+            .name("db")
+            .on_transition(move |t| {
+                publish(t);
+                if t.reason == Reason::External {
+                    panic!("a bug in the application's own listener");
+                }
+            })
+            .build()
+            .unwrap(),
+    );
+    fleet.attach("db", &db);
+    let cache = fleet.breaker("cache", builder()).unwrap();
+    let until = SystemTime::now() + Duration::from_secs(20);
+    a.heartbeat(&[("db", until, 1)]);
+    b.heartbeat(&[("db", until, 1)]);
+    wait_for("the quorum opens db", Duration::from_secs(2), || {
+        db.state() == State::Open
+    });
+    // Later, both report `cache` Open too.
+    a.heartbeat(&[("db", until, 1), ("cache", until, 1)]);
+    b.heartbeat(&[("db", until, 1), ("cache", until, 1)]);
+    let opened = within(Duration::from_secs(2), || cache.state() == State::Open);
+    assert!(
+        opened,
+        "the view stopped after a listener panic: cache reports {:?}, stats {:?}",
+        fleet.view().open_reports("cache"),
+        fleet.view().stats()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 5. Metrics: `Counter::absolute` across two views.
+// ---------------------------------------------------------------------------
+
+/// Two views in one process (two fleets, or a fleet dropped and a new one started)
+/// publish the same counter series. With `absolute` and the facade's `AtomicU64`
+/// storage (`fetch_max`), the series shows the larger of the two and freezes,
+/// instead of their sum.
+#[cfg(feature = "metrics")]
+#[test]
+fn counters_of_two_views_add_up() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let start = || {
+        Fleet::start(
+            FleetConfig::new("redis://127.0.0.1:9/")
+                .join_wait(Duration::ZERO)
+                .io_timeout(Duration::from_millis(100))
+                .reconnect(Duration::from_millis(10), Duration::from_millis(20)),
+        )
+        .expect("starts without Redis")
+    };
+    let first = start();
+    wait_for("errors", Duration::from_secs(5), || {
+        first.view().stats().redis_errors >= 6
+    });
+    let first_view = first.view().clone();
+    drop(first); // its counters are final now
+    let second = start();
+    wait_for("errors", Duration::from_secs(5), || {
+        second.view().stats().redis_errors >= 1
+    });
+    let second_view = second.view().clone();
+    drop(second);
+    let (e1, e2) = (
+        first_view.stats().redis_errors,
+        second_view.stats().redis_errors,
+    );
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        first_view.record_metrics();
+        second_view.record_metrics();
+    });
+    let total = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .find(|(k, ..)| k.key().name() == "cutout_fleet_redis_errors_total")
+        .map(|(.., v)| v);
+    assert_eq!(
+        total,
+        Some(DebugValue::Counter(e1 + e2)),
+        "first view {e1} errors, second view {e2}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 6. A failed connection attempt of the subscriber counts two Redis errors.
+// ---------------------------------------------------------------------------
+
+/// `FleetStats::redis_errors`: "Connection attempts or commands that failed". With
+/// Redis unreachable and a 10-20 s backoff, each thread makes one attempt in the
+/// first second: two failed attempts.
+#[test]
+fn one_failed_connection_attempt_is_one_redis_error() {
+    let fleet = Fleet::start(
+        FleetConfig::new("redis://127.0.0.1:9/")
+            .join_wait(Duration::ZERO)
+            .io_timeout(Duration::from_millis(100))
+            .reconnect(Duration::from_secs(20), Duration::from_secs(20)),
+    )
+    .expect("starts without Redis");
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert_eq!(
+        fleet.view().stats().redis_errors,
+        2,
+        "two threads, one failed connection attempt each"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 7. An older heartbeat applied after a newer one brings back withdrawn reports.
+// ---------------------------------------------------------------------------
+
+/// After a (re)subscription the subscriber applies each peer's latest heartbeat
+/// from its key (the picture), then the messages buffered on the channel since
+/// SUBSCRIBE: heartbeats older than the picture. The view keeps `heard` from
+/// going back but replaces the Open set with the older heartbeat's: reports the
+/// peers already withdrew make a quorum again.
+#[test]
+fn an_older_heartbeat_does_not_bring_back_withdrawn_reports() {
+    let (now, wall) = (Instant::now(), wall());
+    let mut v = ViewHarness::new("me", Duration::from_secs(3), MAX_OPEN);
+    let until = wall + Duration::from_secs(20);
+    let earlier = wall - Duration::from_millis(500);
+    let old: Vec<Vec<u8>> = ["a", "b"]
+        .iter()
+        .map(|id| heartbeat(id, earlier, &[("db", until, 1)]))
+        .collect();
+    for id in ["a", "b"] {
+        // The newest heartbeats (from the keys): db no longer Open.
+        v.apply(&heartbeat(id, wall, &[]), now, wall);
+    }
+    assert_eq!(v.verdict("db", two(), now, wall), None, "sanity");
+    // Then the older ones, buffered on the channel.
+    for bytes in &old {
+        v.apply(bytes, now, wall);
+    }
+    assert_eq!(
+        v.verdict("db", two(), now, wall),
+        None,
+        "heartbeats older than the ones applied made a quorum of withdrawn reports"
+    );
+}
