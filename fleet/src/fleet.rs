@@ -503,6 +503,14 @@ fn heartbeat(instance: &str, now: SystemTime, mut open: Vec<OpenEntry>) -> Vec<u
     }
 }
 
+/// The instant `d` from now, or a century from now if that is further than an
+/// `Instant` reaches (a setting of `Duration::MAX`: never, in effect).
+fn later(d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+    let now = Instant::now();
+    now.checked_add(d.min(CENTURY)).unwrap_or(now)
+}
+
 /// A reconnection backoff: from `min`, doubling to `max`, each wait jittered down
 /// by up to half.
 struct Backoff {
@@ -545,7 +553,7 @@ impl Backoff {
 
 /// Sleeps up to `d`, waking early when the fleet stops.
 fn nap(inner: &Inner, d: Duration) {
-    let end = Instant::now() + d;
+    let end = later(d);
     while !inner.stopping() {
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -604,7 +612,7 @@ fn publish_loop(inner: &Inner) {
                 }
                 None => {
                     Counters::bump(&inner.counters.redis_errors);
-                    retry_at = Instant::now() + backoff.wait();
+                    retry_at = later(backoff.wait());
                 }
             }
         }
@@ -640,7 +648,7 @@ fn publish_loop(inner: &Inner) {
                 } else {
                     Counters::bump(&inner.counters.redis_errors);
                     con = None;
-                    retry_at = Instant::now() + backoff.wait();
+                    retry_at = later(backoff.wait());
                 }
             }
         }
@@ -668,10 +676,10 @@ fn publish_loop(inner: &Inner) {
                 } else {
                     Counters::bump(&inner.counters.redis_errors);
                     con = None;
-                    retry_at = Instant::now() + backoff.wait();
+                    retry_at = later(backoff.wait());
                 }
             }
-            next_heartbeat = Instant::now() + config.heartbeat_every;
+            next_heartbeat = later(config.heartbeat_every);
         }
         let wake = if con.is_some() {
             next_heartbeat
@@ -781,6 +789,18 @@ fn apply(inner: &Inner, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The longest waits a `FleetConfig` takes (`Duration::MAX` for a reconnection
+    /// or a heartbeat) are further than an `Instant` reaches: they saturate, a
+    /// century on (`Instant::now() + d` panicked in the background threads).
+    #[test]
+    fn the_longest_waits_saturate() {
+        let year = Duration::from_secs(365 * 86_400);
+        let mut backoff = Backoff::new(Duration::MAX, Duration::MAX);
+        for d in [Duration::MAX, backoff.wait(), backoff.wait(), year] {
+            assert!(later(d) >= Instant::now() + year.min(d / 2), "{d:?}");
+        }
+    }
 
     /// A heartbeat of 256 Open keys of the longest name every receiver takes is
     /// past `MAX_MESSAGE_BYTES`: the publisher sends the earliest-ending ones that
