@@ -478,11 +478,13 @@ impl Inner {
 
 /// The heartbeat of `instance` at `now`, encoded: of the keys it holds `open`, the
 /// earliest-ending ones that fit, at most [`MAX_OPEN_PER_HEARTBEAT`] and within
-/// [`MAX_MESSAGE_BYTES`] (a receiver refuses a larger message whole), and none
-/// whose key no receiver takes (over [`MAX_NAME_BYTES`]).
+/// [`MAX_MESSAGE_BYTES`] (a receiver refuses a larger message whole), saying so if
+/// it holds more ([`Heartbeat::more`]), and none whose key no receiver takes (over
+/// [`MAX_NAME_BYTES`]).
 fn heartbeat(instance: &str, now: SystemTime, mut open: Vec<OpenEntry>) -> Vec<u8> {
     open.retain(|e| e.key.len() <= MAX_NAME_BYTES);
     open.sort_by_key(|e| e.until);
+    let held = open.len();
     open.truncate(MAX_OPEN_PER_HEARTBEAT);
     loop {
         let count = open.len();
@@ -490,6 +492,7 @@ fn heartbeat(instance: &str, now: SystemTime, mut open: Vec<OpenEntry>) -> Vec<u
             instance: instance.to_owned(),
             sent_at: now,
             open: open.clone(),
+            more: count < held,
         })
         .encode();
         if bytes.len() <= MAX_MESSAGE_BYTES || count == 0 {
@@ -828,6 +831,12 @@ mod tests {
         let n = sent.open.len();
         assert!(n > 200 && n < MAX_OPEN_PER_HEARTBEAT, "{n} entries");
         assert_eq!(sent.open, open[..n], "the earliest-ending, in order");
+        assert!(sent.more, "it holds more than it lists");
+        let few = heartbeat("a", now, open[..3].to_vec());
+        let Ok(Message::Heartbeat(few)) = Message::decode(&few, now, Duration::MAX) else {
+            panic!("refused");
+        };
+        assert_eq!((few.open.len(), few.more), (3, false));
     }
 
     fn breaker() -> Arc<dyn Target> {

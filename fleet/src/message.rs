@@ -18,9 +18,9 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// The longest breaker name (key) or instance id, in bytes.
 pub const MAX_NAME_BYTES: usize = 200;
 /// The most Open keys one heartbeat lists; an instance holding more lists the
-/// earliest-ending ones that fit in [`MAX_MESSAGE_BYTES`]. The rest reach its peers
-/// as transitions, but a heartbeat replaces its sender's list at each peer: they
-/// count toward a quorum there only until the sender's next heartbeat.
+/// earliest-ending ones that fit in [`MAX_MESSAGE_BYTES`], and says it holds more
+/// ([`Heartbeat::more`]): the rest reach its peers as transitions, and the peers
+/// keep them.
 pub const MAX_OPEN_PER_HEARTBEAT: usize = 256;
 /// The longest reason string, in bytes.
 const MAX_REASON_BYTES: usize = 40;
@@ -91,8 +91,12 @@ pub struct Heartbeat {
     pub instance: String,
     /// When it was sent, by the sender's wall clock.
     pub sent_at: SystemTime,
-    /// The keys it holds Open (at most [`MAX_OPEN_PER_HEARTBEAT`]).
+    /// The keys it holds Open (at most [`MAX_OPEN_PER_HEARTBEAT`]): all of them,
+    /// or, if `more`, the earliest-ending ones.
     pub open: Vec<OpenEntry>,
+    /// It holds more keys Open than it lists, each ending no sooner than the last
+    /// listed: a receiver keeps those it learned from the sender's transitions.
+    pub more: bool,
 }
 
 /// A message between instances.
@@ -166,6 +170,8 @@ enum Body {
         instance: String,
         sent_ms: u64,
         open: Vec<WireEntry>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        more: bool,
     },
 }
 
@@ -238,6 +244,7 @@ impl Message {
                         external: e.external,
                     })
                     .collect(),
+                more: h.more,
             },
         };
         // Serializing plain strings and integers into a Vec cannot fail; an empty
@@ -318,6 +325,7 @@ impl Message {
                 instance,
                 sent_ms,
                 open,
+                more,
             } => {
                 if !name_ok(&instance) || open.len() > MAX_OPEN_PER_HEARTBEAT {
                     return Err(Invalid::Field);
@@ -344,6 +352,7 @@ impl Message {
                     instance,
                     sent_at,
                     open,
+                    more,
                 };
                 Ok((Message::Heartbeat(heartbeat), refused))
             }
@@ -381,6 +390,7 @@ mod tests {
                 level: 63,
                 external: true,
             }],
+            more: true,
         });
         assert_eq!(Message::decode(&h.encode(), at(1_000), MAX), Ok(h));
     }

@@ -216,7 +216,20 @@ impl ViewState {
                     peer.heard = heard;
                 }
                 let mut changed: Vec<String> = peer.open.keys().cloned().collect();
-                peer.open = h.open.into_iter().map(|e| (e.key.clone(), e)).collect();
+                let last = h.open.iter().map(|e| e.until).max();
+                let mut open: HashMap<String, OpenEntry> =
+                    h.open.into_iter().map(|e| (e.key.clone(), e)).collect();
+                if h.more {
+                    // It listed its earliest-ending keys only: those it reported
+                    // Open (by transition) that end after the last listed stay.
+                    let beyond = |e: &OpenEntry| last.is_some_and(|last| e.until > last);
+                    for (key, entry) in peer.open.drain() {
+                        if beyond(&entry) {
+                            open.entry(key).or_insert(entry);
+                        }
+                    }
+                }
+                peer.open = open;
                 changed.extend(peer.open.keys().cloned());
                 changed.sort_unstable();
                 changed.dedup();
@@ -530,6 +543,7 @@ mod tests {
                     external: false,
                 })
                 .collect(),
+            more: false,
         })
         .encode()
     }

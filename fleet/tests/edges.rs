@@ -32,6 +32,11 @@ fn two() -> Quorum {
 }
 
 fn heartbeat(id: &str, sent_at: SystemTime, open: &[(&str, SystemTime, u32)]) -> Vec<u8> {
+    listing(id, sent_at, open, false)
+}
+
+/// A heartbeat listing `open`, saying whether its sender holds `more`.
+fn listing(id: &str, sent_at: SystemTime, open: &[(&str, SystemTime, u32)], more: bool) -> Vec<u8> {
     Message::Heartbeat(Heartbeat {
         instance: id.into(),
         sent_at,
@@ -45,6 +50,7 @@ fn heartbeat(id: &str, sent_at: SystemTime, open: &[(&str, SystemTime, u32)]) ->
                 external: false,
             })
             .collect(),
+        more,
     })
     .encode()
 }
@@ -374,4 +380,46 @@ fn an_older_heartbeat_does_not_bring_back_withdrawn_reports() {
         None,
         "heartbeats older than the ones applied made a quorum of withdrawn reports"
     );
+}
+
+/// An instance holding more Open keys than a heartbeat lists sends the
+/// earliest-ending ones and says it holds more: its peers keep the keys they
+/// learned from its transitions that end later, so those still make a quorum
+/// after its next heartbeat (which once erased them within milliseconds). A
+/// heartbeat that lists everything (no `more`) withdraws what it does not list.
+#[test]
+fn keys_past_a_heartbeats_list_still_count_when_it_says_it_holds_more() {
+    let (now, wall) = (Instant::now(), wall());
+    let mut v = ViewHarness::new("me", Duration::from_secs(3), MAX_OPEN);
+    let keys: Vec<String> = (0..4).map(|i| format!("k{i}")).collect();
+    let listed: Vec<(&str, SystemTime, u32)> = keys
+        .iter()
+        .map(|k| (k.as_str(), wall + Duration::from_secs(10), 1))
+        .collect();
+    let late = wall + Duration::from_secs(60);
+    let open_extra = |id: &str| {
+        Message::Transition(Report {
+            key: "extra".into(),
+            instance: id.into(),
+            generation: 1,
+            state: State::Open,
+            open_until: Some(late),
+            level: 0,
+            reason: Reason::ConsecutiveFailures.as_str().into(),
+        })
+        .encode()
+    };
+    for id in ["a", "b"] {
+        v.apply(&listing(id, wall, &listed, true), now, wall);
+        v.apply(&open_extra(id), now, wall);
+    }
+    assert_eq!(v.verdict("extra", two(), now, wall), Some(late));
+    // Each instance's next heartbeat lists the same earliest-ending keys.
+    for id in ["a", "b"] {
+        v.apply(&listing(id, wall, &listed, true), now, wall);
+    }
+    assert_eq!(v.verdict("extra", two(), now, wall), Some(late), "kept");
+    // A heartbeat that lists all an instance holds withdraws the rest.
+    v.apply(&listing("a", wall, &listed, false), now, wall);
+    assert_eq!(v.verdict("extra", two(), now, wall), None, "withdrawn");
 }

@@ -49,6 +49,7 @@ impl Peer {
                     external: false,
                 })
                 .collect(),
+            more: false,
         })
         .encode();
         let key = format!("{}:hb:{}", self.ns, self.id);
