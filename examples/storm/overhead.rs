@@ -4,7 +4,8 @@
 //! Measured on twins of the demo's breaker (the same builder settings), not on the
 //! shared one, so that millions of extra calls do not show up in the storm's
 //! counters; before the workers start, on a thread that owns its stripe, as the
-//! first workers do (the rest, beyond twice the core count, share one).
+//! first workers do (the rest, beyond twice the core count and at least 16, share
+//! one of four shared stripes).
 
 use crate::sim::Scenario;
 use cutout::{CircuitBreaker, State};
