@@ -666,3 +666,19 @@ fn two_registries_add_their_overflows_to_one_series() {
     let series = format!("{}{{}}", names::REGISTRY_OVERFLOWED);
     assert_grew_to(&log, &series, 4);
 }
+
+/// `heap_bytes` tells the truth about publishing too: the counts a breaker last
+/// published take 56 bytes from its first publication on, and no more after.
+#[test]
+fn the_first_publication_allocates_its_counts_and_heap_bytes_says_so() {
+    let recorder = DebuggingRecorder::new();
+    metrics::with_local_recorder(&recorder, || {
+        let b = CircuitBreaker::builder().build().unwrap();
+        let _ = b.call(|| Ok::<_, ()>(()));
+        let before = b.heap_bytes();
+        b.publish_metrics();
+        assert_eq!(b.heap_bytes(), before + 7 * 8);
+        b.publish_metrics();
+        assert_eq!(b.heap_bytes(), before + 7 * 8);
+    });
+}

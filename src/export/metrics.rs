@@ -65,6 +65,11 @@ pub(crate) const COUNTED: usize = 7;
 pub(crate) struct Published<const N: usize>(OnceBox<[AtomicU64; N]>);
 
 impl<const N: usize> Published<N> {
+    /// The bytes its counts take on the heap: none until the first publication.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.0.get().map_or(0, std::mem::size_of_val)
+    }
+
     /// Counter `i`'s growth since it was last published, now that it reads `now`;
     /// `now` is published from here on.
     fn growth(&self, i: usize, now: u64) -> u64 {
