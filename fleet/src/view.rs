@@ -178,9 +178,6 @@ impl ViewState {
             });
         let changed = match message {
             Message::Transition(r) => {
-                if !live {
-                    self.stats.not_live += 1;
-                }
                 match r.open_until {
                     Some(until) => {
                         if !peer.open.contains_key(&r.key) && peer.open.len() >= MAX_KEYS_PER_PEER {
@@ -199,6 +196,10 @@ impl ViewState {
                     None => {
                         peer.open.remove(&r.key);
                     }
+                }
+                // Kept (not refused above), but counting for nothing yet.
+                if !live {
+                    self.stats.not_live += 1;
                 }
                 vec![r.key]
             }
@@ -221,10 +222,11 @@ impl ViewState {
                     h.open.into_iter().map(|e| (e.key.clone(), e)).collect();
                 if h.more {
                     // It listed its earliest-ending keys only: those it reported
-                    // Open (by transition) that end after the last listed stay.
-                    let beyond = |e: &OpenEntry| last.is_some_and(|last| e.until > last);
+                    // Open (by transition) that end no sooner than the last listed
+                    // stay (keys tied at the cut may be held), within the bound.
+                    let beyond = |e: &OpenEntry| last.is_some_and(|last| e.until >= last);
                     for (key, entry) in peer.open.drain() {
-                        if beyond(&entry) {
+                        if beyond(&entry) && open.len() < MAX_KEYS_PER_PEER {
                             open.entry(key).or_insert(entry);
                         }
                     }
