@@ -267,7 +267,7 @@ impl SavedState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SavedWindow {
-    /// The window's length when saved.
+    /// The window's length when saved, in whole milliseconds (rounded down).
     pub length: Duration,
     /// Its bucket count when saved (informative: the totals do not depend on it).
     pub buckets: u32,
@@ -505,8 +505,12 @@ impl<C: Clock> CircuitBreaker<C> {
             open_until,
             consecutive_failures: t.streak,
             window: t.window.map(|(shape, counts)| SavedWindow {
-                length: Duration::from_nanos(
-                    shape.bucket_nanos.saturating_mul(u64::from(shape.buckets)),
+                // Whole milliseconds, rounded down, as the wire carries it: a
+                // saved state round-trips exactly, and a window as long as this
+                // one (its length not a whole number of milliseconds) still takes
+                // the totals back.
+                length: Duration::from_millis(
+                    shape.bucket_nanos.saturating_mul(u64::from(shape.buckets)) / 1_000_000,
                 ),
                 buckets: shape.buckets,
                 // A raced shared bucket may show more failures than calls (see the
