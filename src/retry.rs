@@ -67,12 +67,13 @@ impl<E> Retryable<E> for RetryAny {
 /// Share one policy between threads; each retry loop draws its own random stream.
 ///
 /// Retry `n` (counting from 0) waits a uniformly random time between zero and
-/// `min(cap, base * 2^n)` ("full jitter"), so clients that failed together do not
-/// retry together. Every attempt goes through the breaker, and the breaker has the
-/// last word: a rejection ends the retries at once, and after a failure that left
-/// the breaker anything but closed, the next attempt is made without sleeping (it
-/// is rejected at once, or admitted as a probe once the cooldown is over), so no
-/// retry ever sleeps against an open breaker. The breaker's cooldown is the
+/// `min(cap, base * 2^n)` ("full jitter"; a ceiling beyond `u64::MAX` nanoseconds,
+/// 584 years, draws up to that), so clients that failed together do not retry
+/// together. Every attempt goes through the breaker, and the breaker has the last
+/// word: a rejection ends the retries at once, and after a failure that left the
+/// breaker Open, HalfOpen or ForcedOpen, the next attempt is made without sleeping
+/// (it is rejected at once, or admitted as a probe once the cooldown is over), so
+/// no retry ever sleeps against an open breaker. The breaker's cooldown is the
 /// backoff there.
 ///
 /// The sleep is injected: [`retry`] uses `std::thread::sleep`, [`retry_with_sleep`]
