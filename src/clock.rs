@@ -142,6 +142,11 @@ static OWNER: ProcessAtomicU64 = ProcessAtomicU64::new(0);
 /// In [`OWNER`]: the refresh thread could not be started; `now` reads precisely.
 const NO_THREAD: u64 = 1 << 32;
 
+/// Without a refresh thread ([`NO_THREAD`]): the largest reading returned, so that
+/// precise readings, which another thread may have taken later but read as
+/// earlier, never go back.
+static PRECISE: ProcessAtomicU64 = ProcessAtomicU64::new(0);
+
 fn origin() -> quanta::Instant {
     static ORIGIN: OnceLock<quanta::Instant> = OnceLock::new();
     *ORIGIN.get_or_init(quanta::Instant::now)
@@ -186,10 +191,12 @@ fn start_refresh(pid: u64) {
         .spawn(refresh)
         .is_err()
     {
-        // Without the thread, `now` falls back to `precise`, which is never behind
-        // the reading stored above: time still does not go backwards.
-        OWNER.store(pid | NO_THREAD, Ordering::Release);
-        RECENT.store(0, Ordering::Relaxed);
+        // Without the thread, `now` falls back to precise readings, kept monotone
+        // and never behind the reading stored above (see `first_or_precise`).
+        // SeqCst: a racing first reading that publishes after this store sees the
+        // owner's mark and clears the cached reading again.
+        OWNER.store(pid | NO_THREAD, Ordering::SeqCst);
+        PRECISE.fetch_max(RECENT.swap(0, Ordering::SeqCst), Ordering::Relaxed);
     }
 }
 
@@ -239,23 +246,34 @@ fn forget_in_forked_children() {
     }
 }
 
-/// The reading when the cached one is 0: the first reading in the process (which
-/// starts the refresh thread), or every reading where the thread could not start.
+/// The reading when the cached one is 0: the first readings in the process (the
+/// first starts the refresh thread), or every reading where the thread could not
+/// start. Every reading it returns is the maximum of a shared word, which it
+/// raises: a precise reading may be behind one another thread took before (the
+/// time counter is read unordered), and the refresh thread's first reading may be
+/// published after a racing thread's later one, so returning a precise reading as
+/// it is would let a thread's next reading go back.
 #[cold]
 fn first_or_precise() -> u64 {
     // Acquire: pairs with start_refresh's owner writes.
     if OWNER.load(Ordering::Acquire) == 0 {
         start_refresh(u64::from(std::process::id()));
     }
-    let precise = precise_nanos();
-    // Relaxed: as in start_refresh. The cached reading, if there is one, must not
-    // be behind the one returned here, or this thread's next reading would go
-    // backwards (by the microseconds since the refresh thread's first reading: a
-    // breaker built now would count its clock from after its next reading).
-    if RECENT.load(Ordering::Relaxed) != 0 {
-        RECENT.fetch_max(precise, Ordering::Relaxed);
+    let precise = precise_nanos().max(1);
+    if OWNER.load(Ordering::Acquire) & NO_THREAD != 0 {
+        // No refresh thread: the cached reading stays 0, so that every reading
+        // comes here, and the readings' maximum is kept apart. Relaxed: as in
+        // start_refresh.
+        return PRECISE.fetch_max(precise, Ordering::Relaxed).max(precise);
     }
-    precise
+    // Published, as the refresh thread's readings are. SeqCst: see start_refresh's
+    // spawn failure, which this re-checks after publishing.
+    let reading = RECENT.fetch_max(precise, Ordering::SeqCst).max(precise);
+    if OWNER.load(Ordering::SeqCst) & NO_THREAD != 0 {
+        let published = RECENT.swap(0, Ordering::SeqCst);
+        PRECISE.fetch_max(published.max(reading), Ordering::Relaxed);
+    }
+    reading
 }
 
 /// Brings a cached reading that lags by more than [`STALE_AFTER`] up to date, and
