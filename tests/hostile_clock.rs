@@ -275,3 +275,63 @@ proptest! {
         }
     }
 }
+
+/// A capped registry on the same clock, with idle sweeps and evictions at the cap
+/// while readings jump anywhere: no panic, never more breakers than the cap, and
+/// a breaker held through `get` stays the key's (a timestamp read from a later
+/// reading than the clock now gives must not make an idle breaker look fresh for
+/// ever, nor a held one evictable).
+#[cfg(feature = "registry")]
+#[test]
+fn a_registry_on_a_clock_that_jumps_anywhere_keeps_its_cap_and_held_breakers() {
+    use cutout::Registry;
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..50 {
+        let clock = Jumpy::default();
+        let r: Registry<u8, Jumpy> = Registry::builder(
+            CircuitBreaker::builder()
+                .consecutive_failures(2)
+                .window(Duration::from_millis(400), 4)
+                .failure_rate(0.5, 4)
+                .clock(clock.clone()),
+        )
+        .max_keys(3)
+        .idle_resolution(Duration::from_millis(1))
+        .evict_idle_after(Duration::from_millis(10))
+        .build()
+        .unwrap();
+        let held = r.get(&0);
+        for _ in 0..400 {
+            let pick = next();
+            let at = match pick % 6 {
+                0 => 0,
+                1 => u64::MAX - pick % 4,
+                2 => pick % 5_000_000_000,
+                _ => pick >> (pick % 48),
+            };
+            clock.now.store(at, Ordering::Relaxed);
+            clock.precise.store(at, Ordering::Relaxed);
+            let key = (pick >> 8) as u8 % 8;
+            match (pick >> 16) % 5 {
+                0 => _ = r.call(&key, || if pick % 3 == 0 { Err(()) } else { Ok(()) }),
+                1 => _ = r.get(&key),
+                2 => _ = r.evict_idle(Duration::from_nanos(pick >> 40)),
+                3 => _ = r.with(&key, |b| b.state()),
+                _ => _ = r.remove(&(key | 1)), // never key 0, which the test holds
+            }
+            let mut n = 0;
+            r.for_each(|_, _| n += 1);
+            assert!(n <= 3 && r.len() <= 3, "{n} breakers under a cap of 3");
+            assert!(
+                Arc::ptr_eq(&held, &r.get(&0)),
+                "the held breaker was replaced"
+            );
+        }
+    }
+}
