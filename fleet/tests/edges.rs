@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Redis, namespace, redis_available, wait_for};
+use common::{Peer, Redis, namespace, redis_available, wait_for};
 use cutout::{CircuitBreaker, Reason, State};
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{
@@ -53,46 +53,6 @@ fn listing(id: &str, sent_at: SystemTime, open: &[(&str, SystemTime, u32)], more
         more,
     })
     .encode()
-}
-
-/// A simulated peer: writes its heartbeat key and publishes on the channel.
-struct Peer {
-    id: String,
-    ns: String,
-    con: redis::Connection,
-}
-
-impl Peer {
-    fn new(redis: &Redis, ns: &str, id: &str) -> Peer {
-        let client = redis::Client::open(redis.url()).unwrap();
-        Peer {
-            id: id.into(),
-            ns: ns.into(),
-            con: client
-                .get_connection_with_timeout(Duration::from_secs(2))
-                .unwrap(),
-        }
-    }
-
-    fn heartbeat(&mut self, open: &[(&str, SystemTime, u32)]) {
-        let bytes = heartbeat(&self.id, SystemTime::now(), open);
-        let _: () = redis::cmd("SET")
-            .arg(format!("{}:hb:{}", self.ns, self.id))
-            .arg(&bytes)
-            .arg("PX")
-            .arg(10_000)
-            .query(&mut self.con)
-            .unwrap();
-        self.publish(bytes);
-    }
-
-    fn publish(&mut self, bytes: Vec<u8>) {
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg(format!("{}:events", self.ns))
-            .arg(bytes)
-            .query(&mut self.con)
-            .unwrap();
-    }
 }
 
 fn config(redis: &Redis, ns: &str, id: &str) -> FleetConfig {

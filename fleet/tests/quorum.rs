@@ -10,82 +10,10 @@
 
 mod common;
 
-use common::{Redis, namespace, redis_available, wait_for};
+use common::{Peer, Redis, namespace, redis_available, wait_for};
 use cutout::{CircuitBreaker, ManualClock, State};
-use cutout_fleet::{Fleet, FleetConfig, Heartbeat, Message, OpenEntry, Report};
+use cutout_fleet::{Fleet, FleetConfig};
 use std::time::{Duration, Instant, SystemTime};
-
-/// A simulated peer: writes its heartbeat key and publishes on the channel.
-struct Peer {
-    id: String,
-    ns: String,
-    con: redis::Connection,
-}
-
-impl Peer {
-    fn new(redis: &Redis, ns: &str, id: &str) -> Peer {
-        let client = redis::Client::open(redis.url()).unwrap();
-        Peer {
-            id: id.into(),
-            ns: ns.into(),
-            con: client
-                .get_connection_with_timeout(Duration::from_secs(2))
-                .unwrap(),
-        }
-    }
-
-    /// A heartbeat listing `open` (key, until, generation), sent now.
-    fn heartbeat(&mut self, open: &[(&str, SystemTime, u32)]) {
-        let bytes = Message::Heartbeat(Heartbeat {
-            instance: self.id.clone(),
-            sent_at: SystemTime::now(),
-            open: open
-                .iter()
-                .map(|(k, until, generation)| OpenEntry {
-                    key: (*k).into(),
-                    until: *until,
-                    generation: *generation,
-                    level: 0,
-                    external: false,
-                })
-                .collect(),
-            more: false,
-        })
-        .encode();
-        let key = format!("{}:hb:{}", self.ns, self.id);
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg(&bytes)
-            .arg("PX")
-            .arg(10_000)
-            .query(&mut self.con)
-            .unwrap();
-        self.publish(bytes);
-    }
-
-    /// A transition of this peer's breaker for `key`.
-    fn transition(&mut self, key: &str, state: State, until: Option<SystemTime>, generation: u32) {
-        let bytes = Message::Transition(Report {
-            key: key.into(),
-            instance: self.id.clone(),
-            generation,
-            state,
-            open_until: until,
-            level: 0,
-            reason: "consecutive_failures".into(),
-        })
-        .encode();
-        self.publish(bytes);
-    }
-
-    fn publish(&mut self, bytes: Vec<u8>) {
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg(format!("{}:events", self.ns))
-            .arg(bytes)
-            .query(&mut self.con)
-            .unwrap();
-    }
-}
 
 /// The fleet instance `id` (quorum 2 by default): heartbeats every 500 ms, peers
 /// live for 5 s after their last one.

@@ -3,11 +3,13 @@
 
 #![allow(dead_code)]
 
+use cutout::State;
+use cutout_fleet::{Heartbeat, Message, OpenEntry, Report};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Whether a `redis-server` is installed. When it is not, the tests that need one
 /// print why and pass, unless `CUTOUT_FLEET_REQUIRE_REDIS` is set (CI sets it,
@@ -170,5 +172,83 @@ impl Drop for Node {
         let _ = writeln!(self.stdin, "quit");
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A simulated peer: writes its heartbeat key and publishes on the channel.
+pub struct Peer {
+    id: String,
+    ns: String,
+    con: redis::Connection,
+}
+
+impl Peer {
+    pub fn new(redis: &Redis, ns: &str, id: &str) -> Peer {
+        let client = redis::Client::open(redis.url()).unwrap();
+        Peer {
+            id: id.into(),
+            ns: ns.into(),
+            con: client
+                .get_connection_with_timeout(Duration::from_secs(2))
+                .unwrap(),
+        }
+    }
+
+    /// A heartbeat listing `open` (key, until, generation), sent now.
+    pub fn heartbeat(&mut self, open: &[(&str, SystemTime, u32)]) {
+        let bytes = Message::Heartbeat(Heartbeat {
+            instance: self.id.clone(),
+            sent_at: SystemTime::now(),
+            open: open
+                .iter()
+                .map(|(k, until, generation)| OpenEntry {
+                    key: (*k).into(),
+                    until: *until,
+                    generation: *generation,
+                    level: 0,
+                    external: false,
+                })
+                .collect(),
+            more: false,
+        })
+        .encode();
+        let key = format!("{}:hb:{}", self.ns, self.id);
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg(&bytes)
+            .arg("PX")
+            .arg(10_000)
+            .query(&mut self.con)
+            .unwrap();
+        self.publish(bytes);
+    }
+
+    /// A transition of this peer's breaker for `key`.
+    pub fn transition(
+        &mut self,
+        key: &str,
+        state: State,
+        until: Option<SystemTime>,
+        generation: u32,
+    ) {
+        let bytes = Message::Transition(Report {
+            key: key.into(),
+            instance: self.id.clone(),
+            generation,
+            state,
+            open_until: until,
+            level: 0,
+            reason: "consecutive_failures".into(),
+        })
+        .encode();
+        self.publish(bytes);
+    }
+
+    pub fn publish(&mut self, bytes: Vec<u8>) {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(format!("{}:events", self.ns))
+            .arg(bytes)
+            .query(&mut self.con)
+            .unwrap();
     }
 }
