@@ -15,6 +15,8 @@
 //!
 //! Every wait is bounded; children are bounded in count and time.
 
+mod common;
+
 use cutout::{Clock, DefaultClock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -102,41 +104,15 @@ fn first_start_race_in_fresh_processes() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
-    let exe = std::env::current_exe().unwrap();
     let deadline = Instant::now() + Duration::from_secs(4);
     let (mut runs, mut failures) = (0u32, 0u32);
     let mut cats = std::collections::BTreeMap::new();
     let mut examples: Vec<String> = Vec::new();
     while runs < 400 && Instant::now() < deadline {
-        let mut child = std::process::Command::new(&exe)
-            .args([
-                "--exact",
-                "child_first_start",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, "1")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn child");
-        // Bounded wait: kill a child past 5 s.
-        let child_deadline = Instant::now() + Duration::from_secs(5);
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break Some(s);
-            }
-            if Instant::now() > child_deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        };
+        // Bounded wait: a child past 5 s is killed.
+        let child = common::run_child("child_first_start", &[], CHILD_ENV, Duration::from_secs(5));
         runs += 1;
-        let mut out = String::new();
-        use std::io::Read;
-        let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+        let (status, out) = (child.status, child.stdout);
         match status {
             Some(s) if s.success() => assert!(out.contains("CHILD OK"), "{out}"),
             Some(s) if s.code() == Some(3) => {
@@ -241,34 +217,8 @@ fn first_start_race_after_fork() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let mut child = std::process::Command::new(&exe)
-        .args([
-            "--exact",
-            "child_fork_restart",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn child");
-    let deadline = Instant::now() + Duration::from_secs(9);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let mut out = String::new();
-    use std::io::Read;
-    let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+    let child = common::run_child("child_fork_restart", &[], CHILD_ENV, Duration::from_secs(9));
+    let (status, out) = (child.status, child.stdout);
     let summary: Vec<&str> = out
         .lines()
         .filter(|l| l.contains("FORK RUNS") || l.contains("DECREASE") || l.contains("killed"))

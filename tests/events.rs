@@ -501,44 +501,16 @@ fn a_listener_panic_on_a_dropped_probes_reopening_reaches_the_dropper_once() {
 /// The child is waited for at most [`WAIT`], then killed.
 #[test]
 fn a_listener_that_panics_while_a_probe_unwinds_does_not_abort() {
-    use std::io::Read;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_listener_that_panics_while_a_probe_unwinds_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Read on threads of their own, so that a full pipe cannot stall the child.
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
+    let child = common::run_child(
+        "a_listener_that_panics_while_a_probe_unwinds_child",
+        &["--ignored"],
+        CHILD,
+        WAIT,
+    );
+    let Some(status) = child.status else {
+        panic!("the child did not finish within {WAIT:?}");
     };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = std::time::Instant::now() + WAIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the child did not finish within {WAIT:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    let (stdout, stderr) = (child.stdout, child.stderr);
     assert!(
         status.success() && stdout.contains(SURVIVED),
         "the child died: {status:?}\n{stdout}\n{stderr}"

@@ -65,3 +65,54 @@ pub fn assert_each_admitted_call_finished_once<C: cutout::Clock>(b: &cutout::Cir
         "{l:?}"
     );
 }
+
+/// What a child run of this test binary left: its exit status (`None` if it ran
+/// past its limit and was killed), its stdout and its stderr.
+pub struct Child {
+    pub status: Option<std::process::ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs test `test` of this test binary in a child process (`args` added to the
+/// harness's, with `env` set to `1`), for a fresh process or one whose abort must
+/// not end this binary. Waits at most `limit`, then kills it. Its pipes are read on
+/// threads of their own, so that a full pipe cannot stall it.
+pub fn run_child(test: &str, args: &[&str], env: &str, limit: Duration) -> Child {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args(args)
+        .env(env, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a child of this test binary");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    Child {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
