@@ -995,14 +995,14 @@ where
             .filter_map(|(key, entry)| {
                 // Relaxed: see the module's Orderings.
                 let seen = entry.last_used.load(Ordering::Relaxed);
-                // Two resolutions behind, as a sweep's `older_than` of one: a
+                // Unused for a resolution, as a sweep's `older_than` of one: a
                 // lookup writes the word unless its reading is within a
                 // resolution of it, and so a resolution before this one. A lookup
                 // since then writes it, and the claim below fails (as in
                 // `sweep`); only a caller stalled for a resolution between its
                 // reading and its claim check can race it (see "Idle eviction").
                 (seen != EVICTED
-                    && now.saturating_sub(seen) >= self.resolution.saturating_mul(2)
+                    && now.saturating_sub(seen) >= self.idle_limit(self.resolution)
                     && Arc::strong_count(&entry.breaker) == 1)
                     .then_some((seen, key, entry))
             })
@@ -1092,8 +1092,15 @@ where
         }
     }
 
+    /// How far behind a reading an entry's timestamp must be for the entry to be
+    /// unused for `older_than`: the timestamp lags the last use by less than the
+    /// resolution. The one rule of sweeps and of evictions at the cap.
+    fn idle_limit(&self, older_than: u64) -> u64 {
+        older_than.saturating_add(self.resolution)
+    }
+
     fn sweep(&self, now: u64, older_than: u64) -> usize {
-        let limit = older_than.saturating_add(self.resolution);
+        let limit = self.idle_limit(older_than);
         let mut evicted = 0;
         self.map.pin().retain(|_, entry| {
             // Relaxed: see the module's Orderings.
