@@ -336,13 +336,22 @@ mod service {
     /// assert_eq!(block_on(service.oneshot(21))?, 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[derive(Clone, Debug)]
+    #[derive(Debug)]
     pub struct FallbackService<S, F> {
         inner: S,
         fallback: F,
         /// A rejection the inner service reported from `poll_ready`: the next call
         /// is answered by the fallback without reaching the inner service.
         rejected: Option<Rejected>,
+    }
+
+    /// A clone is not ready: a rejection this service stored from `poll_ready`
+    /// answers its own next call, not the clone's too (tower's clone-and-swap
+    /// calls the ready service and keeps the clone for the next request).
+    impl<S: Clone, F: Clone> Clone for FallbackService<S, F> {
+        fn clone(&self) -> Self {
+            FallbackService::new(self.inner.clone(), self.fallback.clone())
+        }
     }
 
     impl<S, F> FallbackService<S, F> {

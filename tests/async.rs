@@ -513,3 +513,68 @@ fn block_on_gives_up_on_a_future_that_never_completes() {
     // The bound that makes a test of wrong code fail instead of hang.
     block_on(std::future::pending::<()>());
 }
+
+/// The slow-call threshold of `a_call_is_timed_from_its_first_poll_to_its_last`.
+const SLOW: Duration = Duration::from_millis(100);
+
+/// `call_async` times a call from its first poll (its admission), not from the
+/// future's creation, to the poll that completes it; a call is slow strictly past
+/// the threshold.
+#[test]
+fn a_call_is_timed_from_its_first_poll_to_its_last() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(60), 6)
+        .slow_calls(SLOW, 1.0)
+        .minimum_calls(100)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let polls = Cell::new(0);
+    let open = Cell::new(false);
+    let mut f = pin!(b.call_async(Gate {
+        open: &open,
+        polls: &polls,
+        result: Ok(1)
+    }));
+    clock.advance(SLOW * 10); // before admission: not the call's time
+    assert!(poll_once(f.as_mut()).is_pending());
+    clock.advance(SLOW / 2);
+    open.set(true);
+    assert!(matches!(poll_once(f.as_mut()), Poll::Ready(Ok(1))));
+    let m = b.metrics();
+    assert_eq!((m.window.calls, m.window.slow, m.lifetime.slow), (1, 0, 0));
+
+    let open = Cell::new(false);
+    let mut f = pin!(b.call_async(Gate {
+        open: &open,
+        polls: &polls,
+        result: Ok(2)
+    }));
+    assert!(poll_once(f.as_mut()).is_pending());
+    clock.advance(SLOW + Duration::from_nanos(1));
+    open.set(true);
+    assert!(matches!(poll_once(f.as_mut()), Poll::Ready(Ok(2))));
+    let m = b.metrics();
+    assert_eq!((m.window.calls, m.window.slow, m.lifetime.slow), (2, 1, 1));
+    // exactly the threshold is not slow
+    let open = Cell::new(false);
+    let mut f = pin!(b.call_async(Gate {
+        open: &open,
+        polls: &polls,
+        result: Err("x")
+    }));
+    assert!(poll_once(f.as_mut()).is_pending());
+    clock.advance(SLOW);
+    open.set(true);
+    assert!(matches!(
+        poll_once(f.as_mut()),
+        Poll::Ready(Err(Error::Inner("x")))
+    ));
+    let m = b.metrics();
+    assert_eq!(
+        (m.window.calls, m.window.slow, m.window.failures),
+        (3, 1, 1)
+    );
+    common::assert_each_admitted_call_finished_once(&b);
+}

@@ -546,6 +546,70 @@ mod tower_form {
         assert_eq!(block_on(svc.oneshot(2)), Ok(100));
     }
 
+    /// A service that reports one rejection from `poll_ready`, then is ready and
+    /// answers `1`, counting its calls; its clones share both.
+    #[derive(Clone)]
+    struct RejectsOnce {
+        rejection: Arc<std::sync::Mutex<Option<Rejected>>>,
+        calls: Arc<AtomicU32>,
+    }
+
+    impl Service<u32> for RejectsOnce {
+        type Response = u32;
+        type Error = Error<u32>;
+        type Future = std::future::Ready<Result<u32, Error<u32>>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            match self.rejection.lock().unwrap().take() {
+                Some(r) => Poll::Ready(Err(Error::Rejected(r))),
+                None => Poll::Ready(Ok(())),
+            }
+        }
+        fn call(&mut self, _: u32) -> Self::Future {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            std::future::ready(Ok(1))
+        }
+    }
+
+    /// Tower's clone-and-swap (ready the service, swap a clone in, call the ready
+    /// one): the clone does not inherit the rejection stored for the ready
+    /// service's call, so one rejection answers one request.
+    #[test]
+    fn a_clone_does_not_inherit_a_rejection_stored_by_poll_ready() {
+        let (b, _) = open_breaker(1);
+        let inner = RejectsOnce {
+            rejection: Arc::new(std::sync::Mutex::new(Some(b.try_acquire().unwrap_err()))),
+            calls: Arc::new(AtomicU32::new(0)),
+        };
+        let inner_calls = inner.calls.clone();
+        let answered = Arc::new(AtomicU32::new(0));
+        let fallback = {
+            let answered = answered.clone();
+            fallback_fn(move |_: Rejected| {
+                answered.fetch_add(1, Ordering::Relaxed);
+                async { Ok::<u32, u32>(0) }
+            })
+        };
+        let mut svc = FallbackService::new(inner, fallback);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))));
+        let clone = svc.clone();
+        let mut ready = std::mem::replace(&mut svc, clone);
+        assert_eq!(block_on(ready.call(2)), Ok(0), "the rejection's fallback");
+        assert!(matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))));
+        assert_eq!(
+            block_on(svc.call(2)),
+            Ok(1),
+            "the next request reaches the inner service"
+        );
+        assert_eq!(
+            (
+                answered.load(Ordering::Relaxed),
+                inner_calls.load(Ordering::Relaxed)
+            ),
+            (1, 1)
+        );
+    }
+
     #[test]
     fn the_futures_are_send_and_debug_shows_the_stage() {
         fn assert_send<T: Send>(_: &T) {}

@@ -4,7 +4,8 @@
 //! inner service's `call` or in the classifier (DESIGN.md contract lines 2 and 13
 //! through tower), the `Dropped` policy and slow calls apply to dropped response
 //! futures, each outcome lands on its own breaker whichever thread ends it, a
-//! breaker goes when its last layer, service and future do, and the hyper example
+//! breaker goes when its last layer, service and future do (and a thread's spares
+//! when it exits, even one kept while its thread-locals are torn down), and the hyper example
 //! answers 503 + Retry-After over loopback.
 
 #[allow(dead_code)]
@@ -18,6 +19,7 @@ use cutout::{
     CircuitBreaker, CircuitBreakerLayer, CircuitBreakerService, Dropped, Error, ManualClock,
     Outcome, State,
 };
+use std::cell::Cell;
 use std::future::{Future, pending};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
@@ -696,4 +698,188 @@ fn the_http_layer_gives_a_panicking_routes_probe_back() {
     let ok = block_on(svc.oneshot(Request::get("/ok").body(()).unwrap())).unwrap();
     assert_eq!(ok.status(), 200, "the probe slot came back");
     assert_eq!(b.state(), State::Closed);
+}
+
+/// A boxed response future of the `()`-returning services below.
+type BoxFut = Pin<Box<dyn Future<Output = Result<(), Error<&'static str>>> + Send>>;
+
+/// A backend whose calls never complete.
+fn hang_svc()
+-> impl Service<(), Response = (), Error = &'static str, Future: Send + 'static> + Clone {
+    service_fn(|_: ()| pending::<Result<(), &'static str>>())
+}
+
+/// One poll of a boxed response future with a no-op waker.
+fn poll_dyn(
+    f: Pin<&mut (dyn Future<Output = Result<(), Error<&'static str>>> + Send)>,
+) -> Poll<Result<(), Error<&'static str>>> {
+    f.poll(&mut Context::from_waker(std::task::Waker::noop()))
+}
+
+thread_local! {
+    /// Whether the `hang_or` backend answers on this poll.
+    static FLIP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A backend whose future is pending unless `finish` and `FLIP` is set.
+fn hang_or()
+-> impl Service<bool, Response = (), Error = &'static str, Future: Send + 'static> + Clone {
+    service_fn(|finish: bool| {
+        std::future::poll_fn(move |_| {
+            if finish && FLIP.with(|x| x.get()) {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            }
+        })
+    })
+}
+
+/// A thread whose first spare is kept while its thread-locals are torn down (its
+/// service and future live in a thread-local of its own): the spares still go
+/// when the thread has exited.
+#[test]
+fn a_first_spare_kept_during_thread_local_teardown_does_not_outlive_the_thread() {
+    type Svc =
+        CircuitBreakerService<tower::util::BoxCloneSyncService<(), (), &'static str>, ManualClock>;
+    thread_local! {
+        static HELD: std::cell::RefCell<(Vec<BoxFut>, Vec<Svc>)> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    let clock = ManualClock::new();
+    let b = Arc::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let b2 = b.clone();
+    std::thread::spawn(move || {
+        HELD.with(|_| ());
+        let mut svc: Svc =
+            CircuitBreakerService::new(tower::util::BoxCloneSyncService::new(hang_svc()), b2);
+        let mut fut: BoxFut = Box::pin(svc.call(()));
+        assert!(poll_dyn(fut.as_mut()).is_pending());
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            h.0.push(fut);
+            h.1.push(svc);
+        });
+    })
+    .join()
+    .unwrap();
+    let l = b.metrics().lifetime;
+    assert_eq!((l.admitted, l.dropped), (1, 1), "{l:?}");
+    assert_eq!(Arc::strong_count(&b), 1);
+}
+
+/// Futures made on four threads, each finished or dropped on another, through
+/// several breakers of both clock kinds: every call counted once on its own
+/// breaker, and once the threads have exited no spare of theirs is left.
+#[test]
+fn futures_passed_between_threads_count_once_and_leave_no_spares() {
+    use std::sync::mpsc;
+    let manual: Vec<_> = (0..12)
+        .map(|_| {
+            Arc::new(
+                CircuitBreaker::builder()
+                    .consecutive_failures(u32::MAX)
+                    .clock(ManualClock::new())
+                    .build()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let default: Vec<_> = (0..12)
+        .map(|_| {
+            Arc::new(
+                CircuitBreaker::builder()
+                    .consecutive_failures(u32::MAX)
+                    .build()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    const THREADS: usize = 4;
+    const CALLS: usize = 3000;
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS)
+        .map(|_| mpsc::channel::<(BoxFut, bool)>())
+        .unzip();
+    let mut handles = Vec::new();
+    for (t, rx) in rxs.into_iter().enumerate() {
+        let next = txs[(t + 1) % THREADS].clone();
+        let manual = manual.clone();
+        let default = default.clone();
+        handles.push(std::thread::spawn(move || {
+            let ms: Vec<_> = manual
+                .iter()
+                .map(|b| CircuitBreakerService::new(hang_or(), b.clone()))
+                .collect();
+            let mut ds: Vec<_> = default
+                .iter()
+                .map(|b| CircuitBreakerService::new(hang_or(), b.clone()))
+                .collect();
+            for i in 0..CALLS {
+                let finish = i % 3 != 0;
+                // A clone for each call on the manual clock, the service itself on
+                // the default one.
+                let mut f: BoxFut = if i % 2 == 0 {
+                    Box::pin(ms[i % ms.len()].clone().call(finish))
+                } else {
+                    let n = ds.len();
+                    Box::pin(ds[i % n].call(finish))
+                };
+                assert!(poll_dyn(f.as_mut()).is_pending());
+                next.send((f, finish)).unwrap();
+                while let Ok((mut f, finish)) = rx.try_recv() {
+                    if finish {
+                        FLIP.with(|x| x.set(true));
+                        assert!(matches!(poll_dyn(f.as_mut()), Poll::Ready(Ok(()))));
+                        FLIP.with(|x| x.set(false));
+                    }
+                    drop(f);
+                }
+            }
+            drop(next);
+            (rx, ms, ds)
+        }));
+    }
+    drop(txs);
+    let leftovers: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    // Finish what was still in flight, here, then let everything go.
+    for (rx, ms, ds) in leftovers {
+        drop((ms, ds));
+        while let Ok((mut f, finish)) = rx.try_recv() {
+            if finish {
+                FLIP.with(|x| x.set(true));
+                assert!(matches!(poll_dyn(f.as_mut()), Poll::Ready(Ok(()))));
+                FLIP.with(|x| x.set(false));
+            }
+        }
+    }
+    let (mut admitted, mut ok, mut dropped) = (0, 0, 0);
+    for l in manual
+        .iter()
+        .map(|b| b.metrics().lifetime)
+        .chain(default.iter().map(|b| b.metrics().lifetime))
+    {
+        assert_eq!(l.admitted, l.successes + l.dropped, "{l:?}");
+        admitted += l.admitted;
+        ok += l.successes;
+        dropped += l.dropped;
+    }
+    assert_eq!(admitted as usize, THREADS * CALLS);
+    assert_eq!(ok as usize, THREADS * CALLS * 2 / 3);
+    assert_eq!(dropped as usize, THREADS * CALLS / 3);
+    // Other threads have exited: at most this thread's spares remain.
+    let extra: usize = manual
+        .iter()
+        .map(|b| Arc::strong_count(b) - 1)
+        .sum::<usize>()
+        + default
+            .iter()
+            .map(|b| Arc::strong_count(b) - 1)
+            .sum::<usize>();
+    assert!(extra <= 16, "{extra} handles beyond the test's own");
 }
