@@ -11,7 +11,7 @@
 //! | 0-2    | state      | Closed, Open, HalfOpen, ForcedOpen, Disabled, Recovering |
 //! | 3-8    | level      | backoff level (the cap is reached within 63 levels, or the builder refuses the multiplier) |
 //! | 9-40   | generation | bumped by every transition, wrapping at 2^32 |
-//! | 41-63  | unused     | |
+//! | 41-63  | cycles     | bumped each time the generation wraps: a word repeats only after 2^55 transitions |
 //!
 //! Every transition moves the generation on, so a phase has exactly one word: no
 //! thread can see a generation with another state or level. A phase's time (Open:

@@ -6,7 +6,7 @@
 //! ```text
 //!  63                   41 40                          9 8       3 2     0
 //! +-----------------------+-----------------------------+---------+-------+
-//! |     unused (23)       |       generation (32)       | level 6 | state |
+//! |     cycles (23)       |       generation (32)       | level 6 | state |
 //! +-----------------------+-----------------------------+---------+-------+
 //! ```
 //!
@@ -15,9 +15,17 @@
 //! | state      | 3    | [`State`]: Closed 0, Open 1, HalfOpen 2, ForcedOpen 3, Disabled 4, Recovering 5 |
 //! | level      | 6    | backoff level: an Open phase waits `open_duration * m^level`     |
 //! | generation | 32   | bumped (wrapping) by every transition ([`GEN_BITS`])             |
+//! | cycles     | 23   | bumped (wrapping) each time the generation wraps                 |
 //!
 //! Every transition moves the generation on, so a phase has exactly one word: two
-//! loads that return the same word saw the same phase (for 2^32 transitions).
+//! loads that return the same word saw the same phase (for 2^55 transitions: the
+//! generation and its cycles count them together). Everything tagged with a phase
+//! outside the word (its start, the round, the streak, the window's buckets)
+//! carries the generation, or its low bits, and nothing more; only what compares
+//! whole words, or caches a [`PhaseKey`], sees the cycles. So a thread's cached
+//! Open deadline, kept beside the word it was rejected by, is never taken for a
+//! later phase's a whole generation cycle on (that thread was rejected until the
+//! old phase's deadline: for ever after an `open_for(Duration::MAX)`).
 //!
 //! # The time slot
 //! A phase's time (Open: its deadline, when a call may half-open it; HalfOpen: when
@@ -198,15 +206,13 @@ pub(crate) const GEN_BITS: u32 = 3;
 const STATE_BITS: u32 = 3;
 const LEVEL_BITS: u32 = 6;
 const WORD_GEN_BITS: u32 = 32;
-// Used by const assertions only, which rustc before 1.88 (the MSRV is 1.87) does
-// not count as uses.
-#[allow(dead_code)]
-const UNUSED_BITS: u32 = 23;
-const _: () = assert!(STATE_BITS + LEVEL_BITS + WORD_GEN_BITS + UNUSED_BITS == 64);
+const CYCLE_BITS: u32 = 23;
+const _: () = assert!(STATE_BITS + LEVEL_BITS + WORD_GEN_BITS + CYCLE_BITS == 64);
 const _: () = assert!(GEN_BITS <= WORD_GEN_BITS);
 
 const LEVEL_SHIFT: u32 = STATE_BITS;
 const GEN_SHIFT: u32 = LEVEL_SHIFT + LEVEL_BITS;
+const CYCLE_SHIFT: u32 = GEN_SHIFT + WORD_GEN_BITS;
 
 const fn mask(bits: u32) -> u64 {
     if bits == 64 {
@@ -278,8 +284,8 @@ impl Snapshot {
         Snapshot::pack(State::Closed, 0, generation & GEN_MASK)
     }
 
-    /// An opaque key for the phase: equal keys are one phase (for 2^32
-    /// transitions). What an owner caches beside its live bucket and its Open
+    /// An opaque key for the phase: equal keys are one phase (for 2^55
+    /// transitions: the cycles are in it). What an owner caches beside its live bucket and its Open
     /// deadline (see [`PhaseKey`]).
     #[inline]
     pub(crate) fn key(self) -> PhaseKey {
@@ -313,9 +319,17 @@ impl Snapshot {
     }
 
     /// The word after a transition to `state` with backoff `level`: the generation
-    /// moves on by one (wrapping).
+    /// moves on by one (wrapping), and its cycles by one when it wraps.
     pub(crate) fn next(self, state: State, level: u8) -> Snapshot {
-        Snapshot::pack(state, level, next_generation(self.generation()))
+        let generation = next_generation(self.generation());
+        let cycles = self.cycles().wrapping_add(u64::from(generation == 0)) & mask(CYCLE_BITS);
+        Snapshot(Snapshot::pack(state, level, generation).0 | cycles << CYCLE_SHIFT)
+    }
+
+    /// How many times the generation has wrapped (wrapping at 2^23).
+    #[inline]
+    fn cycles(self) -> u64 {
+        self.0 >> CYCLE_SHIFT
     }
 }
 
@@ -325,6 +339,7 @@ impl fmt::Debug for Snapshot {
             .field("state", &self.state())
             .field("generation", &self.generation())
             .field("level", &self.level())
+            .field("cycles", &self.cycles())
             .finish()
     }
 }
@@ -813,6 +828,31 @@ mod tests {
         assert_eq!((n.state(), n.level()), (State::HalfOpen, 3));
     }
 
+    /// A whole generation cycle on, the same state, level and generation make
+    /// another word (and key): the cycles moved on. They wrap too, at 2^23.
+    #[test]
+    fn a_word_a_generation_cycle_later_is_another_phases() {
+        let first = Snapshot::pack(State::Open, 0, 0);
+        // The generation's last value, then a wrap: a cycle after `first`.
+        let later = Snapshot::pack(State::HalfOpen, 0, GEN_MASK).next(State::Open, 0);
+        assert_eq!(
+            (later.state(), later.level(), later.generation()),
+            (first.state(), first.level(), first.generation())
+        );
+        assert_ne!(later, first);
+        assert!(!later.key().is(first.key().to_bits()));
+        assert_eq!(later.cycles(), 1);
+        assert_eq!(
+            later.next(State::Closed, 0).cycles(),
+            1,
+            "no wrap, no cycle"
+        );
+        let last = Snapshot(
+            Snapshot::pack(State::Closed, 0, GEN_MASK).0 | mask(CYCLE_BITS) << CYCLE_SHIFT,
+        );
+        assert_eq!(last.next(State::Open, 0), first, "the cycles wrap too");
+    }
+
     #[test]
     fn a_clock_reading_never_passes_the_largest_tick() {
         assert_eq!(ticks_from_nanos(u64::MAX), TICKS_MAX);
@@ -951,7 +991,7 @@ mod tests {
         let s = Snapshot::pack(State::HalfOpen, 1, 5);
         assert_eq!(
             format!("{s:?}"),
-            "Snapshot { state: HalfOpen, generation: 5, level: 1 }"
+            "Snapshot { state: HalfOpen, generation: 5, level: 1, cycles: 0 }"
         );
     }
 }

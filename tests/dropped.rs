@@ -390,3 +390,44 @@ fn panics_and_drops_on_every_call_path_are_recorded_as_on_drop_says() {
         assert_eq!(b.state(), State::Open, "the dropped attempt was a failure");
     }
 }
+
+/// A probe's `OwnedPermit` dropped by a thread-local destructor (its thread's
+/// thread-locals being torn down, its stripe slot perhaps given back already) is
+/// recorded as `on_drop` says: the probe fails, and the breaker reopens one level
+/// up, the call counted as dropped.
+#[test]
+fn a_probe_dropped_during_thread_local_teardown_counts_as_on_drop_says() {
+    use std::cell::RefCell;
+    thread_local! {
+        static HELD: RefCell<Vec<cutout::OwnedPermit<ManualClock>>> =
+            const { RefCell::new(Vec::new()) };
+    }
+    let clock = ManualClock::new();
+    let b = Arc::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .half_open_probes(2)
+            .ramp_up(COOLDOWN)
+            .on_drop(Dropped::Failure)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let _ = b.call(|| Err::<(), _>("down"));
+    clock.advance(COOLDOWN);
+    let b2 = b.clone();
+    std::thread::spawn(move || {
+        let p = b2.try_acquire_owned().unwrap();
+        assert!(p.is_probe());
+        HELD.with(|h| h.borrow_mut().push(p));
+    })
+    .join()
+    .unwrap();
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.level, m.lifetime.dropped),
+        (State::Open, 1, 1),
+        "{m:?}"
+    );
+    assert_eq!(m.lifetime.admitted, 2);
+}

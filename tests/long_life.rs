@@ -218,6 +218,45 @@ fn a_probe_held_through_a_16_bit_generation_cycle_is_stale() {
 /// was not cut at the clock's end as a cooldown's deadline is, the leaked probe
 /// still wedged it with the longest `half_open_timeout`, or on a breaker built less
 /// than a timeout (30 s by default) before its clock's end.
+/// A thread keeps the deadline of the Open phase that rejected it beside that
+/// phase's state word. A whole generation cycle later an Open phase of the same
+/// level and generation came back to the same state, level and generation: the
+/// thread took the old deadline for the new phase's and was rejected until it (for
+/// ever after an `open_for(Duration::MAX)`) while `metrics()` said the cooldown was
+/// over. The word's cycles now tell the two phases apart. Only with tiny
+/// generations (8 transitions a cycle; 2^32 in a normal build, with the cycles
+/// tested in `state::tests`).
+#[cfg(cutout_tiny_generations)]
+#[test]
+fn a_cached_open_deadline_is_not_taken_for_a_phase_a_generation_cycle_later() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(SEC)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert!(b.open_for(Duration::from_secs(3600))); // generation 1: Open, level 0
+    for _ in 0..2 {
+        assert!(
+            succeed(&b).is_err(),
+            "rejected; the second time from the cache"
+        );
+    }
+    // Six manual transitions and a reset: generation 0, Closed.
+    for _ in 0..3 {
+        b.reset();
+        b.force_open();
+    }
+    b.reset();
+    fail(&b); // generation 1 again: Open at level 0, as the open_for phase was
+    assert_eq!((b.state(), b.metrics().generation), (State::Open, 1));
+    clock.advance(SEC);
+    assert_eq!(b.metrics().retry_after, Some(Duration::ZERO));
+    assert_eq!(succeed(&b), Ok(()), "the probe after the 1 s cooldown");
+    assert_eq!(b.state(), State::Closed);
+}
+
 #[test]
 fn a_clock_advanced_by_duration_max_ends_every_cooldown_and_round() {
     let near_the_end = Duration::from_nanos(u64::MAX) - 20 * SEC;

@@ -1,6 +1,7 @@
 //! The `metrics()` snapshot and the breaker's `Debug`.
 
 use cutout::{CircuitBreaker, ManualClock, Reason, State, WindowCounts};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -166,4 +167,162 @@ fn with_jitter_open_reports_when_it_opened_and_when_it_may_half_open() {
         Duration::from_millis(700) + cooldown,
         "half-opened at the deadline"
     );
+}
+
+/// Over random operations (sub-millisecond and longer clock steps, jitter, 1-3
+/// probes, half-open timeouts, a ramp or none, manual control, `open_for`, held
+/// and dropped permits), `metrics()` predicts the next admission: `retry_after` is
+/// zero exactly when the next call is admitted (but for a ramp's share), and
+/// otherwise is the rejection's (through `call`'s lean cached rejection too). The
+/// events chain (each `from` the last `to`, the generation one on, times ordered),
+/// the snapshot's state, level, generation and time in state agree with the last
+/// event, and the lifetime counters add up. Under tiny generations (CI runs it so)
+/// it found a thread's cached Open deadline taken for a phase a whole generation
+/// cycle later (`tests/long_life.rs`).
+#[test]
+fn metrics_predict_each_admission_over_random_operations() {
+    for seed in 0..4000u64 {
+        let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let clock = ManualClock::new();
+        let ramp = rnd(2) == 0;
+        let mut bld = CircuitBreaker::builder()
+            .consecutive_failures(1 + rnd(2) as u32)
+            .half_open_probes(1 + rnd(3) as u32)
+            .open_duration(Duration::from_millis(1 + rnd(50)))
+            .max_open_duration(Duration::from_millis(200))
+            .half_open_timeout(Duration::from_millis(1 + rnd(100)))
+            .jitter([0.0, 0.5, 1.0][rnd(3) as usize]);
+        if ramp {
+            bld = bld.ramp_up(Duration::from_millis(1 + rnd(100)));
+        }
+        let log: Arc<Mutex<Vec<cutout::Transition>>> = Arc::default();
+        let sink = log.clone();
+        let b = bld
+            .clock(clock.clone())
+            .on_transition(move |t| sink.lock().unwrap().push(*t))
+            .build()
+            .unwrap();
+        let mut held: Vec<cutout::Permit<'_, ManualClock>> = Vec::new();
+        for step in 0..300 {
+            match rnd(12) {
+                0 => clock.advance(Duration::from_micros(rnd(60_000))),
+                1 => clock.advance(Duration::from_nanos(rnd(2_000_000))),
+                2 => {
+                    if rnd(10) == 0 {
+                        b.force_open()
+                    } else if rnd(3) == 0 {
+                        b.reset()
+                    }
+                }
+                3 => {
+                    if rnd(20) == 0 {
+                        b.disable()
+                    }
+                }
+                4 => {
+                    if let Some(p) = held.pop() {
+                        match rnd(4) {
+                            0 => p.success(),
+                            1 => p.failure(),
+                            2 => p.ignore(),
+                            _ => drop(p),
+                        }
+                    }
+                }
+                5 => {
+                    let _ = b.open_for(Duration::from_micros(rnd(100_000)));
+                }
+                _ => {
+                    let m = b.metrics();
+                    let ctx = format!("seed {seed} step {step} {m:?}");
+                    if rnd(2) == 0 {
+                        match b.call(|| Ok::<_, ()>(())) {
+                            Ok(()) => assert!(
+                                matches!(m.retry_after, Some(d) if d.is_zero()),
+                                "admitted: {ctx}"
+                            ),
+                            Err(e) => {
+                                let r = *e.rejected().unwrap();
+                                if m.state == State::Recovering {
+                                    continue;
+                                }
+                                assert_eq!(
+                                    m.retry_after,
+                                    r.retry_after(),
+                                    "call rejected {r:?}: {ctx}"
+                                );
+                            }
+                        }
+                        continue;
+                    }
+                    match b.try_acquire() {
+                        Ok(p) => {
+                            assert!(
+                                matches!(m.retry_after, Some(d) if d.is_zero()),
+                                "admitted: {ctx}"
+                            );
+                            if rnd(3) == 0 {
+                                held.push(p)
+                            } else if rnd(2) == 0 {
+                                p.failure()
+                            } else {
+                                p.success()
+                            }
+                        }
+                        Err(r) => {
+                            if m.state == State::Recovering {
+                                continue;
+                            }
+                            assert_eq!(m.retry_after, r.retry_after(), "rejected {r:?}: {ctx}");
+                            assert!(
+                                m.retry_after != Some(Duration::ZERO),
+                                "rejected {r:?}: {ctx}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        drop(held);
+        let log = log.lock().unwrap();
+        let m = b.metrics();
+        assert_eq!(m.total_transitions(), log.len() as u64);
+        for w in log.windows(2) {
+            assert_eq!(w[1].from, w[0].to, "seed {seed}");
+            assert!(
+                w[1].generation == w[0].generation.wrapping_add(1) || w[1].generation == 0,
+                "seed {seed}"
+            );
+            assert!(
+                w[1].at >= w[0].at || w[0].reason == cutout::Reason::External,
+                "seed {seed} {:?}",
+                w
+            );
+        }
+        if let Some(last) = log.last() {
+            assert_eq!(
+                (m.generation, m.state, m.level),
+                (last.generation, last.to, last.level),
+                "seed {seed}"
+            );
+            if last.reason != cutout::Reason::External {
+                assert_eq!(
+                    m.time_in_state,
+                    clock.elapsed().saturating_sub(last.at) / 1_000_000 * 1_000_000,
+                    "seed {seed} {last:?}"
+                );
+            }
+        }
+        let l = m.lifetime;
+        assert_eq!(
+            l.admitted,
+            l.successes + l.failures + l.ignored + l.stale + l.dropped
+        );
+    }
 }
