@@ -412,13 +412,20 @@ impl<C: Clock> Builder<C> {
 
     /// Checks every setting and builds the breaker.
     ///
+    /// Durations count whole 1 ms ticks: a setting is rounded up to whole ticks,
+    /// and a phase (an Open cooldown, a half-open round, a ramp) starts at the
+    /// tick its transition's clock reading is in. So a phase ends between one tick
+    /// less than its duration and its duration after the transition (exactly its
+    /// duration on a [`ManualClock`](crate::ManualClock) moved in whole
+    /// milliseconds), and the `retry_after` of a rejection right after a trip is
+    /// the whole cooldown.
+    ///
     /// # Errors
     /// A [`ConfigError`] naming the first setting that is out of range: a zero
     /// threshold, probe count or bucket count; a rate threshold outside `(0, 1]` or
     /// NaN; a jitter outside `0..=1`; a multiplier below 1; a maximum below the
     /// base; a duration below the 1 ms tick or beyond the 584 years (`u64::MAX`
-    /// nanoseconds) a tick can count (a duration is counted in whole ticks,
-    /// rounded up: never shorter than asked); a window bucket shorter than the clock's
+    /// nanoseconds) a tick can count; a window bucket shorter than the clock's
     /// resolution, or more than 4096 buckets (see [`window`](Self::window)); or, with
     /// [`restore`](Self::restore), one naming `restore` that says why the saved
     /// state cannot be restored.
@@ -621,8 +628,9 @@ fn rate_threshold(field: &'static str, x: f64) -> Result<f64, ConfigError> {
     }
 }
 
-/// A duration setting in ticks, rounded up: a cooldown, timeout or ramp is never
-/// shorter than asked (a part below the 1 ms tick makes one more tick).
+/// A duration setting in ticks, rounded up (a part below the 1 ms tick makes one
+/// more tick): counted from its phase's starting tick, a cooldown, timeout or ramp
+/// is never more than one tick shorter than asked (see `Builder::build`).
 fn duration_ticks(field: &'static str, d: Duration) -> Result<u64, ConfigError> {
     if d < Duration::from_nanos(NANOS_PER_TICK) {
         return Err(ConfigError::new(

@@ -598,6 +598,28 @@ fn full_jitter_keeps_every_cooldown_within_its_level_and_retry_after_is_exact() 
 /// A cooldown's last nanoseconds never read as "retry now": while Open, a
 /// rejection's `retry_after` is at least a millisecond (rounded up from what is
 /// left, so waiting it out reaches the probe), at every sub-millisecond step.
+/// A phase starts at the tick its transition's reading is in (`Builder::build`):
+/// a trip 0.9 ms into a tick with a 5 ms cooldown is rejected for the whole 5 ms
+/// (that is its `retry_after`), and admits its probe 4.1 ms after the trip, at the
+/// tick's fifth boundary: never more than one tick early.
+#[test]
+fn a_cooldown_ends_at_most_one_tick_early_and_retry_after_reads_it_whole() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(5 * MS)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    clock.advance(Duration::from_micros(900));
+    fail(&b);
+    assert_eq!(rejected_for(&b), Some(Some(5 * MS)));
+    clock.advance(Duration::from_micros(4_099));
+    assert_eq!(rejected_for(&b), Some(Some(MS)), "a microsecond short");
+    clock.advance(Duration::from_nanos(1_000));
+    assert_eq!(rejected_for(&b), None, "the probe, 4.1 ms after the trip");
+}
+
 #[test]
 fn a_sub_millisecond_remainder_of_a_cooldown_is_never_retry_now() {
     let clock = ManualClock::new();
