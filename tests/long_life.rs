@@ -212,12 +212,6 @@ fn a_probe_held_through_a_16_bit_generation_cycle_is_stale() {
     assert_eq!(b.metrics().lifetime.stale, 1);
 }
 
-/// Before: `advance(Duration::MAX)` saturated the tick field: an Open breaker
-/// rejected nothing (every deadline had passed) but a half-open round never timed
-/// out, so a leaked probe wedged the breaker for good. Later, while a round's end
-/// was not cut at the clock's end as a cooldown's deadline is, the leaked probe
-/// still wedged it with the longest `half_open_timeout`, or on a breaker built less
-/// than a timeout (30 s by default) before its clock's end.
 /// A thread keeps the deadline of the Open phase that rejected it beside that
 /// phase's state word. A whole generation cycle later an Open phase of the same
 /// level and generation came back to the same state, level and generation: the
@@ -257,6 +251,12 @@ fn a_cached_open_deadline_is_not_taken_for_a_phase_a_generation_cycle_later() {
     assert_eq!(b.state(), State::Closed);
 }
 
+/// Before: `advance(Duration::MAX)` saturated the tick field: an Open breaker
+/// rejected nothing (every deadline had passed) but a half-open round never timed
+/// out, so a leaked probe wedged the breaker for good. Later, while a round's end
+/// was not cut at the clock's end as a cooldown's deadline is, the leaked probe
+/// still wedged it with the longest `half_open_timeout`, or on a breaker built less
+/// than a timeout (30 s by default) before its clock's end.
 #[test]
 fn a_clock_advanced_by_duration_max_ends_every_cooldown_and_round() {
     let near_the_end = Duration::from_nanos(u64::MAX) - 20 * SEC;
@@ -595,9 +595,6 @@ fn full_jitter_keeps_every_cooldown_within_its_level_and_retry_after_is_exact() 
     }
 }
 
-/// A cooldown's last nanoseconds never read as "retry now": while Open, a
-/// rejection's `retry_after` is at least a millisecond (rounded up from what is
-/// left, so waiting it out reaches the probe), at every sub-millisecond step.
 /// A phase starts at the tick its transition's reading is in (`Builder::build`):
 /// a trip 0.9 ms into a tick with a 5 ms cooldown is rejected for the whole 5 ms
 /// (that is its `retry_after`), and admits its probe 4.1 ms after the trip, at the
@@ -620,6 +617,9 @@ fn a_cooldown_ends_at_most_one_tick_early_and_retry_after_reads_it_whole() {
     assert_eq!(rejected_for(&b), None, "the probe, 4.1 ms after the trip");
 }
 
+/// A cooldown's last nanoseconds never read as "retry now": while Open, a
+/// rejection's `retry_after` is at least a millisecond (rounded up from what is
+/// left, so waiting it out reaches the probe), at every sub-millisecond step.
 #[test]
 fn a_sub_millisecond_remainder_of_a_cooldown_is_never_retry_now() {
     let clock = ManualClock::new();
