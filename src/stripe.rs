@@ -47,7 +47,10 @@
 //! Counter updates are `Relaxed`: a counter publishes nothing but its own value, and
 //! a reader's sum is a snapshot that may miss updates still in flight. A stripe is
 //! published by the `Release` of its pointer's first store and found with `Acquire`
-//! ([`OnceBox`]), so a reader or a writer that finds it sees it zeroed.
+//! ([`OnceBox`]), so a reader or a writer that finds it sees it zeroed. Its bit
+//! in `owned_bits` or `shared_bits`, which readers follow, is set before that
+//! first store, so a thread that found a stripe, and every reader ordered after
+//! that thread, finds its bit (see `Stripes::allocate`).
 
 use crate::slot;
 use crate::sync::{AtomicU64, OnceBox, Ordering};
@@ -576,20 +579,30 @@ impl Stripes {
         }
     }
 
-    /// Stripe `index`'s counter line, allocated (unless a racing thread did), and
-    /// marked as existing for readers.
+    /// Stripe `index`'s counter line, marked as existing for readers, then
+    /// allocated (unless a racing thread did).
+    ///
+    /// The bit comes first. Another thread can find the stripe (`room.get`) the
+    /// moment it is published, without calling this, and count in it; its own trip
+    /// check must then read it, and so must every read that takes a later budget
+    /// number than its sample (see `window::budget`). Both come after that thread's
+    /// `room.get`, which comes after the publication, which comes after the bit.
+    /// Published first (as it once was), the stripe could be written and read back
+    /// before the bit was set, and the writer's own trip check missed its failure.
+    /// A reader that sees the bit before the stripe is published skips it
+    /// (`named`): nothing has been counted in it yet.
     #[cold]
     #[inline(never)]
     fn allocate(&self, index: usize) -> &Line {
-        let line = self.room.init(index);
         let (bits, bit) = match index.checked_sub(SHARED) {
             Some(bit) => (&self.owned_bits, bit),
             None => (&self.shared_bits, index),
         };
-        // Release: a reader that sees the bit (with Acquire) finds the stripe,
-        // published before it (the `OnceBox`'s own Release).
-        bits.fetch_or(1 << bit, Ordering::Release);
-        line
+        // Relaxed: the `OnceBox`'s Release publication comes after it, so a thread
+        // that finds the stripe (with Acquire) has this bit before it, and so has
+        // any thread that a later Acquire of its writes puts after it.
+        bits.fetch_or(1 << bit, Ordering::Relaxed);
+        self.room.init(index)
     }
 
     /// Every line of stripe `r`: its counter line, then its ring's.
@@ -649,9 +662,12 @@ impl Stripes {
         first: usize,
         owned: bool,
     ) -> impl Iterator<Item = StripeRef<'a>> + 'a {
-        // Acquire: pairs with `allocate`'s Release, so each stripe a bit names is
-        // found. A stripe allocated after this load is read as not yet written.
-        Bits(bits.load(Ordering::Acquire)).filter_map(move |bit| {
+        // Relaxed: what a reader must see (the stripes a thread found before it,
+        // or a thread its own Acquire put it after) the bit's place before the
+        // stripe's publication gives it (see `allocate`); a stripe it finds is
+        // published to it by `room.get`'s own Acquire. A bit whose stripe is not
+        // yet published names a stripe nobody has written: skipped.
+        Bits(bits.load(Ordering::Relaxed)).filter_map(move |bit| {
             self.room
                 .get(first + bit)
                 .map(|stripe| StripeRef { stripe, owned })
