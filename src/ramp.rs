@@ -14,17 +14,21 @@
 //! any run of consecutive calls the admitted count is the sum of their shares,
 //! within one call (a Bresenham line, or a sigma-delta modulator): within 0.1
 //! percentage points of the schedule over 1,000 calls, whatever the schedule did
-//! meanwhile. A thread's first sum for a breaker starts one short of a whole
-//! call, so its first call in a ramp is admitted.
+//! meanwhile.
 //!
 //! The sums live in a small thread-local table of [`RAMP_SUMS`] entries, one per
-//! breaker, found by a hash of the address of the calling thread's stripe of it
-//! (a stripe's counter line has no word to spare: see [`crate::stripe`]). The
-//! table is direct-mapped: a thread that alternates
-//! between ramping breakers whose entries collide restarts their sums, each at a
-//! pseudo-random fraction of a call, so a restarted sum admits its next call with
-//! probability equal to the share: the schedule holds on average, with the spread
-//! of random sampling instead of one call. Either way no shared cache line is
+//! breaker, keyed by the address of the calling thread's stripe of it (a stripe's
+//! counter line has no word to spare: see [`crate::stripe`]) mixed with the
+//! breaker's random seed, so that a breaker built where a dropped one was (the
+//! allocator may give its stripe the same address) never takes the dropped one's
+//! sum for its own. The table is direct-mapped, and a dropped breaker's entries
+//! stay until another key takes their place. A sum that starts in an empty entry
+//! starts one short of a whole call, so a thread's first call in its first ramps
+//! is admitted; one that takes another key's entry (a thread that alternates
+//! between ramping breakers whose entries collide, or a new breaker in the entry
+//! of a dropped one) starts at a pseudo-random fraction of a call, so it admits
+//! its next call with probability equal to the share: the schedule holds on
+//! average, with the spread of random sampling instead of one call. Either way no shared cache line is
 //! written and no locked instruction is issued. Only a thread whose thread-locals
 //! are already torn down (a permit dropped by a destructor), which then writes a
 //! shared stripe, uses that stripe's sum ([`RAMP_SUM`], a word the window leaves
@@ -63,12 +67,13 @@ pub(crate) fn share(elapsed: u64, ramp: u64) -> u64 {
 }
 
 /// Whether the call at `share` is admitted, deciding on stripe `r` (the calling
-/// thread's): adds `share` to the thread's sum for this breaker and says whether
-/// it passed a multiple of [`ONE`].
+/// thread's) of the breaker whose seed is `seed`: adds `share` to the thread's sum
+/// for this breaker and says whether it passed a multiple of [`ONE`].
 #[inline]
-pub(crate) fn admit(r: StripeRef<'_>, share: u64) -> bool {
+pub(crate) fn admit(r: StripeRef<'_>, seed: u64, share: u64) -> bool {
     let sum = Stripes::scratch(r, RAMP_SUM);
-    let before = match (local(sum as *const _ as usize, share), r.as_owned()) {
+    let key = (sum as *const _ as u64) ^ seed;
+    let before = match (local(key, share), r.as_owned()) {
         (Some(before), _) => before,
         // An owner without thread-locals any more: its last calls are admitted.
         (None, Some(_)) => return true,
@@ -87,15 +92,15 @@ fn crossed(before: u64, share: u64) -> bool {
     before / ONE != before.wrapping_add(share) / ONE
 }
 
-/// Adds `share` to the calling thread's own sum for the breaker whose shared
-/// stripe's sum is at `key`, and returns the sum before; `None` if the thread has
-/// no table (see [`with_ramp_sums`]).
+/// Adds `share` to the calling thread's own sum for the breaker and stripe `key`
+/// names (see [`admit`]), and returns the sum before; `None` if the thread has no
+/// table (see [`with_ramp_sums`]).
 #[cold]
 #[inline(never)]
-fn local(key: usize, share: u64) -> Option<u64> {
+fn local(key: u64, share: u64) -> Option<u64> {
     with_ramp_sums(|table| {
         let mut sums = table.get();
-        let mixed = splitmix64(key as u64);
+        let mixed = splitmix64(key);
         let entry = &mut sums[(mixed % RAMP_SUMS as u64) as usize];
         if entry.0 != key {
             // A fresh sum. In an empty entry it starts one short of a whole call
@@ -162,7 +167,7 @@ mod tests {
             .collect();
         // An owned stripe, and a thread that owns none (its thread-local table).
         for r in [stripes.stripe(crate::stripe::SHARED), stripes.stripe(0)] {
-            let admitted: Vec<bool> = shares.iter().map(|&s| admit(r, s)).collect();
+            let admitted: Vec<bool> = shares.iter().map(|&s| admit(r, 7, s)).collect();
             assert_tracks(&shares, &admitted, 1000);
             assert_tracks(&shares, &admitted, 10);
         }
@@ -172,8 +177,8 @@ mod tests {
             "a thread that owns no stripe wrote nothing shared"
         );
         let owned = stripes.stripe(crate::stripe::SHARED);
-        assert!(admit(owned, ONE), "a full share admits every call");
-        assert!(!admit(owned, 0), "a zero share admits none");
+        assert!(admit(owned, 7, ONE), "a full share admits every call");
+        assert!(!admit(owned, 7, 0), "a zero share admits none");
     }
 
     #[test]
@@ -188,7 +193,7 @@ mod tests {
             let mut admitted = vec![0; n];
             for _ in 0..1000 {
                 for (i, s) in breakers.iter().enumerate() {
-                    admitted[i] += usize::from(admit(s.stripe(0), ONE / 2));
+                    admitted[i] += usize::from(admit(s.stripe(0), 7, ONE / 2));
                 }
             }
             assert!(
@@ -196,6 +201,28 @@ mod tests {
                 "{n} breakers: {admitted:?}"
             );
         }
+    }
+
+    /// A breaker built where a dropped one was may find its stripes at the same
+    /// addresses: its sums are its own, keyed by its seed too. Before, it went on
+    /// from the dropped breaker's sum, and its first call in a ramp was rejected
+    /// (here: always, the sum being just past a whole call).
+    #[test]
+    fn a_stripe_address_used_again_by_another_breaker_starts_a_fresh_sum() {
+        std::thread::spawn(|| {
+            let stripes = Stripes::new(0);
+            let r = stripes.stripe(crate::stripe::SHARED);
+            let key = |seed: u64| Stripes::scratch(r, RAMP_SUM) as *const _ as u64 ^ seed;
+            let slot = |seed: u64| splitmix64(key(seed)) % RAMP_SUMS as u64;
+            // A second seed whose entry is another (this thread's table is empty).
+            let second = (2..).find(|&seed| slot(seed) != slot(1)).unwrap();
+            assert!(admit(r, 1, START), "the first breaker's first call");
+            assert!(!admit(r, 1, START), "its next one, at 10%");
+            assert!(admit(r, second, START), "the second breaker's first call");
+            assert!(!admit(r, second, START));
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -14,24 +14,24 @@
 #[cfg(cutout_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(cutout_loom)]
-pub(crate) use loom::sync::{Arc, Mutex};
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(not(cutout_loom))]
 pub(crate) use portable_atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(cutout_loom))]
-pub(crate) use std::sync::{Arc, Mutex};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The calling thread's ramp sums for breakers it owns no stripe of (see
+/// The calling thread's ramp sums, one for each breaker it ramps on (see
 /// [`crate::ramp`]): `f` gets a table of `(key, sum)` pairs. `None` while the
 /// thread's locals are torn down, and always under loom, whose models keep to
 /// owned stripes and the shared one (a `std` thread-local would outlive a loom
 /// execution and make the next one differ).
 #[cfg(not(cutout_loom))]
 pub(crate) fn with_ramp_sums<R>(
-    f: impl FnOnce(&std::cell::Cell<[(usize, u64); RAMP_SUMS]>) -> R,
+    f: impl FnOnce(&std::cell::Cell<[(u64, u64); RAMP_SUMS]>) -> R,
 ) -> Option<R> {
     std::thread_local! {
-        static SUMS: std::cell::Cell<[(usize, u64); RAMP_SUMS]> =
+        static SUMS: std::cell::Cell<[(u64, u64); RAMP_SUMS]> =
             const { std::cell::Cell::new([(0, 0); RAMP_SUMS]) };
     }
     SUMS.try_with(f).ok()
@@ -40,7 +40,7 @@ pub(crate) fn with_ramp_sums<R>(
 /// See the other `with_ramp_sums`: under loom, none.
 #[cfg(cutout_loom)]
 pub(crate) fn with_ramp_sums<R>(
-    _: impl FnOnce(&std::cell::Cell<[(usize, u64); RAMP_SUMS]>) -> R,
+    _: impl FnOnce(&std::cell::Cell<[(u64, u64); RAMP_SUMS]>) -> R,
 ) -> Option<R> {
     None
 }

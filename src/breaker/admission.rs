@@ -204,7 +204,7 @@ impl<C: Clock> CircuitBreaker<C> {
         let length = self.config.ramp_up.unwrap_or(0);
         let elapsed = now.saturating_sub(started);
         if now < started.saturating_add(length).min(self.ticks_max) {
-            return Ok(ramp::admit(r, ramp::share(elapsed, length)));
+            return Ok(ramp::admit(r, self.seed, ramp::share(elapsed, length)));
         }
         let update = self.transition(s, |cur| {
             (cur == s).then(|| (cur.next(State::Closed, 0), now))
