@@ -166,7 +166,7 @@ fn precise_nanos() -> u64 {
 fn start_refresh(pid: u64) {
     // Before the owner is claimed: a fork between the claim and the thread's
     // start must find the handler registered.
-    forget_in_forked_children();
+    crate::fork::register();
     // Acquire/AcqRel: the owner word picks the one thread of this process that
     // starts the refresh thread; the loser reads precisely until it runs.
     let owner = OWNER.load(Ordering::Acquire);
@@ -202,48 +202,13 @@ fn start_refresh(pid: u64) {
 
 /// Makes a `fork()`ed child forget the cached reading and the refresh thread it
 /// did not inherit: its next reading is precise and starts a thread of its own
-/// (see [`DefaultClock`]'s fork safety). Registered once per process, before the
-/// first refresh thread starts; children inherit the registration. Only on the
-/// systems whose `libc` has `pthread_atfork`; elsewhere this does nothing, and
-/// the fallback of [`revive`] remains.
-#[allow(unsafe_code)] // the crate's one `unsafe`: an FFI call with no Rust invariant
-fn forget_in_forked_children() {
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd",
-        target_os = "netbsd",
-        target_os = "openbsd",
-        target_os = "dragonfly",
-        target_os = "solaris",
-        target_os = "illumos"
-    ))]
-    {
-        /// Runs in the child, right after `fork`, on its only thread: two atomic
-        /// stores, which are async-signal-safe.
-        extern "C" fn forget() {
-            // Relaxed: the child has one thread, this one, until the handler returns.
-            RECENT.store(0, Ordering::Relaxed);
-            OWNER.store(0, Ordering::Relaxed);
-        }
-        // A flag, not a `Once`: a fork while another thread runs a `Once`'s closure
-        // leaves the child a `Once` that waits for ever. A child forked between the
-        // swap and the registration has no handler: `revive`'s check remains.
-        // Relaxed: the swap only picks the one thread that registers.
-        static REGISTERED: std::sync::atomic::AtomicBool =
-            std::sync::atomic::AtomicBool::new(false);
-        if REGISTERED.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        // SAFETY:
-        // - `forget` is an `extern "C" fn()` with no arguments, valid for the life
-        //   of the process; no prepare or parent handler is given.
-        // - In a child it runs on the only thread and does two atomic stores:
-        //   async-signal-safe, no allocation, no lock.
-        // - A failure (ENOMEM) registers nothing; `revive`'s periodic check stays.
-        let _ = unsafe { libc::pthread_atfork(None, None, Some(forget)) };
-    }
+/// (see [`DefaultClock`]'s fork safety). Called by [`crate::fork`]'s child
+/// handler, registered before the first refresh thread starts, in the child, on
+/// its only thread: two atomic stores, which are async-signal-safe.
+pub(crate) fn forget_after_fork() {
+    // Relaxed: the child has one thread, this one, until the handler returns.
+    RECENT.store(0, Ordering::Relaxed);
+    OWNER.store(0, Ordering::Relaxed);
 }
 
 /// The reading when the cached one is 0: the first readings in the process (the

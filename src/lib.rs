@@ -225,8 +225,9 @@
 //!
 //! # Safety and correctness
 //! No locks and no allocation on the call path, and no `unsafe` in this crate's
-//! source but one call: the default clock registers a `fork` handler with
-//! `libc::pthread_atfork` (see [`DefaultClock`]'s fork safety). (Two documented
+//! source but one call: `fork` handlers registered with `libc::pthread_atfork`,
+//! which make a forked child's clock and thread slots whole (see
+//! [`DefaultClock`]'s fork safety). (Two documented
 //! exceptions to the first, both off the steady path: a `Registry` allocates the
 //! breaker of a key it sees for the first time, and with the `metrics` feature a
 //! transition builds its labelled metric key. The futures use `pin-project-lite`,
@@ -283,7 +284,8 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 // docs.rs labels every feature-gated item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// Denied, not forbidden: one function allows it (the clock's fork handler).
+// Denied, not forbidden: one function allows it (`fork::register`, which
+// registers the fork handlers).
 #![deny(unsafe_code)]
 
 mod breaker;
@@ -297,6 +299,7 @@ mod event;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "metrics", feature = "tracing"))))]
 pub mod export;
 pub mod fallback;
+mod fork;
 mod future;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]

@@ -23,17 +23,34 @@
 //! bounds check it makes anyway (`Stripes::mine_if_owned`), and asks nothing else.
 //! Every other path assigns a slot first ([`stripe`]).
 //!
+//! # Fork
+//! A `fork()`ed child has only the forking thread: the slots the parent's other
+//! threads held would stay taken for ever, and every thread the child starts
+//! would write a shared stripe (a pre-fork server that started its runtime's
+//! threads first). So the child gives them back: its [`crate::fork`] handler
+//! marks the pool, and the first thread to take the pool's lock in the child
+//! frees every slot handed out but the forking thread's, which it continues to
+//! hold, before anything else. The lock itself is taken by the forking thread
+//! before the fork and released after it on both sides, so the child never
+//! inherits it held by a thread it does not have, or the free list half changed.
+//!
 //! # Orderings
 //! The free list is a `Mutex`: a slot handed from an exited thread to a new one is
 //! published by the lock, so the new owner's first plain load sees the old owner's
 //! last store. The count of free owned slots is changed under the lock and read
-//! `Relaxed` outside it, as a hint: a thread that acts on it takes the lock.
+//! `Relaxed` outside it, as a hint: a thread that acts on it takes the lock. So is
+//! the fork mark, which a child's handler writes while the child has no other
+//! thread.
 
 use crate::stripe::SHARED;
-use crate::sync::{Mutex, Ordering};
+use crate::sync::{AtomicUsize, Mutex, MutexGuard, Ordering};
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::num::NonZeroUsize;
+
+/// The free list.
+type Free = BinaryHeap<Reverse<usize>>;
 
 /// The slot of a thread whose thread-local storage is already torn down (a permit
 /// dropped from another thread-local's destructor): it always takes shared stripe 0.
@@ -43,15 +60,55 @@ struct SlotPool {
     /// Released slots, lowest first: a new thread takes the lowest free slot, so the
     /// owned stripes (the lowest slots) go to live threads even when threads come
     /// and go.
-    free: Mutex<BinaryHeap<Reverse<usize>>>,
-    next: crate::sync::AtomicUsize,
+    free: Mutex<Free>,
+    next: AtomicUsize,
     /// How many slots in `free` own a stripe (are below [`owned_stripes`]).
-    free_owned: crate::sync::AtomicUsize,
+    free_owned: AtomicUsize,
+    /// 0, or in a `fork()`ed child whose slots are not reclaimed yet, one more
+    /// than the slot the forking thread keeps (see the module's Fork).
+    forked: AtomicUsize,
 }
 
 impl SlotPool {
+    fn new() -> SlotPool {
+        SlotPool {
+            free: Mutex::new(BinaryHeap::new()),
+            next: AtomicUsize::new(0),
+            free_owned: AtomicUsize::new(0),
+            forked: AtomicUsize::new(0),
+        }
+    }
+
+    /// The free list, locked: first, in a `fork()`ed child, given the slots of
+    /// the parent's threads that did not come along (see the module's Fork).
+    fn lock(&self) -> Option<MutexGuard<'_, Free>> {
+        let mut free = self.free.lock().ok()?;
+        // Relaxed: under the lock (see the module's Orderings).
+        match self.forked.swap(0, Ordering::Relaxed) {
+            0 => {}
+            kept => self.reclaim(&mut free, kept - 1),
+        }
+        Some(free)
+    }
+
+    /// In a forked child, under the lock: every slot handed out so far is free
+    /// but `kept`, the forking thread's (the only thread of the parent's that
+    /// the child has).
+    fn reclaim(&self, free: &mut Free, kept: usize) {
+        // Relaxed: a slot is numbered only after the lock found none free.
+        let next = self.next.load(Ordering::Relaxed);
+        free.clear();
+        free.extend((0..next).filter(|&slot| slot != kept).map(Reverse));
+        let owned = free.iter().filter(|&&Reverse(slot)| slot < owned_stripes());
+        // Relaxed: as in `counted`.
+        self.free_owned.store(owned.count(), Ordering::Relaxed);
+    }
+
     fn acquire(&self) -> usize {
-        let reused = self.free.lock().ok().and_then(|mut free| {
+        // Before the first slot is handed out, so that a forked child can take
+        // it back.
+        crate::fork::register();
+        let reused = self.lock().and_then(|mut free| {
             let Reverse(slot) = free.pop()?;
             self.counted(slot, false);
             Some(slot)
@@ -63,7 +120,7 @@ impl SlotPool {
 
     #[cfg_attr(cutout_loom, allow(dead_code))]
     fn release(&self, slot: usize) {
-        if let Ok(mut free) = self.free.lock() {
+        if let Some(mut free) = self.lock() {
             free.push(Reverse(slot));
             self.counted(slot, true);
         }
@@ -85,14 +142,15 @@ impl SlotPool {
     /// Whether an owned slot is free: a hint, one load of a line written only when
     /// an owner exits or a thread takes its slot.
     fn owned_free(&self) -> bool {
-        // Relaxed: a hint; `trade` takes the lock.
-        self.free_owned.load(Ordering::Relaxed) != 0
+        // Relaxed: a hint; `trade` takes the lock. In a forked child, the slots
+        // the lock will reclaim count too.
+        self.free_owned.load(Ordering::Relaxed) != 0 || self.forked.load(Ordering::Relaxed) != 0
     }
 
     /// Trades `slot`, which owns no stripe, for the lowest free slot if that one
     /// owns a stripe.
     fn trade(&self, slot: usize) -> Option<usize> {
-        let mut free = self.free.lock().ok()?;
+        let mut free = self.lock()?;
         match free.peek() {
             Some(&Reverse(low)) if low < owned_stripes() && low < slot => {
                 free.pop();
@@ -206,25 +264,58 @@ impl Drop for Guard {
     }
 }
 
-fn with_pool<R>(f: impl FnOnce(&SlotPool) -> R) -> R {
+fn with_pool<R>(f: impl FnOnce(&'static SlotPool) -> R) -> R {
     crate::sync::lazy_static! {
-        static ref POOL: SlotPool = SlotPool {
-            free: Mutex::new(BinaryHeap::new()),
-            next: crate::sync::AtomicUsize::new(0),
-            free_owned: crate::sync::AtomicUsize::new(0),
-        };
+        static ref POOL: SlotPool = SlotPool::new();
     }
     f(&POOL)
+}
+
+/// [`crate::fork`]'s prepare handler: takes the pool's lock (building the pool if
+/// no thread has, in the parent, before it forks), so that no thread holds it or
+/// is changing the free list when the process forks. (A thread whose
+/// thread-locals are gone forks without it.)
+pub(crate) fn before_fork() {
+    let held = with_pool(|p| {
+        p.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    });
+    let _ = HELD_ACROSS_FORK.try_with(|h| h.set(Some(held)));
+}
+
+/// [`crate::fork`]'s parent handler: releases the lock [`before_fork`] took.
+pub(crate) fn after_fork() {
+    let _ = HELD_ACROSS_FORK.try_with(|h| drop(h.take()));
+}
+
+/// [`crate::fork`]'s child handler, on the child's only thread: marks the pool
+/// (built by [`before_fork`]) for the reclaim, with the slot this thread keeps,
+/// and releases the lock `before_fork` took. An atomic store and an unlock: no
+/// allocation, no wait.
+pub(crate) fn after_fork_in_child() {
+    // A thread without a slot keeps none: any value past every slot handed out.
+    let kept = SLOT
+        .try_with(Cell::get)
+        .unwrap_or(NO_SLOT)
+        .min(UNASSIGNED - 1);
+    // Relaxed: this thread is the child's only one; the threads it starts are
+    // ordered after the store by their spawn.
+    with_pool(|p| p.forked.store(kept + 1, Ordering::Relaxed));
+    after_fork();
 }
 
 // The slot and its owned stripe are `const` thread-locals without a destructor:
 // reading one is a single load, with no lazy-initialisation check. The guard,
 // registered once per thread on first use, carries the destructor.
 crate::sync::thread_locals! {
-    static SLOT: std::cell::Cell<usize> = std::cell::Cell::new(UNASSIGNED);
+    static SLOT: Cell<usize> = Cell::new(UNASSIGNED);
     // Non-zero, which tells the compiler an owned stripe is never the shared one.
-    static STRIPE: std::cell::Cell<NonZeroUsize> = std::cell::Cell::new(NOT_OWNED);
+    static STRIPE: Cell<NonZeroUsize> = Cell::new(NOT_OWNED);
     static GUARD: Guard = Guard;
+    /// The pool's lock, held by the forking thread across `fork` (from
+    /// [`before_fork`] to [`after_fork`] or [`after_fork_in_child`]).
+    static HELD_ACROSS_FORK: Cell<Option<MutexGuard<'static, Free>>> = Cell::new(None);
 }
 
 /// This thread's slot, or [`NO_SLOT`] while its thread-locals are being destroyed.
@@ -325,11 +416,7 @@ mod tests {
 
     #[test]
     fn the_lowest_released_slot_is_handed_out_before_new_ones() {
-        let pool = SlotPool {
-            free: Mutex::new(BinaryHeap::new()),
-            next: crate::sync::AtomicUsize::new(0),
-            free_owned: crate::sync::AtomicUsize::new(0),
-        };
+        let pool = SlotPool::new();
         let slots: Vec<usize> = (0..4).map(|_| pool.acquire()).collect();
         assert_eq!(slots, [0, 1, 2, 3]);
         pool.release(3);

@@ -10,7 +10,9 @@ use super::*;
 /// first field of [`Stripes`], [`Stripes::LEAN_BYTES`] long). All fall within the
 /// line's first
 /// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS) bytes, where no lean path stores in
-/// any line (4K aliasing). The line is written only when the word is.
+/// any line (4K aliasing). The line is written when the word is, and when a
+/// stripe is allocated (the stripes' existence bits, past `LEAN_LOADS`): once per
+/// stripe in the breaker's life, never by a call that has its stripe.
 #[repr(C)]
 pub(super) struct Hot {
     pub(super) word: StateWord,

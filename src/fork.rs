@@ -1,0 +1,71 @@
+//! What a `fork()`ed child mends: the process-wide state whose owners did not come
+//! along. Only the forking thread survives a `fork`, so in the child
+//!
+//! - the default clock's refresh thread is gone: the child forgets the cached
+//!   reading, and its next reading starts a thread of its own
+//!   ([`crate::clock`]);
+//! - the slots of the parent's other threads are held by threads that do not
+//!   exist: the child gives them back, so its threads own stripes as the parent's
+//!   did ([`crate::slot`]). The slot pool's lock is taken before the fork and
+//!   released on both sides after it, so the child never inherits it held by a
+//!   thread it does not have.
+//!
+//! One `pthread_atfork` registration, made once per process by whichever comes
+//! first (the first refresh thread, the first slot), serves both; children inherit
+//! it. Only on the systems whose `libc` has `pthread_atfork` (Linux, Android,
+//! macOS, the BSDs and Solaris); elsewhere this does nothing, and the clock's
+//! fallback remains (see [`DefaultClock`](crate::DefaultClock)'s fork safety).
+
+/// Registers the handlers (once per process; later calls return at once).
+#[allow(unsafe_code)] // the crate's one `unsafe`: an FFI call with no Rust invariant
+pub(crate) fn register() {
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly",
+        target_os = "solaris",
+        target_os = "illumos"
+    ))]
+    {
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        /// In the parent, before the fork, on the forking thread.
+        extern "C" fn prepare() {
+            crate::slot::before_fork();
+        }
+        /// In the parent, after the fork, on the forking thread.
+        extern "C" fn parent() {
+            crate::slot::after_fork();
+        }
+        /// In the child, right after the fork, on its only thread: atomic stores
+        /// and the release of a lock this thread took in `prepare`; nothing that
+        /// allocates or waits.
+        extern "C" fn child() {
+            crate::clock::forget_after_fork();
+            crate::slot::after_fork_in_child();
+        }
+
+        // A flag, not a `Once`: a fork while another thread runs a `Once`'s closure
+        // leaves the child a `Once` that waits for ever. A child forked between the
+        // swap and the registration has no handlers: the clock's fallback remains,
+        // and its slots stay as the parent's were.
+        // Relaxed: the swap only picks the one thread that registers.
+        // Not under loom, whose models fork nothing (and whose pool is built
+        // afresh in every execution).
+        static REGISTERED: AtomicBool = AtomicBool::new(false);
+        if crate::sync::LOOM || REGISTERED.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY:
+        // - The three are `extern "C" fn()`s with no arguments, valid for the life
+        //   of the process.
+        // - None of them unwinds: what they call takes no lock but the slot pool's
+        //   (see `crate::slot`) and panics on nothing.
+        // - A failure (ENOMEM) registers nothing; see the flag above.
+        let _ = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    }
+}
