@@ -251,7 +251,10 @@ impl<C: Clock> Builder<C> {
     }
 
     /// Each failed probe round multiplies the next open duration by this (default
-    /// 2; at least 1).
+    /// 2; at least 1, and finite). The backoff must reach
+    /// [`max_open_duration`](Self::max_open_duration) within 63 reopenings (the
+    /// levels the state word counts): 1.05 from the default 1 s to 60 s takes 84,
+    /// and is refused.
     pub fn backoff_multiplier(mut self, m: f64) -> Self {
         self.settings.backoff_multiplier = m;
         self
@@ -272,7 +275,7 @@ impl<C: Clock> Builder<C> {
     }
 
     /// How many probe calls the half-open state admits; that many successes close
-    /// the breaker, any failure reopens it (default 1).
+    /// the breaker, any failure reopens it (default 1; 1 to 65,535).
     pub fn half_open_probes(mut self, n: u32) -> Self {
         self.settings.half_open_probes = n;
         self
@@ -422,10 +425,12 @@ impl<C: Clock> Builder<C> {
     ///
     /// # Errors
     /// A [`ConfigError`] naming the first setting that is out of range: a zero
-    /// threshold, probe count or bucket count; a rate threshold outside `(0, 1]` or
-    /// NaN; a jitter outside `0..=1`; a multiplier below 1; a maximum below the
-    /// base; a duration below the 1 ms tick or beyond the 584 years (`u64::MAX`
-    /// nanoseconds) a tick can count; a window bucket shorter than the clock's
+    /// threshold, probe count or bucket count; more than 65,535 probes; a rate
+    /// threshold outside `(0, 1]` or NaN; a jitter outside `0..=1`; a multiplier
+    /// below 1, not finite, or too small to reach the maximum within 63
+    /// reopenings; a maximum below the base; a duration below the 1 ms tick or
+    /// beyond the longest the breaker's clock counts (`u64::MAX` nanoseconds in
+    /// whole milliseconds: about 584 years); a window bucket shorter than the clock's
     /// resolution, or more than 4096 buckets (see [`window`](Self::window)); or, with
     /// [`restore`](Self::restore), one naming `restore` that says why the saved
     /// state cannot be restored.
@@ -643,7 +648,7 @@ fn duration_ticks(field: &'static str, d: Duration) -> Result<u64, ConfigError> 
         _ => Err(ConfigError::new(
             field,
             format!(
-                "must be at most {:?}, what the state word holds",
+                "must be at most {:?}, the longest the breaker's clock counts",
                 Duration::from_millis(TICKS_MAX)
             ),
         )),

@@ -204,7 +204,7 @@ pub struct Transition {
     /// it (zero without a window).
     pub window: WindowCounts,
     /// For a trip (out of Closed or Recovering): the consecutive-failure count at
-    /// the time.
+    /// the time (zero without the consecutive-failures policy).
     pub consecutive_failures: u64,
     /// For a transition to Open: its deadline (when a call may half-open it), as
     /// time since the breaker was built, like [`at`](Self::at). `None` otherwise.

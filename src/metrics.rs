@@ -33,7 +33,7 @@ pub struct Metrics {
     /// a window).
     pub window: WindowCounts,
     /// The current run of consecutive failures (zero outside Closed and
-    /// Recovering).
+    /// Recovering, or without the consecutive-failures policy).
     pub consecutive_failures: u64,
     /// Counters since the breaker was built.
     pub lifetime: Lifetime,

@@ -116,11 +116,12 @@ pub struct SavedState {
     /// When an Open breaker admits a probe, on the saving host's wall clock.
     /// Required for [`State::Open`], ignored for every other state.
     pub open_until: Option<SystemTime>,
-    /// Failures in a row in a Closed breaker (0 in any other state, and ignored
-    /// there).
+    /// Failures in a row in a Closed or Recovering breaker (0 in any other state,
+    /// and ignored there).
     pub consecutive_failures: u32,
     /// The window's shape and counts, for a breaker with a window. Only a Closed
-    /// breaker counts (the counts of any other state are zero and ignored).
+    /// or Recovering breaker counts (the counts of any other state are zero and
+    /// ignored).
     pub window: Option<SavedWindow>,
 }
 
@@ -316,10 +317,13 @@ impl SavedWindow {
     /// The counts a window of `shape` takes from this one, `elapsed` after it was
     /// saved: all of them if it is at least as long (they all fall inside it) and
     /// they are not all older than it; none otherwise (a shorter window cannot tell
-    /// which of them fall inside it).
+    /// which of them fall inside it). Lengths compare in whole milliseconds, as a
+    /// save writes them: a window's buckets are whole nanoseconds, so a 10 s window
+    /// in 3 buckets spans 9.999999999 s, and is taken for the 10 s it was asked to
+    /// be (it took no 10 s window's totals, for a nanosecond).
     fn restorable(&self, shape: WindowConfig, elapsed: Duration) -> Option<WindowCounts> {
-        let length =
-            Duration::from_nanos(shape.bucket_nanos.saturating_mul(u64::from(shape.buckets)));
+        let nanos = shape.bucket_nanos.saturating_mul(u64::from(shape.buckets));
+        let length = Duration::from_millis(nanos.div_ceil(NANOS_PER_TICK));
         (length >= self.length && elapsed < length).then_some(self.counts)
     }
 }
@@ -537,6 +541,10 @@ impl<C: Clock> Builder<C> {
     ///   from then on only that clock counts, so a later wall-clock step changes
     ///   nothing. A deadline further ahead than this configuration's longest
     ///   cooldown ([`max_open_duration`](Self::max_open_duration)) is cut to it.
+    ///   ([`Metrics::time_in_state`](crate::Metrics::time_in_state) reads the
+    ///   phase as if it began one cooldown of its level before the deadline, as
+    ///   for [`open_for`](CircuitBreaker::open_for): 0 while more than that is
+    ///   left.)
     /// - **Open** with a deadline passed: ready to probe. It reads Open until the
     ///   first call moves it to HalfOpen, as a live breaker past its cooldown does.
     /// - **HalfOpen**: a fresh round, started at the build (the old round's probes
@@ -547,6 +555,9 @@ impl<C: Clock> Builder<C> {
     ///   totals (see below). A trip is decided when the next failure or slow call
     ///   is recorded, as always: restored counts already over a threshold trip the
     ///   breaker then.
+    /// - **Recovering**: Closed, as above, with the ramp's consecutive failures
+    ///   and window; the ramp's progress and level are not kept (a restart usually
+    ///   comes long after the recovery it interrupted).
     /// - The backoff level is kept, cut to this configuration's highest; the
     ///   generation starts fresh; the name is this builder's.
     ///

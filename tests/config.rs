@@ -5,9 +5,10 @@
 //! above 1, a cap below its base) are in tests/contract.rs.
 //!
 //! And a builder as a value: a clone builds a breaker of its own, with the same
-//! listener and the same state to restore.
+//! listener and the same state to restore; and the public types are `Send`,
+//! `Sync` and `Unpin`.
 
-use cutout::{Builder, CircuitBreaker, ManualClock, State};
+use cutout::{Builder, CircuitBreaker, ManualClock, State, WindowCounts};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -333,4 +334,46 @@ fn each_build_of_a_cloned_restoring_builder_restores_the_saved_state() {
     assert_eq!((a.state(), b.state()), (State::Open, State::Open));
     a.reset();
     assert_eq!((a.state(), b.state()), (State::Closed, State::Open));
+}
+
+/// Every public type a service keeps or passes between threads is `Send`, `Sync`
+/// and `Unpin`, and the error types box into `Box<dyn Error + Send + Sync>`.
+#[test]
+fn the_public_types_are_send_sync_and_unpin() {
+    fn check<T: Send + Sync + Unpin>() {}
+    check::<CircuitBreaker>();
+    check::<CircuitBreaker<ManualClock>>();
+    check::<cutout::Builder>();
+    check::<cutout::Builder<ManualClock>>();
+    check::<cutout::Permit<'static>>();
+    check::<cutout::OwnedPermit>();
+    check::<cutout::OwnedPermit<ManualClock>>();
+    check::<cutout::SavedState>();
+    check::<cutout::SavedWindow>();
+    check::<cutout::Metrics>();
+    check::<cutout::Lifetime>();
+    check::<cutout::Transition>();
+    check::<cutout::Reason>();
+    check::<State>();
+    check::<WindowCounts>();
+    check::<cutout::Rejected>();
+    check::<cutout::ConfigError>();
+    check::<cutout::Error<std::io::Error>>();
+    check::<cutout::Dropped>();
+    check::<cutout::RetryPolicy>();
+    check::<cutout::RetryPolicyBuilder>();
+    check::<cutout::Registry<String>>();
+    check::<
+        cutout::CallAsync<
+            'static,
+            std::future::Ready<Result<(), ()>>,
+            cutout::ErrIsFailure,
+            cutout::DefaultClock,
+        >,
+    >();
+    // The error types work behind `Box<dyn Error + Send + Sync>`.
+    fn boxed<E: std::error::Error + Send + Sync + 'static>() {}
+    boxed::<cutout::Rejected>();
+    boxed::<cutout::ConfigError>();
+    boxed::<cutout::Error<std::io::Error>>();
 }

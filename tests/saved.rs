@@ -1136,3 +1136,37 @@ mod serde_format {
         }
     }
 }
+
+/// A configuration reload that keeps a 10 s window in another number of buckets
+/// takes the saved totals back (totals do not depend on the bucket count). A
+/// window's buckets are whole nanoseconds, so 10 s in 3 buckets spans
+/// 9.999999999 s: it was taken for shorter than the saved 10 s, and started
+/// empty, for every bucket count that does not divide the length.
+#[test]
+fn a_window_of_the_same_length_in_other_buckets_takes_the_saved_totals() {
+    let old = CircuitBreaker::builder()
+        .window(secs(10), 10)
+        .failure_rate(0.5, 100)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        fail(&old);
+    }
+    let saved = old.save_at(t0());
+    assert_eq!(saved.window.unwrap().length, secs(10));
+    for buckets in [1, 2, 3, 6, 7, 10, 16] {
+        let reloaded = CircuitBreaker::builder()
+            .window(secs(10), buckets)
+            .failure_rate(0.5, 100)
+            .clock(ManualClock::new())
+            .restore_at(saved.clone(), t0())
+            .build()
+            .unwrap();
+        assert_eq!(
+            reloaded.metrics().window,
+            WindowCounts::new(5, 5, 0),
+            "a 10 s window in {buckets} buckets lost the saved 10 s window's totals"
+        );
+    }
+}
