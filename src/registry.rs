@@ -310,7 +310,10 @@ impl<C: Clock> Cap<C> {
 /// or removed entry gives its place back only after it has left the map. (A key
 /// whose `Hash` or `Eq` panics while an eviction removes it keeps its place, since
 /// its entry may still be in the map: the cap is one place smaller for each such
-/// panic.)
+/// panic. One that panics when a [`call`](Registry::call)'s outcome is recorded,
+/// in the key's second lookup, loses the outcome to
+/// [`orphaned`](Registry::orphaned), and its breaker keeps the call in flight, so
+/// it is never evicted.)
 ///
 /// At the cap, a new key evicts breakers that behave like new ones (the rule of
 /// [Idle eviction](#idle-eviction): Closed, nothing in flight, no streak, an empty
@@ -576,7 +579,7 @@ where
     {
         let (ticket, id) = self.admit(key).map_err(Error::Rejected)?;
         // Records the call as dropped if `f` panics.
-        let mut in_flight = InFlight {
+        let in_flight = InFlight {
             registry: self,
             key,
             id,
@@ -584,9 +587,7 @@ where
         };
         let result = f();
         let outcome = classify(&result);
-        if let Some(ticket) = in_flight.ticket.take() {
-            self.finish(key, id, ticket, Some(outcome));
-        }
+        in_flight.finish(outcome);
         result.map_err(Error::Inner)
     }
 
@@ -602,38 +603,64 @@ where
             let ticket = entry.breaker.acquire()?;
             // A caller stalled between its lookup and its admission for longer than
             // the idle period may find its entry claimed by a sweep that counted no
-            // call in flight: then the breaker is going, and the admission with it.
+            // call in flight: then the breaker is going, and the admission with it,
+            // given back (a probe slot it took returns to whoever holds the breaker
+            // still) before the call is admitted on the key's next breaker.
             if !entry.is_claimed() {
                 return Ok((ticket, entry.id));
             }
+            Permit::new(&*entry.breaker, ticket).record(Outcome::Ignored);
             self.finish_claim(&map, key, entry);
         }
     }
 
-    /// Records `ticket`'s outcome (`None`: dropped unrecorded) on `key`'s breaker if
-    /// it is still entry `id`'s; a breaker removed or replaced meanwhile loses it,
-    /// and [`orphaned`](Self::orphaned) counts it.
-    fn finish<Q>(&self, key: &Q, id: u64, ticket: Ticket, outcome: Option<Outcome>)
+    /// Entry `id`, `key`'s breaker when the call was admitted, if it still is:
+    /// `None` if it has been removed or replaced. (Looks `key` up: its `Hash` or
+    /// `Eq` may panic.)
+    fn admitted_on<'m, Q>(
+        &'m self,
+        map: &'m Pinned<'_, K, C, S>,
+        key: &Q,
+        id: u64,
+    ) -> Option<&'m Entry<C>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let map = self.map.pin();
-        let entry = match &self.cap {
+        match &self.cap {
             Some(cap) if id == OVERFLOW_ID => Some(&cap.overflow),
             _ => map.get(key).filter(|e| e.id == id),
-        };
+        }
+    }
+
+    /// Records `ticket`'s outcome (`None`: dropped unrecorded) on `entry`, the
+    /// breaker it was admitted on, found by [`admitted_on`](Self::admitted_on). A
+    /// breaker gone from the key (`None`: removed or replaced), or going (claimed:
+    /// evicted, swept, removed or replaced, and not yet out of the map), loses it,
+    /// and [`orphaned`](Self::orphaned) counts it; a going breaker still gets the
+    /// ticket back, as ignored, so that a probe slot it holds returns to whoever
+    /// still holds that breaker.
+    fn settle(&self, entry: Option<&Entry<C>>, ticket: Ticket, outcome: Option<Outcome>) {
         match entry {
-            Some(entry) => {
+            Some(entry) if !entry.is_claimed() => {
                 let permit = Permit::new(&*entry.breaker, ticket);
                 match outcome {
                     Some(outcome) => permit.record(outcome),
                     None => drop(permit), // recorded as dropped
                 }
             }
-            // Relaxed: a statistic.
-            None => _ = self.orphaned.fetch_add(1, Ordering::Relaxed),
+            Some(going) => {
+                Permit::new(&*going.breaker, ticket).record(Outcome::Ignored);
+                self.orphan();
+            }
+            None => self.orphan(),
         }
+    }
+
+    /// Counts an outcome lost to the key.
+    fn orphan(&self) {
+        // Relaxed: a statistic.
+        self.orphaned.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `key`'s breaker, created on first use, as an `Arc` to keep: for async calls,
@@ -758,7 +785,10 @@ where
     /// [`remove`](Self::remove)d or replaced by [`restore_all`](Self::restore_all)
     /// meanwhile, or evicted in the one race of [Idle eviction](Self#idle-eviction)
     /// (a caller stalled for the whole idle period, or for one idle resolution at
-    /// the key cap). Published
+    /// the key cap); also the outcome of a call whose key's `Hash` or `Eq` panicked
+    /// when it was recorded. A breaker that has begun to leave (claimed, still in
+    /// the map) when the outcome arrives gets the call back as ignored, so that a
+    /// probe slot it held returns to whoever still holds that breaker. Published
     /// by `publish_metrics` (the feature `metrics`) as
     /// `circuit_breaker_registry_orphaned_total`.
     ///
@@ -1130,7 +1160,10 @@ where
 }
 
 /// A call through [`Registry::call_with`] while it runs: if the call panics, its
-/// drop records the permit as dropped, as a [`Permit`]'s drop would.
+/// drop records the permit as dropped, as a [`Permit`]'s drop would. The ticket
+/// stays here until the breaker to record on has been found, so that a key whose
+/// `Hash` or `Eq` panics in that lookup loses no call uncounted (and pins no
+/// breaker with a call in flight for ever).
 struct InFlight<'r, 'q, K, C: Clock, S, Q: ?Sized>
 where
     K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,
@@ -1144,6 +1177,25 @@ where
     ticket: Option<Ticket>,
 }
 
+impl<K, C, S, Q> InFlight<'_, '_, K, C, S, Q>
+where
+    K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,
+    C: Clock + Clone,
+    S: BuildHasher,
+    Q: Hash + Eq + ?Sized,
+{
+    /// Records the call's `outcome` on the breaker it was admitted on.
+    fn finish(mut self, outcome: Outcome) {
+        let registry = self.registry;
+        let map = registry.map.pin();
+        // Before the ticket leaves `self`: a panic here leaves it to the drop.
+        let entry = registry.admitted_on(&map, self.key, self.id);
+        if let Some(ticket) = self.ticket.take() {
+            registry.settle(entry, ticket, Some(outcome));
+        }
+    }
+}
+
 impl<K, C, S, Q> Drop for InFlight<'_, '_, K, C, S, Q>
 where
     K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,
@@ -1151,9 +1203,23 @@ where
     S: BuildHasher,
     Q: Hash + Eq + ?Sized,
 {
+    /// Only while a panic unwinds (the call's, its classifier's, or the key's own
+    /// in [`finish`](InFlight::finish)'s lookup): records the call as dropped. The
+    /// lookup runs under `catch_unwind`, since a second panic escaping a drop
+    /// during unwinding aborts the process; a key that panics again loses the
+    /// call to [`orphaned`](Registry::orphaned).
     fn drop(&mut self) {
-        if let Some(ticket) = self.ticket.take() {
-            self.registry.finish(self.key, self.id, ticket, None);
+        let Some(ticket) = self.ticket.take() else {
+            return;
+        };
+        let registry = self.registry;
+        let map = registry.map.pin();
+        let (key, id) = (self.key, self.id);
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            registry.admitted_on(&map, key, id)
+        })) {
+            Ok(entry) => registry.settle(entry, ticket, None),
+            Err(_) => registry.orphan(),
         }
     }
 }
