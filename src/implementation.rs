@@ -214,7 +214,13 @@
 //! Within one phase, a rotation to a newer epoch zeroes the counts after its tag's
 //! CAS: an increment by another writer of the phase that lands between the two is
 //! lost, and one that read the old tag but lands after the zeroing is counted in
-//! the new bucket. So per rotation of a shared bucket, at most one outcome per
+//! the new bucket. It empties them before the CAS too: counts carry only the
+//! generation, so a reader that found the new tag before the zeroing took the
+//! whole older bucket for the new epoch's (a review's stress test found it: a
+//! one-bucket window read 50 calls where it held 1, and a budget grant let a trip
+//! come late by dozens of failures); now it finds only what the old tag's writers
+//! counted since the first emptying, one outcome each (unless the rotating writer
+//! is delayed between the two). So per rotation of a shared bucket, at most one outcome per
 //! other thread writing the shared stripe at that instant is counted in the newer
 //! bucket, always in its own phase, and the outcomes the others count in the new
 //! bucket before the zeroing are lost: one each, unless the rotating writer is

@@ -10,7 +10,11 @@
 //! count updates are `Relaxed`: they publish nothing else. A shared stripe's
 //! rotation CASes the tag (`AcqRel`) before it empties the counts, so a reader can
 //! find the new tag with the counts of the phase before; each count carries its
-//! phase's generation, which the reader checks (see `shared_counts`), and is read
+//! phase's generation, which the reader checks (see `shared_counts`). Within a
+//! phase the generation cannot tell an older epoch's counts from the new one's, so
+//! the rotation empties the counts before its CAS as well: such a reader finds
+//! only what was counted under the old tag since (one outcome per other writer, but
+//! for a rotating writer delayed in between). Each count is read
 //! and updated with the tagged words' `Acquire` and `AcqRel` (a count of a later
 //! phase seen there implies that phase in the state word: see [`crate::state`]).
 //! The newest-bucket word is stored with `Release` after the rotation it describes
@@ -584,16 +588,21 @@ impl Window {
                 Found::Newer => return None,
                 Found::Older => {}
             }
-            // An earlier phase's bucket: its phase is over (`found` saw this one in
-            // the state word, up to a whole generation cycle's alias), so its
-            // counts are emptied before the tag changes too, whether or not the
-            // CAS below then succeeds. Best effort: the emptying after a
-            // successful CAS, which acquires every count that phase's writers
-            // made before it, is what guarantees none outlives the tag; this one
-            // leaves it less to take, should this writer be delayed in between
-            // (see `empty_counts` and the implementation notes, "Exactness").
-            let earlier_phase = seen.written() && seen.generation() != mine.generation();
-            if earlier_phase {
+            // An earlier phase's bucket, or an older epoch's of this phase: either
+            // way out of the window this writer counts in (an earlier phase is
+            // over: `found` saw this one in the state word, up to a whole
+            // generation cycle's alias), so its counts are emptied before the tag
+            // changes too, whether or not the CAS below then succeeds. A reader
+            // that finds the new tag before the emptying after the CAS then finds
+            // no more than what the old tag's writers counted since this one (one
+            // outcome each), not the whole older bucket: counts carry only the
+            // generation, so it takes an older epoch's for the new one's. The
+            // emptying after a successful CAS, which acquires every count made
+            // before it, is what guarantees no earlier phase's count outlives the
+            // tag; this one leaves it less to take, should this writer be delayed
+            // in between (see `empty_counts` and the implementation notes,
+            // "Exactness").
+            if seen.written() {
                 empty_counts(bucket, seen.generation(), mine.generation());
             }
             // AcqRel: Release publishes the tag; Acquire hands back a newer one.

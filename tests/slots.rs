@@ -2,7 +2,8 @@
 //! go: a slot handed to a new thread while its old one still calls from a
 //! thread-local destructor, a slot taken in a destructor, a slot taken over in the
 //! middle of a window bucket, a forked child's slots, a stripe found by a second
-//! thread the moment it is allocated, and the memory all of it holds.
+//! thread the moment it is allocated, the memory all of it holds, and readers and
+//! failures racing a shared stripe's rotation.
 //!
 //! Every test takes `serial()` first: the slot pool is process-wide, and several
 //! tests count stripes through `heap_bytes`. The process gives every breaker room
@@ -12,8 +13,11 @@
 mod common;
 
 use cutout::{CircuitBreaker, ManualClock, State};
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const SEC: Duration = Duration::from_secs(1);
 
 /// Serializes the tests of this binary and fixes the owned stripes at 2.
 fn serial() -> MutexGuard<'static, ()> {
@@ -296,9 +300,11 @@ fn windowed(clock: &ManualClock) -> CircuitBreaker<ManualClock> {
         .unwrap()
 }
 
-/// Threads that each take a slot in turn (the lowest free one, in spawn order),
-/// then run `f(i)` together once all have one; returns their results in order,
-/// once every one of them has given its slot back. (`std::thread::scope` returns
+/// Threads that each take a slot in turn (the lowest free one, in spawn order:
+/// thread `i` takes slot `i` when slots `0..n` are free), then run `f(i)`
+/// together; every thread keeps its slot until all have returned from `f` (so
+/// none trades its slot for one another has freed). Returns their results in
+/// order, once every one of them has given its slot back. (`std::thread::scope` returns
 /// when the threads' closures have, before their thread-locals are destroyed: a
 /// slot is given back a moment later, and the next test's threads could find it
 /// taken.)
@@ -316,18 +322,21 @@ fn slotted<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     }
     let warm = plain();
     let go = std::sync::Barrier::new(n);
+    let done = std::sync::Barrier::new(n);
     let (exited, all_exited) = std::sync::mpsc::channel();
     let results = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|i| {
                 let (ready, called) = std::sync::mpsc::channel();
-                let (warm, go, f, exited) = (&warm, &go, &f, exited.clone());
+                let (warm, go, done, f, exited) = (&warm, &go, &done, &f, exited.clone());
                 let h = s.spawn(move || {
                     EXITED.with(|e| *e.borrow_mut() = Some(Exited(exited)));
                     warm.call(|| Ok::<_, ()>(())).unwrap();
                     ready.send(()).unwrap();
                     go.wait();
-                    f(i)
+                    let result = f(i);
+                    done.wait();
+                    result
                 });
                 called.recv().unwrap();
                 h
@@ -499,4 +508,149 @@ fn a_slot_taken_over_mid_bucket_counts_both_threads_calls_once() {
     assert_eq!(b.state(), State::Closed, "{:?}", b.metrics().window);
     run(1, 1);
     assert_eq!(b.state(), State::Open, "{:?}", b.metrics().window);
+}
+
+/// A reader racing a shared stripe's rotation into a newer epoch of the same phase
+/// never counts the older epoch's bucket: the rotation empties the counts before
+/// its tag's CAS as well as after. It emptied them only after, and a reader in
+/// between took the older bucket for the new epoch's (counts carry only the
+/// generation): 50 calls in a one-bucket window that held 1, within a second or
+/// so. Release builds only (CI's stress step), bounded at 5 s.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "a race: release builds (--release)")]
+fn a_reader_racing_a_shared_rotation_never_counts_the_previous_epochs_bucket() {
+    let _s = serial();
+    let clock = ManualClock::new();
+    // One bucket of 1 s: a reader at epoch `e` counts only epoch `e`.
+    let b = CircuitBreaker::builder()
+        .window(SEC, 1)
+        .failure_rate(1.0, u32::MAX) // never trips
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    const BIG: u64 = 50;
+    let stop = AtomicBool::new(false);
+    let worst = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // Slots 0 and 1 own stripes; slot 2 shares stripe 2.
+    slotted(3, |i| match i {
+        0 => {
+            // The reader: at an odd epoch the window holds at most the writer's
+            // one call (and one racing call misattributed, at most).
+            while !stop.load(Ordering::Relaxed) {
+                let before = clock.elapsed().as_secs();
+                let m = b.metrics();
+                let after = clock.elapsed().as_secs();
+                if before == after && before % 2 == 1 && m.window.calls > 2 {
+                    worst.fetch_max(m.window.calls, Ordering::Relaxed);
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        2 => {
+            // The writer, on a shared stripe: `BIG` calls at each even epoch,
+            // one at each odd one.
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                clock.advance(SEC);
+                let _ = b.call(|| Ok::<_, ()>(()));
+                clock.advance(SEC);
+                for _ in 0..BIG {
+                    let _ = b.call(|| Ok::<_, ()>(()));
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+        }
+        _ => {}
+    });
+    let worst = worst.load(Ordering::Relaxed);
+    assert!(
+        worst == 0,
+        "a read at an odd epoch (at most 1 call there) counted {worst} calls: \
+         the previous epoch's bucket under the new tag"
+    );
+}
+
+/// The same race through the failure budget: a failure's trip check racing the
+/// rotation took the older epoch's 100 successes as current and granted the next
+/// failures of its epoch a skip, and the breaker stayed Closed through 6 failures
+/// against at most 1 success in its one-bucket window (rate 0.5, minimum 4: the
+/// 4th failure must trip). Release builds only, bounded at 5 s.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "a race: release builds (--release)")]
+fn a_failure_racing_a_shared_rotation_is_not_granted_a_skip_by_the_previous_epochs_calls() {
+    let _s = serial();
+    const BREAKERS: usize = 5_000;
+    const OLD: u64 = 100;
+    const FAILURES: u64 = 6;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut rounds = 0;
+    let mut missed = Vec::new();
+    while missed.is_empty() && Instant::now() < deadline {
+        rounds += 1;
+        let breakers: Vec<_> = (0..BREAKERS)
+            .map(|_| {
+                let clock = ManualClock::new();
+                let b = CircuitBreaker::builder()
+                    .window(SEC, 1)
+                    .failure_rate(0.5, 4)
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap();
+                (clock, b)
+            })
+            .collect();
+        // How far the failing thread has got (breaker index + 1).
+        let reached = AtomicU64::new(0);
+        let prepared = Barrier::new(2);
+        // Slot 0: the failing thread (owns its stripe); slot 1 idle (owned);
+        // slot 2: the writer on shared stripe 2.
+        slotted(3, |i| match i {
+            0 => {
+                for (_, b) in &breakers {
+                    b.call(|| Ok::<_, ()>(())).unwrap(); // its stripe exists
+                }
+                prepared.wait();
+                for (j, (clock, b)) in breakers.iter().enumerate() {
+                    clock.advance(SEC); // epoch 1
+                    reached.store(j as u64 + 1, Ordering::Release);
+                    for _ in 0..FAILURES {
+                        let _ = b.call(|| Err::<(), _>(()));
+                    }
+                }
+            }
+            2 => {
+                for (_, b) in &breakers {
+                    for _ in 0..OLD {
+                        b.call(|| Ok::<_, ()>(())).unwrap(); // epoch 0
+                    }
+                }
+                prepared.wait();
+                for (j, (_, b)) in breakers.iter().enumerate() {
+                    // Rotates the shared bucket into epoch 1 as the failures begin.
+                    let spin = Instant::now();
+                    while reached.load(Ordering::Acquire) <= j as u64 {
+                        if spin.elapsed() > Duration::from_secs(10) {
+                            return;
+                        }
+                        std::hint::spin_loop();
+                    }
+                    let _ = b.call(|| Ok::<_, ()>(()));
+                }
+            }
+            _ => {}
+        });
+        for (_, b) in &breakers {
+            let m = b.metrics();
+            if m.state == cutout::State::Closed {
+                missed.push(m);
+            }
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "round {rounds}: {} breakers stayed Closed after {FAILURES} failures against \
+         at most 1 success in their window (rate 0.5, minimum 4), e.g. {:?}",
+        missed.len(),
+        missed[0]
+    );
 }

@@ -310,3 +310,89 @@ fn gaps_of_exactly_one_bucket_and_one_window_slide_the_window_exactly() {
     assert_eq!(b.metrics().window, WindowCounts::new(1, 1, 0));
     assert_eq!(b.metrics().lifetime.failures, 4);
 }
+
+/// A tiny deterministic PRNG (xorshift64).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// The failure budget with slow-call samples, and rates exactly at their
+/// thresholds: random sequences of successes, failures and slow calls (each slow
+/// call advances the clock past the threshold, inside one bucket) trip at exactly
+/// the first failed or slow sample whose window reaches either rate (`count /
+/// calls >= threshold` in f64, with at least `minimum_calls`), never earlier or
+/// later, whichever samples the budget lets skip their reads. Every threshold in
+/// hundredths, and a third.
+#[test]
+fn failed_and_slow_samples_trip_exactly_at_either_threshold_whatever_the_budget_skips() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut thresholds: Vec<f64> = (1..=100).map(|i| f64::from(i) / 100.0).collect();
+    thresholds.push(1.0 / 3.0);
+    let (mut cases, mut tripped) = (0, 0);
+    for &failure_rate in &thresholds {
+        for _ in 0..12 {
+            let slow_rate = thresholds[rng.below(thresholds.len() as u64) as usize];
+            let min = [1, 2, 5, 20, 57][rng.below(5) as usize];
+            let clock = ManualClock::new();
+            let b = CircuitBreaker::builder()
+                .window(Duration::from_secs(100_000), 1)
+                .failure_rate(failure_rate, min)
+                .slow_calls(Duration::from_millis(10), slow_rate)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            // Mostly successes first (grants with room), then a mix.
+            let lead = rng.below(150);
+            let (mut calls, mut failures, mut slow) = (0u64, 0u64, 0u64);
+            for step in 0..400u64 {
+                let (failed, is_slow) = if step < lead {
+                    (rng.below(10) == 0, rng.below(10) == 0)
+                } else {
+                    (rng.below(3) == 0, rng.below(3) == 0)
+                };
+                let r = b.call(|| {
+                    if is_slow {
+                        clock.advance(Duration::from_millis(11));
+                    }
+                    if failed { Err(()) } else { Ok(()) }
+                });
+                assert!(
+                    r.as_ref().err().is_none_or(|e| !e.is_rejected()),
+                    "rejected while Closed"
+                );
+                calls += 1;
+                failures += u64::from(failed);
+                slow += u64::from(is_slow);
+                let reached = |count: u64, rate: f64| {
+                    count > 0 && count as f64 / calls as f64 >= rate && calls >= u64::from(min)
+                };
+                let trips = (failed || is_slow)
+                    && (reached(failures, failure_rate) || reached(slow, slow_rate));
+                let state = b.state();
+                assert_eq!(
+                    state == cutout::State::Open,
+                    trips,
+                    "thresholds {failure_rate} / {slow_rate}, minimum {min}: after {calls} \
+                     calls, {failures} failed, {slow} slow: {:?}",
+                    b.metrics()
+                );
+                if trips {
+                    tripped += 1;
+                    break;
+                }
+            }
+            cases += 1;
+        }
+    }
+    assert!(
+        cases > 1_000 && tripped > cases / 2,
+        "{tripped} of {cases} tripped"
+    );
+}
