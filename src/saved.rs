@@ -317,14 +317,19 @@ impl SavedWindow {
     /// The counts a window of `shape` takes from this one, `elapsed` after it was
     /// saved: all of them if it is at least as long (they all fall inside it) and
     /// they are not all older than it; none otherwise (a shorter window cannot tell
-    /// which of them fall inside it). Lengths compare in whole milliseconds, as a
-    /// save writes them: a window's buckets are whole nanoseconds, so a 10 s window
-    /// in 3 buckets spans 9.999999999 s, and is taken for the 10 s it was asked to
-    /// be (it took no 10 s window's totals, for a nanosecond).
+    /// which of them fall inside it). A window's buckets are whole nanoseconds, each
+    /// less than a nanosecond short of its share of the length asked for (a 10 s
+    /// window in 3 buckets spans 9.999999999 s): the length compared is the
+    /// buckets' span plus a nanosecond a bucket, which is more than the length
+    /// asked for by at most that, so a window asked for as long as the saved one
+    /// takes its totals (it took none, for a nanosecond), and one shorter by more
+    /// than a few microseconds never does. The totals must be younger than the
+    /// span, which they leave one span after the build.
     fn restorable(&self, shape: WindowConfig, elapsed: Duration) -> Option<WindowCounts> {
-        let nanos = shape.bucket_nanos.saturating_mul(u64::from(shape.buckets));
-        let length = Duration::from_millis(nanos.div_ceil(NANOS_PER_TICK));
-        (length >= self.length && elapsed < length).then_some(self.counts)
+        let buckets = u64::from(shape.buckets);
+        let span = shape.bucket_nanos.saturating_mul(buckets);
+        let length = Duration::from_nanos(span.saturating_add(buckets));
+        (length > self.length && elapsed < Duration::from_nanos(span)).then_some(self.counts)
     }
 }
 

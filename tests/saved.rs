@@ -18,6 +18,9 @@ fn t0() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
+/// A microsecond.
+const MICRO: Duration = Duration::from_micros(1);
+
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
@@ -300,8 +303,16 @@ fn across_configurations_the_window_keeps_what_still_makes_sense() {
     assert_eq!(counts(&restore(windowed(&clock, secs(10), 5), t0())), 2);
     assert_eq!(counts(&restore(windowed(&clock, secs(10), 1), t0())), 2);
     assert_eq!(counts(&restore(windowed(&clock, secs(60), 60), t0())), 2);
-    // A shorter window cannot tell which of them fall inside it.
+    // A shorter window cannot tell which of them fall inside it, even half a
+    // millisecond shorter (a saved length is whole milliseconds).
     assert_eq!(counts(&restore(windowed(&clock, secs(5), 5), t0())), 0);
+    assert_eq!(
+        counts(&restore(
+            windowed(&clock, ms(9_999) + MICRO * 500, 10),
+            t0()
+        )),
+        0
+    );
     // Saved a whole (new) window length ago: all of them are older than it.
     assert_eq!(
         counts(&restore(windowed(&clock, secs(10), 10), t0() + secs(10))),

@@ -162,6 +162,13 @@ impl Cfg {
         self.shape().map(|(b, n)| b * u64::from(n))
     }
 
+    /// The window's length in ns as configured (whole buckets of nanoseconds may
+    /// span a little less): what a restore compares with the saved length.
+    fn configured_nanos(&self) -> Option<u64> {
+        self.shape()
+            .map(|_| self.window.map_or(10_000, |(len, _)| len) * MS)
+    }
+
     /// The cooldown of each level, in ms, as `config::cooldowns` builds it.
     fn cooldowns(&self) -> Vec<u64> {
         let open = self.open_ms;
@@ -584,9 +591,15 @@ fn expected(saved: &SavedState, cfg2: &Cfg, wr: SystemTime) -> Expect {
         false => 0,
     };
     let elapsed = wr.duration_since(saved.saved_at).unwrap_or_default();
-    let window = match (closed, saved.window, cfg2.window_nanos()) {
-        (true, Some(w), Some(len))
-            if u128::from(len) >= w.length.as_nanos() && elapsed.as_nanos() < u128::from(len) =>
+    let window = match (
+        closed,
+        saved.window,
+        cfg2.window_nanos(),
+        cfg2.configured_nanos(),
+    ) {
+        (true, Some(w), Some(len), Some(configured))
+            if u128::from(configured) >= w.length.as_nanos()
+                && elapsed.as_nanos() < u128::from(len) =>
         {
             w.counts
         }
@@ -1255,7 +1268,10 @@ fn serde_checks(
                 json!({"length_ms": length, "buckets": (raw >> 32) as u32 | 1, "calls": u64::MAX, "failures": failures, "slow": u64::MAX}),
             );
             // Scaled to 2^31 calls, keeping the rates (rounded up).
-            if cfg2.window_nanos().is_some_and(|len| len >= length * MS) {
+            if cfg2
+                .configured_nanos()
+                .is_some_and(|len| len >= length * MS)
+            {
                 check = Check::Window(WindowCounts::new(1 << 31, u64::from(failures > 0), 1 << 31));
             }
             Want::Restores
