@@ -323,7 +323,8 @@ impl<C: Clock> Cap<C> {
 /// recently used first: one thread scans the entries (at most `n`), sorts those by
 /// their last-used time, and claims up to `n / 32` of them (at least one) as a
 /// sweep does. Evicting a breaker that behaves like a new one loses nothing but
-/// its lifetime counters, so the batch only spares the next keys a scan. Recency
+/// its lifetime counters (with the `metrics` feature, a registry that publishes
+/// publishes them first), so the batch only spares the next keys a scan. Recency
 /// is as coarse as the idle resolution: breakers used within one resolution
 /// period (or two, by their timestamps) are never evicted, so a burst of new keys
 /// arriving faster than that overflows (a shorter
@@ -1058,6 +1059,7 @@ where
                 // place is lost to the cap, one a panic; the scan gate reopens).
                 let _ = map.remove_if(key, |_, e| e.id == entry.id);
                 cap.release(1);
+                self.departed(&entry.breaker);
                 evicted += 1;
             }
         }
@@ -1071,6 +1073,17 @@ where
         if let (true, Some(cap)) = (Self::claim(entry), &self.cap) {
             cap.release(1);
         }
+        self.departed(&entry.breaker);
+    }
+
+    /// `breaker` has left the map: with the `metrics` feature, it publishes what
+    /// it counted since the registry's last publication, if the registry
+    /// publishes (see `Registry::publish_metrics`).
+    fn departed(&self, breaker: &CircuitBreaker<C>) {
+        #[cfg(feature = "metrics")]
+        self.publish_departed(breaker);
+        #[cfg(not(feature = "metrics"))]
+        let _ = breaker;
     }
 
     /// Marks `entry`, which has left the map, as claimed (as [`forget`] does) and
@@ -1148,7 +1161,10 @@ where
                     .last_used
                     .compare_exchange(seen, EVICTED, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok();
-            evicted += usize::from(evict);
+            if evict {
+                self.departed(&entry.breaker);
+                evicted += 1;
+            }
             !evict
         });
         // The claimed entries have left the map: their places go back.

@@ -90,14 +90,19 @@ impl<C: Clock> CircuitBreaker<C> {
                 .then(|| ticks_to_duration(self.time_of(to, start).saturating_sub(self.bias))),
         };
         // The built-in observers (the observability integrations enabled), then the
-        // user's listener.
+        // user's listener. While the thread unwinds, a panic in any of them (a
+        // tracing subscriber's, a metrics recorder's, the listener's) is caught.
+        let unwinding = std::thread::panicking();
         for observe in crate::OBSERVERS {
-            observe(&self.config.name, &event);
+            match unwinding {
+                false => observe(&self.config.name, &event),
+                true => deliver_unwinding(|| observe(&self.config.name, &event)),
+            }
         }
         if let Some(listener) = &self.listener {
-            match std::thread::panicking() {
+            match unwinding {
                 false => listener(&event),
-                true => deliver_unwinding(listener, &event),
+                true => deliver_unwinding(|| listener(&event)),
             }
             // The listener may have moved the breaker on (a `reset` or
             // `force_open` of its own): the caller goes on from the word as it is
@@ -108,14 +113,15 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 }
 
-/// Delivers `event` from a drop that runs while the thread unwinds (a permit
-/// dropped by a panicking call, recorded as dropped: a probe's reopening, say). A
-/// panic in the listener then would be a panic during a panic, which aborts the
-/// process; it is caught and dropped instead, as the first panic goes on.
+/// Delivers an event (`deliver` calls an observer or the listener with it) from a
+/// drop that runs while the thread unwinds (a permit dropped by a panicking call,
+/// recorded as dropped: a probe's reopening, say). A panic in the observer or the
+/// listener then would be a panic during a panic, which aborts the process; it is
+/// caught and dropped instead, as the first panic goes on.
 #[cold]
 #[inline(never)]
-fn deliver_unwinding(listener: &Listener, event: &Transition) {
+fn deliver_unwinding(deliver: impl FnOnce()) {
     // `AssertUnwindSafe`: the event is only read, and the breaker's state is in its
-    // atomics, which a panicking listener cannot leave half-written.
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(event)));
+    // atomics, which a panicking observer cannot leave half-written.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(deliver));
 }

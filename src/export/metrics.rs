@@ -59,27 +59,61 @@ use std::borrow::Cow;
 pub(crate) const COUNTED: usize = 7;
 
 /// `N` counters as their publisher last published them, so that each
-/// publication adds their growth since: allocated at the first (a breaker never
+/// publication adds their growth since, and a lock that puts one publication of
+/// the publisher after another: allocated at the first (a breaker never
 /// published holds a null pointer).
 #[derive(Default)]
-pub(crate) struct Published<const N: usize>(OnceBox<[AtomicU64; N]>);
+pub(crate) struct Published<const N: usize>(OnceBox<Last<N>>);
+
+/// What [`Published`] allocates.
+struct Last<const N: usize> {
+    counts: [AtomicU64; N],
+    /// Held by a publication from its snapshot to its last write: the gauges are
+    /// set, not added to, so two publications interleaved could leave one gauge
+    /// from each (no state at 1, or two). One after the other, the last to finish
+    /// has the newest snapshot.
+    publishing: std::sync::Mutex<()>,
+}
 
 impl<const N: usize> Published<N> {
-    /// The bytes its counts take on the heap: none until the first publication.
+    /// The bytes its counts and lock take on the heap: none until the first
+    /// publication.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.0.get().map_or(0, std::mem::size_of_val)
+    }
+
+    /// Whether anything has been published.
+    pub(crate) fn any(&self) -> bool {
+        self.0.get().is_some()
+    }
+
+    fn last(&self) -> &Last<N> {
+        self.0.get_or_init(|| {
+            Box::new(Last {
+                counts: std::array::from_fn(|_| AtomicU64::new(0)),
+                publishing: std::sync::Mutex::new(()),
+            })
+        })
+    }
+
+    /// Runs one publication, after any other of this publisher's in progress.
+    fn publish<R>(&self, publication: impl FnOnce() -> R) -> R {
+        // A publication that panicked (in the recorder) left nothing to repair.
+        let _one_at_a_time = self
+            .last()
+            .publishing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        publication()
     }
 
     /// Counter `i`'s growth since it was last published, now that it reads `now`;
     /// `now` is published from here on.
     fn growth(&self, i: usize, now: u64) -> u64 {
-        let last = self
-            .0
-            .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
         // Relaxed: `fetch_max` splits the growth between racing publishers, each
         // part published once (and a reading older than one published adds
         // nothing); it orders no other memory.
-        now.saturating_sub(last[i].fetch_max(now, Ordering::Relaxed))
+        now.saturating_sub(self.last().counts[i].fetch_max(now, Ordering::Relaxed))
     }
 }
 
@@ -192,13 +226,33 @@ impl<C: Clock> CircuitBreaker<C> {
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
-        let m = self.metrics();
-        let name = self.name_cow().clone();
-        for state in STATES {
-            gauge!(STATE, BREAKER_LABEL => name.clone(), "state" => state.as_str())
-                .set(if state == m.state { 1.0 } else { 0.0 });
-        }
-        let l = m.lifetime;
+        self.published.publish(|| {
+            let m = self.metrics();
+            let name = self.name_cow().clone();
+            for state in STATES {
+                gauge!(STATE, BREAKER_LABEL => name.clone(), "state" => state.as_str())
+                    .set(if state == m.state { 1.0 } else { 0.0 });
+            }
+            self.publish_counts(name.clone(), m.lifetime);
+            gauge!(FAILURE_RATE, BREAKER_LABEL => name.clone()).set(m.window.failure_rate());
+            gauge!(SLOW_CALL_RATE, BREAKER_LABEL => name.clone()).set(m.window.slow_call_rate());
+            // Window counts are far below 2^53, where f64 stops being exact.
+            gauge!(WINDOW_CALLS, BREAKER_LABEL => name).set(m.window.calls as f64);
+        });
+    }
+
+    /// Publishes the growth of this breaker's counters alone: what a breaker
+    /// leaving a registry that publishes owes its series (see
+    /// [`Registry::publish_metrics`](crate::Registry::publish_metrics)).
+    #[cfg(feature = "registry")]
+    pub(crate) fn publish_counters(&self) {
+        self.published
+            .publish(|| self.publish_counts(self.name_cow().clone(), self.metrics().lifetime));
+    }
+
+    /// Adds to each counter of `l`, under `name`, its growth since its last
+    /// publication.
+    fn publish_counts(&self, name: Cow<'static, str>, l: crate::Lifetime) {
         let grown = |i, n| self.published.growth(i, n);
         for (i, (outcome, n)) in [
             ("success", l.successes),
@@ -215,10 +269,6 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         counter!(SLOW_CALLS, BREAKER_LABEL => name.clone()).increment(grown(5, l.slow));
         counter!(REJECTED_CALLS, BREAKER_LABEL => name.clone()).increment(grown(6, l.rejected));
-        gauge!(FAILURE_RATE, BREAKER_LABEL => name.clone()).set(m.window.failure_rate());
-        gauge!(SLOW_CALL_RATE, BREAKER_LABEL => name.clone()).set(m.window.slow_call_rate());
-        // Window counts are far below 2^53, where f64 stops being exact.
-        gauge!(WINDOW_CALLS, BREAKER_LABEL => name.clone()).set(m.window.calls as f64);
     }
 }
 
@@ -247,7 +297,10 @@ where
 {
     /// Publishes every breaker's metrics ([`CircuitBreaker::publish_metrics`]), each
     /// with its own `breaker` label (its name: see [Names](crate::Registry#names)). Call it
-    /// on every scrape or on a timer.
+    /// on every scrape or on a timer. Once a registry has published, a breaker that
+    /// leaves it (evicted, removed, or replaced by `restore_all`) publishes its
+    /// counters as it goes, so that what it counted since the last scrape is not
+    /// lost to its series (a key evicted and used again adds to them).
     ///
     /// # Examples
     /// ```
@@ -263,11 +316,22 @@ where
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
-        self.for_each(|_, breaker| breaker.publish_metrics());
-        if let Some(overflow) = self.overflow() {
-            overflow.publish_metrics();
-            counter!(REGISTRY_OVERFLOWED).increment(self.published.growth(0, self.overflowed()));
+        self.published.publish(|| {
+            self.for_each(|_, breaker| breaker.publish_metrics());
+            if let Some(overflow) = self.overflow() {
+                overflow.publish_metrics();
+                counter!(REGISTRY_OVERFLOWED)
+                    .increment(self.published.growth(0, self.overflowed()));
+            }
+            counter!(REGISTRY_ORPHANED).increment(self.published.growth(1, self.orphaned()));
+        });
+    }
+
+    /// A breaker leaving the registry: publishes its counters if the registry has
+    /// ever published (see [`publish_metrics`](Self::publish_metrics)).
+    pub(crate) fn publish_departed(&self, breaker: &CircuitBreaker<C>) {
+        if self.published.any() {
+            breaker.publish_counters();
         }
-        counter!(REGISTRY_ORPHANED).increment(self.published.growth(1, self.orphaned()));
     }
 }
