@@ -200,6 +200,16 @@ fn start_refresh(pid: u64) {
     }
 }
 
+/// Builds the clock's lazily built parts (quanta's calibration, the origin of
+/// the precise readings) if no thread has yet, or waits for the thread building
+/// them: called by [`crate::fork`]'s prepare handler, so that a child never
+/// inherits one half built by a thread it does not have (its first reading would
+/// wait for ever). The first fork of a process that never read the default clock
+/// pays the calibration here (a millisecond or so).
+pub(crate) fn before_fork() {
+    let _ = precise_nanos();
+}
+
 /// Makes a `fork()`ed child forget the cached reading and the refresh thread it
 /// did not inherit: its next reading is precise and starts a thread of its own
 /// (see [`DefaultClock`]'s fork safety). Called by [`crate::fork`]'s child

@@ -3,12 +3,12 @@
 //!
 //! - the default clock's refresh thread is gone: the child forgets the cached
 //!   reading, and its next reading starts a thread of its own
-//!   ([`crate::clock`]);
-//! - the slots of the parent's other threads are held by threads that do not
-//!   exist: the child gives them back, so its threads own stripes as the parent's
-//!   did ([`crate::slot`]). The slot pool's lock is taken before the fork and
-//!   released on both sides after it, so the child never inherits it held by a
-//!   thread it does not have.
+//!   ([`crate::clock`]). The clock's lazily built parts (its calibration, its
+//!   origin) are built before the fork, so the child never inherits one half
+//!   built by a thread it does not have, and waits for it for ever;
+//! - the thread-slot pool's lock is taken before the fork and released on both
+//!   sides after it, so the child never inherits it held by a thread it does not
+//!   have ([`crate::slot`]).
 //!
 //! One `pthread_atfork` registration, made once per process by whichever comes
 //! first (the first refresh thread, the first slot), serves both; children inherit
@@ -35,6 +35,7 @@ pub(crate) fn register() {
 
         /// In the parent, before the fork, on the forking thread.
         extern "C" fn prepare() {
+            crate::clock::before_fork();
             crate::slot::before_fork();
         }
         /// In the parent, after the fork, on the forking thread.
@@ -46,7 +47,7 @@ pub(crate) fn register() {
         /// allocates or waits.
         extern "C" fn child() {
             crate::clock::forget_after_fork();
-            crate::slot::after_fork_in_child();
+            crate::slot::after_fork();
         }
 
         // A flag, not a `Once`: a fork while another thread runs a `Once`'s closure

@@ -311,8 +311,9 @@ impl<C: Clock> Cap<C> {
 /// whose `Hash` or `Eq` panics while an eviction removes it keeps its place, since
 /// its entry may still be in the map: the cap is one place smaller for each such
 /// panic. One that panics when a [`call`](Registry::call)'s outcome is recorded,
-/// in the key's second lookup, loses the outcome to
-/// [`orphaned`](Registry::orphaned), and its breaker keeps the call in flight, so
+/// in the key's second lookup, has the call recorded as dropped by the lookup
+/// that follows the panic; if that one panics too, the outcome is lost to
+/// [`orphaned`](Registry::orphaned), and the breaker keeps the call in flight, so
 /// it is never evicted.)
 ///
 /// At the cap, a new key evicts breakers that behave like new ones (the rule of
@@ -707,7 +708,9 @@ where
     /// removed breaker, if there was one. Unlike eviction, this removes a breaker
     /// whatever its state; the outcome of a [`call`](Self::call) in flight on it is
     /// then lost, and counted by [`orphaned`](Self::orphaned) (a handle from
-    /// [`get`](Self::get) still records on it).
+    /// [`get`](Self::get) still records on it; such a call's permit is not given
+    /// back to it, so a half-open probe's slot stays taken until the half-open
+    /// timeout, when the next call reopens it).
     ///
     /// # Examples
     /// ```
@@ -787,7 +790,7 @@ where
     /// meanwhile, or evicted in the one race of [Idle eviction](Self#idle-eviction)
     /// (a caller stalled for the whole idle period, or for one idle resolution at
     /// the key cap); also the outcome of a call whose key's `Hash` or `Eq` panicked
-    /// when it was recorded. A breaker that has begun to leave (claimed, still in
+    /// when it was recorded, and again when it was recorded as dropped. A breaker that has begun to leave (claimed, still in
     /// the map) when the outcome arrives gets the call back as ignored, so that a
     /// probe slot it held returns to whoever still holds that breaker. Published
     /// by `publish_metrics` (the feature `metrics`) as
@@ -1178,8 +1181,9 @@ where
 /// A call through [`Registry::call_with`] while it runs: if the call panics, its
 /// drop records the permit as dropped, as a [`Permit`]'s drop would. The ticket
 /// stays here until the breaker to record on has been found, so that a key whose
-/// `Hash` or `Eq` panics in that lookup loses no call uncounted (and pins no
-/// breaker with a call in flight for ever).
+/// `Hash` or `Eq` panics in that lookup loses no call uncounted: the drop records
+/// it as dropped, or, if its own lookup panics too, counts it as orphaned (the
+/// breaker then keeps the call in flight).
 struct InFlight<'r, 'q, K, C: Clock, S, Q: ?Sized>
 where
     K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,

@@ -24,29 +24,29 @@
 //! Every other path assigns a slot first ([`stripe`]).
 //!
 //! # Fork
-//! A `fork()`ed child has only the forking thread: the slots the parent's other
-//! threads held would stay taken for ever, and every thread the child starts
-//! would write a shared stripe (a pre-fork server that started its runtime's
-//! threads first). So the child gives them back: its [`crate::fork`] handler
-//! marks the pool, and the first thread to take the pool's lock in the child
-//! frees every slot handed out but the forking thread's, which it continues to
-//! hold, before anything else. The lock itself is taken by the forking thread
-//! before the fork and released after it on both sides, so the child never
-//! inherits it held by a thread it does not have, or the free list half changed.
+//! A `fork()`ed child has only the forking thread. The pool's lock is taken by
+//! the forking thread before the fork and released after it on both sides (see
+//! [`crate::fork`]), so the child never inherits it held by a thread it does not
+//! have, or the free list half changed. The slots the parent's other threads held
+//! stay taken in the child: those threads stopped wherever they were, perhaps in
+//! the middle of a call, with a stripe's bookkeeping (a rotation, a live bucket)
+//! half written, so no thread of the child may take their stripes over. A child
+//! forked from a process whose threads hold the owned slots therefore starts its
+//! own threads on the slots after them (shared stripes, beyond the owned ones):
+//! correct, and slower (see `MIN_OWNED_STRIPES`).
 //!
 //! # Orderings
 //! The free list is a `Mutex`: a slot handed from an exited thread to a new one is
 //! published by the lock, so the new owner's first plain load sees the old owner's
 //! last store. The count of free owned slots is changed under the lock and read
-//! `Relaxed` outside it, as a hint: a thread that acts on it takes the lock. So is
-//! the fork mark, which a child's handler writes while the child has no other
-//! thread.
+//! `Relaxed` outside it, as a hint: a thread that acts on it takes the lock.
 
 use crate::stripe::SHARED;
 use crate::sync::{AtomicUsize, Mutex, MutexGuard, Ordering};
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::mem::ManuallyDrop;
 use std::num::NonZeroUsize;
 
 /// The free list.
@@ -64,9 +64,6 @@ struct SlotPool {
     next: AtomicUsize,
     /// How many slots in `free` own a stripe (are below [`owned_stripes`]).
     free_owned: AtomicUsize,
-    /// 0, or in a `fork()`ed child whose slots are not reclaimed yet, one more
-    /// than the slot the forking thread keeps (see the module's Fork).
-    forked: AtomicUsize,
 }
 
 impl SlotPool {
@@ -75,38 +72,17 @@ impl SlotPool {
             free: Mutex::new(BinaryHeap::new()),
             next: AtomicUsize::new(0),
             free_owned: AtomicUsize::new(0),
-            forked: AtomicUsize::new(0),
         }
     }
 
-    /// The free list, locked: first, in a `fork()`ed child, given the slots of
-    /// the parent's threads that did not come along (see the module's Fork).
+    /// The free list, locked.
     fn lock(&self) -> Option<MutexGuard<'_, Free>> {
-        let mut free = self.free.lock().ok()?;
-        // Relaxed: under the lock (see the module's Orderings).
-        match self.forked.swap(0, Ordering::Relaxed) {
-            0 => {}
-            kept => self.reclaim(&mut free, kept - 1),
-        }
-        Some(free)
-    }
-
-    /// In a forked child, under the lock: every slot handed out so far is free
-    /// but `kept`, the forking thread's (the only thread of the parent's that
-    /// the child has).
-    fn reclaim(&self, free: &mut Free, kept: usize) {
-        // Relaxed: a slot is numbered only after the lock found none free.
-        let next = self.next.load(Ordering::Relaxed);
-        free.clear();
-        free.extend((0..next).filter(|&slot| slot != kept).map(Reverse));
-        let owned = free.iter().filter(|&&Reverse(slot)| slot < owned_stripes());
-        // Relaxed: as in `counted`.
-        self.free_owned.store(owned.count(), Ordering::Relaxed);
+        self.free.lock().ok()
     }
 
     fn acquire(&self) -> usize {
-        // Before the first slot is handed out, so that a forked child can take
-        // it back.
+        // Before the first slot is handed out, so that a fork never leaves a
+        // child the pool's lock held by a thread it does not have.
         crate::fork::register();
         let reused = self.lock().and_then(|mut free| {
             let Reverse(slot) = free.pop()?;
@@ -142,9 +118,8 @@ impl SlotPool {
     /// Whether an owned slot is free: a hint, one load of a line written only when
     /// an owner exits or a thread takes its slot.
     fn owned_free(&self) -> bool {
-        // Relaxed: a hint; `trade` takes the lock. In a forked child, the slots
-        // the lock will reclaim count too.
-        self.free_owned.load(Ordering::Relaxed) != 0 || self.forked.load(Ordering::Relaxed) != 0
+        // Relaxed: a hint; `trade` takes the lock.
+        self.free_owned.load(Ordering::Relaxed) != 0
     }
 
     /// Trades `slot`, which owns no stripe, for the lowest free slot if that one
@@ -182,13 +157,27 @@ pub(crate) fn owned_stripes() -> usize {
     if crate::sync::LOOM {
         return 2;
     }
-    *OWNED.get_or_init(|| {
-        let cores = std::env::var("CUTOUT_TEST_PARALLELISM")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-        owned_for(cores)
-    })
+    // Relaxed: the count is the only thing published through the word.
+    match OWNED.load(Ordering::Relaxed) {
+        0 => {
+            let cores = std::env::var("CUTOUT_TEST_PARALLELISM")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+            fix_owned(owned_for(cores))
+        }
+        n => n,
+    }
+}
+
+/// Sets [`OWNED`] to `n` unless it is set: the count it holds from then on.
+fn fix_owned(n: usize) -> usize {
+    // Relaxed: as in `owned_stripes`. Racing first readers compute the same
+    // count (or a test's simulated one wins); the first CAS fixes it.
+    match OWNED.compare_exchange(0, n, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => n,
+        Err(set) => set,
+    }
 }
 
 /// The fewest owned stripes a breaker has room for, whatever the core count.
@@ -200,8 +189,12 @@ pub(crate) fn owned_stripes() -> usize {
 /// such a machine, and nothing else until a thread writes its stripe.
 pub(crate) const MIN_OWNED_STRIPES: usize = 16;
 
-/// Not modelled by loom: read once per process, before any model runs.
-static OWNED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+/// The owned stripes per breaker, 0 until fixed. A word, not a `OnceLock`: a
+/// `fork()` while another thread computes it (reading the environment and the
+/// cgroup files) would leave a child a `OnceLock` that waits for ever. Not
+/// modelled by loom (std's atomic): fixed once per process, before any model
+/// runs.
+static OWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn owned_for(cores: usize) -> usize {
     cores
@@ -220,11 +213,12 @@ pub fn simulate_parallelism(cores: usize) -> bool {
 
 /// **For tests and benchmarks only; not part of the API.** Gives every breaker in
 /// this process room for `n` owned stripes (at least 2, at most 64), fewer than any
-/// machine gets, so that a few threads reach the shared stripes. Returns `false`,
-/// changing nothing, once a breaker has been built (or under loom).
+/// machine gets, so that a few threads reach the shared stripes. Returns whether
+/// every breaker now has room for `n`: `false`, changing nothing, once a breaker
+/// has been built with another count (or under loom).
 pub fn simulate_owned_stripes(n: usize) -> bool {
     let n = n.clamp(2, crate::stripe::MAX_OWNED_STRIPES);
-    !crate::sync::LOOM && OWNED.set(n).is_ok()
+    !crate::sync::LOOM && fix_owned(n) == n
 }
 
 /// **For tests and benchmarks only; not part of the API.** The owned stripes every
@@ -273,36 +267,23 @@ fn with_pool<R>(f: impl FnOnce(&'static SlotPool) -> R) -> R {
 
 /// [`crate::fork`]'s prepare handler: takes the pool's lock (building the pool if
 /// no thread has, in the parent, before it forks), so that no thread holds it or
-/// is changing the free list when the process forks. (A thread whose
-/// thread-locals are gone forks without it.)
+/// is changing the free list when the process forks.
 pub(crate) fn before_fork() {
     let held = with_pool(|p| {
         p.free
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     });
-    let _ = HELD_ACROSS_FORK.try_with(|h| h.set(Some(held)));
+    HELD_ACROSS_FORK.with(|h| h.set(Some(ManuallyDrop::new(held))));
 }
 
-/// [`crate::fork`]'s parent handler: releases the lock [`before_fork`] took.
+/// [`crate::fork`]'s parent and child handlers: release the lock
+/// [`before_fork`] took (in the child, on its only thread: an unlock, no
+/// allocation, no wait).
 pub(crate) fn after_fork() {
-    let _ = HELD_ACROSS_FORK.try_with(|h| drop(h.take()));
-}
-
-/// [`crate::fork`]'s child handler, on the child's only thread: marks the pool
-/// (built by [`before_fork`]) for the reclaim, with the slot this thread keeps,
-/// and releases the lock `before_fork` took. An atomic store and an unlock: no
-/// allocation, no wait.
-pub(crate) fn after_fork_in_child() {
-    // A thread without a slot keeps none: any value past every slot handed out.
-    let kept = SLOT
-        .try_with(Cell::get)
-        .unwrap_or(NO_SLOT)
-        .min(UNASSIGNED - 1);
-    // Relaxed: this thread is the child's only one; the threads it starts are
-    // ordered after the store by their spawn.
-    with_pool(|p| p.forked.store(kept + 1, Ordering::Relaxed));
-    after_fork();
+    if let Some(held) = HELD_ACROSS_FORK.with(Cell::take) {
+        drop(ManuallyDrop::into_inner(held));
+    }
 }
 
 // The slot and its owned stripe are `const` thread-locals without a destructor:
@@ -314,8 +295,10 @@ crate::sync::thread_locals! {
     static STRIPE: Cell<NonZeroUsize> = Cell::new(NOT_OWNED);
     static GUARD: Guard = Guard;
     /// The pool's lock, held by the forking thread across `fork` (from
-    /// [`before_fork`] to [`after_fork`] or [`after_fork_in_child`]).
-    static HELD_ACROSS_FORK: Cell<Option<MutexGuard<'static, Free>>> = Cell::new(None);
+    /// [`before_fork`] to [`after_fork`]). `ManuallyDrop`: a thread-local without
+    /// a destructor is never destroyed, so a fork from a thread-local's
+    /// destructor, late in a thread's exit, still holds the lock across it.
+    static HELD_ACROSS_FORK: Cell<Option<ManuallyDrop<MutexGuard<'static, Free>>>> = Cell::new(None);
 }
 
 /// This thread's slot, or [`NO_SLOT`] while its thread-locals are being destroyed.

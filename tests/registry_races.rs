@@ -128,6 +128,55 @@ fn a_hash_panic_in_the_outcome_lookup_is_counted_as_orphaned() {
     assert_eq!(unfinished(&r.get(&key("victim"))), 1);
 }
 
+/// A key whose `Hash` panics once, when armed.
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Touchy(u32);
+
+static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Hash for Touchy {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        if ARMED.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            panic!("the key's Hash panics (once)");
+        }
+        self.0.hash(state);
+    }
+}
+
+impl fmt::Display for Touchy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "touchy-{}", self.0)
+    }
+}
+
+/// A key whose `Hash` panics once, in the lookup that records a call's outcome:
+/// the lookup after the panic finds the breaker, and records the call there as
+/// dropped (the `Registry` docs, Keying safely); nothing is orphaned.
+#[test]
+fn a_key_whose_hash_panics_once_when_the_outcome_is_recorded_has_the_call_dropped() {
+    let registry: Registry<Touchy> = Registry::new(CircuitBreaker::builder()).unwrap();
+    let key = Touchy(1);
+    let breaker = registry.get(&key); // the entry exists: one lookup per call
+    let before = breaker.metrics().lifetime;
+    let call = catch_unwind(AssertUnwindSafe(|| {
+        registry.call(&key, || {
+            ARMED.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok::<(), ()>(())
+        })
+    }));
+    assert!(call.is_err(), "the key's panic reaches the caller");
+    let after = breaker.metrics().lifetime;
+    assert_eq!(
+        (
+            registry.orphaned(),
+            after.dropped - before.dropped,
+            after.admitted - before.admitted,
+        ),
+        (0, 1, 1),
+        "(orphaned, dropped, admitted)"
+    );
+}
+
 /// A call that panics is recorded as dropped by its guard, which looks the key
 /// up again while the panic unwinds. When the key's `Hash` panics there too, the
 /// guard catches that panic and counts the call by `orphaned`; it used to escape
