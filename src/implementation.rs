@@ -220,7 +220,11 @@
 //! one-bucket window read 50 calls where it held 1, and a budget grant let a trip
 //! come late by dozens of failures); now it finds only what the old tag's writers
 //! counted since the first emptying, one outcome each (unless the rotating writer
-//! is delayed between the two). So per rotation of a shared bucket, at most one outcome per
+//! is delayed between the two). The first emptying is made only while the tag
+//! still reads as the one the writer rotates from: a writer that read an older
+//! epoch's tag before another's rotation would otherwise erase the new epoch's
+//! counts (it still can if delayed between that check and its emptying, as a
+//! rotating writer delayed between its CAS and its zeroing can). So per rotation of a shared bucket, at most one outcome per
 //! other thread writing the shared stripe at that instant is counted in the newer
 //! bucket, always in its own phase, and the outcomes the others count in the new
 //! bucket before the zeroing are lost: one each, unless the rotating writer is

@@ -601,8 +601,14 @@ impl Window {
             // before it, is what guarantees no earlier phase's count outlives the
             // tag; this one leaves it less to take, should this writer be delayed
             // in between (see `empty_counts` and the implementation notes,
-            // "Exactness").
-            if seen.written() {
+            // "Exactness"). Only while the tag is still the one it read: counts
+            // carry only the generation, so a writer that read an older epoch's
+            // tag before another writer's rotation would erase what the writers
+            // of the new epoch counted since. (Delayed between this load and the
+            // emptying, it still can, as a rotating writer delayed between its
+            // CAS and its zeroing can.)
+            // Acquire: as the load above.
+            if seen.written() && bucket[TAG].load(Ordering::Acquire) == seen.0 {
                 empty_counts(bucket, seen.generation(), mine.generation());
             }
             // AcqRel: Release publishes the tag; Acquire hands back a newer one.

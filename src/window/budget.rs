@@ -32,8 +32,10 @@
 //!   their counts only grow, but for the shared stripes' documented rotation race
 //!   (one call per racing writer), for which the allowance keeps a margin of one.
 //!   A shared stripe's rotating writer delayed between its tag's CAS and its
-//!   zeroing can take more: the zeroing erases what the others counted in the new
-//!   bucket meanwhile (see the implementation notes, "Exactness"), and a read made
+//!   zeroing can take more (so can one delayed between its check of the old tag
+//!   and its emptying before the CAS): the zeroing erases what the others counted
+//!   in the new bucket meanwhile (see the implementation notes, "Exactness"), and
+//!   a read made
 //!   before it may have granted more failures than the erased counts allow, so a
 //!   trip can come that many failures late. Only threads beyond the owned stripes
 //!   write shared stripes, and only such a delay (a preemption at that instruction)
