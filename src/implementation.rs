@@ -49,9 +49,18 @@
 //!
 //!
 //! # The ABA window
-//! The generation is 32 bits. A stale outcome could pass as fresh
-//! only if exactly a multiple of 2^32 = 4,294,967,296 transitions happened while its
-//! call was in flight. At the fastest a single breaker moves (about 140 ns a
+//! The generation is 32 bits, and the word counts its wraps in 23 more: a whole
+//! word repeats only after 2^55 transitions, so an outcome's check against the
+//! word it was admitted under (and a thread's cached Open deadline, or live
+//! bucket, kept beside the word) cannot be fooled within any lifetime. What is
+//! tagged with the generation alone (the round, the streak, the window's shared
+//! counts, a bucket's tag) can: a stale outcome could pass as fresh there only if
+//! exactly a multiple of 2^32 = 4,294,967,296 transitions happened while its call
+//! was in flight and it was delayed between the word's check and the tagged
+//! update; and the closures of some transitions compare the generation and state
+//! alone, so a thread that held a word through such a cycle during its admission
+//! could take a probe slot of the current round (its outcome is then stale, and
+//! the slot comes back at the half-open timeout). At the fastest a single breaker moves (about 140 ns a
 //! transition for a loop of nothing but `force_open` and `reset`: 65,536 of them
 //! in 9 ms) that is 10 minutes of uninterrupted manual transitions during one call; through trips, each cycle (Closed → Open → HalfOpen → Closed) is
 //! three transitions around a cooldown of at least 1 ms, so 1.43 billion cooldowns:

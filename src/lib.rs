@@ -236,9 +236,11 @@
 //! **One state word, generations, tagged phase data.** State, backoff level and a
 //! 32-bit generation share one `AtomicU64` changed only by compare-and-swap; every
 //! admitted call carries the word it was admitted under, and an outcome recorded
-//! after the breaker moved on is discarded and counted as `stale`. A stale outcome
-//! could pass as fresh only after exactly a multiple of 2^32 transitions during its
-//! call. The [implementation notes](implementation) give the layout, the protocols
+//! after the breaker moved on is discarded and counted as `stale`. The word counts
+//! the generation's wraps in its spare bits, so a stale outcome could pass the
+//! check only after exactly a multiple of 2^55 transitions during its call (the
+//! generation-tagged data it then updates, after 2^32 during the few instructions
+//! between the check and the update). The [implementation notes](implementation) give the layout, the protocols
 //! and the arithmetic.
 //!
 //! **Proofs.** The `loom-tests` crate model-checks the interleavings of tripping,

@@ -7,9 +7,8 @@
 //! test that is a regression test for a finding says what the code before did.
 //!
 //! Under `--cfg cutout_tiny_generations` (a 3-bit generation) the tests that rely
-//! on a distance not being a whole generation cycle are left out: there a permit
-//! held through a multiple of 8 transitions is taken for a current one by
-//! construction.
+//! on a distance not being a whole generation cycle are left out: there the
+//! generation-tagged data of a phase 8 transitions on reads as a permit's own.
 
 use cutout::{
     CircuitBreaker, Clock, DefaultClock, Error, ManualClock, Outcome, Reason, State, Transition,
