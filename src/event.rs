@@ -19,7 +19,9 @@ pub enum Reason {
     /// HalfOpen → Closed (→ Recovering with
     /// [`ramp_up`](crate::Builder::ramp_up)): every probe succeeded.
     ProbesSucceeded,
-    /// HalfOpen → Open: a probe failed (or, with the slow-call policy, was slow).
+    /// HalfOpen → Open: a probe failed (or, with the slow-call policy, was slow),
+    /// or was dropped unrecorded as a failure or a slow call (see
+    /// [`Dropped`](crate::Dropped)).
     ProbeFailed,
     /// HalfOpen → Open: the round went `half_open_timeout` without a verdict.
     HalfOpenTimeout,
@@ -109,7 +111,8 @@ impl fmt::Display for Reason {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WindowCounts {
-    /// Calls with a success or failure outcome.
+    /// Calls with a success or failure outcome, and dropped calls counted as slow
+    /// or failed (see [`Dropped`](crate::Dropped)).
     pub calls: u64,
     /// Of those, failures.
     pub failures: u64,
@@ -200,11 +203,14 @@ pub struct Transition {
     pub at: Duration,
     /// The backoff level after the transition.
     pub level: u8,
-    /// For a trip (out of Closed or Recovering): the window's counts that tripped
-    /// it (zero without a window).
+    /// For a policy's trip ([`ConsecutiveFailures`](Reason::ConsecutiveFailures),
+    /// [`FailureRate`](Reason::FailureRate), [`SlowCallRate`](Reason::SlowCallRate),
+    /// [`RampFailed`](Reason::RampFailed)): the window's counts that tripped it
+    /// (zero without a window); zero for every other transition.
     pub window: WindowCounts,
-    /// For a trip (out of Closed or Recovering): the consecutive-failure count at
-    /// the time (zero without the consecutive-failures policy).
+    /// For a policy's trip, as for [`window`](Self::window): the
+    /// consecutive-failure count at the time (zero without the consecutive-failures
+    /// policy); zero for every other transition.
     pub consecutive_failures: u64,
     /// For a transition to Open: its deadline (when a call may half-open it), as
     /// time since the breaker was built, like [`at`](Self::at). `None` otherwise.

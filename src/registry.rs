@@ -225,7 +225,8 @@ impl<C: Clock> Cap<C> {
 /// in both. [`Registry::new`] and [`Registry::builder`] name a breaker by the key's
 /// `Display` (they need `K: Display`); [`Registry::builder_named`] takes a naming
 /// closure for any key type, and [`RegistryBuilder::name`] replaces the closure. A
-/// per-key builder ([`RegistryBuilder::configure`]) given its own name keeps it.
+/// per-key builder ([`RegistryBuilder::configure`]) given its own name keeps it
+/// (any name but `"default"`, a builder's name when none is given).
 ///
 /// # Calls in flight
 /// [`call`](Registry::call) and [`call_with`](Registry::call_with) look the key up,

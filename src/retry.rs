@@ -410,7 +410,10 @@ where
 /// the caller uses (`tokio::time::sleep`, for example). Each attempt goes through
 /// [`CircuitBreaker::call_async`], so dropping the returned future mid-attempt
 /// counts that attempt as dropped, recorded as [`Dropped`](crate::Dropped) says
-/// (ignored by default).
+/// (ignored by default). `op` is called for every attempt before the breaker is
+/// asked (the permit is taken at the attempt future's first poll): an attempt the
+/// breaker rejects drops its future unpolled, so keep `op` itself free of side
+/// effects (an `async` block, whose work starts when polled, is).
 ///
 /// # Errors
 /// As [`retry`].

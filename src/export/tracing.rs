@@ -16,9 +16,9 @@
 //! | `reason` | str | [`Reason::as_str`](crate::Reason::as_str) |
 //! | `at_ms` | u64 | when, in milliseconds since the breaker was built |
 //! | `backoff_level` | u64 | the backoff level after the transition |
-//! | `window_calls`, `window_failures`, `window_slow` | u64 | the window's counts that tripped it (out of Closed, or out of Recovering; zero otherwise) |
+//! | `window_calls`, `window_failures`, `window_slow` | u64 | the window's counts that tripped it (a policy's trip, out of Closed or Recovering; zero otherwise) |
 //! | `failure_rate`, `slow_call_rate` | f64 | the same counts as rates |
-//! | `consecutive_failures` | u64 | the failure streak that tripped it (out of Closed, or out of Recovering; zero otherwise) |
+//! | `consecutive_failures` | u64 | the failure streak that tripped it (a policy's trip, out of Closed or Recovering; zero otherwise) |
 //!
 //! # Examples
 //! With `tracing-subscriber`, `RUST_LOG=cutout=info` shows every transition and
