@@ -57,10 +57,10 @@
 //! counts, a bucket's tag) can: a stale outcome could pass as fresh there only if
 //! exactly a multiple of 2^32 = 4,294,967,296 transitions happened while its call
 //! was in flight and it was delayed between the word's check and the tagged
-//! update; and the closures of some transitions compare the generation and state
-//! alone, so a thread that held a word through such a cycle during its admission
-//! could take a probe slot of the current round (its outcome is then stale, and
-//! the slot comes back at the half-open timeout). At the fastest a single breaker moves (about 140 ns a
+//! update. (A thread that held a word through such a cycle during its admission
+//! takes a probe slot of the current round by the round word's tag, finds the
+//! whole word changed, and gives the slot back; every transition's CAS compares
+//! whole words.) At the fastest a single breaker moves (about 140 ns a
 //! transition for a loop of nothing but `force_open` and `reset`: 65,536 of them
 //! in 9 ms) that is 10 minutes of uninterrupted manual transitions during one call; through trips, each cycle (Closed → Open → HalfOpen → Closed) is
 //! three transitions around a cooldown of at least 1 ms, so 1.43 billion cooldowns:

@@ -36,9 +36,16 @@ impl<C: Clock> CircuitBreaker<C> {
             // closed or reopened the breaker) must not turn the caller away.
             TagUpdate::Updated { .. } | TagUpdate::Declined(_) => {
                 let cur = self.hot.word.load();
-                match (cur.generation() == generation, update) {
+                // The whole word: a word of the same generation a whole cycle on
+                // (the cycles differ) is another round's, whose slot this thread
+                // took by the generation's tag: given back.
+                match (cur == s, update) {
                     (true, TagUpdate::Updated { .. }) => Probe::Taken,
                     (true, _) => Probe::Full,
+                    (false, TagUpdate::Updated { .. }) if cur.generation() == generation => {
+                        self.release_probe(generation);
+                        Probe::Retry(cur)
+                    }
                     (false, _) => Probe::Retry(cur),
                 }
             }
@@ -108,10 +115,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 Some(_) => (State::Recovering, s.level()),
                 None => (State::Closed, 0),
             };
-            let update = self.transition(s, |cur| {
-                (cur.generation() == generation && cur.state() == State::HalfOpen)
-                    .then(|| (cur.next(to, level), now))
-            });
+            let update = self.transition(s, |cur| (cur == s).then(|| (cur.next(to, level), now)));
             let _ = self.announce(update, Reason::ProbesSucceeded, WindowCounts::default(), 0);
         }
     }
@@ -120,12 +124,8 @@ impl<C: Clock> CircuitBreaker<C> {
     /// (`now` was read by the caller; the clock is checked for the next reading.)
     pub(super) fn reopen(&self, s: Snapshot, now: u64, reason: Reason) -> Snapshot {
         self.revive_clock();
-        let generation = s.generation();
         let level = self.next_level(s);
-        let update = self.transition(s, |cur| {
-            (cur.generation() == generation && cur.state() == State::HalfOpen)
-                .then(|| self.opened(cur, level, now))
-        });
+        let update = self.transition(s, |cur| (cur == s).then(|| self.opened(cur, level, now)));
         self.announce(update, reason, WindowCounts::default(), 0)
     }
 
