@@ -31,7 +31,7 @@ pub(crate) fn register() {
         target_os = "illumos"
     ))]
     {
-        use std::sync::atomic::{AtomicBool, Ordering};
+        use crate::sync::{Ordering, ProcessAtomicBool};
 
         /// In the parent, before the fork, on the forking thread.
         extern "C" fn prepare() {
@@ -57,7 +57,7 @@ pub(crate) fn register() {
         // Relaxed: the swap only picks the one thread that registers.
         // Not under loom, whose models fork nothing (and whose pool is built
         // afresh in every execution).
-        static REGISTERED: AtomicBool = AtomicBool::new(false);
+        static REGISTERED: ProcessAtomicBool = ProcessAtomicBool::new(false);
         if crate::sync::LOOM || REGISTERED.swap(true, Ordering::Relaxed) {
             return;
         }

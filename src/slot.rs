@@ -194,7 +194,7 @@ pub(crate) const MIN_OWNED_STRIPES: usize = 16;
 /// cgroup files) would leave a child a `OnceLock` that waits for ever. Not
 /// modelled by loom (std's atomic): fixed once per process, before any model
 /// runs.
-static OWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static OWNED: crate::sync::ProcessAtomicUsize = crate::sync::ProcessAtomicUsize::new(0);
 
 fn owned_for(cores: usize) -> usize {
     cores

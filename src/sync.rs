@@ -49,9 +49,13 @@ pub(crate) fn with_ramp_sums<R>(
 pub(crate) const RAMP_SUMS: usize = 4;
 
 /// For the few process-wide statics that loom does not model: the default clock's
-/// cached time (loom models drive time with `ManualClock`). A `const` constructor is
-/// needed for a `static`, which loom's atomics do not have.
-pub(crate) use std::sync::atomic::AtomicU64 as ProcessAtomicU64;
+/// cached time (loom models drive time with `ManualClock`), the owned-stripe count
+/// and the fork handlers' registration (set once per process; no model forks). A
+/// `const` constructor is needed for a `static`, which loom's atomics do not have.
+pub(crate) use std::sync::atomic::{
+    AtomicBool as ProcessAtomicBool, AtomicU64 as ProcessAtomicU64,
+    AtomicUsize as ProcessAtomicUsize,
+};
 
 /// A pointer set once, for a stripe allocated by its first writer
 /// ([`crate::stripe`]): `Acquire` to find it, `Release` (a CAS; the loser of a race
