@@ -8,13 +8,29 @@
 //!   built by a thread it does not have, and waits for it for ever;
 //! - the thread-slot pool's lock is taken before the fork and released on both
 //!   sides after it, so the child never inherits it held by a thread it does not
-//!   have ([`crate::slot`]).
+//!   have ([`crate::slot`]);
+//! - a capped registry's eviction scan may be running on a thread that did not
+//!   come along: the child counts its forks ([`forks`]), and a scan gate shut
+//!   under an earlier count reads as open (`Registry`'s scan at the key cap; the
+//!   entry such a scan had claimed keeps its place, so the child's cap is one
+//!   place smaller for it).
 //!
 //! One `pthread_atfork` registration, made once per process by whichever comes
-//! first (the first refresh thread, the first slot), serves both; children inherit
-//! it. Only on the systems whose `libc` has `pthread_atfork` (Linux, Android,
+//! first (the first refresh thread, the first slot, the first capped registry),
+//! serves all three; children inherit it. Only on the systems whose `libc` has `pthread_atfork` (Linux, Android,
 //! macOS, the BSDs and Solaris); elsewhere this does nothing, and the clock's
 //! fallback remains (see [`DefaultClock`](crate::DefaultClock)'s fork safety).
+
+/// Forks this process is a child of, as its handler counted them (0 in a process
+/// that was never forked, or whose handlers were not registered when it was).
+static FORKS: crate::sync::ProcessAtomicU64 = crate::sync::ProcessAtomicU64::new(0);
+
+/// How many forks this process is a child of: state a thread set that a fork
+/// left behind (a registry's scan gate) carries the count it was set under.
+pub(crate) fn forks() -> u64 {
+    // Relaxed: written only by a child's handler, while it has one thread.
+    FORKS.load(crate::sync::Ordering::Relaxed)
+}
 
 /// Registers the handlers (once per process; later calls return at once).
 #[allow(unsafe_code)] // the crate's one `unsafe`: an FFI call with no Rust invariant
@@ -46,6 +62,8 @@ pub(crate) fn register() {
         /// and the release of a lock this thread took in `prepare`; nothing that
         /// allocates or waits.
         extern "C" fn child() {
+            // Relaxed: see `forks`.
+            FORKS.fetch_add(1, Ordering::Relaxed);
             crate::clock::forget_after_fork();
             crate::slot::after_fork();
         }

@@ -62,8 +62,10 @@ const OVERFLOW_NAME: &str = "overflow";
 /// costs about `SCAN_RATIO` entry visits, amortized, however hostile the keys.
 const SCAN_RATIO: usize = 32;
 
-/// The scan gate's value while a scan runs: no miss count reaches it.
-const SCANNING: u64 = u64::MAX;
+/// The scan gate's bit while a scan runs (no miss count reaches it), beside the
+/// number of forks the scanning process is a child of: a scan a fork left behind
+/// (its thread did not come along) does not shut a child's gate for ever.
+const SCANNING: u64 = 1 << 63;
 
 /// One key's breaker and when it was last used.
 struct Entry<C: Clock> {
@@ -129,7 +131,7 @@ struct Cap<C: Clock> {
     overflowed: AtomicU64,
     /// New keys that found no free place.
     misses: AtomicU64,
-    /// The `misses` count from which the next scan may run; [`SCANNING`] while
+    /// The `misses` count from which the next scan may run; with [`SCANNING`] set while
     /// one runs.
     next_scan: AtomicU64,
 }
@@ -997,10 +999,17 @@ where
         let miss = cap.misses.fetch_add(1, Ordering::Relaxed) + 1;
         // Relaxed: as above; the compare-and-swap picks one scanner.
         let due = cap.next_scan.load(Ordering::Relaxed);
-        if miss < due
+        let scanning = SCANNING | crate::fork::forks();
+        let open = match due & SCANNING {
+            0 => miss >= due,
+            // A scan runs here, or ran in the parent when this process forked
+            // (its thread is gone, and so is the scan).
+            _ => due != scanning,
+        };
+        if !open
             || cap
                 .next_scan
-                .compare_exchange(due, SCANNING, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(due, scanning, Ordering::Relaxed, Ordering::Relaxed)
                 .is_err()
         {
             return 0;
@@ -1485,6 +1494,11 @@ where
         };
         let clock = shared.clock.clone();
         let now = clock.now();
+        if self.max_keys.is_some() {
+            // A capped registry's scan gate reads the fork count, which only
+            // registered handlers keep.
+            crate::fork::register();
+        }
         let cap = match self.max_keys {
             Some(0) => return Err(ConfigError::new("max_keys", "must be at least 1")),
             Some(max) => Some(Cap {

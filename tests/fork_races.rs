@@ -438,3 +438,74 @@ fn slots_stay_exclusive_across_forks_during_churn() {
         "the parent's counts"
     );
 }
+
+/// A registry key whose `Hash` stalls for half a second while `STALL` is set
+/// (user code a registry runs while it evicts), and says so in `STALLED`.
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Slow(&'static str);
+
+static STALL: AtomicBool = AtomicBool::new(false);
+static STALLED: AtomicBool = AtomicBool::new(false);
+
+impl std::hash::Hash for Slow {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        if STALL.load(Ordering::SeqCst) && matches!(self.0, "a" | "b") {
+            STALLED.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        self.0.hash(h);
+    }
+}
+
+impl std::fmt::Display for Slow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// A child forked while another thread runs a registry's eviction scan at the key
+/// cap still evicts: a new key there takes the place of an idle breaker that
+/// behaves like new, as `max_keys` says, instead of the overflow breaker. The
+/// scan gate carries the fork count it was shut under, so a scan a fork left
+/// behind does not shut the child's gate; it stayed shut for ever, and every new
+/// key in the child went to the overflow breaker.
+#[test]
+fn a_registry_forked_mid_scan_still_evicts_in_the_child() {
+    if !in_own_process("a_registry_forked_mid_scan_still_evicts_in_the_child", 30) {
+        return;
+    }
+    let clock = ManualClock::new();
+    let registry: &'static cutout::Registry<Slow, ManualClock> = Box::leak(Box::new(
+        cutout::Registry::builder(CircuitBreaker::builder().clock(clock.clone()))
+            .max_keys(2)
+            .idle_resolution(Duration::from_millis(1))
+            .build()
+            .unwrap(),
+    ));
+    registry.get(&Slow("a"));
+    registry.get(&Slow("b"));
+    clock.advance(Duration::from_secs(20)); // both idle, both like new
+    STALL.store(true, Ordering::SeqCst);
+    let scanner = std::thread::spawn(move || registry.get(&Slow("c")).name().to_string());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !STALLED.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the scan never reached a key");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = fork(move || {
+        STALL.store(false, Ordering::SeqCst);
+        // The scanner is gone here; a new key at the cap scans again.
+        i32::from(registry.get(&Slow("d")).name() != "d")
+    });
+    let code = wait(pid, Instant::now() + Duration::from_secs(10));
+    assert_eq!(
+        scanner.join().unwrap(),
+        "c",
+        "the parent's scan evicted for \"c\""
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "in the child, the new key went to the overflow breaker (1), or the child hung (None)"
+    );
+}
