@@ -9,11 +9,9 @@
 
 mod common;
 
+use common::hostile::{Hooked, Key, POISON, key, on_next_reading};
 use common::within;
 use cutout::{CircuitBreaker, ManualClock, Outcome, Reason, Registry, State};
-use std::cell::Cell;
-use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex, OnceLock, Weak};
@@ -1135,36 +1133,6 @@ fn restore_all_at_the_cap_keeps_every_key_while_new_keys_race_for_places() {
 
 // ---- the key cap's eviction against hostile keys and racing lookups ---------
 
-thread_local! {
-    /// While set, hashing a key named "victim" panics (on this thread only, so
-    /// the tests of this file running in parallel do not disturb each other).
-    static POISON: Cell<bool> = const { Cell::new(false) };
-}
-
-/// A key whose `Hash` panics for one name while `POISON` is set: a key type
-/// whose `Hash` may panic (it reads state of its own, say a `RefCell`).
-#[derive(Clone, PartialEq, Eq, Debug)]
-struct Key(String);
-
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        if self.0 == "victim" && POISON.with(Cell::get) {
-            panic!("hostile hash");
-        }
-        self.0.hash(h);
-    }
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-fn key(s: &str) -> Key {
-    Key(s.to_string())
-}
-
 /// `max_keys(1)`, 1 ms idle resolution, on `clock`.
 fn capped(clock: &ManualClock) -> Registry<Key, ManualClock> {
     Registry::builder(
@@ -1248,31 +1216,6 @@ fn after_a_panicking_eviction_the_next_scans_evict_again() {
         own >= 90,
         "{own} of 100 new keys got a breaker of their own"
     );
-}
-
-thread_local! {
-    /// Runs once, on this thread's next reading of a `Hooked` clock, after the
-    /// reading: a way to stop a thread at a chosen point of a registry operation.
-    static HOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// A `ManualClock` whose readings run this thread's `HOOK` (once).
-#[derive(Clone)]
-struct Hooked(ManualClock);
-
-impl cutout::Clock for Hooked {
-    fn now(&self) -> u64 {
-        let now = self.0.now();
-        if let Some(hook) = HOOK.with(|h| h.borrow_mut().take()) {
-            hook();
-        }
-        now
-    }
-}
-
-fn on_next_reading(f: impl FnOnce() + 'static) {
-    HOOK.with(|h| *h.borrow_mut() = Some(Box::new(f)));
 }
 
 /// At the cap, an eviction takes an entry whose timestamp is two resolutions old,

@@ -10,8 +10,9 @@
 
 mod common;
 
+use common::hostile::{Hooked, Key, POISON, key, on_next_hash_of, on_next_reading};
+
 use cutout::{CircuitBreaker, ManualClock, Registry, State};
-use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -20,76 +21,6 @@ use std::time::Duration;
 
 /// How long a test waits for another thread before it fails instead of hanging.
 const BOUND: Duration = Duration::from_secs(10);
-
-/// What a hook runs.
-type Hook = Box<dyn FnOnce()>;
-
-thread_local! {
-    /// While set, hashing a key named "victim" panics, on this thread only.
-    static POISON: Cell<bool> = const { Cell::new(false) };
-    /// Runs once, on this thread's next reading of a `Hooked` clock.
-    static HOOK: RefCell<Option<Hook>> = const { RefCell::new(None) };
-    /// Runs once, when this thread next hashes the key it names.
-    static HASH_HOOK: RefCell<Option<(String, Hook)>> =
-        const { RefCell::new(None) };
-}
-
-/// A key whose `Hash` panics for the name "victim" while `POISON` is set (a key
-/// whose hash reads state of its own, say a `RefCell` the call has borrowed).
-#[derive(Clone, PartialEq, Eq, Debug)]
-struct Key(String);
-
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        if self.0 == "victim" && POISON.with(Cell::get) {
-            panic!("hostile hash");
-        }
-        let hook = HASH_HOOK.with(|hook| {
-            let mut hook = hook.borrow_mut();
-            match &*hook {
-                Some((name, _)) if *name == self.0 => hook.take().map(|(_, f)| f),
-                _ => None,
-            }
-        });
-        if let Some(f) = hook {
-            f();
-        }
-        self.0.hash(h);
-    }
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-fn key(s: &str) -> Key {
-    Key(s.to_string())
-}
-
-/// A `ManualClock` whose readings run this thread's `HOOK` (once), after the
-/// reading: a way to stop a thread at a chosen point of a registry operation.
-#[derive(Clone)]
-struct Hooked(ManualClock);
-
-impl cutout::Clock for Hooked {
-    fn now(&self) -> u64 {
-        let now = self.0.now();
-        if let Some(hook) = HOOK.with(|h| h.borrow_mut().take()) {
-            hook();
-        }
-        now
-    }
-}
-
-fn on_next_hash_of(name: &str, f: impl FnOnce() + 'static) {
-    HASH_HOOK.with(|h| *h.borrow_mut() = Some((name.to_string(), Box::new(f))));
-}
-
-fn on_next_reading(f: impl FnOnce() + 'static) {
-    HOOK.with(|h| *h.borrow_mut() = Some(Box::new(f)));
-}
 
 /// Admitted calls that have not finished, from a breaker's lifetime counters.
 fn unfinished(b: &CircuitBreaker<impl cutout::Clock>) -> u64 {

@@ -2,6 +2,8 @@
 //! is bounded, so a test of wrong code fails instead of hanging.
 #![allow(dead_code)] // each test binary uses some of these
 
+pub mod hostile;
+
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::mpsc;
