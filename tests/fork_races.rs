@@ -25,18 +25,57 @@ const CHILD_ENV: &str = "CUTOUT_FORK_RACES_CHILD";
 /// `name` in a child process (at most `limit_s` seconds), asserts it passed, and
 /// returns `false`.
 fn in_own_process(name: &str, limit_s: u64) -> bool {
+    in_fresh_processes(name, 1, limit_s)
+}
+
+/// As [`in_own_process`], `tries` times, each in a fresh process: for a race
+/// with something a process does once (its first clock reading, its first
+/// breaker).
+fn in_fresh_processes(name: &str, tries: usize, limit_s: u64) -> bool {
     if std::env::var_os(CHILD_ENV).is_some() {
         return true;
     }
-    let child = common::run_child(name, &[], CHILD_ENV, Duration::from_secs(limit_s));
-    assert!(
-        child.status.is_some_and(|s| s.success()),
-        "{name}: status {:?} (None: killed past {limit_s} s)\n--- stdout\n{}\n--- stderr\n{}",
-        child.status,
-        child.stdout,
-        child.stderr
-    );
+    for _ in 0..tries {
+        let child = common::run_child(name, &[], CHILD_ENV, Duration::from_secs(limit_s));
+        assert!(
+            child.status.is_some_and(|s| s.success()),
+            "{name}: status {:?} (None: killed past {limit_s} s)\n--- stdout\n{}\n--- stderr\n{}",
+            child.status,
+            child.stdout,
+            child.stderr
+        );
+    }
     false
+}
+
+/// Forks children back to back (up to 40), each running `child`, while another
+/// thread runs `first` (a process's first use of something built lazily), and
+/// returns how many of them did not exit with 0 within 3 s, and how many forked.
+fn forks_during(first: fn(), child: fn() -> i32) -> (usize, usize) {
+    let started = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let starter = {
+        let (started, done) = (started.clone(), done.clone());
+        std::thread::spawn(move || {
+            started.store(true, Ordering::SeqCst);
+            first();
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    while !started.load(Ordering::SeqCst) {
+        std::hint::spin_loop();
+    }
+    let mut pids = Vec::new();
+    while !done.load(Ordering::SeqCst) && pids.len() < 40 {
+        pids.push(fork(child));
+    }
+    starter.join().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let hung = pids
+        .iter()
+        .filter(|&&pid| wait(pid, deadline) != Some(0))
+        .count();
+    (hung, pids.len())
 }
 
 /// Forks; the child runs `body` and `_exit`s with its code (101 on a panic).
@@ -123,54 +162,23 @@ fn counts_exact(b: &'static CircuitBreaker<ManualClock>, threads: usize, calls: 
 /// in every run).
 #[test]
 fn a_child_forked_while_the_clock_starts_can_read_the_clock() {
-    const NAME: &str = "a_child_forked_while_the_clock_starts_can_read_the_clock";
-    if std::env::var_os(CHILD_ENV).is_none() {
-        // A fresh process per try: the first reading happens once per process.
-        for _ in 0..30 {
-            let child = common::run_child(NAME, &[], CHILD_ENV, Duration::from_secs(20));
-            assert!(
-                child.status.is_some_and(|s| s.success()),
-                "status {:?}\n{}\n{}",
-                child.status,
-                child.stdout,
-                child.stderr
-            );
-        }
+    let name = "a_child_forked_while_the_clock_starts_can_read_the_clock";
+    if !in_fresh_processes(name, 30, 20) {
         return;
     }
-    let started = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicBool::new(false));
-    let starter = {
-        let (started, done) = (started.clone(), done.clone());
-        std::thread::spawn(move || {
-            started.store(true, Ordering::SeqCst);
+    let (hung, forked) = forks_during(
+        || {
             let _ = DefaultClock::new(); // the process's first reading
-            done.store(true, Ordering::SeqCst);
-        })
-    };
-    while !started.load(Ordering::SeqCst) {
-        std::hint::spin_loop();
-    }
-    // Children forked back to back while the first reading is in progress.
-    let mut pids = Vec::new();
-    while !done.load(Ordering::SeqCst) && pids.len() < 40 {
-        pids.push(fork(|| {
+        },
+        || {
             let _ = DefaultClock::new().now();
             0
-        }));
-    }
-    starter.join().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let hung = pids
-        .iter()
-        .filter(|&&pid| wait(pid, deadline) != Some(0))
-        .count();
+        },
+    );
     assert_eq!(
-        hung,
-        0,
-        "{hung} of {} children forked while the clock started never finished their \
-         first clock reading",
-        pids.len()
+        hung, 0,
+        "{hung} of {forked} children forked while the clock started never finished \
+         their first clock reading"
     );
 }
 
@@ -278,50 +286,19 @@ fn a_fork_from_a_thread_local_destructor_leaves_the_pool_usable() {
 /// a child could inherit half run, and wait on for ever.
 #[test]
 fn a_child_forked_while_the_first_breaker_is_built_can_build_one() {
-    const NAME: &str = "a_child_forked_while_the_first_breaker_is_built_can_build_one";
-    if std::env::var_os(CHILD_ENV).is_none() {
-        for _ in 0..30 {
-            let child = common::run_child(NAME, &[], CHILD_ENV, Duration::from_secs(20));
-            assert!(
-                child.status.is_some_and(|s| s.success()),
-                "status {:?}\n{}\n{}",
-                child.status,
-                child.stdout,
-                child.stderr
-            );
-        }
+    let name = "a_child_forked_while_the_first_breaker_is_built_can_build_one";
+    if !in_fresh_processes(name, 30, 20) {
         return;
     }
-    let started = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicBool::new(false));
-    let starter = {
-        let (started, done) = (started.clone(), done.clone());
-        std::thread::spawn(move || {
-            started.store(true, Ordering::SeqCst);
+    let (hung, forked) = forks_during(
+        || {
             let _ = plain(); // the process's first breaker
-            done.store(true, Ordering::SeqCst);
-        })
-    };
-    while !started.load(Ordering::SeqCst) {
-        std::hint::spin_loop();
-    }
-    let mut pids = Vec::new();
-    while !done.load(Ordering::SeqCst) && pids.len() < 40 {
-        pids.push(fork(|| {
-            i32::from(plain().call(|| Ok::<_, ()>(())).is_err())
-        }));
-    }
-    starter.join().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let hung = pids
-        .iter()
-        .filter(|&&pid| wait(pid, deadline) != Some(0))
-        .count();
+        },
+        || i32::from(plain().call(|| Ok::<_, ()>(())).is_err()),
+    );
     assert_eq!(
-        hung,
-        0,
-        "{hung} of {} children forked while the first breaker was built hung",
-        pids.len()
+        hung, 0,
+        "{hung} of {forked} children forked while the first breaker was built hung"
     );
 }
 
