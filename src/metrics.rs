@@ -10,7 +10,10 @@ use std::time::Duration;
 ///
 /// Counters are summed over the breaker's stripes without stopping writers, so a
 /// snapshot taken while calls are in flight may miss the newest of them.
-#[derive(Clone, Copy, Debug, PartialEq)]
+///
+/// `Debug` prints the transition counts as a map from [`Reason`] to count,
+/// leaving out the reasons with none.
+#[derive(Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct Metrics {
     /// The state.
@@ -78,6 +81,44 @@ impl Metrics {
     /// ```
     pub fn total_transitions(&self) -> u64 {
         self.transitions.iter().sum()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        /// The transition counts, by reason, those with none left out.
+        struct Transitions<'a>(&'a Metrics);
+        impl std::fmt::Debug for Transitions<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let counted = Reason::iter().map(|r| (r, self.0.transitions(r)));
+                f.debug_map()
+                    .entries(counted.filter(|&(_, n)| n != 0))
+                    .finish()
+            }
+        }
+        // Destructured, so that a new field cannot be left out.
+        let Metrics {
+            state,
+            generation,
+            level,
+            time_in_state,
+            retry_after,
+            window,
+            consecutive_failures,
+            lifetime,
+            transitions: _,
+        } = self;
+        f.debug_struct("Metrics")
+            .field("state", state)
+            .field("generation", generation)
+            .field("level", level)
+            .field("time_in_state", time_in_state)
+            .field("retry_after", retry_after)
+            .field("window", window)
+            .field("consecutive_failures", consecutive_failures)
+            .field("lifetime", lifetime)
+            .field("transitions", &Transitions(self))
+            .finish()
     }
 }
 

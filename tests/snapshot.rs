@@ -127,6 +127,25 @@ fn debug_prints_name_state_and_generation_only() {
     );
 }
 
+/// `Metrics`' `Debug` names each transition count by its reason, and leaves out
+/// the reasons with none (it printed 13 unlabelled numbers, in declaration order).
+#[test]
+fn metrics_debug_names_the_transitions_by_reason() {
+    let b = CircuitBreaker::builder().build().unwrap();
+    b.force_open();
+    b.reset();
+    b.force_open();
+    let printed = format!("{:?}", b.metrics());
+    assert!(
+        printed.contains("transitions: {ForcedOpen: 2, Reset: 1}"),
+        "{printed}"
+    );
+    let fresh = CircuitBreaker::builder().build().unwrap();
+    let printed = format!("{:#?}", fresh.metrics());
+    assert!(printed.contains("transitions: {},"), "{printed}");
+    assert!(printed.contains("lifetime: Lifetime {"), "{printed}");
+}
+
 /// An Open word keeps its deadline; the time it opened is derived from it. With a
 /// jittered cooldown, the snapshot and the event still report the opening time.
 #[test]
