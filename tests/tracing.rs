@@ -156,10 +156,18 @@ fn one_event_per_transition_warn_when_opening_info_otherwise() {
     assert_eq!(trip.u64("window_slow"), 0);
     assert_eq!(trip.f64("failure_rate"), 2.0 / 102.0);
     assert_eq!(trip.f64("slow_call_rate"), 0.0);
+    // A transition to Open says until when: the cooldown at its level (1 s, then
+    // 2 s with the default multiplier), on the same scale as `at_ms`. Other
+    // transitions have no such field.
+    assert_eq!(trip.u64("open_until_ms"), 1040);
     let reopen = &events[2];
     assert_eq!(reopen.u64("at_ms"), 1040);
     assert_eq!(reopen.u64("backoff_level"), 1);
     assert_eq!(reopen.u64("window_calls"), 0);
+    assert_eq!(reopen.u64("open_until_ms"), 3040);
+    for e in [&events[1], &events[3], &events[4]] {
+        assert!(!e.fields.contains_key("open_until_ms"), "{e:?}");
+    }
 }
 
 /// The transitions the first test does not reach each have their event at their

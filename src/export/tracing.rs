@@ -15,6 +15,7 @@
 //! | `generation` | u64 | the generation the transition started (32 bits, wrapping) |
 //! | `reason` | str | [`Reason::as_str`](crate::Reason::as_str) |
 //! | `at_ms` | u64 | when, in milliseconds since the breaker was built |
+//! | `open_until_ms` | u64 | for a transition to Open only: its deadline (when a call may half-open it), on `at_ms`'s scale ([`Transition::open_until`](crate::Transition::open_until)); absent otherwise |
 //! | `backoff_level` | u64 | the backoff level after the transition |
 //! | `window_calls`, `window_failures`, `window_slow` | u64 | the window's counts that tripped it (a policy's trip, out of Closed or Recovering; zero otherwise) |
 //! | `failure_rate`, `slow_call_rate` | f64 | the same counts as rates |
@@ -45,7 +46,8 @@ pub(crate) fn transition(name: &std::borrow::Cow<'static, str>, t: &Transition) 
                 to = t.to.as_str(),
                 generation = t.generation,
                 reason = t.reason.as_str(),
-                at_ms = u64::try_from(t.at.as_millis()).unwrap_or(u64::MAX),
+                at_ms = millis(t.at),
+                open_until_ms = t.open_until.map(millis),
                 backoff_level = t.level,
                 window_calls = t.window.calls,
                 window_failures = t.window.failures,
@@ -62,4 +64,9 @@ pub(crate) fn transition(name: &std::borrow::Cow<'static, str>, t: &Transition) 
     } else {
         emit!(::tracing::Level::INFO);
     }
+}
+
+/// A time since the breaker was built, in whole milliseconds.
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
