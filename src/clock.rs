@@ -98,9 +98,9 @@ pub trait Clock: Send + Sync {
 /// # Fork safety
 /// A `fork()`ed child has no refresh thread (only the forking thread survives). On
 /// Linux, Android, macOS, the BSDs and Solaris, a `pthread_atfork` handler
-/// (registered with the first refresh thread) clears the cached reading in the
-/// child, so the child's first reading is precise and starts a refresh thread of
-/// its own: from then on the window ages, calls are timed and cooldowns end as in
+/// (registered with the first refresh thread or thread slot) clears the cached
+/// reading in the child, so the child's first reading is precise and starts a
+/// refresh thread of its own: from then on the window ages, calls are timed and cooldowns end as in
 /// the parent. As a fallback (and for a starved thread), every trip and
 /// reopening, and every 256th rejection or failure counted by a thread, compares
 /// the cached reading with a precise one (off the lean paths, which still cost
@@ -108,6 +108,15 @@ pub trait Clock: Send + Sync {
 /// process that has not started one, a new refresh thread is started. (So a
 /// child's first reading, on whatever path, starts a thread and allocates: code
 /// between `fork` and `exec` that must not should not read the default clock.)
+///
+/// The handlers (the crate's, registered with its first thread slot or refresh
+/// thread) take the thread-slot pool's lock and build the clock's calibration
+/// before the fork, so they are not async-signal-safe: a `fork()` from a signal
+/// handler (which POSIX.1-2024 no longer lists as async-signal-safe; `_Fork` is,
+/// and runs no handlers) may deadlock if the signal interrupted this crate on the
+/// same thread while it held that lock (briefly, as a thread makes its first call
+/// to any breaker, trades its slot, or exits) or built that calibration (the
+/// first reading of the default clock).
 ///
 /// # Examples
 /// ```

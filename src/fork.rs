@@ -17,7 +17,9 @@
 //!
 //! One `pthread_atfork` registration, made once per process by whichever comes
 //! first (the first refresh thread, the first slot, the first capped registry),
-//! serves all three; children inherit it. Only on the systems whose `libc` has `pthread_atfork` (Linux, Android,
+//! serves all three; children inherit it. The prepare handler takes a lock and may
+//! wait on the clock's calibration: not async-signal-safe (documented on
+//! [`DefaultClock`](crate::DefaultClock)'s fork safety). Only on the systems whose `libc` has `pthread_atfork` (Linux, Android,
 //! macOS, the BSDs and Solaris); elsewhere this does nothing, and the clock's
 //! fallback remains (see [`DefaultClock`](crate::DefaultClock)'s fork safety).
 
