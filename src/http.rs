@@ -260,8 +260,12 @@ impl<C: Clock + 'static, K> fmt::Debug for HttpLayer<C, K> {
 /// An HTTP service behind a circuit breaker; built by [`HttpLayer`] or
 /// [`HttpService::new`].
 ///
-/// Its `poll_ready` is the inner service's (it takes no permit, so readiness never
-/// uses a half-open probe). Its response is the inner service's, or
+/// Its `poll_ready` is ready at once while the breaker is Open inside its cooldown
+/// or forced open (the request is then answered [`rejection_response`] without the
+/// inner service, which a sick dependency may never make ready), and the inner
+/// service's otherwise; it takes no permit, so readiness never uses a half-open
+/// probe, and an error from the inner service's readiness counts as a failed call
+/// (see [`CircuitBreakerLayer`](crate::CircuitBreakerLayer)). Its response is the inner service's, or
 /// [`rejection_response`] when the breaker rejects the request, which then never
 /// reaches the inner service. Its error is the inner service's, unchanged.
 ///
@@ -346,10 +350,13 @@ where
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, K, C>;
 
-    /// The inner service's readiness, as it is. Takes no permit.
+    /// As [`CircuitBreakerService`]'s: ready at once while the breaker is Open
+    /// inside its cooldown or forced open (the next call is answered `503`);
+    /// otherwise the inner service's readiness, an error counted as a failed call
+    /// and passed on as it is. Takes no permit.
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.get_mut().poll_ready(cx)
+        self.inner.poll_ready_inner(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {

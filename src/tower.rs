@@ -19,11 +19,23 @@ use hold::Hold;
 
 /// A tower [`Layer`] that puts one shared breaker in front of a service.
 ///
-/// [`CircuitBreakerService`] wraps any `Service<Request>`. Its `poll_ready` only
-/// asks the inner service: it takes no permit and never uses a half-open probe. Its
-/// `call` asks the breaker for a permit; a rejected request never reaches the inner
-/// service and resolves at once to [`Error::Rejected`], which carries
-/// [`retry_after`](crate::Rejected::retry_after) for a `503` with `Retry-After`. An
+/// [`CircuitBreakerService`] wraps any `Service<Request>`. Its `poll_ready` looks
+/// at the breaker first, without side effects: while it is Open inside its
+/// cooldown, or forced open, the service is ready at once without asking the inner
+/// service (which may never be ready: a sick dependency's connection pool or
+/// concurrency limit, full of hung calls), and the next `call` is rejected (with
+/// a retry time of zero if the breaker has stopped rejecting by then: the inner
+/// service was not made ready for it).
+/// Otherwise it asks the inner service; it takes no permit, so readiness never
+/// uses a half-open probe. An error from the inner service's readiness (a refused
+/// connection, from a `Reconnect` or a hyper `SendRequest`) is a failed call for
+/// the breaker: classified as a response's `Err` would be, it is recorded on a call
+/// admitted for it, or counted as a rejection if the breaker turns that call away
+/// (a half-open round whose probes are all taken), and passed on as
+/// [`Error::Inner`]. Its `call` asks the breaker for a permit; a rejected request
+/// never reaches the inner service and resolves at once to [`Error::Rejected`],
+/// which carries [`retry_after`](crate::Rejected::retry_after) for a `503` with
+/// `Retry-After`. An
 /// admitted request's response future carries the permit and records the
 /// classified outcome when it completes; dropped before that (a timeout outside
 /// this layer, a client that went away), it records the call as
@@ -142,6 +154,7 @@ impl<S, C: Clock + 'static, K: Clone> Layer<S> for CircuitBreakerLayer<C, K> {
             inner,
             hold: self.hold.clone(),
             classify: self.classify.clone(),
+            shed: None,
         }
     }
 }
@@ -186,6 +199,9 @@ pub struct CircuitBreakerService<S, C: Clock + 'static = DefaultClock, K = ErrIs
     inner: S,
     hold: Hold<C>,
     classify: K,
+    /// The state of the breaker whose rejection made `poll_ready` ready without
+    /// the inner service: the next `call` is rejected.
+    shed: Option<crate::State>,
 }
 
 /// An admitted call in a response future: its breaker (a [`hold`] taken for the
@@ -243,6 +259,7 @@ impl<S, C: Clock + 'static> CircuitBreakerService<S, C> {
             inner,
             hold: Hold::new(breaker),
             classify: ErrIsFailure,
+            shed: None,
         }
     }
 }
@@ -255,6 +272,7 @@ impl<S, C: Clock + 'static, K> CircuitBreakerService<S, C, K> {
             inner: self.inner,
             hold: self.hold,
             classify,
+            shed: self.shed,
         }
     }
 
@@ -289,14 +307,23 @@ where
     type Error = Error<S::Error>;
     type Future = ResponseFuture<S::Future, K, C>;
 
-    /// The inner service's readiness. Takes no permit: a ready service whose breaker
-    /// is open still rejects in `call`, and readiness never uses a probe.
+    /// Ready at once while the breaker is Open inside its cooldown or forced open
+    /// (the next call is rejected); otherwise the inner service's readiness, an
+    /// error counted as a failed call (see [`CircuitBreakerLayer`]). Takes no
+    /// permit: readiness never uses a probe.
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Error::Inner)
+        self.poll_ready_inner(cx).map_err(Error::Inner)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
+        if let Some(readied) = self.shed.take() {
+            return ResponseFuture {
+                state: State::Rejected {
+                    rejected: self.shed(readied),
+                },
+            };
+        }
         // Cloned first: nothing that can panic runs between the admission and its
         // guard.
         let classify = self.classify.clone();
@@ -323,12 +350,75 @@ where
     }
 }
 
+impl<S, C: Clock + 'static, K> CircuitBreakerService<S, C, K> {
+    /// `poll_ready` with the inner service's error (`HttpService` passes it on as
+    /// it is).
+    #[inline]
+    pub(crate) fn poll_ready_inner<Request>(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), S::Error>>
+    where
+        S: Service<Request>,
+        K: Classify<S::Response, S::Error>,
+    {
+        // An open breaker answers without the inner service, which a sick
+        // dependency may never make ready.
+        self.shed = self.hold.breaker().rejecting().map(|r| r.state());
+        if self.shed.is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        match ready!(self.inner.poll_ready(cx)) {
+            Ok(()) => Poll::Ready(Ok(())),
+            Err(e) => {
+                let result: Result<S::Response, S::Error> = Err(e);
+                self.readiness_failed(&result);
+                Poll::Ready(result.map(drop))
+            }
+        }
+    }
+
+    /// The rejection of a call whose readiness a rejection by the breaker in state
+    /// `readied` answered, counted: the inner service was not made ready, so the
+    /// call is rejected, as the breaker rejects now or, if it has stopped
+    /// rejecting since (its cooldown over, a reset), with a retry time of zero.
+    #[cold]
+    #[inline(never)]
+    fn shed(&self, readied: crate::State) -> Rejected {
+        let breaker = self.hold.breaker();
+        breaker.count_rejection();
+        breaker
+            .rejecting()
+            .unwrap_or_else(|| Rejected::after_ms(readied, 0))
+    }
+
+    /// Records the inner service's readiness error `result` as a call's outcome,
+    /// on a call admitted for it (a rejection, counted, if the breaker turns it
+    /// away).
+    #[cold]
+    #[inline(never)]
+    fn readiness_failed<T, E>(&self, result: &Result<T, E>)
+    where
+        K: Classify<T, E>,
+    {
+        // Classified before the admission: nothing that can panic runs between
+        // the admission and its record.
+        let outcome = self.classify.classify(result);
+        let breaker = self.hold.breaker();
+        if let Ok(ticket) = breaker.acquire() {
+            breaker.record(ticket, outcome);
+        }
+    }
+}
+
 impl<S: Clone, C: Clock + 'static, K: Clone> Clone for CircuitBreakerService<S, C, K> {
     fn clone(&self) -> Self {
         CircuitBreakerService {
             inner: self.inner.clone(),
             hold: self.hold.clone(),
             classify: self.classify.clone(),
+            // A clone is not ready (tower's contract), whatever `self` is.
+            shed: None,
         }
     }
 }

@@ -134,6 +134,215 @@ fn poll_ready_takes_no_probe() {
     assert_eq!(b.state(), State::Closed);
 }
 
+/// A dependency that applies backpressure and is never ready (a concurrency
+/// limit whose permits hung calls hold, a connection pool still connecting): counts
+/// how often its readiness is asked for.
+#[derive(Clone)]
+struct NeverReady {
+    asked: Arc<AtomicU32>,
+}
+
+impl<R> Service<R> for NeverReady {
+    type Response = hyper::Response<String>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        Poll::Pending
+    }
+    fn call(&mut self, _: R) -> Self::Future {
+        unreachable!("never ready, so never called")
+    }
+}
+
+/// An open breaker answers at once, without asking a service that is not ready:
+/// a request through it was `Pending` for as long as the sick dependency was not
+/// ready (its readiness asked at every poll), and never got its rejection or its
+/// 503 (a reviewer's finding). Readiness still takes no probe, a second
+/// `poll_ready` decides afresh, and a service made ready so and dropped counts
+/// nothing.
+#[test]
+fn an_open_breaker_is_ready_at_once_and_rejects_without_asking_a_service_that_is_not_ready() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let asked = Arc::new(AtomicU32::new(0));
+    let backend = NeverReady {
+        asked: asked.clone(),
+    };
+    let _ = b.call(|| Err::<(), _>("trip"));
+    clock.advance(Duration::from_millis(500));
+
+    // The http layer: a 503 with Retry-After at the first poll.
+    #[cfg(feature = "http")]
+    {
+        let app = cutout::http::HttpLayer::new(b.clone()).layer(backend.clone());
+        match poll_once(pin!(app.oneshot(()))) {
+            Poll::Ready(Ok(response)) => {
+                assert_eq!(response.status(), hyper::StatusCode::SERVICE_UNAVAILABLE);
+                assert_eq!(response.headers()[hyper::header::RETRY_AFTER], "30");
+            }
+            other => panic!("expected a 503 at once, got {other:?}"),
+        }
+    }
+    #[cfg(not(feature = "http"))]
+    assert!(b.try_acquire().is_err()); // the same count as the 503's rejection
+    // The tower layer: the rejection at the first poll, its retry time exact.
+    let svc = CircuitBreakerLayer::new(b.clone()).layer(backend.clone());
+    match poll_once(pin!(svc.clone().oneshot(()))) {
+        Poll::Ready(Err(Error::Rejected(r))) => {
+            assert_eq!(r.state(), State::Open);
+            assert_eq!(r.retry_after(), Some(COOLDOWN - Duration::from_millis(500)));
+        }
+        other => panic!("expected a rejection at once, got {other:?}"),
+    }
+    assert_eq!(asked.load(Ordering::Relaxed), 0, "the dependency untouched");
+    assert_eq!(
+        b.metrics().lifetime.rejected,
+        2,
+        "each request one rejection"
+    );
+
+    // Made ready by the open breaker, then dropped without a call: nothing counted.
+    let mut idle = svc.clone();
+    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut idle))).is_ready());
+    drop(idle);
+    assert_eq!(b.metrics().lifetime.rejected, 2);
+
+    // Ready for the open breaker; reset before the call: the next `poll_ready`
+    // asks the inner service again, which is not ready.
+    let mut svc2 = svc.clone();
+    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut svc2))).is_ready());
+    b.reset();
+    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut svc2))).is_pending());
+    assert_eq!(asked.load(Ordering::Relaxed), 1);
+
+    // Ready for the open breaker, and the cooldown ends before the call: the
+    // inner service was not made ready, so the call is rejected, retrying at once.
+    let mut late = svc.clone();
+    b.reset();
+    let _ = b.call(|| Err::<(), _>("trip"));
+    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut late))).is_ready());
+    clock.advance(COOLDOWN);
+    match poll_once(pin!(late.call(()))) {
+        Poll::Ready(Err(Error::Rejected(r))) => {
+            assert_eq!(
+                (r.state(), r.retry_after()),
+                (State::Open, Some(Duration::ZERO))
+            );
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert_eq!(b.state(), State::Open, "no probe taken by it");
+    assert_eq!(asked.load(Ordering::Relaxed), 1);
+
+    // Forced open: rejected until reset, at once.
+    b.force_open();
+    match poll_once(pin!(svc.clone().oneshot(()))) {
+        Poll::Ready(Err(Error::Rejected(r))) => {
+            assert_eq!((r.state(), r.retry_after()), (State::ForcedOpen, None));
+        }
+        other => panic!("expected a rejection at once, got {other:?}"),
+    }
+
+    // After the cooldown the inner service decides readiness; no probe is taken
+    // for it, and the breaker stays Open until a call.
+    b.reset();
+    let _ = b.call(|| Err::<(), _>("trip"));
+    clock.advance(COOLDOWN);
+    let mut svc3 = svc.clone();
+    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut svc3))).is_pending());
+    assert_eq!(asked.load(Ordering::Relaxed), 2);
+    assert_eq!(b.state(), State::Open, "readiness moved nothing");
+}
+
+/// A dependency whose failures surface from `poll_ready`, as a `Reconnect`'s
+/// refused connection or a hyper `SendRequest` whose connection closed do.
+#[derive(Clone)]
+struct ReadinessFails {
+    asked: Arc<AtomicU32>,
+}
+
+impl Service<u16> for ReadinessFails {
+    type Response = u16;
+    type Error = &'static str;
+    type Future = std::future::Ready<Result<u16, &'static str>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        Poll::Ready(Err("connection refused"))
+    }
+    fn call(&mut self, _: u16) -> Self::Future {
+        unreachable!("its readiness failed")
+    }
+}
+
+/// An error from the inner service's readiness is a failed call: it was passed on
+/// and counted nowhere, so a breaker in front of a client whose connection errors
+/// come from readiness never opened (a reviewer's finding). Classified as a
+/// response's `Err`; on a call admitted for it, so a half-open probe's slot is
+/// taken by it; and once the breaker is open the dependency is not asked.
+#[test]
+fn a_readiness_error_is_a_failed_call_classified_as_a_responses_error() {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 3);
+    let asked = Arc::new(AtomicU32::new(0));
+    let failing = ReadinessFails {
+        asked: asked.clone(),
+    };
+    let svc = CircuitBreakerService::new(failing.clone(), b.clone());
+    for _ in 0..3 {
+        assert_eq!(
+            block_on(svc.clone().oneshot(200)),
+            Err(Error::Inner("connection refused"))
+        );
+    }
+    let m = b.metrics();
+    assert_eq!(m.state, State::Open);
+    assert_eq!(m.transitions(cutout::Reason::ConsecutiveFailures), 1);
+    assert_eq!((m.lifetime.admitted, m.lifetime.failures), (3, 3));
+    // Open: rejected at once, the dependency not asked.
+    assert!(matches!(
+        block_on(svc.clone().oneshot(200)),
+        Err(Error::Rejected(_))
+    ));
+    assert_eq!(asked.load(Ordering::Relaxed), 3);
+
+    // After the cooldown the readiness error is the probe's failure: reopened.
+    clock.advance(COOLDOWN);
+    assert_eq!(
+        block_on(svc.clone().oneshot(200)),
+        Err(Error::Inner("connection refused"))
+    );
+    let m = b.metrics();
+    assert_eq!(m.state, State::Open);
+    assert_eq!(m.transitions(cutout::Reason::ProbeFailed), 1);
+    assert_eq!(m.lifetime.failures, 4);
+
+    // A classifier that ignores the error ignores it from readiness too.
+    let lenient = Arc::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let ignoring =
+        CircuitBreakerService::new(failing, lenient.clone()).classify(|r: &Result<u16, &str>| {
+            match r {
+                Err(_) => Outcome::Ignored,
+                Ok(_) => Outcome::Success,
+            }
+        });
+    for _ in 0..5 {
+        assert_eq!(
+            block_on(ignoring.clone().oneshot(200)),
+            Err(Error::Inner("connection refused"))
+        );
+    }
+    let m = lenient.metrics();
+    assert_eq!(m.state, State::Closed);
+    assert_eq!((m.lifetime.admitted, m.lifetime.ignored), (5, 5));
+}
+
 /// A service whose response never comes (or panics when asked to).
 #[derive(Clone)]
 struct Hangs;

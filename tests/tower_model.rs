@@ -27,7 +27,9 @@
 //! this thread's spares behind) or back to the test's one handle once the calling
 //! thread exited. Calls are also checked against the admission the docs imply
 //! from a `metrics()` snapshot taken just before (Closed/Disabled admit,
-//! ForcedOpen rejects, Open admits a probe once `retry_after` is zero, HalfOpen
+//! ForcedOpen rejects, Open admits a probe once `retry_after` is zero, a call whose
+//! `poll_ready` the breaker answered (Open inside its cooldown, or forced open)
+//! is rejected, retrying at once if the breaker stopped rejecting since, HalfOpen
 //! admits while a slot is free within its timeout), and a rejection's
 //! `retry_after` against its documented bound. One run uses the default clock
 //! (its spares sit in the other per-thread list) with no duration in reach.
@@ -282,11 +284,16 @@ trait Svc {
     fn ready(&mut self) -> Poll<bool>;
     fn call(&mut self, req: Req) -> BoxFut;
     fn clone_box(&self) -> Box<dyn Svc>;
+    /// The model's note: the state of the breaker whose rejection answered this
+    /// service's last readiness (Open inside its cooldown, or forced open), until
+    /// its next call.
+    fn readied_by(&mut self) -> &mut Option<State>;
 }
 
 struct Wrapped<S: Service<Req>> {
     svc: S,
     map: fn(Result<S::Response, S::Error>) -> Obs,
+    readied_by: Option<State>,
 }
 
 impl<S> Svc for Wrapped<S>
@@ -308,7 +315,11 @@ where
         Box::new(Wrapped {
             svc: self.svc.clone(),
             map: self.map,
+            readied_by: None, // a clone is not ready
         })
+    }
+    fn readied_by(&mut self) -> &mut Option<State> {
+        &mut self.readied_by
     }
 }
 
@@ -380,6 +391,7 @@ impl<C: TestClock> LayerObj for TowerL<C> {
         Box::new(Wrapped {
             svc: self.layer.layer(self.backend.clone()),
             map: map_tower,
+            readied_by: None,
         })
     }
     fn clone_box(&self) -> Box<dyn LayerObj> {
@@ -399,6 +411,7 @@ impl<C: TestClock> LayerObj for HttpL<C> {
         Box::new(Wrapped {
             svc: self.layer.layer(self.backend.clone()),
             map: map_http,
+            readied_by: None,
         })
     }
     fn clone_box(&self) -> Box<dyn LayerObj> {
@@ -419,6 +432,7 @@ impl<C: TestClock> LayerObj for FallbackL<C> {
         Box::new(Wrapped {
             svc: self.fallback.layer(self.layer.layer(self.backend.clone())),
             map: map_fallback,
+            readied_by: None,
         })
     }
     fn clone_box(&self) -> Box<dyn LayerObj> {
@@ -819,6 +833,26 @@ impl<C: TestClock> World<C> {
         }
     }
 
+    /// Whether the breaker rejects at once, as `metrics()` says: Open inside its
+    /// cooldown, or forced open (what a service's readiness answers without its
+    /// inner service).
+    fn rejects(m: &cutout::Metrics) -> bool {
+        match m.state {
+            State::ForcedOpen => true,
+            State::Open => m.retry_after != Some(Duration::ZERO),
+            _ => false,
+        }
+    }
+
+    /// Readies service `i` (always ready: the backend is, and a rejecting
+    /// breaker answers for it), noting whether the breaker answered.
+    fn ready(&mut self, i: usize) {
+        let rejects = Self::rejects(&self.breaker().metrics());
+        let state = self.breaker().metrics().state;
+        assert_eq!(self.services[i].ready(), Poll::Ready(true));
+        *self.services[i].readied_by() = rejects.then_some(state);
+    }
+
     /// Whether the next call is admitted, as the docs say from a metrics snapshot
     /// (`None`: not decided by it here, e.g. a recovering ramp's share).
     fn predict_admission(&self, m: &cutout::Metrics) -> Option<bool> {
@@ -949,14 +983,20 @@ impl<C: TestClock> World<C> {
                     return;
                 };
                 if ready_first {
-                    assert_eq!(self.services[i].ready(), Poll::Ready(true));
+                    self.ready(i);
                 }
+                let readied_by = self.services[i].readied_by().take();
                 let id = self.next_id;
                 self.next_id += 1;
                 let req = Req { id, reply, pending };
                 let at = self.clock.nanos();
                 let before = self.breaker().metrics();
-                let predicted = self.predict_admission(&before);
+                // A call whose readiness the breaker's rejection answered is
+                // rejected: the inner service was not made ready for it.
+                let predicted = match readied_by {
+                    Some(_) => Some(false),
+                    None => self.predict_admission(&before),
+                };
                 let result = if reply == Reply::PanicInCall {
                     catch_unwind(AssertUnwindSafe(|| self.services[i].call(req)))
                 } else {
@@ -983,7 +1023,11 @@ impl<C: TestClock> World<C> {
                     self.expect.admitted += 1;
                 } else {
                     self.expect.rejected += 1;
-                    self.check_retry_after_bound(&m);
+                    // (A call readied by a breaker that has stopped rejecting
+                    // since retries at once: checked with its output.)
+                    if readied_by.is_none() || Self::rejects(&m) {
+                        self.check_retry_after_bound(&m);
+                    }
                 }
                 let fut = match result {
                     Ok(fut) => {
@@ -1014,7 +1058,13 @@ impl<C: TestClock> World<C> {
                         generation: m.generation,
                         at,
                     },
-                    rejected_as: (!admitted).then_some((m.state, m.retry_after)),
+                    // As the breaker rejects now; one whose readiness the
+                    // breaker answered and which has stopped rejecting since:
+                    // by the state that answered, retry at once.
+                    rejected_as: (!admitted).then_some(match readied_by {
+                        Some(state) if !Self::rejects(&m) => (state, Some(Duration::ZERO)),
+                        _ => (m.state, m.retry_after),
+                    }),
                     phase: Phase::Live,
                 });
             }
@@ -1023,7 +1073,7 @@ impl<C: TestClock> World<C> {
                     return;
                 };
                 let before = self.breaker().metrics();
-                assert_eq!(self.services[i].ready(), Poll::Ready(true));
+                self.ready(i);
                 assert_eq!(
                     self.timeless(self.breaker().metrics()),
                     self.timeless(before),

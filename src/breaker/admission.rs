@@ -75,11 +75,7 @@ impl<C: Clock> CircuitBreaker<C> {
         deadline: u64,
         reading: u64,
     ) -> Option<Rejected> {
-        // No overflow: a deadline is at most `ticks_max`, the last tick a reading
-        // can reach from `origin`.
-        let at = self
-            .origin
-            .saturating_add(deadline.saturating_sub(self.bias) * NANOS_PER_TICK);
+        let at = self.reading_at(deadline);
         if reading >= at {
             return None;
         }
@@ -90,6 +86,57 @@ impl<C: Clock> CircuitBreaker<C> {
                 .store(s.key().to_bits(), Ordering::Relaxed);
         }
         Some(self.reject(r, State::Open, (at - reading).div_ceil(NANOS_PER_TICK)))
+    }
+
+    /// The clock reading at which tick `deadline` starts.
+    fn reading_at(&self, deadline: u64) -> u64 {
+        // No overflow: a deadline is at most `ticks_max`, the last tick a reading
+        // can reach from `origin`.
+        self.origin
+            .saturating_add(deadline.saturating_sub(self.bias) * NANOS_PER_TICK)
+    }
+
+    /// The rejection a call would meet now, if the breaker is Open inside its
+    /// cooldown or forced open; `None` in every other state, where only an
+    /// admission decides (it may take a probe slot, ask the ramp, or end the
+    /// cooldown). A pure read: it counts, moves and caches nothing. For a tower
+    /// service that answers its readiness for an open breaker without asking the
+    /// service behind it (see `CircuitBreakerService::poll_ready`); the call it
+    /// turns away is counted by [`count_rejection`](Self::count_rejection).
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn rejecting(&self) -> Option<Rejected> {
+        let s = self.hot.word.load();
+        if s.is_closed() {
+            return None;
+        }
+        self.rejecting_not_closed(s)
+    }
+
+    #[cfg(feature = "tower")]
+    #[cold]
+    #[inline(never)]
+    fn rejecting_not_closed(&self, s: Snapshot) -> Option<Rejected> {
+        match s.state() {
+            State::ForcedOpen => Some(Rejected::until_reset(State::ForcedOpen)),
+            State::Open => {
+                let at = self.reading_at(self.phase_ticks(s)?);
+                let reading = self.clock.now();
+                (reading < at).then(|| {
+                    Rejected::after_ms(State::Open, (at - reading).div_ceil(NANOS_PER_TICK))
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Counts a call turned away by a rejection [`rejecting`](Self::rejecting)
+    /// found, as the admission it stands for would have.
+    #[cfg(feature = "tower")]
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn count_rejection(&self) {
+        self.bump_and_check_clock(self.hot.stripes.mine(), Counter::Rejected);
     }
 
     /// The lean rejection: the rejection of a call by the Open phase `s` if the
