@@ -29,8 +29,9 @@ pub struct Metrics {
     /// As a rejection's [`retry_after`](crate::Rejected::retry_after) would say now.
     /// Open: time left in the cooldown. HalfOpen: zero while a probe slot is free,
     /// else the time left until the half-open timeout, but at most the cooldown a
-    /// failed round would start. Closed, Disabled and Recovering: zero. ForcedOpen:
-    /// `None`.
+    /// failed round would start; once the round has lasted the half-open timeout,
+    /// free slot or not, the cooldown its reopening (by the next call) will start.
+    /// Closed, Disabled and Recovering: zero. ForcedOpen: `None`.
     pub retry_after: Option<Duration>,
     /// The sliding window's counts (zero outside Closed and Recovering, or without
     /// a window).
