@@ -152,11 +152,15 @@ impl<C: Clock> CircuitBreaker<C> {
         G: FnOnce(Rejected) -> FB,
         FB: Future<Output = Result<T, E>>,
     {
-        match self.call_async(call).await {
-            Ok(value) => Ok(value),
-            Err(Error::Inner(e)) => Err(e),
-            Err(Error::Rejected(rejected)) => fallback(rejected).await,
-        }
+        // The rejection out of the `match` before the fallback is awaited: a
+        // scrutinee held across that `await` would make the future `Send` only
+        // with `T` and `E` `Send` too.
+        let rejected = match self.call_async(call).await {
+            Ok(value) => return Ok(value),
+            Err(Error::Inner(e)) => return Err(e),
+            Err(Error::Rejected(rejected)) => rejected,
+        };
+        fallback(rejected).await
     }
 
     /// The async [`call_or_recover`](Self::call_or_recover): runs the future `call`
@@ -209,10 +213,13 @@ impl<C: Clock> CircuitBreaker<C> {
         G: FnOnce(Error<E>) -> FB,
         FB: Future<Output = Result<T, E2>>,
     {
-        match self.call_async(call).await {
-            Ok(value) => Ok(value),
-            Err(error) => fallback(error).await,
-        }
+        // As in `call_async_or_else`: nothing of the call's held across the
+        // fallback's `await`.
+        let error = match self.call_async(call).await {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        fallback(error).await
     }
 }
 

@@ -133,6 +133,9 @@ pin_project! {
     /// listener's panic during admission (the first poll after a cooldown moves the
     /// breaker to HalfOpen) reaches the poller too, but poisons nothing: no permit
     /// was taken, the call has not run, and the next poll asks for a permit again.
+    /// A wrapped future whose drop panics after it completed has its outcome
+    /// recorded first; the panic reaches the poller, and the future is done (a
+    /// later poll returns `Pending`).
     ///
     /// # Examples
     /// ```
@@ -246,8 +249,10 @@ where
             }
             Poll::Ready(result) => {
                 let outcome = classify.classify(&result);
-                this.call.set(None);
+                // Recorded before the call is dropped: a call whose drop panics
+                // loses no outcome (the future is then done).
                 permit.record(outcome);
+                this.call.set(None);
                 Poll::Ready(result.map_err(Error::Inner))
             }
         }

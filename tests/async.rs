@@ -239,6 +239,45 @@ fn the_future_is_send_when_its_inner_future_is() {
     assert_eq!(block_on(with), Ok(1));
 }
 
+/// A wrapped future that fails and then panics when dropped: its failure is
+/// recorded before it is dropped (it was dropped first, and the panic left the
+/// call counted as dropped, the failure lost: a reviewer's finding), the panic
+/// reaches the poller, and the future is done.
+#[test]
+fn a_call_whose_drop_panics_after_it_completed_keeps_its_outcome() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("the call's future panicked in its drop");
+            }
+        }
+    }
+    struct FailsThenPanicsOnDrop(#[allow(dead_code)] PanicsOnDrop);
+    impl Future for FailsThenPanicsOnDrop {
+        type Output = Result<(), &'static str>;
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+            Poll::Ready(Err("connection refused"))
+        }
+    }
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let mut call = pin!(b.call_async(FailsThenPanicsOnDrop(PanicsOnDrop)));
+    let first = catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut())));
+    assert!(first.is_err(), "the drop's panic reaches the poller");
+    let m = b.metrics();
+    assert_eq!(
+        (m.lifetime.admitted, m.lifetime.failures, m.lifetime.dropped),
+        (1, 1, 0)
+    );
+    assert_eq!(m.state, State::Open);
+    assert!(poll_once(call.as_mut()).is_pending(), "done");
+    assert_eq!(format!("{:?}", call), "CallAsync { stage: \"done\", .. }");
+}
+
 #[test]
 fn the_default_classifier_is_named_and_takes_no_room() {
     use cutout::{CallAsync, ErrIsFailure};

@@ -631,3 +631,25 @@ mod tower_form {
     }
     impl<S, L: tower::Layer<S>> LayerService<S> for L {}
 }
+
+/// The async fallbacks' futures are `Send` when the call, the fallback and its
+/// future are, as documented, whatever the call's output and error: with
+/// `Box<dyn Error>` (not `Send`) as the call's error they were not, since the
+/// call's result was held across the fallback's `await` (a reviewer's finding).
+#[test]
+fn the_async_fallbacks_are_send_whatever_the_calls_error() {
+    fn assert_send<T: Send>(_: &T) {}
+    type BoxError = Box<dyn std::error::Error>;
+    let b = CircuitBreaker::builder().build().unwrap();
+    let or_else = b.call_async_or_else(async { Ok::<u8, BoxError>(1) }, |_: Rejected| async {
+        Ok::<u8, BoxError>(0)
+    });
+    assert_send(&or_else);
+    let or_recover = b.call_async_or_recover(
+        async { Err::<u8, BoxError>("down".into()) },
+        |_: Error<BoxError>| async { Ok::<u8, &'static str>(0) },
+    );
+    assert_send(&or_recover);
+    assert_eq!(block_on(or_else).unwrap(), 1);
+    assert_eq!(block_on(or_recover), Ok(0));
+}
