@@ -440,6 +440,12 @@ pin_project! {
     /// records it as [`Dropped`](crate::Dropped) says (by default ignored, giving a
     /// half-open slot back). Polling it again after it
     /// completed returns `Pending`.
+    ///
+    /// The inner future is dropped as soon as it completes, before its outcome is
+    /// recorded, so an inner future whose `Drop` panics then (which Rust code
+    /// should never do) counts its call as dropped, not as its response. (Recording
+    /// first would cost every call about ten instructions; `CallAsync` records
+    /// first, at no cost.)
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<F, K, C = DefaultClock>
     where

@@ -343,6 +343,46 @@ fn a_readiness_error_is_a_failed_call_classified_as_a_responses_error() {
     assert_eq!((m.lifetime.admitted, m.lifetime.ignored), (5, 5));
 }
 
+/// A response future that fails and then panics when dropped: as documented, it is
+/// dropped before its outcome is recorded, so the call counts as dropped (not as
+/// its failure: that would cost every call about ten instructions), nothing is
+/// lost uncounted, the panic reaches the poller, and the future is done.
+#[test]
+fn a_response_future_whose_drop_panics_counts_as_dropped() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("the response future panicked in its drop");
+            }
+        }
+    }
+    struct FailsThenPanicsOnDrop(#[allow(dead_code)] PanicsOnDrop);
+    impl Future for FailsThenPanicsOnDrop {
+        type Output = Result<u16, std::io::Error>;
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+            Poll::Ready(Err(std::io::Error::other("connection reset")))
+        }
+    }
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    let mut svc = CircuitBreakerService::new(
+        service_fn(|_: ()| FailsThenPanicsOnDrop(PanicsOnDrop)),
+        b.clone(),
+    );
+    assert!(poll_once(pin!(svc.ready())).is_ready());
+    let mut response = pin!(svc.call(()));
+    let first = catch_unwind(AssertUnwindSafe(|| poll_once(response.as_mut())));
+    assert!(first.is_err(), "the drop's panic reaches the poller");
+    let m = b.metrics();
+    assert_eq!(
+        (m.lifetime.admitted, m.lifetime.failures, m.lifetime.dropped),
+        (1, 0, 1)
+    );
+    assert_eq!(m.state, State::Closed);
+    assert!(poll_once(response.as_mut()).is_pending(), "done");
+}
+
 /// A service whose response never comes (or panics when asked to).
 #[derive(Clone)]
 struct Hangs;
