@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Peer, Redis, namespace, redis_available, wait_for};
+use common::{Peer, Redis, builder, config, namespace, redis_available, wait_for, within};
 use cutout::{CircuitBreaker, Reason, State};
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{
@@ -53,36 +53,6 @@ fn listing(id: &str, sent_at: SystemTime, open: &[(&str, SystemTime, u32)], more
         more,
     })
     .encode()
-}
-
-fn config(redis: &Redis, ns: &str, id: &str) -> FleetConfig {
-    FleetConfig::new(redis.url())
-        .namespace(ns.to_string())
-        .instance_id(id)
-        .heartbeat_every(Duration::from_millis(100))
-        .live_after(Duration::from_secs(1))
-        .join_wait(Duration::from_secs(2))
-}
-
-/// Opens on the first failure, for 30 s.
-fn builder() -> cutout::Builder<cutout::DefaultClock> {
-    CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_secs(30))
-}
-
-/// Polls until `f` holds or `limit` passes; whether it held.
-fn within(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 // ---------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-//! A `redis-server` on a free loopback port in a temporary directory, and fleet
-//! instances as child processes driven over stdin. Every wait is bounded.
+//! A `redis-server` on a free loopback port in a temporary directory, fleet
+//! instances as child processes driven over stdin, simulated peers, and the
+//! settings the in-process tests share. Every wait is bounded.
 
 #![allow(dead_code)]
 
-use cutout::State;
-use cutout_fleet::{Heartbeat, Message, OpenEntry, Report};
+use cutout::{CircuitBreaker, State};
+use cutout_fleet::{FleetConfig, Heartbeat, Message, OpenEntry, Report};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -99,6 +100,57 @@ pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     while !f() {
         assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Polls `f` every 5 ms until it holds or `limit` passes; whether it held.
+pub fn within(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The fleet instance `id` of namespace `ns` (quorum 2 by default): heartbeats
+/// every 100 ms, peers live for 1 s after their last one, a join wait of 2 s.
+pub fn config(redis: &Redis, ns: &str, id: &str) -> FleetConfig {
+    FleetConfig::new(redis.url())
+        .namespace(ns.to_string())
+        .instance_id(id)
+        .heartbeat_every(Duration::from_millis(100))
+        .live_after(Duration::from_secs(1))
+        .join_wait(Duration::from_secs(2))
+}
+
+/// Opens on the first failure, for 30 s: only a quorum or its own call moves it.
+pub fn builder() -> cutout::Builder<cutout::DefaultClock> {
+    CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(30))
+}
+
+/// The keys, with their generations, that instance `id`'s heartbeat key (what
+/// joiners read) lists Open.
+pub fn heartbeat_lists(redis: &Redis, ns: &str, id: &str) -> Vec<(String, u32)> {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap();
+    let bytes: Option<Vec<u8>> = redis::cmd("GET")
+        .arg(format!("{ns}:hb:{id}"))
+        .query(&mut con)
+        .unwrap();
+    match bytes.map(|b| Message::decode(&b, SystemTime::now(), Duration::from_secs(600))) {
+        Some(Ok(Message::Heartbeat(h))) => {
+            h.open.into_iter().map(|e| (e.key, e.generation)).collect()
+        }
+        _ => Vec::new(),
     }
 }
 
