@@ -15,15 +15,24 @@ use std::num::NonZeroUsize;
 ///
 /// assert_eq!(Quorum::default().needed(10), 2);
 /// let half = Quorum::Fraction { of_live: 0.5, at_least: NonZeroUsize::new(2).unwrap() };
-/// assert_eq!(half.needed(9), 5); // ceil(0.5 * 9)
+/// assert_eq!(half.needed(9), 5); // 4 of 9 is under half
 /// assert_eq!(half.needed(2), 2); // never fewer than `at_least`
+/// // A whole share asks for exactly that share: 7 of 100, 2 of 3.
+/// let one = NonZeroUsize::MIN;
+/// assert_eq!(Quorum::Fraction { of_live: 0.07, at_least: one }.needed(100), 7);
+/// assert_eq!(Quorum::Fraction { of_live: 2.0 / 3.0, at_least: one }.needed(3), 2);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Quorum {
     /// At least this many live peers.
     AtLeast(NonZeroUsize),
     /// At least this share (in (0, 1]) of the live peers, rounded up, and never
-    /// fewer than `at_least`.
+    /// fewer than `at_least`: the fewest peers `k` such that `k / live`, computed
+    /// in `f64` (rounded to the nearest, as `of_live` itself is), is at least
+    /// `of_live`. So a share that is exactly `k / live`, written as a decimal
+    /// (`0.07` of 100) or a quotient (`2.0 / 3.0` of 3), asks for exactly `k`,
+    /// although `0.07 * 100.0` is `7.000000000000001` in `f64`. With no live
+    /// peer, `at_least`.
     Fraction {
         /// The share of live peers.
         of_live: f64,
@@ -49,9 +58,7 @@ impl Quorum {
         match self {
             Quorum::AtLeast(k) => k.get(),
             Quorum::Fraction { of_live, at_least } => {
-                let share = (of_live.clamp(0.0, 1.0) * live_peers as f64).ceil();
-                // `share` is in [0, live_peers]: the cast is exact.
-                (share as usize).max(at_least.get())
+                share_of(of_live, live_peers).max(at_least.get())
             }
         }
     }
@@ -62,4 +69,28 @@ impl Quorum {
             Quorum::Fraction { of_live, .. } => of_live > 0.0 && of_live <= 1.0,
         }
     }
+}
+
+/// The fewest of `live` peers whose share, `k / live` rounded to an `f64`, is at
+/// least `of_live` (clamped to [0, 1]); 0 of none, and 0 for a NaN share (which
+/// no valid `Quorum` has).
+fn share_of(of_live: f64, live: usize) -> usize {
+    if of_live.is_nan() {
+        return 0;
+    }
+    let share = of_live.clamp(0.0, 1.0);
+    let meets = |k: usize| k as f64 / live as f64 >= share;
+    // The product's rounding puts its ceiling a peer or so off the answer
+    // (`0.07 * 100.0` is `7.000000000000001`): an estimate (saturating, cut to
+    // `live`), then corrected to the fewest `k` that meet the share. `meets`
+    // only grows with `k`, and `k = live` meets any share (1.0), so both loops
+    // end, after a step or none.
+    let mut k = ((share * live as f64).ceil() as usize).min(live);
+    while k > 0 && meets(k - 1) {
+        k -= 1;
+    }
+    while k < live && !meets(k) {
+        k += 1;
+    }
+    k
 }

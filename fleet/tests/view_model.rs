@@ -21,7 +21,9 @@
 //!   further than `max_open` ahead is refused (a transition whole, a heartbeat
 //!   entry alone), counted `deadline_too_far`;
 //! - an external open (an echo of a quorum) is shown but never counts;
-//! - a quorum is `Quorum::needed(live peers)` non-external reports, and its
+//! - a quorum is as many non-external reports as `Quorum` asks of the live
+//!   peers (`AtLeast(k)`: `k`; `Fraction`: the fewest `k` whose share `k / live`,
+//!   in `f64`, is at least `of_live`, and never fewer than `at_least`), and its
 //!   deadline the earliest of them.
 
 use cutout::{Reason, State};
@@ -250,12 +252,15 @@ impl Model {
         until > self.wall + MAX_OPEN_MS
     }
 
+    /// `Quorum`'s documented rule, by search: the fewest of the live peers whose
+    /// share is at least the fraction (none of none).
     fn needed(quorum: Quorum, live: usize) -> usize {
         match quorum {
             Quorum::AtLeast(k) => k.get(),
-            Quorum::Fraction { of_live, at_least } => {
-                ((of_live * live as f64).ceil() as usize).max(at_least.get())
-            }
+            Quorum::Fraction { of_live, at_least } => (0..=live)
+                .find(|&k| live == 0 || k as f64 / live as f64 >= of_live)
+                .expect("all the live peers are every share")
+                .max(at_least.get()),
         }
     }
 
@@ -424,6 +429,10 @@ fn quorums() -> Vec<Quorum> {
         Quorum::Fraction {
             of_live: 0.75,
             at_least: n(2),
+        },
+        Quorum::Fraction {
+            of_live: 2.0 / 3.0,
+            at_least: n(1),
         },
     ]
 }
@@ -708,4 +717,58 @@ fn a_report_refused_for_overflow_is_not_counted_not_live() {
     assert_eq!(s.overflow, 1, "the last is refused");
     assert_eq!(s.accepted, max as u64);
     assert_eq!(s.not_live, max as u64, "only the kept reports are not_live");
+}
+
+fn fraction(of_live: f64) -> Quorum {
+    Quorum::Fraction {
+        of_live,
+        at_least: NonZeroUsize::MIN,
+    }
+}
+
+/// `Quorum::Fraction`: "At least this share (in (0, 1]) of the live peers,
+/// rounded up". 7% of 100 live peers is 7, 55% of 100 is 55, 14% of 50 is 7, 28%
+/// of 25 is 7; multiplied in binary floating point (`0.07 * 100.0` is
+/// `7.000000000000001`) and rounded up, the share asked for 8, 56, 8 and 8: one
+/// peer more than the configured share, so exactly that share of peers reporting
+/// a key Open never opened it.
+#[test]
+fn a_fraction_quorum_of_a_whole_share_asks_for_exactly_that_share() {
+    let got = [
+        (fraction(0.07).needed(100), 7),
+        (fraction(0.55).needed(100), 55),
+        (fraction(0.14).needed(50), 7),
+        (fraction(0.28).needed(25), 7),
+        (fraction(2.0 / 3.0).needed(3), 2),
+        (fraction(2.0 / 3.0).needed(300), 200),
+    ];
+    assert!(
+        got.iter().all(|(needed, share)| needed == share),
+        "(needed, the share rounded up): {got:?}"
+    );
+}
+
+/// Every share in thousandths, of every count of live peers a view holds: a
+/// fraction of `p / 1000` asks for `ceil(p * live / 1000)` peers (in integers,
+/// exact), at least one, as the model's rule (a search, compared up to 64 live
+/// peers) says too; and the floor `at_least` holds.
+#[test]
+fn a_fraction_quorum_rounds_a_decimal_share_up_exactly() {
+    for p in 1..=1000usize {
+        let of_live = p as f64 / 1000.0;
+        for live in 0..=cutout_fleet::MAX_PEERS {
+            let exact = (p * live).div_ceil(1000).max(1);
+            let needed = fraction(of_live).needed(live);
+            assert_eq!(needed, exact, "{p}/1000 of {live} live peers");
+            if live <= 64 {
+                assert_eq!(needed, Model::needed(fraction(of_live), live), "the model");
+            }
+        }
+    }
+    let floor = Quorum::Fraction {
+        of_live: 0.001,
+        at_least: NonZeroUsize::new(3).unwrap(),
+    };
+    assert_eq!((floor.needed(10), floor.needed(2_000)), (3, 3));
+    assert_eq!(floor.needed(3_001), 4);
 }
