@@ -52,9 +52,9 @@ struct Attached {
     prune_at: usize,
     /// Registries: every key.
     registries: Vec<Weak<dyn Target>>,
-    /// Per key, the reports (instance, generation) a quorum was last applied
-    /// from: the same reports do not open a breaker again after its own probes
-    /// closed it.
+    /// Per key, the reports (instance, generation) a quorum was applied from, each
+    /// kept while its peer holds it (live or not): the same reports do not open a
+    /// breaker again after its own probes closed it.
     applied: HashMap<String, ReportIds>,
 }
 
@@ -104,29 +104,7 @@ impl Fleet {
     /// # Errors
     /// [`FleetError`] for a setting out of range or a URL that does not parse.
     pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
-        config.validate()?;
-        let client =
-            redis::Client::open(config.url.as_str()).map_err(|e| FleetError::Url(e.to_string()))?;
-        let counters = Arc::new(Counters::default());
-        let view = FleetView::new(
-            ViewState::new(
-                config.instance_id.clone(),
-                config.live_after,
-                config.max_open,
-            ),
-            counters.clone(),
-        );
-        let inner = Arc::new(Inner {
-            queue: ArrayQueue::new(config.queue_capacity),
-            config,
-            client,
-            view,
-            counters,
-            publisher: OnceLock::new(),
-            stop: AtomicBool::new(false),
-            attached: Mutex::new(Attached::default()),
-            synced: (Mutex::new(false), Condvar::new()),
-        });
+        let inner = Arc::new(Inner::new(config)?);
         let publisher = spawn(&inner, "cutout-fleet-publish", publish_loop)?;
         let _ = inner.publisher.set(publisher.thread().clone());
         let subscriber = spawn(&inner, "cutout-fleet-subscribe", subscribe_loop)?;
@@ -324,6 +302,33 @@ impl Attached {
 }
 
 impl Inner {
+    /// The fleet's shared state, before its threads start.
+    fn new(config: FleetConfig) -> Result<Inner, FleetError> {
+        config.validate()?;
+        let client =
+            redis::Client::open(config.url.as_str()).map_err(|e| FleetError::Url(e.to_string()))?;
+        let counters = Arc::new(Counters::default());
+        let view = FleetView::new(
+            ViewState::new(
+                config.instance_id.clone(),
+                config.live_after,
+                config.max_open,
+            ),
+            counters.clone(),
+        );
+        Ok(Inner {
+            queue: ArrayQueue::new(config.queue_capacity),
+            config,
+            client,
+            view,
+            counters,
+            publisher: OnceLock::new(),
+            stop: AtomicBool::new(false),
+            attached: Mutex::new(Attached::default()),
+            synced: (Mutex::new(false), Condvar::new()),
+        })
+    }
+
     fn lock_attached(&self) -> std::sync::MutexGuard<'_, Attached> {
         // Plain data, consistent between statements: usable after a panic.
         self.attached.lock().unwrap_or_else(PoisonError::into_inner)
@@ -449,7 +454,12 @@ impl Inner {
                 if !fresh {
                     continue;
                 }
-                *applied = ids;
+                // Added to, not replaced: a report applied before whose peer is
+                // not live now (a late heartbeat) is still one applied, and its
+                // peer's return must not make it new. Bounded: each call drops
+                // (`gone`, above) the ids no peer holds any more, and a peer holds
+                // one report a key, so a key's set is at most one id a peer.
+                applied.extend(ids);
                 let Ok(left) = until.duration_since(wall) else {
                     continue;
                 };
@@ -837,6 +847,58 @@ mod tests {
             panic!("refused");
         };
         assert_eq!((few.open.len(), few.more), (3, false));
+    }
+
+    /// The reports a key's quorum was applied from are added to on each fresh
+    /// quorum, and each application forgets those no peer holds any more: a
+    /// peer that trips again and again (a new generation each time, each a fresh
+    /// quorum with another peer's standing report) leaves one id a peer, not one
+    /// a trip; once no peer reports the key, the key is forgotten.
+    #[test]
+    fn the_reports_applied_stay_one_a_peer() {
+        let inner = Inner::new(FleetConfig::new("redis://127.0.0.1:9/")).unwrap();
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let until = wall + Duration::from_secs(20);
+        let transition = |id: &str, generation: u32, open: bool| {
+            Message::Transition(Report {
+                key: "db".into(),
+                instance: id.into(),
+                generation,
+                state: if open { State::Open } else { State::Closed },
+                open_until: open.then_some(until),
+                level: 0,
+                reason: cutout::Reason::ConsecutiveFailures.as_str().into(),
+            })
+            .encode()
+        };
+        let apply = |bytes: &[u8]| {
+            let changed = inner.view.lock().apply(bytes, now, wall);
+            assert_eq!(changed, ["db"], "applied");
+            inner.apply_quorum(&changed);
+        };
+        let applied = || {
+            let mut ids: Vec<(String, u32)> = inner
+                .lock_attached()
+                .applied
+                .get("db")
+                .map(|ids| ids.iter().cloned().collect())
+                .unwrap_or_default();
+            ids.sort();
+            ids
+        };
+        for id in ["a", "b"] {
+            let beat = heartbeat(id, wall, Vec::new());
+            assert!(inner.view.lock().apply(&beat, now, wall).is_empty());
+        }
+        apply(&transition("b", 1, true));
+        for generation in 1..=100 {
+            apply(&transition("a", generation, true));
+            assert_eq!(applied(), [("a".into(), generation), ("b".into(), 1)]);
+        }
+        apply(&transition("a", 101, false));
+        assert_eq!(applied(), [("b".to_string(), 1)], "a's report withdrawn");
+        apply(&transition("b", 2, false));
+        assert!(inner.lock_attached().applied.is_empty(), "db forgotten");
     }
 
     fn breaker() -> Arc<dyn Target> {

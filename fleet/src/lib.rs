@@ -21,9 +21,12 @@
 //!   for itself, a forced-open or disabled breaker is left alone. The same reports
 //!   open a breaker once: after its own probes close it, only a new report (a
 //!   peer's new trip) can open it again. A report is its peer's instance id and
-//!   breaker generation; once no quorum reports the key, those are forgotten, so
-//!   a peer restarted under the same id, whose fresh breaker trips at generation 1
-//!   again, makes a new report. An open a quorum caused is published
+//!   breaker generation; each one a quorum was applied from is remembered while
+//!   its peer holds it, live or not (a peer whose heartbeat was late comes back
+//!   with the same report, which opens nothing), and forgotten once the peer
+//!   reports the key Closed or sends a heartbeat without it, so a peer restarted
+//!   under the same id, whose fresh breaker trips at generation 1 again, makes a
+//!   new report. An open a quorum caused is published
 //!   with its reason, and counts toward no other quorum (it is an echo, not
 //!   evidence).
 //! - **Joins from the picture.** [`Fleet::start`] subscribes, then reads every

@@ -4,14 +4,15 @@
 //! open it again, whether it was opened live or joined Open), and a peer restarted
 //! under the same instance id, whose fresh breaker trips at generation 1 again,
 //! makes a new report that opens the key again; a peer whose heartbeat was only
-//! late, back with the same report, does not.
+//! late, back with the same report, does not, even after another peer's new
+//! report opened the key again meanwhile.
 //!
 //! Real time: the fleet's messages travel through Redis. Every wait is bounded.
 
 mod common;
 
 use common::{Peer, Redis, builder, namespace, redis_available, wait_for};
-use cutout::{ManualClock, State};
+use cutout::{CircuitBreaker, ManualClock, State};
 use cutout_fleet::{Fleet, FleetConfig};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -232,4 +233,95 @@ fn a_late_heartbeat_does_not_make_the_same_reports_new() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(fleet.view().stats().quorum_opens, opens);
+}
+
+/// The reports a quorum was applied from are added to on each fresh quorum (they
+/// were replaced by its reports, which forgot a report whose peer was not live at
+/// that moment while the peer still held it). Here `a`, `b`, `c` report `db`
+/// (generation 1) and the quorum opens it; its probe closes it. `c` is late for a
+/// moment, and meanwhile `a` trips again (generation 3): a new report, which
+/// rightly opens `db` again; its probe closes it. Then `c` is back with the very
+/// report (c, 1) that opened `db` the first time: every report now standing has
+/// opened `db` already, and `db` stays Closed.
+#[test]
+fn a_report_already_applied_does_not_open_again_after_its_peer_was_late() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("applied");
+    let (mut a, mut b, mut c) = (
+        Peer::new(&redis, &ns, "a"),
+        Peer::new(&redis, &ns, "b"),
+        Peer::new(&redis, &ns, "c"),
+    );
+    let fleet = Fleet::start(
+        config(&redis, &ns, "me")
+            .heartbeat_every(Duration::from_millis(100))
+            .live_after(Duration::from_millis(300)),
+    )
+    .unwrap();
+    assert!(fleet.wait_synced(Duration::from_secs(2)));
+    let clock = ManualClock::new();
+    let db = fleet.breaker("db", builder().clock(clock.clone())).unwrap();
+    let until = SystemTime::now() + Duration::from_secs(20);
+    let first = [("db", until, 1)];
+    let mut sent = 0;
+    a.heartbeat(&first);
+    b.heartbeat(&first);
+    c.heartbeat(&first);
+    sent += 3;
+    // A message is counted before the quorum it makes opens db, and the open
+    // before it is counted: wait for all three.
+    wait_for("all three applied", Duration::from_secs(2), || {
+        let stats = fleet.view().stats();
+        stats.accepted >= sent && db.state() == State::Open && stats.quorum_opens >= 1
+    });
+    assert_eq!(fleet.view().open_reports("db").len(), 3);
+    assert_eq!(fleet.view().stats().quorum_opens, 1);
+    let close = |db: &CircuitBreaker<ManualClock>| {
+        clock.advance(db.metrics().retry_after.unwrap() + Duration::from_millis(1));
+        db.try_acquire().expect("a probe").success();
+        assert_eq!(db.state(), State::Closed);
+    };
+    close(&db);
+    // `c` falls silent; `a` and `b` keep sending until `c` is no longer live.
+    wait_for("c's heartbeat is late", Duration::from_secs(2), || {
+        a.heartbeat(&first);
+        b.heartbeat(&first);
+        sent += 2;
+        fleet.view().live_peers() == 2
+    });
+    // `a` trips again (generation 3): a new report, a fresh quorum with `b`.
+    let second = [("db", until, 3)];
+    a.heartbeat(&second);
+    b.heartbeat(&first);
+    sent += 2;
+    wait_for("a's new trip opens db", Duration::from_secs(2), || {
+        let stats = fleet.view().stats();
+        stats.accepted >= sent && db.state() == State::Open && stats.quorum_opens >= 2
+    });
+    assert_eq!(fleet.view().stats().quorum_opens, 2);
+    close(&db);
+    // `c` is back with the report (c, 1) that opened db the first time.
+    c.heartbeat(&first);
+    a.heartbeat(&second);
+    b.heartbeat(&first);
+    sent += 3;
+    wait_for("c is live again", Duration::from_secs(2), || {
+        fleet.view().stats().accepted >= sent && fleet.view().live_peers() == 3
+    });
+    assert_eq!(fleet.view().open_reports("db").len(), 3);
+    let end = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < end {
+        assert_eq!(
+            db.state(),
+            State::Closed,
+            "the reports (a, 3), (b, 1), (c, 1) each opened db already, yet they opened \
+             it again after its probe closed it; stats {:?}",
+            fleet.view().stats()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(fleet.view().stats().quorum_opens, 2);
 }
