@@ -19,21 +19,57 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime};
 
+/// What a quorum's open did to a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Opened {
+    /// The key's breaker was Closed, and is Open now.
+    Yes,
+    /// The key's breaker was not Closed: left alone.
+    No,
+    /// The key has no breaker of its own (a registry's key at its `max_keys`
+    /// cap, whose lookup went to the shared overflow breaker): left alone.
+    NotOwn,
+}
+
+impl Opened {
+    /// Counts what it did: an open, or an open skipped.
+    fn count(self, counters: &Counters) {
+        match self {
+            Opened::Yes => Counters::bump(&counters.quorum_opens),
+            Opened::NotOwn => Counters::bump(&counters.quorum_overflow_skipped),
+            Opened::No => {}
+        }
+    }
+}
+
 /// Something the quorum can open: a breaker, or a registry's breaker by key.
 trait Target: Send + Sync {
-    /// Opens `key` for `duration` if it is Closed; whether it did.
-    fn open_for(&self, key: &str, duration: Duration) -> bool;
+    /// Opens `key`'s own breaker for `duration` if it is Closed.
+    fn open_for(&self, key: &str, duration: Duration) -> Opened;
 }
 
 impl<C: Clock> Target for CircuitBreaker<C> {
-    fn open_for(&self, _key: &str, duration: Duration) -> bool {
-        CircuitBreaker::open_for(self, duration)
+    fn open_for(&self, _key: &str, duration: Duration) -> Opened {
+        if CircuitBreaker::open_for(self, duration) {
+            Opened::Yes
+        } else {
+            Opened::No
+        }
     }
 }
 
 impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String, C, S> {
-    fn open_for(&self, key: &str, duration: Duration) -> bool {
-        self.with(key, |b| b.open_for(duration))
+    fn open_for(&self, key: &str, duration: Duration) -> Opened {
+        self.with(key, |b| {
+            // At the cap, the lookup of a key without a place gives the overflow
+            // breaker that every such key shares: the very breaker
+            // `Registry::overflow` returns, so its address tells it exactly (a
+            // name would not: a key may be named as the overflow breaker is).
+            if self.overflow().is_some_and(|o| std::ptr::eq(o, b)) {
+                return Opened::NotOwn;
+            }
+            Target::open_for(b, key, duration)
+        })
     }
 }
 
@@ -233,17 +269,20 @@ impl Fleet {
             attached.prune();
         }
         if let Some(left) = self.inner.verdict_for(key) {
-            if breaker.open_for(left) {
-                Counters::bump(&self.inner.counters.quorum_opens);
-            }
+            Target::open_for(&**breaker, key, left).count(&self.inner.counters);
         }
     }
 
     /// Lets the quorum open any key of `registry` (held weakly). A key that a
     /// quorum of peers reports Open is opened, created first if this instance
     /// has not used it yet, so its first call here is rejected: bound the
-    /// registry with `max_keys` if peers may report many keys. Applies the
-    /// current picture at once.
+    /// registry with `max_keys` if peers may report many keys. At that cap, a
+    /// key that finds no place (its lookup goes to the registry's overflow
+    /// breaker, which every such key shares) is not opened, and
+    /// [`FleetStats::quorum_overflow_skipped`](crate::FleetStats::quorum_overflow_skipped)
+    /// counts it: opening the overflow breaker would reject keys no peer
+    /// reported. (That lookup counts in the registry's `overflowed`, as any
+    /// does.) Applies the current picture at once.
     pub fn attach_registry<C: Clock + Clone + 'static, S: BuildHasher + Send + Sync + 'static>(
         &self,
         registry: &Arc<Registry<String, C, S>>,
@@ -255,9 +294,7 @@ impl Fleet {
             .push(Arc::downgrade(&target));
         for key in self.inner.view.open_keys() {
             if let Some(left) = self.inner.verdict_for(&key) {
-                if target.open_for(&key, left) {
-                    Counters::bump(&self.inner.counters.quorum_opens);
-                }
+                target.open_for(&key, left).count(&self.inner.counters);
             }
         }
     }
@@ -479,9 +516,7 @@ impl Inner {
         // panicking listener cannot leave half-written.
         for (key, left, target) in targets {
             let opened = panic::catch_unwind(AssertUnwindSafe(|| target.open_for(&key, left)));
-            if opened.unwrap_or(true) {
-                Counters::bump(&self.counters.quorum_opens);
-            }
+            opened.unwrap_or(Opened::Yes).count(&self.counters);
         }
     }
 }

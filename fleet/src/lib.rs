@@ -28,7 +28,10 @@
 //!   under the same id, whose fresh breaker trips at generation 1 again, makes a
 //!   new report. An open a quorum caused is published
 //!   with its reason, and counts toward no other quorum (it is an echo, not
-//!   evidence).
+//!   evidence). In an attached [`Registry`](cutout::Registry), only a key's own
+//!   breaker opens: a key without a place at the registry's `max_keys` cap (its
+//!   lookup goes to the overflow breaker every such key shares) is left alone,
+//!   and counted ([`FleetStats::quorum_overflow_skipped`]).
 //! - **Joins from the picture.** [`Fleet::start`] subscribes, then reads every
 //!   live heartbeat, waiting up to [`join_wait`](FleetConfig::join_wait) (500 ms
 //!   by default) for that. A breaker built after it with [`Fleet::breaker`]

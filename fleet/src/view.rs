@@ -74,6 +74,13 @@ pub struct FleetStats {
     pub redis_errors: u64,
     /// Local breakers this instance opened because a quorum of peers reported Open.
     pub quorum_opens: u64,
+    /// Keys a quorum of peers reported Open that an attached registry has no
+    /// breaker of its own for (at its `max_keys` cap, the key's lookup went to the
+    /// shared overflow breaker): not opened, since opening the overflow breaker
+    /// would reject every other key that shares it. Counted where an open would
+    /// be: once a registry each time a quorum is applied to the key (a fresh set
+    /// of reports, or the registry's attach).
+    pub quorum_overflow_skipped: u64,
 }
 
 /// The counters that the publisher and the quorum keep beside the view.
@@ -83,6 +90,7 @@ pub(crate) struct Counters {
     pub(crate) published: AtomicU64,
     pub(crate) redis_errors: AtomicU64,
     pub(crate) quorum_opens: AtomicU64,
+    pub(crate) quorum_overflow_skipped: AtomicU64,
 }
 
 impl Counters {
@@ -429,7 +437,7 @@ impl FleetView {
     }
 
     /// The counters: messages accepted and refused (by cause), publisher drops and
-    /// errors, quorum opens.
+    /// errors, quorum opens and the opens skipped.
     pub fn stats(&self) -> FleetStats {
         let mut stats = self.lock().stats;
         // Relaxed: statistics, each read on its own.
@@ -437,6 +445,10 @@ impl FleetView {
         stats.published = self.counters.published.load(Ordering::Relaxed);
         stats.redis_errors = self.counters.redis_errors.load(Ordering::Relaxed);
         stats.quorum_opens = self.counters.quorum_opens.load(Ordering::Relaxed);
+        stats.quorum_overflow_skipped = self
+            .counters
+            .quorum_overflow_skipped
+            .load(Ordering::Relaxed);
         stats
     }
 
@@ -445,9 +457,11 @@ impl FleetView {
     /// each key some live peer reports Open, and 0 for keys that no longer are),
     /// and counters `cutout_fleet_messages_total` (label `result`: `accepted` or
     /// the refusal's cause), `cutout_fleet_queue_dropped_total`,
-    /// `cutout_fleet_published_total`, `cutout_fleet_redis_errors_total` and
-    /// `cutout_fleet_quorum_opens_total`. The fleet's background thread calls it
-    /// once a second; call it yourself before a scrape if you like.
+    /// `cutout_fleet_published_total`, `cutout_fleet_redis_errors_total`,
+    /// `cutout_fleet_quorum_opens_total` and
+    /// `cutout_fleet_quorum_overflow_skipped_total`. The fleet's background
+    /// thread calls it once a second; call it yourself before a scrape if you
+    /// like.
     #[cfg(feature = "metrics")]
     pub fn record_metrics(&self) {
         use std::collections::HashSet;
@@ -514,6 +528,11 @@ impl FleetView {
                 "cutout_fleet_quorum_opens_total",
                 s.quorum_opens,
                 last.quorum_opens,
+            ),
+            (
+                "cutout_fleet_quorum_overflow_skipped_total",
+                s.quorum_overflow_skipped,
+                last.quorum_overflow_skipped,
             ),
         ] {
             metrics::counter!(name).increment(grown(n, then));

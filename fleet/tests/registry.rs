@@ -1,15 +1,17 @@
 //! A `Registry` in a fleet: keys created on first use start from the fleet's
-//! picture (the initial-state hook), and existing keys open by quorum. Three
-//! fleets in one process, each with its own Redis clients, against a real
-//! `redis-server`.
+//! picture (the initial-state hook), and existing keys open by quorum; a key
+//! without a place of its own at the `max_keys` cap is not opened (its lookup
+//! goes to the overflow breaker every such key shares). Fleets in one process,
+//! each with its own Redis clients, against a real `redis-server`, or peers
+//! simulated by raw messages.
 
 mod common;
 
-use common::{Redis, namespace, redis_available, wait_for};
+use common::{Peer, Redis, builder, config, namespace, redis_available, wait_for};
 use cutout::{CircuitBreaker, Registry, State};
 use cutout_fleet::{Fleet, FleetConfig};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 #[test]
 fn registry_keys_start_from_the_picture_and_open_by_quorum() {
@@ -67,4 +69,62 @@ fn registry_keys_start_from_the_picture_and_open_by_quorum() {
     assert!(db.try_acquire().is_err());
     // A key nobody reports starts Closed.
     assert_eq!(registry.get("search").state(), State::Closed);
+}
+
+/// `Fleet::attach_registry`: a key a quorum reports Open is opened, created first
+/// if this instance has not used it yet. At `max_keys` (the one place held), the
+/// registry routes a new key to its shared overflow breaker; opening that (as the
+/// quorum once did) rejected every other key without a place, keys no peer
+/// reported, for the reported cooldown. The key is skipped instead, and counted.
+#[test]
+fn a_quorum_for_one_key_does_not_open_the_registrys_overflow_breaker() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("overflow");
+    let (mut a, mut b) = (Peer::new(&redis, &ns, "a"), Peer::new(&redis, &ns, "b"));
+    let fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    assert!(fleet.wait_synced(Duration::from_secs(2)));
+    let registry: Arc<Registry<String>> = Arc::new(
+        Registry::builder(builder())
+            .max_keys(1)
+            .on_transition(fleet.registry_listener())
+            .initial_state(fleet.initial_state())
+            .build()
+            .unwrap(),
+    );
+    fleet.attach_registry(&registry);
+    // This instance's one key, in use (held): the registry's one place.
+    let local = registry.get("local");
+    assert_eq!(local.state(), State::Closed);
+    assert!(
+        registry.call("healthy", || Ok::<_, &str>(())).is_ok(),
+        "sanity: a key without a place is admitted while nothing is reported"
+    );
+    // Two peers report `db` Open: a quorum for `db`, and for nothing else.
+    let until = SystemTime::now() + Duration::from_secs(20);
+    a.heartbeat(&[("db", until, 1)]);
+    b.heartbeat(&[("db", until, 1)]);
+    wait_for("the quorum for db, skipped", Duration::from_secs(2), || {
+        fleet.view().stats().quorum_overflow_skipped == 1
+    });
+    assert_eq!(fleet.view().open_reports("db").len(), 2);
+    assert_eq!(fleet.view().stats().quorum_opens, 0);
+    assert_eq!(registry.overflow().map(|o| o.state()), Some(State::Closed));
+    let admitted = registry.call("healthy", || Ok::<_, &str>(()));
+    assert!(
+        admitted.is_ok(),
+        "no peer reports `healthy`, yet it is rejected ({:?}): the quorum for `db` \
+         opened the overflow breaker that every key without a place shares",
+        admitted.err().map(|e| e.to_string()),
+    );
+    // A key with a place of its own still opens: `local`, reported too.
+    a.heartbeat(&[("db", until, 1), ("local", until, 1)]);
+    b.heartbeat(&[("db", until, 1), ("local", until, 1)]);
+    // The open is counted just after it is made: wait for both.
+    wait_for("the quorum opens local", Duration::from_secs(2), || {
+        local.state() == State::Open && fleet.view().stats().quorum_opens == 1
+    });
+    assert_eq!(registry.overflow().map(|o| o.state()), Some(State::Closed));
 }
