@@ -2,6 +2,7 @@
 //! feed the publisher, and the quorum that opens local breakers.
 
 use crate::config::{FleetConfig, FleetError};
+use crate::held::Held;
 use crate::message::{
     Heartbeat, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry,
     Report,
@@ -9,7 +10,7 @@ use crate::message::{
 use crate::view::{Counters, FleetView, ViewState};
 use crossbeam_queue::ArrayQueue;
 use cutout::{
-    Builder, CircuitBreaker, Clock, ConfigError, Reason, Registry, SavedState, State, Transition,
+    Builder, CircuitBreaker, Clock, ConfigError, Registry, SavedState, State, Transition,
 };
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -175,7 +176,9 @@ impl Fleet {
 
     /// A transition listener for the breaker named `key`: it only pushes the
     /// transition onto the publisher's bounded queue (dropping the oldest when
-    /// full) and wakes the publisher. Give it to
+    /// full) and wakes the publisher, which takes each key's transitions in
+    /// generation order (see the crate docs): give one key's listener to one
+    /// breaker at a time. Give it to
     /// [`Builder::on_transition`](cutout::Builder::on_transition), or call it from
     /// your own listener.
     pub fn listener(&self, key: impl Into<String>) -> impl Fn(&Transition) + Send + Sync + 'static {
@@ -642,8 +645,9 @@ fn publish_loop(inner: &Inner) {
     let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
     let mut retry_at = Instant::now();
     let mut next_heartbeat = Instant::now();
-    // The keys this instance holds Open, as its own transitions said.
-    let mut held: HashMap<String, OpenEntry> = HashMap::new();
+    // The keys this instance holds Open, as its own transitions said, taken in
+    // generation order per key.
+    let mut held = Held::new(config.max_open);
     loop {
         if inner.stopping() {
             if let Some(con) = con.as_mut() {
@@ -667,26 +671,15 @@ fn publish_loop(inner: &Inner) {
         // Transitions: each updates what the heartbeat lists, and is published
         // if Redis is there (if not, the next heartbeat carries the picture).
         while let Some(report) = inner.queue.pop() {
+            // A transition older than one of its key already taken (two threads'
+            // events, delivered out of order) is stale: published, it would make
+            // the peers withdraw the newer one.
+            if !held.take(&report, Instant::now()) {
+                Counters::bump(&inner.counters.stale_dropped);
+                continue;
+            }
             // The heartbeat key is the picture joiners read: keep it current.
             next_heartbeat = Instant::now();
-            match report.open_until {
-                Some(until) => {
-                    held.insert(
-                        report.key.clone(),
-                        OpenEntry {
-                            key: report.key.clone(),
-                            until,
-                            generation: report.generation,
-                            level: report.level,
-                            external: report.reason == Reason::External.as_str(),
-                        },
-                    );
-                }
-                None if report.state != State::Open => {
-                    held.remove(&report.key);
-                }
-                None => {}
-            }
             if let Some(c) = con.as_mut() {
                 let bytes = Message::Transition(report).encode();
                 let sent: redis::RedisResult<i64> =
@@ -702,10 +695,9 @@ fn publish_loop(inner: &Inner) {
         }
         if Instant::now() >= next_heartbeat {
             let now = SystemTime::now();
-            held.retain(|_, e| e.until > now);
+            held.prune(Instant::now(), now);
             if let Some(c) = con.as_mut() {
-                let open: Vec<OpenEntry> = held.values().cloned().collect();
-                let bytes = heartbeat(&config.instance_id, now, open);
+                let bytes = heartbeat(&config.instance_id, now, held.open());
                 let ttl = u64::try_from(config.live_after.as_millis()).unwrap_or(u64::MAX);
                 let sent: redis::RedisResult<()> = redis::pipe()
                     .cmd("SET")

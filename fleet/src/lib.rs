@@ -9,6 +9,17 @@
 //!   queue drops the oldest transition and counts it. Every
 //!   [`heartbeat_every`](FleetConfig::heartbeat_every) the same thread writes a
 //!   heartbeat key with a TTL, listing the keys this instance holds Open.
+//! - **In generation order.** Two threads' transitions can reach the listener out
+//!   of order (each thread delivers its own, after its CAS), so the publisher
+//!   keeps each key's latest generation (compared with wrapping) and drops an
+//!   older transition, unpublished and counted
+//!   ([`FleetStats::stale_dropped`]): a probe's Closed delivered after the next
+//!   trip's Open does not withdraw the Open. A key's transitions come from one
+//!   breaker at a time: a breaker rebuilt under the key (a registry's eviction
+//!   and re-creation, a removal, a restore) starts again at generation 0, and its
+//!   first transition (generation 1) is always taken, the key's order going on
+//!   from it. A key's generation is kept while it is held Open, and otherwise for
+//!   [`max_open`](FleetConfig::max_open) after its last transition.
 //! - **Keeps a view.** A second thread subscribes to the channel and keeps, per key,
 //!   which live peers report it Open and until when ([`FleetView::open_reports`]).
 //!   A peer is live while its latest heartbeat is younger than
@@ -130,6 +141,7 @@
 
 mod config;
 mod fleet;
+mod held;
 mod message;
 mod quorum;
 mod view;

@@ -68,6 +68,11 @@ pub struct FleetStats {
     pub own: u64,
     /// Transitions dropped because the publish queue was full (the oldest go).
     pub queue_dropped: u64,
+    /// This instance's transitions dropped as stale: older (by generation) than
+    /// one of the same key already taken, their events having reached the
+    /// listener out of order (two threads' transitions). Neither published nor
+    /// listed in the heartbeat: the newer one stands.
+    pub stale_dropped: u64,
     /// Messages this instance published.
     pub published: u64,
     /// Connection attempts or commands that failed (Redis down, timeouts).
@@ -87,6 +92,7 @@ pub struct FleetStats {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) queue_dropped: AtomicU64,
+    pub(crate) stale_dropped: AtomicU64,
     pub(crate) published: AtomicU64,
     pub(crate) redis_errors: AtomicU64,
     pub(crate) quorum_opens: AtomicU64,
@@ -185,6 +191,14 @@ impl ViewState {
                 open: HashMap::new(),
             });
         let changed = match message {
+            // In arrival order, the generation unchecked. A peer's publisher
+            // sends its transitions in generation order per key (it drops a stale
+            // one: see `held.rs`), one after another on one connection, and Redis
+            // delivers one connection's messages in order. And a message names
+            // no incarnation of its peer or breaker: a peer restarted under the
+            // same id, or a breaker rebuilt under the key, starts again at
+            // generation 1, which an order by generation here would drop as
+            // stale until it passed the old one.
             Message::Transition(r) => {
                 match r.open_until {
                     Some(until) => {
@@ -441,14 +455,13 @@ impl FleetView {
     pub fn stats(&self) -> FleetStats {
         let mut stats = self.lock().stats;
         // Relaxed: statistics, each read on its own.
-        stats.queue_dropped = self.counters.queue_dropped.load(Ordering::Relaxed);
-        stats.published = self.counters.published.load(Ordering::Relaxed);
-        stats.redis_errors = self.counters.redis_errors.load(Ordering::Relaxed);
-        stats.quorum_opens = self.counters.quorum_opens.load(Ordering::Relaxed);
-        stats.quorum_overflow_skipped = self
-            .counters
-            .quorum_overflow_skipped
-            .load(Ordering::Relaxed);
+        let c = &self.counters;
+        stats.queue_dropped = c.queue_dropped.load(Ordering::Relaxed);
+        stats.stale_dropped = c.stale_dropped.load(Ordering::Relaxed);
+        stats.published = c.published.load(Ordering::Relaxed);
+        stats.redis_errors = c.redis_errors.load(Ordering::Relaxed);
+        stats.quorum_opens = c.quorum_opens.load(Ordering::Relaxed);
+        stats.quorum_overflow_skipped = c.quorum_overflow_skipped.load(Ordering::Relaxed);
         stats
     }
 
@@ -457,8 +470,8 @@ impl FleetView {
     /// each key some live peer reports Open, and 0 for keys that no longer are),
     /// and counters `cutout_fleet_messages_total` (label `result`: `accepted` or
     /// the refusal's cause), `cutout_fleet_queue_dropped_total`,
-    /// `cutout_fleet_published_total`, `cutout_fleet_redis_errors_total`,
-    /// `cutout_fleet_quorum_opens_total` and
+    /// `cutout_fleet_stale_dropped_total`, `cutout_fleet_published_total`,
+    /// `cutout_fleet_redis_errors_total`, `cutout_fleet_quorum_opens_total` and
     /// `cutout_fleet_quorum_overflow_skipped_total`. The fleet's background
     /// thread calls it once a second; call it yourself before a scrape if you
     /// like.
@@ -517,6 +530,11 @@ impl FleetView {
                 "cutout_fleet_queue_dropped_total",
                 s.queue_dropped,
                 last.queue_dropped,
+            ),
+            (
+                "cutout_fleet_stale_dropped_total",
+                s.stale_dropped,
+                last.stale_dropped,
             ),
             ("cutout_fleet_published_total", s.published, last.published),
             (

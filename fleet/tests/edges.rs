@@ -2,21 +2,26 @@
 //! holding one key no receiver takes (a cooldown past `max_open`, an over-long
 //! name) still counts for its other keys; a listener that panics when a quorum
 //! opens its breaker does not stop the view; two views' counters add up in one
-//! metrics series; a failed connection is one Redis error; and an older
+//! metrics series; a failed connection is one Redis error; an older
 //! heartbeat, queued while a resubscription read the picture, does not bring
-//! withdrawn reports back. The Redis tests start a `redis-server` on a free
-//! loopback port (see `common`); every wait is bounded.
+//! withdrawn reports back; and a transition whose event reached the listener
+//! after a newer one's does not withdraw the newer Open. The Redis tests start a
+//! `redis-server` on a free loopback port (see `common`); every wait is bounded.
 
 mod common;
 
-use common::{Peer, Redis, builder, config, namespace, redis_available, wait_for, within};
-use cutout::{CircuitBreaker, Reason, State};
+use common::{
+    Peer, Redis, builder, config, heartbeat_lists, namespace, redis_available, wait_for, within,
+};
+use cutout::{CircuitBreaker, ManualClock, Reason, State, Transition};
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{
     Fleet, FleetConfig, Heartbeat, MAX_NAME_BYTES, Message, OpenEntry, Quorum, Report,
 };
 use std::num::NonZeroUsize;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The wall clock of the pure tests: whole milliseconds, as on the wire.
@@ -352,4 +357,111 @@ fn keys_past_a_heartbeats_list_still_count_when_it_says_it_holds_more() {
     // A heartbeat that lists all an instance holds withdraws the rest.
     v.apply(&listing("a", wall, &listed, false), now, wall);
     assert_eq!(v.verdict("extra", two(), now, wall), None, "withdrawn");
+}
+
+// ---------------------------------------------------------------------------
+// 8. Transitions delivered out of generation order.
+// ---------------------------------------------------------------------------
+
+/// DESIGN.md (Decisions): "Events are delivered by the thread whose CAS made the
+/// transition, after the CAS; two threads' events can reach a callback out of
+/// order, so each carries its generation." The publisher applied transitions in
+/// arrival order, so a stale one overrode a newer one.
+///
+/// Here thread A's probe closes `db` (HalfOpen -> Closed, generation 3), and
+/// before A's listener has run (a preemption, made deterministic by a gate in the
+/// application's own listener, as the `Fleet::breaker` docs invite) the main
+/// thread's failing call trips it again (Closed -> Open, generation 4), whose
+/// event is delivered first. The breaker is Open for 30 s: the late "Closed" is
+/// stale, dropped and counted, and `db` stays in this instance's heartbeat and in
+/// the peer's view (it was withdrawn from both, for the whole cooldown).
+#[test]
+fn a_late_delivered_older_transition_does_not_withdraw_a_newer_open() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("reorder");
+    let me = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    let peer = Fleet::start(config(&redis, &ns, "peer")).unwrap();
+    let clock = ManualClock::new();
+    let publish = me.listener("db");
+    // The gate: a Closed event waits (bounded) until the Open after it is out.
+    let (opened_tx, opened_rx) = channel::<()>();
+    let (blocked_tx, blocked_rx) = channel::<()>();
+    let opened_tx = Mutex::new(opened_tx);
+    let opened_rx = Mutex::new(opened_rx);
+    let blocked_tx = Mutex::new(blocked_tx);
+    let armed = Arc::new(AtomicBool::new(false));
+    let gate = armed.clone();
+    let db = Arc::new(
+        builder()
+            .clock(clock.clone())
+            .name("db")
+            .on_transition(move |t: &Transition| {
+                let gated = gate.load(Ordering::SeqCst);
+                if gated && t.to == State::Closed {
+                    let _ = blocked_tx.lock().unwrap().send(());
+                    let _ = opened_rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(Duration::from_secs(5));
+                }
+                publish(t);
+                if gated && t.to == State::Open {
+                    let _ = opened_tx.lock().unwrap().send(());
+                }
+            })
+            .build()
+            .unwrap(),
+    );
+    me.attach("db", &db);
+    wait_for("peers live", Duration::from_secs(5), || {
+        me.view().live_peers() == 1 && peer.view().live_peers() == 1
+    });
+    // First trip (generation 1); its cooldown ends on the manual clock.
+    let _ = db.call(|| Err::<(), _>("down"));
+    assert_eq!(db.state(), State::Open);
+    clock.advance(Duration::from_secs(31));
+    armed.store(true, Ordering::SeqCst);
+    let prober = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            // HalfOpen (generation 2), then Closed (generation 3): its event waits.
+            db.try_acquire().expect("a probe").success();
+        })
+    };
+    blocked_rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the probe's Closed event reached the listener");
+    assert_eq!(db.state(), State::Closed);
+    // A failure trips it again (generation 4); its event goes out first.
+    let _ = db.call(|| Err::<(), _>("down again"));
+    assert_eq!(db.state(), State::Open);
+    prober.join().unwrap();
+    wait_for("the late Closed is dropped", Duration::from_secs(2), || {
+        me.view().stats().stale_dropped == 1
+    });
+    // Several heartbeats later: the breaker is Open for 30 s more.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(db.state(), State::Open);
+    let reported = within(Duration::from_secs(2), || {
+        peer.view()
+            .open_reports("db")
+            .iter()
+            .any(|r| r.instance == "me" && r.generation == 4)
+            && heartbeat_lists(&redis, &ns, "me") == [("db".to_string(), 4)]
+    });
+    assert!(
+        reported,
+        "db is Open (generation 4) on `me`, but a late-delivered Closed (generation \
+         3) withdrew it: me's heartbeat lists {:?}, the peer's view of db {:?}",
+        heartbeat_lists(&redis, &ns, "me"),
+        peer.view().open_reports("db")
+    );
+    assert_eq!(
+        me.view().stats().stale_dropped,
+        1,
+        "the one stale transition"
+    );
 }

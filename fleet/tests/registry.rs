@@ -1,14 +1,17 @@
 //! A `Registry` in a fleet: keys created on first use start from the fleet's
 //! picture (the initial-state hook), and existing keys open by quorum; a key
 //! without a place of its own at the `max_keys` cap is not opened (its lookup
-//! goes to the overflow breaker every such key shares). Fleets in one process,
-//! each with its own Redis clients, against a real `redis-server`, or peers
-//! simulated by raw messages.
+//! goes to the overflow breaker every such key shares); and a key evicted and
+//! created again publishes its new breaker's transitions, which start again at
+//! generation 1. Fleets in one process, each with its own Redis clients, against
+//! a real `redis-server`, or peers simulated by raw messages.
 
 mod common;
 
-use common::{Peer, Redis, builder, config, namespace, redis_available, wait_for};
-use cutout::{CircuitBreaker, Registry, State};
+use common::{
+    Peer, Redis, builder, config, heartbeat_lists, namespace, redis_available, wait_for, within,
+};
+use cutout::{CircuitBreaker, ManualClock, Registry, State};
 use cutout_fleet::{Fleet, FleetConfig};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -127,4 +130,64 @@ fn a_quorum_for_one_key_does_not_open_the_registrys_overflow_breaker() {
         local.state() == State::Open && fleet.view().stats().quorum_opens == 1
     });
     assert_eq!(registry.overflow().map(|o| o.state()), Some(State::Closed));
+}
+
+/// A breaker rebuilt under the same key starts again at generation 0: here a
+/// registry's key trips (generation 1), probes and closes (generation 3), is
+/// evicted idle and created again on its next call, which trips the new breaker
+/// (generation 1). The publisher keeps each key's transitions in generation
+/// order, and takes a breaker's first transition whatever the key's latest: the
+/// new trip is in this instance's heartbeat and in the peer's view (were it
+/// taken for a stale report, older than 3, neither would show it).
+#[test]
+fn a_key_evicted_and_created_again_publishes_its_new_breakers_trip() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("rebuilt");
+    let me = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    let peer = Fleet::start(config(&redis, &ns, "peer")).unwrap();
+    let clock = ManualClock::new();
+    let registry: Arc<Registry<String, ManualClock>> = Arc::new(
+        Registry::builder(builder().clock(clock.clone()))
+            .idle_resolution(Duration::from_millis(10))
+            .on_transition(me.registry_listener())
+            .build()
+            .unwrap(),
+    );
+    let reported = |generation: u32| {
+        peer.view()
+            .open_reports("db")
+            .iter()
+            .any(|r| r.instance == "me" && r.generation == generation)
+    };
+    let _ = registry.call("db", || Err::<(), _>("down"));
+    wait_for("the first trip is reported", Duration::from_secs(2), || {
+        reported(1)
+    });
+    clock.advance(Duration::from_secs(31));
+    registry.with("db", |b| b.try_acquire().expect("a probe").success());
+    assert_eq!(registry.with("db", |b| b.state()), State::Closed);
+    wait_for("the close is reported", Duration::from_secs(2), || {
+        peer.view().open_reports("db").is_empty()
+    });
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(registry.evict_idle(Duration::from_secs(30)), 1, "evicted");
+    assert_eq!(registry.len(), 0);
+    // Created again on this call (generation 0), which trips it (generation 1).
+    let _ = registry.call("db", || Err::<(), _>("down again"));
+    assert_eq!(registry.with("db", |b| b.state()), State::Open);
+    let shown = within(Duration::from_secs(2), || {
+        reported(1) && heartbeat_lists(&redis, &ns, "me") == [("db".to_string(), 1)]
+    });
+    assert!(
+        shown,
+        "the new breaker's trip (generation 1) was dropped as older than the old \
+         breaker's close (generation 3): me's heartbeat lists {:?}, the peer's view \
+         of db {:?}",
+        heartbeat_lists(&redis, &ns, "me"),
+        peer.view().open_reports("db")
+    );
+    assert_eq!(me.view().stats().stale_dropped, 0);
 }
