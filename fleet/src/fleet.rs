@@ -144,11 +144,14 @@ impl Fleet {
         let inner = Arc::new(Inner::new(config)?);
         let publisher = spawn(&inner, "cutout-fleet-publish", publish_loop)?;
         let _ = inner.publisher.set(publisher.thread().clone());
-        let subscriber = spawn(&inner, "cutout-fleet-subscribe", subscribe_loop)?;
-        let fleet = Fleet {
+        // The fleet owns the publisher before the subscriber is spawned: if that
+        // spawn fails, dropping the fleet stops and joins the publisher.
+        let mut fleet = Fleet {
             inner,
-            threads: vec![publisher, subscriber],
+            threads: vec![publisher],
         };
+        let subscriber = spawn(&fleet.inner, "cutout-fleet-subscribe", subscribe_loop)?;
+        fleet.threads.push(subscriber);
         fleet.wait_synced(fleet.inner.config.join_wait);
         Ok(fleet)
     }
