@@ -265,7 +265,7 @@ impl<C: Clock + 'static, K> fmt::Debug for HttpLayer<C, K> {
 /// inner service, which a sick dependency may never make ready), and the inner
 /// service's otherwise; it takes no permit, so readiness never uses a half-open
 /// probe, and an error from the inner service's readiness counts as a failed call
-/// (see [`CircuitBreakerLayer`](crate::CircuitBreakerLayer)). Its response is the inner service's, or
+/// (see [`CircuitBreakerLayer`]). Its response is the inner service's, or
 /// [`rejection_response`] when the breaker rejects the request, which then never
 /// reaches the inner service. Its error is the inner service's, unchanged.
 ///
