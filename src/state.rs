@@ -393,7 +393,10 @@ impl StateWord {
 
     #[inline]
     pub(crate) fn load(&self) -> Snapshot {
-        // Acquire: see the module's Orderings (kept, not relied on).
+        // Acquire: pairs with the Release of the transition's CAS, so a thread that
+        // sees a word also sees its phase's claimed start (`TimeSlot::start_of`) and
+        // the tagged words' rule holds (the module's Orderings). Relied on: without
+        // it `start_of` could miss the claim and take the current phase for over.
         Snapshot(self.0.load(Ordering::Acquire))
     }
 
