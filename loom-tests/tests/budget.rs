@@ -7,6 +7,18 @@
 //! threads record together cross the threshold, and the breaker moves to Open
 //! exactly once, with every failure counted; and a thread that has recorded its
 //! last failure sees Closed (the other's crossing failure not in yet) or Open.
+//!
+//! Proves too that a sample never takes a grant read torn (the seqlock): epoch 0
+//! leaves a grant whose limit is wide, then two threads fail in epoch 1, where the
+//! first reader grants no more than its own number, and the third failure of epoch
+//! 1 must read and trip. A sample that reads epoch 1's tag and reading with epoch
+//! 0's limit while epoch 1's grant is being written, and trusts it, skips that
+//! read and the breaker stays Closed. The model fails (Closed, not Open) with each
+//! of these mutations of `src/window/budget.rs`: in `covers`, the
+//! `fence(Acquire)` removed (B4), or the first load of the sequence word `Relaxed`
+//! with the fence kept (the fence orders only what follows it, not the three words
+//! before it), or both; in `grant`, the `fence(Release)` after the odd CAS removed
+//! (B5), or the final store of the even value `Relaxed` (B6).
 
 #![cfg(cutout_loom)]
 
@@ -85,4 +97,55 @@ fn two_skipped_failures_on_either_thread_are_in_the_crossing_read() {
 #[test]
 fn a_skipped_failure_is_seen_by_a_third_threads_only_read() {
     race(4, 1, [1, 1, 1]);
+}
+
+/// Epoch 0 (reading 5 s): five successes, then failure number 1, whose read (6
+/// calls, 1 failure) grants up to number 4. Epoch 1 (15 s, a new window): one
+/// thread fails once and another twice, reaching 3 of 3. The first to read finds
+/// 1 of 3 and grants its own number only (a room of 2 leaves no allowance), so
+/// number 4 reads and trips. In the torn read each mutant lets through, number 4
+/// takes epoch 1's tag and reading with epoch 0's limit (4) while the other thread
+/// writes epoch 1's grant: a sequence word of 2 at both looks (B4, B5: the writer's
+/// odd value not seen), or 4 at both with the stale limit (B6: the even value seen
+/// without the words it publishes).
+#[test]
+fn a_grant_being_written_over_another_epochs_is_never_read_torn() {
+    model(|| {
+        let clock = ManualClock::new();
+        let events = Events::new();
+        let breaker = builder(&clock, &events)
+            .window(Duration::from_secs(10), 1)
+            .failure_rate(1.0, 3)
+            .build()
+            .unwrap();
+        clock.advance(Duration::from_secs(5));
+        for _ in 0..5 {
+            let _ = breaker.call(|| Ok::<(), &str>(()));
+        }
+        let _ = breaker.call(|| Err::<(), _>("down"));
+        clock.advance(Duration::from_secs(10));
+        let breaker = Arc::new(breaker);
+        let threads: Vec<_> = [1, 2]
+            .into_iter()
+            .map(|n| {
+                let b = breaker.clone();
+                thread::spawn(move || {
+                    for _ in 0..n {
+                        let _ = b.call(|| Err::<(), _>("down"));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let m = breaker.metrics();
+        assert_eq!(m.state, State::Open, "epoch 1's third failure tripped");
+        assert_eq!(m.transitions(Reason::FailureRate), 1);
+        assert_eq!(m.total_transitions(), 1);
+        assert_eq!(m.lifetime.failures, 4);
+        assert_eq!(m.retry_after, Some(OPEN));
+        let ev = events.get();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+    });
 }

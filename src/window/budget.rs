@@ -116,7 +116,12 @@ impl Budget {
         // AcqRel: see the module docs (every earlier number's record is before
         // this sample's read; this one's record is before every later number's).
         let number = self.count.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
-        // Acquire: pairs with the publisher's final Release store.
+        // Acquire: pairs with the publisher's final Release store, so the three
+        // words below are at least as new as the grant whose even value this
+        // reads. The fence below does not supply it: it orders only the loads
+        // after it, and with this load Relaxed a sample can read a publisher's
+        // final even value with an older limit and trust it (the torn-grant model
+        // in loom-tests/tests/budget.rs fails so).
         let s1 = self.seq.load(Ordering::Acquire);
         // Relaxed: validated by the sequence word around them.
         let tag = self.tag.load(Ordering::Relaxed);
