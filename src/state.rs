@@ -56,12 +56,18 @@
 //! tag of the phase two generations back, so it never overwrites a later claim;
 //! and only while the state word still holds the candidate's word, so a candidate
 //! that held its word through a whole tag cycle, and finds the *current* phase's
-//! tag where it expects its previous phase's, never overwrites the current start
-//! (which would read as over for ever: every admission would spin).
+//! tag where it expects its previous phase's, does not overwrite the current start
+//! (which would read as over for ever: every admission would spin). One case slips
+//! past that check: a candidate paused between it and its CAS while the breaker
+//! makes a whole tag cycle of transitions *in the same tick* finds the very bits
+//! it loaded and overwrites the current start. A reader that finds the current
+//! phase's start gone (the state word still holds the phase) puts it back
+//! ([`TimeSlot::reclaim`], off the hot path), no earlier than it was.
 //!
 //! The tags are 16 bits: a start could be taken for another phase's only by a
 //! reader that held a word through 65,536 transitions between two adjacent loads
-//! (a claim: between its load of the state word and its CAS of the slot).
+//! (a claim: between its load of the state word and its CAS of the slot, and then
+//! only if all of them fell in one millisecond tick).
 //!
 //! # Tagged words
 //! The half-open round and the consecutive-failure streak are [`TaggedWord`]s: 32
@@ -514,9 +520,14 @@ impl TimeSlot {
     /// 8 with tiny generations) finds the *current* phase's tag where it expects
     /// its previous phase's, and its claim would overwrite the current phase's
     /// start (which would then read as over for ever). So the claim is made only
-    /// while the state word still holds `seen`: from that load to the CAS, the word
-    /// moves past `seen` only by a claim for `next`, which changes the value the
-    /// CAS expects.
+    /// while the state word still holds `seen`. That check and the CAS are two
+    /// steps, and the value the CAS expects (tag and tick) can come back: a
+    /// candidate paused between them while the breaker makes a whole tag cycle of
+    /// transitions in the same tick (65,536; 8 with tiny generations) finds the
+    /// current phase's claim holding exactly the bits it loaded, and its CAS
+    /// succeeds. No check made before a CAS can rule that out, so the claim is not
+    /// where it is handled: a reader that finds the *current* phase's start gone
+    /// puts it back ([`reclaim`](Self::reclaim)).
     fn claim(&self, state: &StateWord, seen: Snapshot, next: Snapshot, now: u64) -> Option<u64> {
         let word = self.word(next);
         // Acquire: pairs with the Release of a claim that wrote it.
@@ -539,6 +550,50 @@ impl TimeSlot {
             ) {
                 Ok(_) => return Some(now.min(mask(SLOT_TICKS_BITS))),
                 Err(actual) => claimed = actual,
+            }
+        }
+    }
+
+    /// The start of phase `s`, found over by [`start_of`](Self::start_of): `None`
+    /// if the breaker has moved past `s`, as `start_of` meant; but if the state
+    /// word still holds `s`, its start was claimed over by a candidate a whole tag
+    /// cycle late (see [`claim`](Self::claim)), and this puts it back.
+    ///
+    /// Nothing else writes another tag into the current phase's word: its own
+    /// claim came before the CAS that installed `s`, and the next claim of that
+    /// word is for the phase after next, made by a candidate that saw the state
+    /// word past `s` (so this thread, having read that claim, sees it past `s`
+    /// too). The start put back is the late candidate's clock reading, which it
+    /// took after `s`'s previous phase began (whose start, in the same tick as
+    /// `s`'s, is the value it expected), or `now` if that is earlier: the phase
+    /// reads as started no earlier than it did, and its time is never cut short.
+    /// A late claim's CAS can land again between this check and this CAS (by the
+    /// same coincidence); then the next reader of the phase it hit puts that back.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn reclaim(&self, state: &StateWord, s: Snapshot, now: u64) -> Option<u64> {
+        let word = self.word(s);
+        // Acquire: pairs with the Release of the claim that wrote it, so a later
+        // phase's claim shows this thread the state word past `s` (see above).
+        let mut found = word.load(Ordering::Acquire);
+        loop {
+            if found & mask(SLOT_TAG_BITS) == TimeSlot::tag(s) {
+                return Some(found >> SLOT_TAG_BITS);
+            }
+            if state.load() != s {
+                return None;
+            }
+            let start = (found >> SLOT_TAG_BITS).min(now);
+            // AcqRel: Release publishes the start as a claim does; Acquire hands
+            // back a newer claim.
+            match word.compare_exchange(
+                found,
+                TimeSlot::pack(s, start),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(start),
+                Err(actual) => found = actual,
             }
         }
     }
@@ -955,6 +1010,60 @@ mod tests {
             panic!("an unchanged word moves");
         };
         assert_eq!((start, slot.start_of(to)), (400, Some(400)));
+    }
+
+    /// The case `claim`'s check cannot rule out: a candidate for `seen`'s next
+    /// phase loads that word (its previous phase's, started at tick 100), checks
+    /// the state word (still `seen`), and is paused; the breaker makes a whole tag
+    /// cycle of transitions in tick 100, so the current phase's claim wrote those
+    /// very bits, and the candidate's CAS lands on the current phase's start.
+    /// Before, that phase read as over for ever, and every admission spun in
+    /// `admit_general` (loom-tests/tests/cycle.rs reaches it with tiny
+    /// generations). A reader that finds it so puts the start back, no earlier
+    /// than it was; a reader whose phase really is over writes nothing.
+    #[test]
+    fn a_current_start_claimed_over_a_tag_cycle_late_is_put_back() {
+        let seen = Snapshot::pack(State::Closed, 0, 1);
+        let current = Snapshot::pack(
+            State::Open,
+            0,
+            ((1u64 << SLOT_TAG_BITS) & u64::from(GEN_MASK)) as Generation,
+        );
+        assert_eq!(TimeSlot::tag(current), TimeSlot::previous(seen));
+        let word = StateWord::at(current);
+        let slot = TimeSlot::starting(current, 100);
+        // The late candidate's CAS, from the bits it loaded a cycle ago, with the
+        // clock reading it took then (tick 100: the tick the cycle ran in).
+        let next = seen.next(State::Open, 0);
+        let loaded = TimeSlot::pack(current, 100);
+        assert_eq!(
+            slot.word(next).compare_exchange(
+                loaded,
+                TimeSlot::pack(next, 100),
+                Ordering::AcqRel,
+                Ordering::Acquire
+            ),
+            Ok(loaded),
+            "the same word as the current phase's"
+        );
+        assert_eq!(slot.start_of(current), None, "claimed over");
+        assert_eq!(slot.reclaim(&word, current, 250), Some(100));
+        assert_eq!(slot.start_of(current), Some(100), "put back as it was");
+        assert_eq!(slot.reclaim(&word, current, 300), Some(100), "once");
+
+        // Put back no later than the reader's clock (a late candidate's reading
+        // can be no newer than the reader's, but a clock is the caller's).
+        slot.word(current)
+            .store(TimeSlot::pack(next, 400), Ordering::Relaxed);
+        assert_eq!(slot.reclaim(&word, current, 350), Some(350));
+
+        // A reader whose phase is over finds another tag too, and writes nothing.
+        let over = current.next(State::HalfOpen, 0).next(State::Open, 0);
+        slot.word(over)
+            .store(TimeSlot::pack(over, 500), Ordering::Relaxed);
+        word.0.store(over.0, Ordering::Relaxed);
+        assert_eq!(slot.reclaim(&word, current, 600), None);
+        assert_eq!(slot.start_of(over), Some(500));
     }
 
     /// Generation 0's previous phase is the last generation of the cycle, at any

@@ -224,9 +224,9 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// The word after phase `s`, whose start reads as another phase's: `s` is
-    /// over. Never `s` itself: a current phase's start stays readable (see
-    /// `TimeSlot::claim`), and a word that still held `s` would make the
-    /// admission loop spin; a debug build says so at once.
+    /// over. Never `s` itself: a current phase's start stays readable, or is put
+    /// back (see `TimeSlot::claim` and `reclaim`), and a word that still held `s`
+    /// would make the admission loop spin; a debug build says so at once.
     fn after(&self, s: Snapshot) -> Snapshot {
         let current = self.hot.word.load();
         debug_assert_ne!(

@@ -39,8 +39,8 @@ impl<C: Clock> CircuitBreaker<C> {
             stale: total(Counter::Stale),
             dropped: total(Counter::Dropped),
         };
-        // A read only: if `s` is over already, as if it started now.
-        let start = self.phase.time.start_of(s).unwrap_or(now);
+        // If `s` is over already, as if it started now.
+        let start = self.phase_start(s).unwrap_or(now);
         let ticks = self.time_of(s, start);
         Metrics {
             state: s.state(),

@@ -32,20 +32,28 @@ impl<C: Clock> CircuitBreaker<C> {
         policy::phase_time(&self.config, self.seed, self.ticks_max, s, start)
     }
 
+    /// When phase `s` started; `None` if the breaker has moved past `s`: the
+    /// caller's word is stale. A current phase's start claimed over by a candidate
+    /// a tag cycle late is put back ([`TimeSlot::reclaim`]), so the current phase
+    /// always has one.
+    #[inline]
+    pub(super) fn phase_start(&self, s: Snapshot) -> Option<u64> {
+        let time = &self.phase.time;
+        time.start_of(s)
+            .or_else(|| time.reclaim(&self.hot.word, s, self.ticks()))
+    }
+
     /// The time of phase `s` (see [`time_of`](Self::time_of)), the same for every
     /// thread; `None` if the breaker has moved past `s`: the caller's word is stale.
     #[inline]
     pub(super) fn phase_ticks(&self, s: Snapshot) -> Option<u64> {
-        self.phase
-            .time
-            .start_of(s)
-            .map(|start| self.time_of(s, start))
+        self.phase_start(s).map(|start| self.time_of(s, start))
     }
 
     /// As [`phase_ticks`](Self::phase_ticks), or, if `s` is over already, what it
-    /// would be had it started at `now` (a reader that only reports).
+    /// would be had it started at `now` (a reader that reports).
     pub(super) fn peek_ticks(&self, s: Snapshot, now: u64) -> u64 {
-        self.time_of(s, self.phase.time.start_of(s).unwrap_or(now))
+        self.time_of(s, self.phase_start(s).unwrap_or(now))
     }
 
     /// The jittered cooldown, in ticks, of an Open phase at `level` in `generation`.
