@@ -1,4 +1,6 @@
-//! One breaker shared by 1, 2, 4 and 8 threads, each making successful calls.
+//! One breaker shared by 1, 2, 4 and 8 threads, each making successful calls
+//! (`CUTOUT_BENCH_THREADS=1,2,4,8,16` chooses other counts: the 16-core run in
+//! `docs/PERFORMANCE.md`).
 //!
 //! Each thread makes one warm-up call, then `iters` calls after a common barrier;
 //! the time is from the first thread's start to the last thread's finish.
@@ -16,7 +18,20 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::time::Duration;
 
-const THREADS: [usize; 4] = [1, 2, 4, 8];
+/// The thread counts: `CUTOUT_BENCH_THREADS` (comma-separated), or 1, 2, 4 and 8.
+fn thread_counts() -> Vec<usize> {
+    match std::env::var("CUTOUT_BENCH_THREADS") {
+        Ok(list) => list
+            .split(',')
+            .map(|t| {
+                t.trim()
+                    .parse()
+                    .expect("CUTOUT_BENCH_THREADS: counts like 1,2,4")
+            })
+            .collect(),
+        Err(_) => vec![1, 2, 4, 8],
+    }
+}
 
 /// `threads` threads make `iters` successful calls each on `s` (after one warm-up
 /// call each, which takes the thread's slot and stripe).
@@ -29,7 +44,7 @@ struct Contended<'a, 'c>(&'a mut BenchmarkGroup<'c, WallTime>);
 impl Visit for Contended<'_, '_> {
     fn visit<S: Subject>(&mut self, name: &str, s: S) {
         assert!(succeed!(s), "{name} rejected a call");
-        for threads in THREADS {
+        for threads in thread_counts() {
             self.0
                 .bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &t| {
                     b.iter_custom(|iters| run(&s, t, iters))

@@ -7,7 +7,8 @@
 # runs): a shared VM slows whole processes now and then, and a slowdown that is
 # the layout's own shows in every run. See examples/layout.rs.
 #
-# Usage: benches/layout.sh [-v]      env: CALLS (default 20000000), STEP (64), REPS (3)
+# Usage: benches/layout.sh [-v]      env: CALLS (default 20000000), STEP (64), REPS (3),
+#        BIN (a layout binary built already: a machine without cargo, benches/device.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CALLS=${CALLS:-20000000}
@@ -15,8 +16,10 @@ STEP=${STEP:-64}
 REPS=${REPS:-3}
 VERBOSE=0
 [[ "${1:-}" == "-v" ]] && VERBOSE=1
-cargo build -q --profile bench --example layout
-BIN=target/release/examples/layout
+if [[ -z ${BIN:-} ]]; then
+    cargo build -q --profile bench --example layout
+    BIN=target/release/examples/layout
+fi
 echo "CPU: $(benches/cpu.sh)"
 NORAND=""
 if setarch "$(uname -m)" -R true 2>/dev/null; then NORAND="setarch $(uname -m) -R"; fi
