@@ -66,7 +66,13 @@
 //! three transitions around a cooldown of at least 1 ms, so 1.43 billion cooldowns:
 //! 16.6 days of back-to-back 1 ms cooldowns, or 45 years at the default 1 s. The
 //! tags of the time slot are 16 bits: one could be misread only by a reader that
-//! held a word through 65,536 transitions between two adjacent loads. The window's epoch
+//! held a word through 65,536 transitions between two adjacent loads; and a
+//! transition's claim of its start, made by a thread paused between its check of
+//! the state word and its CAS of the slot while 65,536 transitions ran in the same
+//! millisecond tick (only a clock that stands still, or reads coarser than 9 ms,
+//! allows that: 65,536 transitions take 9 ms), could erase the current phase's start. The first reader of that
+//! phase puts it back (`TimeSlot::reclaim`, `metrics` included), so the phase
+//! never reads as over for ever. The window's epoch
 //! keys repeat every 2^32 - 1 buckets (49.7 days of the shortest, 1 ms buckets; 136
 //! years of the default 1 s ones); a bucket left untouched for exactly that long in
 //! one unbroken closed phase is read once more as current, for one window (see the
