@@ -287,7 +287,8 @@
 // docs.rs labels every feature-gated item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Denied, not forbidden: one function allows it (`fork::register`, which
-// registers the fork handlers).
+// registers the fork handlers), and under loom only, the modelled `OnceBox`
+// (`sync::loom_once_box`).
 #![deny(unsafe_code)]
 
 mod breaker;

@@ -1,11 +1,20 @@
 //! Internal access for the loom models of the sliding window
-//! (`loom-tests/tests/window.rs`). Exists only under `--cfg cutout_loom`; not part of
-//! the API.
+//! (`loom-tests/tests/window.rs`) and of a stripe's first writer
+//! (`loom-tests/tests/stripes.rs`). Exists only under `--cfg cutout_loom`; not part
+//! of the API.
 
 use crate::event::WindowCounts;
 use crate::state::{Snapshot, StateWord, TimeSlot};
 use crate::stripe::Stripes;
 use crate::window::{Sample, Window};
+
+/// Whether breakers built from now on, in this process, allocate each stripe with
+/// its first writer (`true`, as outside loom) or all of them when built (`false`,
+/// the default under loom, which keeps the other models' interleavings few). Call it
+/// before `loom::model`; every test in the same test binary must ask the same.
+pub fn lazy_stripes(lazy: bool) {
+    crate::sync::set_lazy_stripes(lazy);
+}
 
 /// A bare sliding window and its stripes, driven with explicit times, and the
 /// state word of the breaker it belongs to: a closed phase, moved on only by

@@ -123,7 +123,7 @@ macro_rules! room {
             /// configuration never asks for).
             fn new(lines: usize, len: usize) -> Room {
                 fn empty<T>(len: usize) -> Box<[OnceBox<T>]> {
-                    (0..len).map(|_| OnceBox::new()).collect()
+                    (0..len).map(|_| crate::sync::stripe_box()).collect()
                 }
                 $(if lines <= $lines {
                     return Room::$class(empty(len));
@@ -534,7 +534,8 @@ impl Stripes {
             owned_bits: AtomicU64::new(0),
             shared_bits: AtomicU64::new(0),
         };
-        if crate::sync::EAGER_STRIPES {
+        // Only under loom, unless a model asked for lazy stripes (see `sync`).
+        if crate::sync::eager_stripes() {
             for index in 0..stripes.room.len() {
                 let _ = stripes.stripe(index);
             }
@@ -590,7 +591,9 @@ impl Stripes {
     /// Published first (as it once was), the stripe could be written and read back
     /// before the bit was set, and the writer's own trip check missed its failure.
     /// A reader that sees the bit before the stripe is published skips it
-    /// (`named`): nothing has been counted in it yet.
+    /// (`named`): nothing has been counted in it yet. Model-checked with lazy
+    /// stripes by loom model 13 (`loom-tests/tests/stripes.rs`), which fails with
+    /// the bit set after the publication.
     #[cold]
     #[inline(never)]
     fn allocate(&self, index: usize) -> &Line {
