@@ -564,9 +564,10 @@ impl TimeSlot {
     /// word is for the phase after next, made by a candidate that saw the state
     /// word past `s` (so this thread, having read that claim, sees it past `s`
     /// too). The start put back is the late candidate's clock reading, which it
-    /// took after `s`'s previous phase began (whose start, in the same tick as
-    /// `s`'s, is the value it expected), or `now` if that is earlier: the phase
-    /// reads as started no earlier than it did, and its time is never cut short.
+    /// took after the phase whose word it expected began (a cycle before `s`,
+    /// with `s`'s tag and, for its CAS to land, `s`'s very start), or `now` if
+    /// that is earlier: the phase reads as started no earlier than it did, and its
+    /// time is never cut short.
     /// A late claim's CAS can land again between this check and this CAS (by the
     /// same coincidence); then the next reader of the phase it hit puts that back.
     #[cold]
