@@ -78,6 +78,17 @@ mod support {
         (clock, events, Arc::new(breaker))
     }
 
+    /// A model's breaker that trips on `failure_rate(1.0, minimum)` over a 10 s
+    /// window of one bucket, with the clock moved to 5 s (inside that bucket).
+    pub fn rate_breaker(minimum: u32) -> (ManualClock, Events, Arc<CircuitBreaker<ManualClock>>) {
+        let (clock, events, breaker) = shared_breaker(|b| {
+            b.window(Duration::from_secs(10), 1)
+                .failure_rate(1.0, minimum)
+        });
+        clock.advance(Duration::from_secs(5));
+        (clock, events, breaker)
+    }
+
     /// Trips `breaker` (built with `consecutive_failures(1)`) from the main thread
     /// and lets its cooldown pass, so the next call starts a half-open round.
     pub fn trip_and_cool(breaker: &CircuitBreaker<ManualClock>, clock: &ManualClock) {

@@ -22,10 +22,9 @@
 
 #![cfg(cutout_loom)]
 
-use cutout::{ManualClock, Reason, State};
+use cutout::{Reason, State};
 use loom::thread;
-use loom_tests::{Events, OPEN, builder, model};
-use std::sync::Arc;
+use loom_tests::{OPEN, model, rate_breaker};
 use std::time::Duration;
 
 /// `before` failures from the main thread (the last one's read grants the next
@@ -35,19 +34,11 @@ use std::time::Duration;
 fn race<const N: usize>(minimum: u32, before: u32, each: [u32; N]) {
     assert_eq!(before + each.iter().sum::<u32>(), minimum);
     model(move || {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = builder(&clock, &events)
-            .window(Duration::from_secs(10), 1)
-            .failure_rate(1.0, minimum)
-            .build()
-            .unwrap();
-        clock.advance(Duration::from_secs(5));
+        let (_clock, events, breaker) = rate_breaker(minimum);
         for _ in 0..before {
             let _ = breaker.call(|| Err::<(), _>("down"));
         }
         assert_eq!(breaker.state(), State::Closed);
-        let breaker = Arc::new(breaker);
         let threads: Vec<_> = each
             .into_iter()
             .map(|n| {
@@ -111,20 +102,12 @@ fn a_skipped_failure_is_seen_by_a_third_threads_only_read() {
 #[test]
 fn a_grant_being_written_over_another_epochs_is_never_read_torn() {
     model(|| {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = builder(&clock, &events)
-            .window(Duration::from_secs(10), 1)
-            .failure_rate(1.0, 3)
-            .build()
-            .unwrap();
-        clock.advance(Duration::from_secs(5));
+        let (clock, events, breaker) = rate_breaker(3);
         for _ in 0..5 {
             let _ = breaker.call(|| Ok::<(), &str>(()));
         }
         let _ = breaker.call(|| Err::<(), _>("down"));
         clock.advance(Duration::from_secs(10));
-        let breaker = Arc::new(breaker);
         let threads: Vec<_> = [1, 2]
             .into_iter()
             .map(|n| {

@@ -26,31 +26,16 @@
 #![cfg(cutout_loom)]
 
 use cutout::loom_hooks::{WindowModel, lazy_stripes};
-use cutout::{ManualClock, Reason, State};
+use cutout::{Reason, State};
 use loom::thread;
-use loom_tests::{Events, OPEN, builder, model};
+use loom_tests::{OPEN, model, rate_breaker};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// A `failure_rate(1.0, 2)` breaker over a one-bucket window, built with lazy
-/// stripes (none allocated), at 5 s.
-fn rate_breaker() -> (Events, Arc<cutout::CircuitBreaker<ManualClock>>) {
-    let clock = ManualClock::new();
-    let events = Events::new();
-    let breaker = builder(&clock, &events)
-        .window(Duration::from_secs(10), 1)
-        .failure_rate(1.0, 2)
-        .build()
-        .unwrap();
-    clock.advance(Duration::from_secs(5));
-    (events, Arc::new(breaker))
-}
 
 #[test]
 fn two_first_failures_each_allocating_its_stripe_trip_once() {
     lazy_stripes(true);
     model(|| {
-        let (events, breaker) = rate_breaker();
+        let (_clock, events, breaker) = rate_breaker(2); // lazy stripes: none allocated
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let b = breaker.clone();
@@ -87,7 +72,7 @@ fn two_first_failures_each_allocating_its_stripe_trip_once() {
 fn a_reader_racing_a_first_failure_counts_it_or_not() {
     lazy_stripes(true);
     model(|| {
-        let (_, breaker) = rate_breaker();
+        let (_clock, _, breaker) = rate_breaker(2);
         let writer = {
             let b = breaker.clone();
             thread::spawn(move || {

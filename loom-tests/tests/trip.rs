@@ -9,7 +9,7 @@
 
 use cutout::{CircuitBreaker, ManualClock, Reason, State};
 use loom::thread;
-use loom_tests::{Events, OPEN, builder, model};
+use loom_tests::{Events, OPEN, model, rate_breaker, shared_breaker};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,8 +22,7 @@ fn check_after(breaker: &CircuitBreaker<ManualClock>) {
     }
 }
 
-fn race(breaker: CircuitBreaker<ManualClock>, events: Events, reason: Reason) {
-    let breaker = Arc::new(breaker);
+fn race(breaker: Arc<CircuitBreaker<ManualClock>>, events: Events, reason: Reason) {
     let threads: Vec<_> = (0..2)
         .map(|_| {
             let b = breaker.clone();
@@ -55,12 +54,7 @@ fn race(breaker: CircuitBreaker<ManualClock>, events: Events, reason: Reason) {
 #[test]
 fn consecutive_failures_trip_once() {
     model(|| {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = builder(&clock, &events)
-            .consecutive_failures(2)
-            .build()
-            .unwrap();
+        let (clock, events, breaker) = shared_breaker(|b| b.consecutive_failures(2));
         // Time is data: set before the threads start, so opened-at is 5 s, not 0.
         clock.advance(Duration::from_secs(5));
         race(breaker, events.clone(), Reason::ConsecutiveFailures);
@@ -70,14 +64,7 @@ fn consecutive_failures_trip_once() {
 #[test]
 fn failure_rate_trips_once() {
     model(|| {
-        let clock = ManualClock::new();
-        let events = Events::new();
-        let breaker = builder(&clock, &events)
-            .window(Duration::from_secs(10), 1)
-            .failure_rate(1.0, 2)
-            .build()
-            .unwrap();
-        clock.advance(Duration::from_secs(5));
+        let (_clock, events, breaker) = rate_breaker(2);
         race(breaker, events.clone(), Reason::FailureRate);
     });
 }
