@@ -190,12 +190,18 @@ fn closed(c: &mut Criterion) {
     g.finish();
 }
 
-/// The always-ready inner service of the `tower/` scenarios.
-fn echo() -> impl Service<u64, Response = u64, Error = (), Future = Ready<Result<u64, ()>>>
-+ Clone
-+ Send
-+ 'static {
-    service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) })
+/// The always-ready inner service of the `tower/` scenarios, with error type `E`.
+///
+/// Each way of polling the layer's future takes its own `E`, as each way of
+/// polling `call_async`'s does, so that each is a future type of its own: one
+/// type for all would make the layer's `poll` one function, its address taken
+/// for the as-a-task rows, and the compiler would not inline it into the loops
+/// of the others (which it does for `call_async`'s). The loops: `()` in
+/// `tower_threads`, `u16` in `tower_clones`, `u32` out of line; `u8` as a task.
+fn echo<E: Send + 'static>()
+-> impl Service<u64, Response = u64, Error = E, Future = Ready<Result<u64, E>>> + Clone + Send + 'static
+{
+    service_fn(|x: u64| -> Ready<Result<u64, E>> { ready(Ok(x)) })
 }
 
 /// Cutout's layer: `call`, its future polled once.
@@ -203,7 +209,7 @@ fn tower_threads(layer: &CircuitBreakerLayer, threads: usize, iters: u64) -> Dur
     across_threads(
         threads,
         iters,
-        || layer.layer(echo()),
+        || layer.layer(echo::<()>()),
         |service| poll_once(service.call(black_box(1))).is_ok(),
     )
 }
@@ -211,7 +217,7 @@ fn tower_threads(layer: &CircuitBreakerLayer, threads: usize, iters: u64) -> Dur
 /// Cutout's layer as axum's router drives it: one service, cloned for each thread
 /// and again for each request, then called.
 fn tower_clones(layer: &CircuitBreakerLayer, threads: usize, iters: u64) -> Duration {
-    let service = layer.layer(echo());
+    let service = layer.layer(echo::<u16>());
     across_threads(
         threads,
         iters,
@@ -257,7 +263,7 @@ fn tower_resilience_threads(layer: &ResilienceLayer, threads: usize, iters: u64)
     across_threads(
         threads,
         iters,
-        || (layer.layer(echo()), None),
+        || (layer.layer(echo::<()>()), None),
         |(service, waker)| {
             // Made by the service's thread, at its first (warm-up) call.
             let mut cx = Context::from_waker(waker.get_or_insert_with(parking_waker));
@@ -301,7 +307,7 @@ fn tower(c: &mut Criterion) {
         })
     });
     g.bench_function("tower/layer, polled out of line", |b| {
-        let mut service = layer.layer(echo());
+        let mut service = layer.layer(echo::<u32>());
         b.iter_custom(|iters| {
             timed(iters, || {
                 poll_out_of_line(service.call(black_box(1))).is_ok()
@@ -309,15 +315,15 @@ fn tower(c: &mut Criterion) {
         })
     });
     // Both polled as an executor polls a task (`common::as_a_task`): each future's
-    // poll a function of its own, as the layer's is in every row. The call's error
-    // type is `u8` so that its future is a type of its own: with the address of
-    // its poll taken here, the rows above would stop inlining it too.
+    // poll a function of its own. The error type is `u8` so that each future is a
+    // type of its own: with the address of its poll taken here, the loops of the
+    // other rows would stop inlining it too (see `echo`).
     g.bench_function("tower/call_async, polled as a task", |b| {
         let mut call = as_a_task(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
         b.iter_custom(|iters| timed(iters, || call().is_ok()))
     });
     g.bench_function("tower/layer, polled as a task", |b| {
-        let mut service = layer.layer(echo());
+        let mut service = layer.layer(echo::<u8>());
         let mut call = as_a_task(|| service.call(black_box(1)));
         b.iter_custom(|iters| timed(iters, || call().is_ok()))
     });
@@ -329,7 +335,7 @@ fn tower(c: &mut Criterion) {
         b.iter_custom(|iters| timed_fours(iters, &mut four))
     });
     g.bench_function("tower/layer, as four tasks", |b| {
-        let mut service = layer.layer(echo());
+        let mut service = layer.layer(echo::<u8>());
         let mut four = four_tasks(|| service.call(black_box(1)));
         b.iter_custom(|iters| timed_fours(iters, &mut four))
     });

@@ -256,11 +256,17 @@ fn sync_shapes(rounds: usize, calls: u64) {
 /// with (DESIGN.md: within 2x).
 fn async_shapes(rounds: usize, calls: u64) {
     let breaker = std::sync::Arc::new(CircuitBreaker::builder().build().unwrap());
-    let echo = service_fn(|x: u64| -> Ready<Result<u64, ()>> { ready(Ok(x)) });
-    let mut service = CircuitBreakerLayer::new(breaker.clone()).layer(echo);
-    let (mut for_task, mut for_tasks) = (service.clone(), service.clone());
-    // As a task, the futures' error type is `u8`, so that each is a type of its
-    // own whose poll is not also inlined into the loop of the in-the-loop row.
+    // As a task, the futures' and the services' error type is `u8`, so that each
+    // future and service is a type of its own whose `call` and `poll` have only
+    // the in-the-loop row as their caller there, as `call_async`'s do. (With one
+    // type for both rows, the layer's `poll` was one function, its address taken
+    // for the task, and the compiler did not inline it into the loop.)
+    let layer = CircuitBreakerLayer::new(breaker.clone());
+    let mut service = layer.layer(service_fn(|x: u64| -> Ready<Result<u64, ()>> {
+        ready(Ok(x))
+    }));
+    let echo = service_fn(|x: u64| -> Ready<Result<u64, u8>> { ready(Ok(x)) });
+    let (mut for_task, mut for_tasks) = (layer.layer(echo), layer.layer(echo));
     let mut direct_task = as_a_task(|| ready(Ok::<_, u8>(black_box(1u64))));
     let mut call_async_task = as_a_task(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
     let mut layer_task = as_a_task(move || for_task.call(black_box(1u64)));
