@@ -10,6 +10,7 @@
 # open_reject (single-threaded, every peer), shapes (issue 16's call shapes,
 # the crowd and the tower layer), and examples/paired (the shapes in pairs).
 # With LAYOUT_ONLY=1: benches/layout.sh's sweep and a second look at the shapes;
+# with TOWER_ONLY=1: the tower shapes alone (paired and criterion);
 # with ADDRS_ONLY=1: the layout sweep with every address printed (the runs of
 # docs/PERFORMANCE.md, "Issue 16 on an Intel Xeon, 16 cores").
 set -euo pipefail
@@ -50,6 +51,15 @@ run)
                 $n .devbench/layout inline 6000000 2>/tmp/a)
             echo "stack $p $t $(cat /tmp/a)"
         done; done >>"$out/addrs.log"
+        exit 0
+    fi
+    if [[ -n ${TOWER_ONLY:-} ]]; then
+        # The fourth run: the tower shapes, each polling a future type of its own
+        # (docs/PERFORMANCE.md, "The tower layer inlined").
+        timeout 60 .devbench/paired 400 20000 async >"$out/paired_async.log" 2>&1 ||
+            echo "paired async: rc $?" >>"$out/machine.txt"
+        timeout 150 .devbench/shapes "${b[@]}" 'tower/' \
+            >"$out/shapes_tower.log" 2>&1 || echo "shapes: rc $?" >>"$out/machine.txt"
         exit 0
     fi
     if [[ -n ${LAYOUT_ONLY:-} ]]; then

@@ -359,6 +359,7 @@ where
         self.inner.poll_ready_inner(cx)
     }
 
+    #[inline]
     fn call(&mut self, request: Request) -> Self::Future {
         ResponseFuture {
             inner: self.inner.call(request),
@@ -410,6 +411,7 @@ where
 {
     type Output = Result<Response<B>, E>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Poll::Ready(match ready!(self.project().inner.poll(cx)) {
             Ok(response) => Ok(response),

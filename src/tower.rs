@@ -316,6 +316,11 @@ where
         self.poll_ready_inner(cx).map_err(Error::Inner)
     }
 
+    // `#[inline]` here and on the future's `poll`: the hint lets the compiler
+    // inline both into the caller that makes and polls the future (an async fn's
+    // poll, a loop), as it does `call_async`'s: 117 instructions a call in a loop,
+    // against 188 without the hints (`examples/instructions.rs`, `tower_layer`).
+    #[inline]
     fn call(&mut self, request: Request) -> Self::Future {
         if let Some(readied) = self.shed.take() {
             return ResponseFuture {
@@ -482,6 +487,7 @@ where
 {
     type Output = Result<T, Error<E>>;
 
+    #[inline] // see `CircuitBreakerService::call`
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
         match state.as_mut().project() {
