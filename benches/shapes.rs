@@ -31,8 +31,9 @@
 //!   `build` gives each service a circuit of its own). Two differences in how it is
 //!   driven: `poll_ready` before each `call` (its readiness is where its circuit is
 //!   checked, an open one reserving the rejection there; closed, over this service,
-//!   it is always ready; cutout's `poll_ready` only asks the inner service, so its
-//!   scenario leaves it out), and a real waker: its future (boxed) takes a
+//!   it is always ready; cutout's `poll_ready` loads the breaker's state word and
+//!   asks the inner service, always ready here, so its scenarios leave it out, as
+//!   `call_async` has none), and a real waker: its future (boxed) takes a
 //!   `tokio::sync::Mutex` twice, which the other thread may hold, so it can be
 //!   pending. Each thread polls with a waker that unparks it and parks while the
 //!   future is pending, as a thread blocking on a future does (one thread: never
