@@ -5,7 +5,7 @@
 
 #[cfg(cutout_loom)]
 mod support {
-    use cutout::{Builder, CircuitBreaker, ManualClock, Transition};
+    use cutout::{Builder, CircuitBreaker, ManualClock, Reason, State, Transition};
     use loom::sync::Mutex;
     use std::sync::Arc;
     use std::time::Duration;
@@ -89,11 +89,67 @@ mod support {
         (clock, events, breaker)
     }
 
+    /// Runs a thread for each number in `each`, which fails that many calls to
+    /// `breaker` and then runs `after` on it, and joins them all.
+    pub fn fail_in_threads(
+        breaker: &Arc<CircuitBreaker<ManualClock>>,
+        each: impl IntoIterator<Item = u32>,
+        after: fn(&CircuitBreaker<ManualClock>),
+    ) {
+        let threads: Vec<_> = each
+            .into_iter()
+            .map(|n| {
+                let b = breaker.clone();
+                loom::thread::spawn(move || {
+                    for _ in 0..n {
+                        let _ = b.call(|| Err::<(), _>("down"));
+                    }
+                    after(&b);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    /// A [`fail_in_threads`] check: the thread sees the breaker Closed (the other
+    /// failures not in yet) or Open.
+    pub fn closed_or_open(breaker: &CircuitBreaker<ManualClock>) {
+        let s = breaker.state();
+        assert!(s == State::Closed || s == State::Open, "{s:?}");
+    }
+
+    /// Asserts that `breaker`, new when the model began, tripped exactly once, for
+    /// `reason`: Open in generation 1 with the whole cooldown ahead, one transition
+    /// counted, `failures` failures counted, and one event delivered (returned).
+    pub fn assert_tripped_once(
+        breaker: &CircuitBreaker<ManualClock>,
+        events: &Events,
+        reason: Reason,
+        failures: u64,
+    ) -> Transition {
+        let m = breaker.metrics();
+        assert_eq!(m.state, State::Open, "the crossing failure tripped: {m:?}");
+        assert_eq!(m.generation, 1, "one transition, one generation step");
+        assert_eq!(m.transitions(reason), 1);
+        assert_eq!(m.total_transitions(), 1);
+        assert_eq!(m.retry_after, Some(OPEN), "opened-at is the trip's time");
+        assert_eq!(m.lifetime.failures, failures);
+        let ev = events.get();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!(
+            (ev[0].from, ev[0].to, ev[0].reason, ev[0].generation),
+            (State::Closed, State::Open, reason, 1)
+        );
+        ev[0]
+    }
+
     /// Trips `breaker` (built with `consecutive_failures(1)`) from the main thread
     /// and lets its cooldown pass, so the next call starts a half-open round.
     pub fn trip_and_cool(breaker: &CircuitBreaker<ManualClock>, clock: &ManualClock) {
         let _ = breaker.call(|| Err::<(), _>("down"));
-        assert_eq!(breaker.state(), cutout::State::Open);
+        assert_eq!(breaker.state(), State::Open);
         clock.advance(OPEN);
     }
 }

@@ -24,7 +24,7 @@
 
 use cutout::{Reason, State};
 use loom::thread;
-use loom_tests::{OPEN, model, rate_breaker};
+use loom_tests::{OPEN, assert_tripped_once, closed_or_open, fail_in_threads, model, rate_breaker};
 use std::time::Duration;
 
 /// `before` failures from the main thread (the last one's read grants the next
@@ -39,30 +39,8 @@ fn race<const N: usize>(minimum: u32, before: u32, each: [u32; N]) {
             let _ = breaker.call(|| Err::<(), _>("down"));
         }
         assert_eq!(breaker.state(), State::Closed);
-        let threads: Vec<_> = each
-            .into_iter()
-            .map(|n| {
-                let b = breaker.clone();
-                thread::spawn(move || {
-                    for _ in 0..n {
-                        let _ = b.call(|| Err::<(), _>("down"));
-                    }
-                    let s = b.state();
-                    assert!(s == State::Closed || s == State::Open, "{s:?}");
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        let m = breaker.metrics();
-        assert_eq!(m.state, State::Open, "the crossing failure tripped");
-        assert_eq!(m.transitions(Reason::FailureRate), 1);
-        assert_eq!(m.total_transitions(), 1);
-        assert_eq!(m.lifetime.failures, u64::from(minimum));
-        assert_eq!(m.retry_after, Some(OPEN));
-        let ev = events.get();
-        assert_eq!(ev.len(), 1, "{ev:?}");
+        fail_in_threads(&breaker, each, closed_or_open);
+        assert_tripped_once(&breaker, &events, Reason::FailureRate, u64::from(minimum));
     });
 }
 

@@ -28,7 +28,7 @@
 use cutout::loom_hooks::{WindowModel, lazy_stripes};
 use cutout::{Reason, State};
 use loom::thread;
-use loom_tests::{OPEN, model, rate_breaker};
+use loom_tests::{assert_tripped_once, closed_or_open, fail_in_threads, model, rate_breaker};
 use std::sync::Arc;
 
 #[test]
@@ -36,35 +36,11 @@ fn two_first_failures_each_allocating_its_stripe_trip_once() {
     lazy_stripes(true);
     model(|| {
         let (_clock, events, breaker) = rate_breaker(2); // lazy stripes: none allocated
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
-                let b = breaker.clone();
-                thread::spawn(move || {
-                    // The thread's first call: it takes a slot (an owned stripe,
-                    // under loom's two) and allocates that stripe.
-                    let _ = b.call(|| Err::<(), _>("down"));
-                    let s = b.state();
-                    assert!(s == State::Closed || s == State::Open, "{s:?}");
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        let m = breaker.metrics();
-        assert_eq!(m.state, State::Open, "both failures are in one read: {m:?}");
-        assert_eq!(m.generation, 1);
-        assert_eq!(m.transitions(Reason::FailureRate), 1);
-        assert_eq!(m.total_transitions(), 1);
-        assert_eq!(m.retry_after, Some(OPEN));
-        assert_eq!(m.lifetime.failures, 2);
-        assert_eq!(m.lifetime.admitted, 2);
-        let ev = events.get();
-        assert_eq!(ev.len(), 1, "{ev:?}");
-        assert_eq!(
-            (ev[0].from, ev[0].to, ev[0].reason, ev[0].generation),
-            (State::Closed, State::Open, Reason::FailureRate, 1)
-        );
+        // Each thread's first call takes a slot (an owned stripe, under loom's
+        // two) and allocates that stripe.
+        fail_in_threads(&breaker, [1, 1], closed_or_open);
+        assert_tripped_once(&breaker, &events, Reason::FailureRate, 2);
+        assert_eq!(breaker.metrics().lifetime.admitted, 2);
     });
 }
 

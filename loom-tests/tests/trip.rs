@@ -8,8 +8,9 @@
 #![cfg(cutout_loom)]
 
 use cutout::{CircuitBreaker, ManualClock, Reason, State};
-use loom::thread;
-use loom_tests::{Events, OPEN, model, rate_breaker, shared_breaker};
+use loom_tests::{
+    Events, OPEN, assert_tripped_once, fail_in_threads, model, rate_breaker, shared_breaker,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,32 +24,9 @@ fn check_after(breaker: &CircuitBreaker<ManualClock>) {
 }
 
 fn race(breaker: Arc<CircuitBreaker<ManualClock>>, events: Events, reason: Reason) {
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            let b = breaker.clone();
-            thread::spawn(move || {
-                let _ = b.call(|| Err::<(), _>("down"));
-                check_after(&b);
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    let m = breaker.metrics();
-    assert_eq!(m.state, State::Open);
-    assert_eq!(m.generation, 1, "one transition, one generation step");
-    assert_eq!(m.transitions(reason), 1);
-    assert_eq!(m.total_transitions(), 1);
-    assert_eq!(m.retry_after, Some(OPEN), "opened-at is the trip's time");
-    assert_eq!(m.lifetime.failures, 2);
-    let ev = events.get();
-    assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(
-        (ev[0].from, ev[0].to, ev[0].reason, ev[0].generation),
-        (State::Closed, State::Open, reason, 1)
-    );
-    assert_eq!(ev[0].at, Duration::from_secs(5));
+    fail_in_threads(&breaker, [1, 1], check_after);
+    let event = assert_tripped_once(&breaker, &events, reason, 2);
+    assert_eq!(event.at, Duration::from_secs(5));
 }
 
 #[test]
