@@ -50,34 +50,35 @@
 //!
 //! # The ABA window
 //! The generation is 32 bits, and the word counts its wraps in 23 more: a whole
-//! word repeats only after 2^55 transitions, so an outcome's check against the
-//! word it was admitted under (and a thread's cached Open deadline, or live
-//! bucket, kept beside the word) cannot be fooled within any lifetime. What is
-//! tagged with the generation alone (the round, the streak, the window's shared
-//! counts, a bucket's tag) can: a stale outcome could pass as fresh there only if
-//! exactly a multiple of 2^32 = 4,294,967,296 transitions happened while its call
-//! was in flight and it was delayed between the word's check and the tagged
-//! update. (A thread that held a word through such a cycle during its admission
-//! takes a probe slot of the current round by the round word's tag, finds the
-//! whole word changed, and gives the slot back; every transition's CAS compares
-//! whole words.) At the fastest a single breaker moves (about 140 ns a
-//! transition for a loop of nothing but `force_open` and `reset`: 65,536 of them
-//! in 9 ms) that is 10 minutes of uninterrupted manual transitions during one call; through trips, each cycle (Closed → Open → HalfOpen → Closed) is
-//! three transitions around a cooldown of at least 1 ms, so 1.43 billion cooldowns:
-//! 16.6 days of back-to-back 1 ms cooldowns, or 45 years at the default 1 s. The
-//! tags of the time slot are 16 bits: one could be misread only by a reader that
-//! held a word through 65,536 transitions between two adjacent loads; and a
-//! transition's claim of its start, made by a thread paused between its check of
-//! the state word and its CAS of the slot while 65,536 transitions ran in the same
-//! millisecond tick (only a clock that stands still, or reads coarser than 9 ms,
-//! allows that: 65,536 transitions take 9 ms), could erase the current phase's start. The first reader of that
-//! phase puts it back (`TimeSlot::reclaim`, `metrics` included), so the phase
-//! never reads as over for ever. The window's epoch
-//! keys repeat every 2^32 - 1 buckets (49.7 days of the shortest, 1 ms buckets; 136
-//! years of the default 1 s ones); a bucket left untouched for exactly that long in
-//! one unbroken closed phase is read once more as current, for one window (see the
-//! `window` module's docs). `tests/long_life.rs` and `tests/soak.rs` drive the
-//! breaker through these distances, and through 20 years of simulated time.
+//! word repeats only after 2^55 transitions, so an outcome's check against the word
+//! it was admitted under (and a thread's cached Open deadline, or live bucket, kept
+//! beside the word) cannot be fooled within any lifetime. What is tagged with the
+//! generation alone (the round, the streak, the window's shared counts, a bucket's
+//! tag) can: a stale outcome could pass as fresh there only if exactly a multiple
+//! of 2^32 = 4,294,967,296 transitions happened while its call was in flight and it
+//! was delayed between the word's check and the tagged update. (A thread that held
+//! a word through such a cycle during its admission takes a probe slot of the
+//! current round by the round word's tag, finds the whole word changed, and gives
+//! the slot back; every transition's CAS compares whole words.) At the fastest a
+//! single breaker moves (about 140 ns a transition for a loop of nothing but
+//! `force_open` and `reset`: 65,536 of them in 9 ms) that is 10 minutes of
+//! uninterrupted manual transitions during one call; through trips, each cycle
+//! (Closed → Open → HalfOpen → Closed) is three transitions around a cooldown of at
+//! least 1 ms, so 1.43 billion cooldowns: 16.6 days of back-to-back 1 ms cooldowns,
+//! or 45 years at the default 1 s. The tags of the time slot are 16 bits: one could
+//! be misread only by a reader that held a word through 65,536 transitions between
+//! two adjacent loads; and a transition's claim of its start, made by a thread
+//! paused between its check of the state word and its CAS of the slot while 65,536
+//! transitions ran in the same millisecond tick (only a clock that stands still, or
+//! reads coarser than 9 ms, allows that: 65,536 transitions take 9 ms at the
+//! fastest above), could erase the current phase's start. The first reader of that
+//! phase puts it back (`TimeSlot::reclaim`, `metrics` included), so the phase never
+//! reads as over for ever. The window's epoch keys repeat every 2^32 - 1 buckets
+//! (49.7 days of the shortest, 1 ms buckets; 136 years of the default 1 s ones); a
+//! bucket left untouched for exactly that long in one unbroken closed phase is read
+//! once more as current, for one window (see the `window` module's docs).
+//! `tests/long_life.rs` and `tests/soak.rs` drive the breaker through these
+//! distances, and through 20 years of simulated time.
 //!
 //!
 //! # Orderings

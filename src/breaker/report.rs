@@ -9,10 +9,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Takes no lock and writes nothing (but for one repair, which any reader of
     /// the phase makes: a current phase's start erased by a transition a whole tag
     /// cycle late is put back; see the implementation notes, "The ABA window"). It
-    /// reads the state word, and sums the
-    /// window's buckets and the eight lifetime counters over every stripe (see
-    /// [`Lifetime`] for what striping costs), so it is meant for a scrape or a tick,
-    /// not for every call.
+    /// reads the state word, and sums the window's buckets and the eight lifetime
+    /// counters over every stripe (see [`Lifetime`] for what striping costs), so it
+    /// is meant for a scrape or a tick, not for every call.
     ///
     /// # Examples
     /// ```
