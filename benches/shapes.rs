@@ -52,17 +52,17 @@
 mod common;
 
 use common::{
-    LONG, Subject, across_threads, as_a_task, fail, four_tasks, helper, poll_once, succeed,
+    LONG, Subject, across_threads, as_a_task, echo, fail, four_tasks, helper, poll_once, succeed,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
-use std::future::{Future, Ready, ready};
+use std::future::{Future, ready};
 use std::hint::black_box;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
-use tower::{Layer, Service, service_fn};
+use tower::{Layer, Service};
 use tower_resilience::circuitbreaker::CircuitBreakerLayer as ResilienceLayer;
 
 fn timed(iters: u64, mut f: impl FnMut() -> bool) -> Duration {
@@ -189,20 +189,6 @@ fn closed(c: &mut Criterion) {
     fresh!("recloser_default", common::recloser_default(LONG), 300);
     fresh!("mutex", common::MutexBreaker::new(5, LONG), 100);
     g.finish();
-}
-
-/// The always-ready inner service of the `tower/` scenarios, with error type `E`.
-///
-/// Each way of polling the layer's future takes its own `E`, as each way of
-/// polling `call_async`'s does, so that each is a future type of its own: one
-/// type for all would make the layer's `poll` one function, its address taken
-/// for the as-a-task rows, and the compiler would not inline it into the loops
-/// of the others (which it does for `call_async`'s). The loops: `()` in
-/// `tower_threads`, `u16` in `tower_clones`, `u32` out of line; `u8` as a task.
-fn echo<E: Send + 'static>()
--> impl Service<u64, Response = u64, Error = E, Future = Ready<Result<u64, E>>> + Clone + Send + 'static
-{
-    service_fn(|x: u64| -> Ready<Result<u64, E>> { ready(Ok(x)) })
 }
 
 /// Cutout's layer: `call`, its future polled once.

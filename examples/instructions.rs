@@ -288,12 +288,12 @@ fn main() {
 /// the first poll, and no tokio runtime is needed while the circuit is closed.
 mod tower {
     use super::black_box;
-    use super::common::{as_a_task, poll_once};
+    use super::common::{as_a_task, echo, poll_once};
     use cutout::{CircuitBreaker, CircuitBreakerLayer, Outcome};
-    use std::future::{Ready, ready};
+    use std::future::ready;
     use std::sync::Arc;
     use std::task::{Context, Poll, Waker};
-    use tower::{Layer, Service, service_fn};
+    use tower::{Layer, Service};
     use tower_resilience::circuitbreaker::CircuitBreakerLayer as ResilienceLayer;
 
     pub const NAMES: [&str; 8] = [
@@ -306,17 +306,6 @@ mod tower {
         "tower_arc_permit",
         "tower_resilience",
     ];
-
-    /// The always-ready inner service, with error type `E`: each layer row takes
-    /// its own, as `call_async`'s rows do, so that each polls a future type of its
-    /// own (with one type for all, the layer's `poll` was one function, its
-    /// address taken for the as-a-task row, and the compiler did not inline it
-    /// into the loops of the others, as it does `call_async`'s: 170 instructions
-    /// in the loop, not 117).
-    fn echo<E>()
-    -> impl Service<u64, Response = u64, Error = E, Future = Ready<Result<u64, E>>> + Clone {
-        service_fn(|x: u64| -> Ready<Result<u64, E>> { ready(Ok(x)) })
-    }
 
     pub fn run(name: &str, calls: u64) {
         let breaker = Arc::new(CircuitBreaker::builder().build().unwrap());

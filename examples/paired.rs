@@ -45,13 +45,13 @@ mod common;
 
 use common::{
     Subject, as_a_task, drive_helper, drive_helper_loaded, drive_succeed, drive_succeed_loaded,
-    four_tasks, poll_once, succeed,
+    echo, four_tasks, poll_once, succeed,
 };
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
-use std::future::{Ready, ready};
+use std::future::ready;
 use std::hint::black_box;
 use std::time::Instant;
-use tower::{Layer, Service, service_fn};
+use tower::{Layer, Service};
 
 const SHAPES: [&str; 5] = [
     "inline",
@@ -262,11 +262,8 @@ fn async_shapes(rounds: usize, calls: u64) {
     // type for both rows, the layer's `poll` was one function, its address taken
     // for the task, and the compiler did not inline it into the loop.)
     let layer = CircuitBreakerLayer::new(breaker.clone());
-    let mut service = layer.layer(service_fn(|x: u64| -> Ready<Result<u64, ()>> {
-        ready(Ok(x))
-    }));
-    let echo = service_fn(|x: u64| -> Ready<Result<u64, u8>> { ready(Ok(x)) });
-    let (mut for_task, mut for_tasks) = (layer.layer(echo), layer.layer(echo));
+    let mut service = layer.layer(echo::<()>());
+    let (mut for_task, mut for_tasks) = (layer.layer(echo::<u8>()), layer.layer(echo::<u8>()));
     let mut direct_task = as_a_task(|| ready(Ok::<_, u8>(black_box(1u64))));
     let mut call_async_task = as_a_task(|| breaker.call_async(ready(Ok::<_, u8>(black_box(1u64)))));
     let mut layer_task = as_a_task(move || for_task.call(black_box(1u64)));

@@ -180,6 +180,24 @@ where
     }
 }
 
+/// The always-ready inner service of the tower shapes (`benches/shapes.rs`,
+/// `examples/paired.rs`, `examples/instructions.rs`), with error type `E`.
+///
+/// Each way of polling the layer's future takes its own `E`, as each way of
+/// polling `call_async`'s does, so that each is a future type of its own: with one
+/// type for all, the layer's `poll` is one function, its address taken for the
+/// as-a-task rows, and the compiler does not inline it into the loops of the
+/// others (170 instructions a call in the loop, not 117; `docs/PERFORMANCE.md`,
+/// "The tower layer inlined"). The harnesses use `()` in a loop, `u8` as a task,
+/// `u16` for a clone per request and `u32` out of line.
+pub fn echo<E: Send + 'static>()
+-> impl tower::Service<u64, Response = u64, Error = E, Future = std::future::Ready<Result<u64, E>>>
++ Clone
++ Send
++ 'static {
+    tower::service_fn(|x: u64| -> std::future::Ready<Result<u64, E>> { std::future::ready(Ok(x)) })
+}
+
 /// Runs `measure` on a thread started while a crowd of threads held every owned
 /// stripe slot of `s` (as many as cutout has: twice the cores, 16 to 64), after the crowd
 /// exited: the "after a crowd" shape of issue 16 (a thread's slot history). Each
