@@ -4,7 +4,10 @@
 //!   10 s window; failsafe's consecutive policy; recloser's default), the call
 //!   written inline, through one shared generic helper that is not inlined
 //!   (handed the breaker through `black_box`, and `loaded`: read from memory
-//!   where nothing was just stored, `common::loaded`), and through a `&dyn Fn`;
+//!   where nothing was just stored, `common::loaded`), and through a `&dyn Fn`
+//!   (`dyn`: from a loop of the implementation's own, `common::drive_dyn`; `dyn,
+//!   shared site`: from one loop every implementation's callback goes through,
+//!   `common::drive_dyn_shared`, whose site costs any callee more on the Zen 4);
 //! - `open/fresh thread`: open rejection on a thread whose first call is a
 //!   rejection (the breaker was tripped by another thread);
 //! - `closed/after a crowd`: closed success on a thread started while a crowd of
@@ -52,7 +55,8 @@
 mod common;
 
 use common::{
-    LONG, Subject, across_threads, as_a_task, echo, fail, four_tasks, helper, poll_once, succeed,
+    LONG, Subject, across_threads, as_a_task, drive_dyn, drive_dyn_shared, echo, fail, four_tasks,
+    helper, poll_once, succeed,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
@@ -71,6 +75,22 @@ fn timed(iters: u64, mut f: impl FnMut() -> bool) -> Duration {
         black_box(f());
     }
     start.elapsed()
+}
+
+/// `iters` successful calls of `s` through a `&dyn Fn` made opaque once (a
+/// callback held in a struct), from a loop of `S`'s own, or from the one loop
+/// every implementation's callback goes through (`shared`).
+fn timed_dyn<S: Subject>(s: &S, iters: u64, shared: bool) -> Duration {
+    let call = || succeed!(s);
+    let f: &dyn Fn() -> bool = black_box(&call);
+    let start = Instant::now();
+    let ran = match shared {
+        false => drive_dyn::<S>(f, iters),
+        true => drive_dyn_shared(f, iters),
+    };
+    let elapsed = start.elapsed();
+    assert_eq!(ran, iters, "a closed breaker runs every call");
+    elapsed
 }
 
 /// `iters` calls made four at a time by `four` (which returns how many of its four
@@ -141,15 +161,10 @@ fn closed(c: &mut Criterion) {
                 b.iter_custom(|iters| timed(iters, || helper(common::loaded(&slot))))
             });
             g.bench_function(format!("closed/dyn/{}", $name), |b| {
-                let f: &dyn Fn() -> bool = &|| succeed!(s);
-                b.iter_custom(|iters| timed(iters, || black_box(f)()))
+                b.iter_custom(|iters| timed_dyn(&s, iters, false))
             });
-            // The same `&dyn Fn`, made opaque once, as a loop over a callback held
-            // in a struct calls it: no store and reload of the pointer per call.
-            g.bench_function(format!("closed/dyn, opaque once/{}", $name), |b| {
-                let call = || succeed!(s);
-                let f: &dyn Fn() -> bool = black_box(&call);
-                b.iter_custom(|iters| timed(iters, f))
+            g.bench_function(format!("closed/dyn, shared site/{}", $name), |b| {
+                b.iter_custom(|iters| timed_dyn(&s, iters, true))
             });
             g.bench_function(format!("closed/after a crowd/{}", $name), |b| {
                 b.iter_custom(|iters| after_a_crowd(&s, iters))

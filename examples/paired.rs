@@ -15,7 +15,12 @@
 //! - `inline`: the closure written at the call site, the call inlined into the loop;
 //! - `helper`: through one shared generic helper that is not inlined;
 //! - `dyn`: through a `&dyn Fn() -> bool` made opaque once (a callback held in a
-//!   struct), so each call is an indirect call;
+//!   struct), so each call is an indirect call, from a loop of the
+//!   implementation's own (`common::drive_dyn`);
+//! - `dyn, shared site`: the same through one loop that every implementation's
+//!   callback goes through in turn (`common::drive_dyn_shared`), as a
+//!   dispatcher's over many callbacks: the site's own cost, which falls on any
+//!   callee (the `direct` row's too), and which the `added` ratio takes out;
 //! - `inline, loaded` and `helper, loaded`: the first two with the breaker read
 //!   from memory at each call (`common::drive_succeed_loaded`), as a caller
 //!   reaches one kept in a struct field, instead of passed through `black_box`,
@@ -44,8 +49,8 @@
 mod common;
 
 use common::{
-    Subject, as_a_task, drive_helper, drive_helper_loaded, drive_succeed, drive_succeed_loaded,
-    echo, four_tasks, poll_once, succeed,
+    Subject, as_a_task, drive_dyn, drive_dyn_shared, drive_helper, drive_helper_loaded,
+    drive_succeed, drive_succeed_loaded, echo, four_tasks, poll_once, succeed,
 };
 use cutout::{CircuitBreaker, CircuitBreakerLayer};
 use std::future::ready;
@@ -53,24 +58,16 @@ use std::hint::black_box;
 use std::time::Instant;
 use tower::{Layer, Service};
 
-const SHAPES: [&str; 5] = [
+const SHAPES: [&str; 6] = [
     "inline",
     "helper",
     "dyn",
     "inline, loaded",
     "helper, loaded",
+    "dyn, shared site",
 ];
 /// Columns a subject takes in a round: one a shape.
 const N: usize = SHAPES.len();
-
-#[inline(never)]
-fn drive_dyn(f: &dyn Fn() -> bool, calls: u64) -> u64 {
-    let mut ran = 0;
-    for _ in 0..calls {
-        ran += u64::from(f());
-    }
-    ran
-}
 
 /// Nanoseconds per call of one shape of one implementation, `calls` calls.
 fn time<S: Subject>(s: &S, shape: usize, calls: u64) -> f64 {
@@ -80,9 +77,10 @@ fn time<S: Subject>(s: &S, shape: usize, calls: u64) -> f64 {
     let ran = match shape {
         0 => drive_succeed(s, calls),
         1 => drive_helper(s, calls),
-        2 => drive_dyn(f, calls),
+        2 => drive_dyn::<S>(f, calls),
         3 => drive_succeed_loaded(s, calls),
-        _ => drive_helper_loaded(s, calls),
+        4 => drive_helper_loaded(s, calls),
+        _ => drive_dyn_shared(f, calls),
     };
     let ns = start.elapsed().as_nanos() as f64 / calls as f64;
     assert_eq!(ran, calls, "a closed breaker runs every call");
@@ -243,6 +241,13 @@ fn sync_shapes(rounds: usize, calls: u64) {
                     N * i + 3,
                     2,
                     3,
+                ),
+                (
+                    format!("{name}, dyn, shared site / inline"),
+                    N * i + 5,
+                    N * i,
+                    5,
+                    0,
                 ),
             ]
         })

@@ -121,6 +121,40 @@ pub fn drive_helper_loaded<S: Subject>(s: &S, calls: u64) -> u64 {
     ran
 }
 
+/// `calls` calls of a `&dyn Fn` callback (one held in a struct, say), in a loop of
+/// `S`'s own: each implementation's calls go through an indirect call site that
+/// calls only its callback, as a user's loop over one callback does.
+///
+/// The loop's code does not depend on `S`, so without the `type_name` below LLVM's
+/// function merging (which rustc turns on) would fold every instantiation into
+/// one, and every implementation would share one site. A site that has jumped to
+/// more than one target is predicted another way (from the branch history, not the
+/// target it last had), most likely, which on the Zen 4 costs up to 3 cycles a
+/// call, breaker or none: the consecutive policy's call measured 2.98 ns through a
+/// shared site and 2.17 ns through its own (`docs/PERFORMANCE.md`, "A `dyn` call site of
+/// its own"). [`drive_dyn_shared`] keeps the shared site, to show that cost.
+#[inline(never)]
+pub fn drive_dyn<S>(f: &dyn Fn() -> bool, calls: u64) -> u64 {
+    black_box(std::any::type_name::<S>()); // a constant of `S`'s: not merged
+    dyn_loop(f, calls)
+}
+
+/// [`drive_dyn`] through one site that every implementation's callback goes
+/// through, as a dispatcher's over many callbacks does.
+#[inline(never)]
+pub fn drive_dyn_shared(f: &dyn Fn() -> bool, calls: u64) -> u64 {
+    dyn_loop(f, calls)
+}
+
+#[inline(always)]
+fn dyn_loop(f: &dyn Fn() -> bool, calls: u64) -> u64 {
+    let mut ran = 0;
+    for _ in 0..calls {
+        ran += u64::from(f());
+    }
+    ran
+}
+
 /// Polls `f` once with a no-op waker, in place: the output of a future that is
 /// ready at once (panics if it is pending). `#[inline]`: without the hint, a
 /// harness's loop no longer inlines `call_async`'s whole future (76 -> 114
