@@ -243,6 +243,35 @@ fn an_open_breaker_is_ready_at_once_and_rejects_without_asking_a_service_that_is
         }
         other => panic!("expected a rejection at once, got {other:?}"),
     }
+    // Ready for the forced-open breaker, reset before the call: rejected by the
+    // state that answered, retrying at once (`Rejected::retry_after`'s exception;
+    // the tower model found it on the default clock). Over http: Retry-After 1.
+    let mut forced = svc.clone();
+    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut forced))).is_ready());
+    b.reset();
+    match poll_once(pin!(forced.call(()))) {
+        Poll::Ready(Err(Error::Rejected(r))) => {
+            assert_eq!(
+                (r.state(), r.retry_after()),
+                (State::ForcedOpen, Some(Duration::ZERO))
+            );
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    #[cfg(feature = "http")]
+    {
+        let mut app = cutout::http::HttpLayer::new(b.clone()).layer(backend.clone());
+        b.force_open();
+        assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut app))).is_ready());
+        b.reset();
+        match poll_once(pin!(app.call(()))) {
+            Poll::Ready(Ok(response)) => {
+                assert_eq!(response.status(), hyper::StatusCode::SERVICE_UNAVAILABLE);
+                assert_eq!(response.headers()[hyper::header::RETRY_AFTER], "1");
+            }
+            other => panic!("expected a 503, got {other:?}"),
+        }
+    }
 
     // After the cooldown the inner service decides readiness; no probe is taken
     // for it, and the breaker stays Open until a call.

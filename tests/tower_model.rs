@@ -359,8 +359,14 @@ fn map_http(r: Result<Response<String>, BackendErr>) -> Obs {
                     header, expected,
                     "Retry-After of {rejected:?} (docs: whole seconds rounded up, at least 1, none when forced open)"
                 );
+                // Forced open has no retry time, but for a call whose readiness
+                // it answered and which it no longer rejects (reset or disabled
+                // since): retry at once (`Rejected::retry_after`'s exception).
                 if rejected.state() == State::ForcedOpen {
-                    assert_eq!(header, None, "forced open has no Retry-After");
+                    assert!(
+                        matches!(rejected.retry_after(), None | Some(Duration::ZERO)),
+                        "forced open retries only at once, or never: {rejected:?}"
+                    );
                 }
                 Obs::Rejected(*rejected)
             }
