@@ -7,7 +7,9 @@
 //!   where nothing was just stored, `common::loaded`), and through a `&dyn Fn`
 //!   (`dyn`: from a loop of the implementation's own, `common::drive_dyn`; `dyn,
 //!   shared site`: from one loop every implementation's callback goes through,
-//!   `common::drive_dyn_shared`, whose site costs any callee more on the Zen 4);
+//!   `common::drive_dyn_shared`, a site that costs a callee up to 3 cycles more
+//!   on the Zen 4 where its targets alternate, as in `examples/paired`; here each
+//!   row keeps one target for seconds, and the two rows measured alike);
 //! - `open/fresh thread`: open rejection on a thread whose first call is a
 //!   rejection (the breaker was tripped by another thread);
 //! - `closed/after a crowd`: closed success on a thread started while a crowd of

@@ -19,8 +19,9 @@
 //!   implementation's own (`common::drive_dyn`);
 //! - `dyn, shared site`: the same through one loop that every implementation's
 //!   callback goes through in turn (`common::drive_dyn_shared`), as a
-//!   dispatcher's over many callbacks: the site's own cost, which falls on any
-//!   callee (the `direct` row's too), and which the `added` ratio takes out;
+//!   dispatcher's over many callbacks: the site's own cost, up to 3 cycles a
+//!   call on the Zen 4 by callee (none on the `direct` row's there), which the
+//!   `added` ratio takes out;
 //! - `inline, loaded` and `helper, loaded`: the first two with the breaker read
 //!   from memory at each call (`common::drive_succeed_loaded`), as a caller
 //!   reaches one kept in a struct field, instead of passed through `black_box`,
