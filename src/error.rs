@@ -65,6 +65,8 @@ impl Rejected {
     ///   start. The probes usually report within a call's time; if they fail, the
     ///   breaker admits its next probe after that cooldown.
     /// - `ForcedOpen`: `None`, since only [`reset`](crate::CircuitBreaker::reset) ends it.
+    /// - `Recovering`: zero. The breaker sheds a share of the calls during its ramp;
+    ///   the next call is admitted with the ramp's current share.
     ///
     /// One exception, in every state: a tower service whose `poll_ready` the
     /// breaker answered with a rejection rejects the `call` that follows, since
@@ -72,8 +74,6 @@ impl Rejected {
     /// rejecting in between (its cooldown over, a reset, `disable`), that rejection
     /// carries the state that answered and zero: retry at once. So a `ForcedOpen`
     /// rejection can say zero too, once the breaker is no longer forced open.
-    /// - `Recovering`: zero. The breaker sheds a share of the calls during its ramp;
-    ///   the next call is admitted with the ramp's current share.
     pub fn retry_after(&self) -> Option<Duration> {
         let ms = self.packed >> Rejected::STATE_BITS;
         (ms != Rejected::NEVER).then(|| Duration::from_millis(ms))

@@ -221,17 +221,10 @@ fn an_open_breaker_is_ready_at_once_and_rejects_without_asking_a_service_that_is
     let mut late = svc.clone();
     b.reset();
     let _ = b.call(|| Err::<(), _>("trip"));
-    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut late))).is_ready());
-    clock.advance(COOLDOWN);
-    match poll_once(pin!(late.call(()))) {
-        Poll::Ready(Err(Error::Rejected(r))) => {
-            assert_eq!(
-                (r.state(), r.retry_after()),
-                (State::Open, Some(Duration::ZERO))
-            );
-        }
-        other => panic!("expected a rejection, got {other:?}"),
-    }
+    assert_eq!(
+        rejected_after_readiness(&mut late, || clock.advance(COOLDOWN)),
+        (State::Open, Some(Duration::ZERO))
+    );
     assert_eq!(b.state(), State::Open, "no probe taken by it");
     assert_eq!(asked.load(Ordering::Relaxed), 1);
 
@@ -246,18 +239,10 @@ fn an_open_breaker_is_ready_at_once_and_rejects_without_asking_a_service_that_is
     // Ready for the forced-open breaker, reset before the call: rejected by the
     // state that answered, retrying at once (`Rejected::retry_after`'s exception;
     // the tower model found it on the default clock). Over http: Retry-After 1.
-    let mut forced = svc.clone();
-    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut forced))).is_ready());
-    b.reset();
-    match poll_once(pin!(forced.call(()))) {
-        Poll::Ready(Err(Error::Rejected(r))) => {
-            assert_eq!(
-                (r.state(), r.retry_after()),
-                (State::ForcedOpen, Some(Duration::ZERO))
-            );
-        }
-        other => panic!("expected a rejection, got {other:?}"),
-    }
+    assert_eq!(
+        rejected_after_readiness(&mut svc.clone(), || b.reset()),
+        (State::ForcedOpen, Some(Duration::ZERO))
+    );
     #[cfg(feature = "http")]
     {
         let mut app = cutout::http::HttpLayer::new(b.clone()).layer(backend.clone());
@@ -282,6 +267,22 @@ fn an_open_breaker_is_ready_at_once_and_rejects_without_asking_a_service_that_is
     assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut svc3))).is_pending());
     assert_eq!(asked.load(Ordering::Relaxed), 2);
     assert_eq!(b.state(), State::Open, "readiness moved nothing");
+}
+
+/// Makes `svc` ready (a rejection answers it), runs `between`, then calls it:
+/// the state and retry time of the call's rejection.
+fn rejected_after_readiness<S, E>(svc: &mut S, between: impl FnOnce()) -> (State, Option<Duration>)
+where
+    S: Service<(), Error = Error<E>>,
+    S::Response: std::fmt::Debug,
+    E: std::fmt::Debug,
+{
+    assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut *svc))).is_ready());
+    between();
+    match poll_once(pin!(svc.call(()))) {
+        Poll::Ready(Err(Error::Rejected(r))) => (r.state(), r.retry_after()),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
 }
 
 /// A dependency whose failures surface from `poll_ready`, as a `Reconnect`'s

@@ -357,7 +357,7 @@ fn map_http(r: Result<Response<String>, BackendErr>) -> Obs {
                 let expected = rejected.retry_after().map(documented_retry_after);
                 assert_eq!(
                     header, expected,
-                    "Retry-After of {rejected:?} (docs: whole seconds rounded up, at least 1, none when forced open)"
+                    "Retry-After of {rejected:?} (docs: whole seconds rounded up, at least 1, none when it has no retry time)"
                 );
                 // Forced open has no retry time, but for a call whose readiness
                 // it answered and which it no longer rejects (reset or disabled
