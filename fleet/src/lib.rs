@@ -144,33 +144,70 @@ mod fleet;
 mod held;
 mod message;
 mod quorum;
+mod sign;
 mod view;
 
 pub use config::{FleetConfig, FleetError};
 pub use fleet::Fleet;
 pub use message::{
     Heartbeat, Invalid, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message,
-    OpenEntry, Report, VERSION,
+    OpenEntry, Report, SIGNED_VERSION, VERSION,
 };
 pub use quorum::Quorum;
 pub use view::{FleetStats, FleetView, MAX_KEYS_PER_PEER, MAX_PEERS, OpenReport};
 
-/// Applies message bytes to a fresh view and returns what the quorum would do
-/// (for tests of validation: the property tests feed it arbitrary bytes).
-#[doc(hidden)]
+/// A fleet view without a fleet: feed it message bytes at times of your choosing
+/// and read what its quorum would do, to test your own setup (which messages a
+/// view takes, and when a quorum forms) without Redis or threads.
+///
+/// # Examples
+/// ```
+/// use cutout_fleet::testing::ViewHarness;
+/// use cutout_fleet::{Heartbeat, Message, Quorum};
+/// use std::time::{Duration, Instant, SystemTime};
+///
+/// let (now, wall) = (Instant::now(), SystemTime::now());
+/// let mut view = ViewHarness::new("me", Duration::from_secs(3), Duration::from_secs(600));
+/// let beat = Message::Heartbeat(Heartbeat {
+///     instance: "a".into(),
+///     sent_at: wall + Duration::from_secs(86_400),
+///     open: Vec::new(),
+///     more: false,
+/// });
+/// // A day ahead of this host's clock: refused, and counted.
+/// view.apply(&beat.encode(), now, wall);
+/// assert_eq!(view.stats().from_future, 1);
+/// assert_eq!(view.verdict("db", Quorum::default(), now, wall), None);
+/// ```
 pub mod testing {
     use crate::Quorum;
+    use crate::sign::SigningKey;
     use crate::view::ViewState;
     use std::time::{Duration, Instant, SystemTime};
 
-    /// A view for instance `own`, fed raw messages.
+    /// A view for one instance, fed raw messages.
     #[derive(Debug)]
     pub struct ViewHarness(ViewState);
 
     impl ViewHarness {
-        /// A view for instance `own`.
+        /// A view for instance `own`, with the default skew (1 s), taking
+        /// unsigned messages.
         pub fn new(own: &str, live_after: Duration, max_open: Duration) -> ViewHarness {
             ViewHarness(ViewState::new(own.into(), live_after, max_open))
+        }
+        /// Refuses messages stamped more than `skew` ahead of the wall time
+        /// given to [`apply`](Self::apply)
+        /// ([`FleetConfig::max_skew`](crate::FleetConfig::max_skew)).
+        #[must_use]
+        pub fn max_skew(self, skew: Duration) -> ViewHarness {
+            ViewHarness(self.0.max_skew(skew))
+        }
+        /// Takes only messages signed with `key` for fleet `namespace`
+        /// ([`FleetConfig::signing_key`](crate::FleetConfig::signing_key),
+        /// [`Message::encode_signed`](crate::Message::encode_signed)).
+        #[must_use]
+        pub fn signing_key(self, key: &[u8], namespace: &str) -> ViewHarness {
+            ViewHarness(self.0.signing_key(Some(SigningKey::new(key, namespace))))
         }
         /// Applies `bytes` at the given times; the keys whose reports changed.
         pub fn apply(&mut self, bytes: &[u8], now: Instant, wall: SystemTime) -> Vec<String> {
@@ -185,6 +222,15 @@ pub mod testing {
             wall: SystemTime,
         ) -> Option<SystemTime> {
             self.0.verdict(key, quorum, now, wall).map(|v| v.0)
+        }
+        /// How many peers are live at `now`.
+        pub fn live_peers(&self, now: Instant) -> usize {
+            self.0.live_peers(now)
+        }
+        /// How many peers the view holds, live or not (at most
+        /// [`MAX_PEERS`](crate::MAX_PEERS)).
+        pub fn peers(&self) -> usize {
+            self.0.peer_count()
         }
         /// The counters.
         pub fn stats(&self) -> crate::FleetStats {

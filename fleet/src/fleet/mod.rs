@@ -7,6 +7,7 @@ mod threads;
 
 use crate::config::{FleetConfig, FleetError};
 use crate::message::Report;
+use crate::sign::SigningKey;
 use crate::view::{Counters, FleetView, ViewState};
 use crossbeam_queue::ArrayQueue;
 use cutout::{
@@ -23,6 +24,8 @@ use threads::{publish_loop, spawn, subscribe_loop};
 struct Inner {
     config: FleetConfig,
     client: redis::Client,
+    /// Signs every message sent, if the fleet has a key.
+    signer: Option<SigningKey>,
     view: FleetView,
     counters: Arc<Counters>,
     queue: ArrayQueue<Report>,
@@ -256,18 +259,19 @@ impl Inner {
     /// The fleet's shared state, before its threads start.
     fn new(config: FleetConfig) -> Result<Inner, FleetError> {
         config.validate()?;
-        let client =
-            redis::Client::open(config.url.as_str()).map_err(|e| FleetError::Url(e.to_string()))?;
+        let client = config.client()?;
         let counters = Arc::new(Counters::default());
-        let view = FleetView::new(
-            ViewState::new(
-                config.instance_id.clone(),
-                config.live_after,
-                config.max_open,
-            ),
-            counters.clone(),
-        );
+        let signer = config.signer();
+        let state = ViewState::new(
+            config.instance_id.clone(),
+            config.live_after,
+            config.max_open,
+        )
+        .max_skew(config.max_skew)
+        .signing_key(signer.clone());
+        let view = FleetView::new(state, counters.clone());
         Ok(Inner {
+            signer,
             queue: ArrayQueue::new(config.queue_capacity),
             config,
             client,
@@ -305,6 +309,8 @@ impl Inner {
             open_until,
             level: t.level,
             reason: t.reason.as_str().to_owned(),
+            // Stamped when published, if signed.
+            sent_at: None,
         };
         if self.queue.force_push(report).is_some() {
             Counters::bump(&self.counters.queue_dropped);

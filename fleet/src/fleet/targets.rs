@@ -229,6 +229,7 @@ mod tests {
                 open_until: open.then_some(until),
                 level: 0,
                 reason: cutout::Reason::ConsecutiveFailures.as_str().into(),
+                sent_at: None,
             })
             .encode()
         };
@@ -248,7 +249,7 @@ mod tests {
             ids
         };
         for id in ["a", "b"] {
-            let beat = heartbeat(id, wall, Vec::new());
+            let beat = heartbeat(id, wall, Vec::new(), None);
             assert!(inner.view.lock().apply(&beat, now, wall).is_empty());
         }
         apply(&transition("b", 1, true));

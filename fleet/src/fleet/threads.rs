@@ -8,6 +8,7 @@ use crate::held::Held;
 use crate::message::{
     Heartbeat, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry,
 };
+use crate::sign::SigningKey;
 use crate::view::Counters;
 use std::sync::{Arc, PoisonError};
 use std::thread::{self, JoinHandle};
@@ -18,20 +19,26 @@ use std::time::{Duration, Instant, SystemTime};
 /// [`MAX_MESSAGE_BYTES`] (a receiver refuses a larger message whole), saying so if
 /// it holds more ([`Heartbeat::more`]), and none whose key no receiver takes (over
 /// [`MAX_NAME_BYTES`]).
-pub(super) fn heartbeat(instance: &str, now: SystemTime, mut open: Vec<OpenEntry>) -> Vec<u8> {
+/// Signed with `key`, if one is given.
+pub(super) fn heartbeat(
+    instance: &str,
+    now: SystemTime,
+    mut open: Vec<OpenEntry>,
+    key: Option<&SigningKey>,
+) -> Vec<u8> {
     open.retain(|e| e.key.len() <= MAX_NAME_BYTES);
     open.sort_by_key(|e| e.until);
     let held = open.len();
     open.truncate(MAX_OPEN_PER_HEARTBEAT);
     loop {
         let count = open.len();
-        let bytes = Message::Heartbeat(Heartbeat {
+        let beat = Message::Heartbeat(Heartbeat {
             instance: instance.to_owned(),
             sent_at: now,
             open: open.clone(),
             more: count < held,
-        })
-        .encode();
+        });
+        let bytes = encode(&beat, key);
         if bytes.len() <= MAX_MESSAGE_BYTES || count == 0 {
             return bytes;
         }
@@ -40,6 +47,15 @@ pub(super) fn heartbeat(instance: &str, now: SystemTime, mut open: Vec<OpenEntry
         let excess = bytes.len() - MAX_MESSAGE_BYTES;
         let drop = (excess * count).div_ceil(bytes.len()).max(1);
         open.truncate(count.saturating_sub(drop));
+    }
+}
+
+/// `message` encoded, signed with `key` if one is given (a transition stamped
+/// now).
+fn encode(message: &Message, key: Option<&SigningKey>) -> Vec<u8> {
+    match key {
+        Some(key) => key.seal(message),
+        None => message.encode(),
     }
 }
 
@@ -174,7 +190,7 @@ pub(super) fn publish_loop(inner: &Inner) {
             // The heartbeat key is the picture joiners read: keep it current.
             next_heartbeat = Instant::now();
             if let Some(c) = con.as_mut() {
-                let bytes = Message::Transition(report).encode();
+                let bytes = encode(&Message::Transition(report), inner.signer.as_ref());
                 let sent: redis::RedisResult<i64> =
                     redis::cmd("PUBLISH").arg(&channel).arg(bytes).query(c);
                 if sent.is_ok() {
@@ -190,7 +206,8 @@ pub(super) fn publish_loop(inner: &Inner) {
             let now = SystemTime::now();
             held.prune(Instant::now(), now);
             if let Some(c) = con.as_mut() {
-                let bytes = heartbeat(&config.instance_id, now, held.open());
+                let key = inner.signer.as_ref();
+                let bytes = heartbeat(&config.instance_id, now, held.open(), key);
                 let ttl = u64::try_from(config.live_after.as_millis()).unwrap_or(u64::MAX);
                 let sent: redis::RedisResult<()> = redis::pipe()
                     .cmd("SET")
@@ -353,7 +370,7 @@ mod tests {
             .map(|i| entry(i, MAX_NAME_BYTES))
             .collect();
         open.push(entry(0, MAX_NAME_BYTES + 1));
-        let bytes = heartbeat("a", now, open.clone());
+        let bytes = heartbeat("a", now, open.clone(), None);
         assert!(bytes.len() <= MAX_MESSAGE_BYTES, "{} bytes", bytes.len());
         let Ok(Message::Heartbeat(sent)) = Message::decode(&bytes, now, Duration::MAX) else {
             panic!("refused");
@@ -362,10 +379,22 @@ mod tests {
         assert!(n > 200 && n < MAX_OPEN_PER_HEARTBEAT, "{n} entries");
         assert_eq!(sent.open, open[..n], "the earliest-ending, in order");
         assert!(sent.more, "it holds more than it lists");
-        let few = heartbeat("a", now, open[..3].to_vec());
+        let few = heartbeat("a", now, open[..3].to_vec(), None);
         let Ok(Message::Heartbeat(few)) = Message::decode(&few, now, Duration::MAX) else {
             panic!("refused");
         };
         assert_eq!((few.open.len(), few.more), (3, false));
+        // Signed, the envelope takes room too: still within the limit.
+        let key = SigningKey::new(&[7; 32], "cutout");
+        let signed = heartbeat("a", now, open.clone(), Some(&key));
+        assert!(signed.len() <= MAX_MESSAGE_BYTES, "{} bytes", signed.len());
+        let Ok(Message::Heartbeat(sent)) = Message::decode(&signed, now, Duration::MAX) else {
+            panic!("refused");
+        };
+        assert!(
+            sent.open.len() > 200 && sent.more,
+            "{} entries",
+            sent.open.len()
+        );
     }
 }

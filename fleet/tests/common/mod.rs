@@ -291,6 +291,7 @@ impl Peer {
             open_until: until,
             level: 0,
             reason: "consecutive_failures".into(),
+            sent_at: None,
         })
         .encode();
         self.publish(bytes);
