@@ -1,10 +1,10 @@
 //! The view's peer table: bounded, and shaped so that a flood of made-up
 //! instance ids cannot lock a real peer out.
 //!
-//! An entry holds its place while its peer is live (a heartbeat younger than
-//! `live_after`); past that, any newcomer may take it. When every place is held
-//! by a live peer, a newcomer that reports a key Open takes the place of the live
-//! peer heard least recently among those that report none; a newcomer that
+//! An entry holds its place while its peer has news (a message taken, of any
+//! kind) younger than `live_after`; past that, any newcomer may take it. When
+//! every place is held, a newcomer that reports a key Open takes the place of the
+//! peer with the oldest news among those that report none; a newcomer that
 //! reports none is refused. So a live peer that reports a key Open, the evidence
 //! a quorum counts, is never displaced; and a peer that trips during a flood of
 //! empty heartbeats gets in with its report.
@@ -16,6 +16,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 #[derive(Debug)]
 pub(crate) struct Peer {
+    /// When its latest message that found a place arrived, as this host's
+    /// monotonic time: its place is its own for `live_after` from then.
+    news: Instant,
     /// When its latest heartbeat was sent, as this host's monotonic time.
     pub(crate) heard: Option<Instant>,
     /// Its latest applied heartbeat's stamp (by its own clock), and when (by
@@ -27,8 +30,9 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    fn new() -> Peer {
+    fn new(now: Instant) -> Peer {
         Peer {
+            news: now,
             heard: None,
             sent: None,
             open: HashMap::new(),
@@ -79,7 +83,8 @@ pub(crate) fn reports_open(message: &Message, wall: SystemTime) -> bool {
     }
 }
 
-/// What became of a message's sender in the table.
+/// What became of a message's sender in the table (every message that finds a
+/// place is news).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Admission {
     /// It has a place (it had one, or took a free or expired one).
@@ -99,16 +104,17 @@ pub(crate) fn admit(
     (now, wall): (Instant, SystemTime),
     live_after: Duration,
 ) -> Admission {
-    if peers.contains_key(id) {
+    if let Some(peer) = peers.get_mut(id) {
+        peer.news = peer.news.max(now);
         return Admission::In;
     }
     let mut admission = Admission::In;
     if peers.len() >= MAX_PEERS {
-        // Heard least recently first (never heard: first of all).
+        // The oldest news first. (A live peer has news: its heartbeat.)
         let expired = peers
             .iter()
-            .filter(|(_, p)| !p.is_live(now, live_after))
-            .min_by_key(|(_, p)| p.heard);
+            .filter(|(_, p)| now.saturating_duration_since(p.news) >= live_after)
+            .min_by_key(|(_, p)| p.news);
         let victim = match expired {
             Some((victim, _)) => victim.clone(),
             None if !opens => return Admission::Refused,
@@ -116,7 +122,7 @@ pub(crate) fn admit(
                 let idle = peers
                     .iter()
                     .filter(|(_, p)| !p.reports_open(wall))
-                    .min_by_key(|(_, p)| p.heard);
+                    .min_by_key(|(_, p)| p.news);
                 let Some((victim, _)) = idle else {
                     return Admission::Refused;
                 };
@@ -126,7 +132,7 @@ pub(crate) fn admit(
         };
         peers.remove(&victim);
     }
-    peers.insert(id.to_owned(), Peer::new());
+    peers.insert(id.to_owned(), Peer::new(now));
     admission
 }
 
@@ -137,7 +143,7 @@ mod tests {
     const LIVE: Duration = Duration::from_secs(3);
 
     fn live(now: Instant, opens: bool, wall: SystemTime) -> Peer {
-        let mut p = Peer::new();
+        let mut p = Peer::new(now);
         p.heard = Some(now);
         if opens {
             let e = OpenEntry {
@@ -192,7 +198,7 @@ mod tests {
     #[test]
     fn ordering_holds_for_live_after_at_most() {
         let (now, wall) = (Instant::now(), SystemTime::now());
-        let mut p = Peer::new();
+        let mut p = Peer::new(now);
         p.sent = Some((wall, now));
         let older = wall - Duration::from_millis(1);
         assert!(p.out_of_order(older, now + LIVE / 2, LIVE));
