@@ -210,6 +210,10 @@ pub fn namespace(test: &str) -> String {
     format!("t-{test}-{}", std::process::id())
 }
 
+/// The environment variable that makes a test binary's `node` test run an
+/// instance, with these arguments, one a line.
+pub const NODE_ARGS: &str = "CUTOUT_FLEET_NODE";
+
 pub struct Node {
     child: Child,
     stdin: ChildStdin,
@@ -219,10 +223,20 @@ pub struct Node {
 }
 
 impl Node {
+    /// An instance in a child process: this test binary again, running only its
+    /// `node` test, which runs the instance with the arguments in
+    /// `CUTOUT_FLEET_NODE` (see `tests/node`). So the instance is no installable
+    /// binary, and always the one built with the test.
     pub fn spawn(redis_url: &str, ns: &str, id: &str, extra: &[&str]) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cutout-fleet-node"))
-            .args(["--url", redis_url, "--ns", ns, "--id", id])
-            .args(extra)
+        let args: Vec<&str> = ["--url", redis_url, "--ns", ns, "--id", id]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect();
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let mut child = Command::new(exe)
+            .args(["node", "--exact", "--include-ignored", "--nocapture"])
+            .args(["--test-threads", "1", "--quiet"])
+            .env(NODE_ARGS, args.join("\n"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -239,9 +253,17 @@ impl Node {
                 }
             }
         });
-        let ready = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the node is ready within 10 s");
+        // The test harness's own lines come first.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let ready = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines
+                .recv_timeout(left)
+                .expect("the node is ready within 10 s");
+            if line.starts_with("ready ") || line.starts_with("error ") {
+                break line;
+            }
+        };
         Node {
             child,
             stdin,
