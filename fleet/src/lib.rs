@@ -63,11 +63,30 @@
 //! - **Advisory and quorum-gated.** The view only ever *opens* a Closed breaker,
 //!   and only on a quorum of live peers. **It never closes a breaker**: closing
 //!   takes local probes.
-//! - **Faulty, not malicious.** Instance ids are self-declared, so the quorum
-//!   defends against one faulty instance (a broken clock, a bug, a bad network),
-//!   not against a malicious one, which can publish under many ids. Only holders
-//!   of the Redis credentials can publish: protect the URL (`AUTH`, TLS with
-//!   `rediss://`, an ACL user limited to the namespace's keys and channel).
+//!
+//! # Trust
+//! - **Who can publish.** Only holders of the Redis credentials: protect them
+//!   (`AUTH` with a password or an ACL user limited to the namespace's keys and
+//!   channel, [`FleetConfig::redis_user`]; TLS with `rediss://`).
+//! - **Signed messages.** With [`FleetConfig::signing_key`], every message
+//!   carries its send time and an HMAC-SHA256 of it under the fleet's shared
+//!   key and namespace; an unsigned message, one signed with another key or
+//!   altered, and one older than [`live_after`](FleetConfig::live_after) (a
+//!   replay) are refused and counted ([`FleetStats`]). Without a key, messages
+//!   keep the unsigned wire format of [`VERSION`].
+//! - **What remains.** Instance ids are self-declared, and the key is shared: a
+//!   holder of the key (any instance of the fleet, or whoever steals its
+//!   configuration) can pose as another instance, or as many, and so reach a
+//!   quorum alone; and a signed message can be sent again within `live_after`.
+//!   The quorum defends against faulty instances (a broken clock, a bug, a bad
+//!   network), not against a malicious holder of the key.
+//! - **Bounded by design.** A message stamped beyond this host's clock plus
+//!   [`max_skew`](FleetConfig::max_skew) (1 s) is refused, so no stamp holds a
+//!   peer's later messages off; a peer's heartbeats are kept in order for
+//!   `live_after` at most. The peer table holds [`MAX_PEERS`]: a peer with news
+//!   within `live_after` that reports a key Open keeps its place, and a
+//!   newcomer that reports one may take the place of a peer that reports none,
+//!   so a flood of made-up ids cannot keep out a real peer that trips.
 //!
 //! # Faults
 //! With Redis down or unreachable, breakers keep deciding locally (the call path
@@ -85,7 +104,8 @@
 //! [`max_open`](FleetConfig::max_open) late, never more), and a heartbeat's age is
 //! read against this host's clock (a peer whose clock runs behind by more than
 //! [`live_after`](FleetConfig::live_after) never looks live, so its reports count
-//! for nothing: keep hosts on NTP).
+//! for nothing, and one whose clock runs ahead by more than
+//! [`max_skew`](FleetConfig::max_skew) is refused: keep hosts on NTP).
 //!
 //! Dropping a [`Fleet`] stops its threads and waits for them: at most about one
 //! [`io_timeout`](FleetConfig::io_timeout), if a Redis command is in flight.
@@ -238,3 +258,8 @@ pub mod testing {
         }
     }
 }
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -13,7 +13,7 @@ use crate::sign::SigningKey;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
-/// The view's data, behind the [`FleetView`]'s lock.
+/// The view's data, behind the [`FleetView`](super::FleetView)'s lock.
 #[derive(Debug)]
 pub(crate) struct ViewState {
     own: String,
