@@ -6,7 +6,9 @@
 
 use cutout::{Reason, State};
 use cutout_fleet::testing::ViewHarness;
-use cutout_fleet::{Heartbeat, MAX_PEERS, Message, OpenEntry, Quorum, Report};
+use cutout_fleet::{
+    Fleet, FleetConfig, FleetError, Heartbeat, MAX_PEERS, Message, OpenEntry, Quorum, Report,
+};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -240,4 +242,23 @@ fn unsigned_messages_keep_the_v1_wire_format() {
     let mut v = view();
     v.apply(&signed, Instant::now(), at);
     assert_eq!(v.stats().accepted, 1);
+}
+
+/// A key too short to be a secret is a configuration error naming the field, and
+/// neither the key nor a password is ever printed.
+#[test]
+fn a_short_key_is_refused_and_secrets_are_never_printed() {
+    let short = FleetConfig::new("redis://127.0.0.1:9/").signing_key("short");
+    match Fleet::start(short) {
+        Err(FleetError::Config { field, .. }) => assert_eq!(field, "signing_key"),
+        other => panic!("{other:?}"),
+    }
+    let config = FleetConfig::new("redis://:url-secret@127.0.0.1:9/")
+        .signing_key(KEY)
+        .redis_user("fleet", "user-secret");
+    let shown = format!("{config:?}");
+    for secret in ["url-secret", "user-secret", "32 bytes"] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+    assert!(shown.contains("signed: true"), "{shown}");
 }
