@@ -80,7 +80,8 @@ pub struct FleetStats {
     /// [`max_skew`](crate::FleetConfig::max_skew).
     pub from_future: u64,
     /// Refused: a signed message older than
-    /// [`live_after`](crate::FleetConfig::live_after) (a replay).
+    /// [`live_after`](crate::FleetConfig::live_after): a replay, or one from a
+    /// peer whose clock runs that far behind this host's.
     pub replayed: u64,
     /// Refused: unsigned, where this instance has a
     /// [`signing_key`](crate::FleetConfig::signing_key).
