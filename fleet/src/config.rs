@@ -2,6 +2,8 @@
 
 use crate::Quorum;
 use crate::message::MAX_NAME_BYTES;
+use crate::sign::SigningKey;
+use redis::IntoConnectionInfo;
 use std::fmt;
 use std::time::Duration;
 
@@ -36,6 +38,10 @@ pub struct FleetConfig {
     pub(crate) io_timeout: Duration,
     pub(crate) reconnect_min: Duration,
     pub(crate) reconnect_max: Duration,
+    pub(crate) max_skew: Duration,
+    pub(crate) signing_key: Option<Vec<u8>>,
+    pub(crate) redis_username: Option<String>,
+    pub(crate) redis_password: Option<String>,
 }
 
 impl FleetConfig {
@@ -49,7 +55,8 @@ impl FleetConfig {
     /// random suffix, [`Quorum::default`] (2 peers), a heartbeat every 1 s, live
     /// for 3 s, deadlines at most 10 min ahead, a queue of 1024 transitions, a
     /// join wait of 500 ms, 1 s I/O timeouts, reconnection backoff from 100 ms to
-    /// 5 s.
+    /// 5 s, stamps at most 1 s ahead ([`max_skew`](Self::max_skew)), messages
+    /// unsigned.
     pub fn new(url: impl Into<String>) -> FleetConfig {
         FleetConfig {
             url: url.into(),
@@ -64,6 +71,10 @@ impl FleetConfig {
             io_timeout: Duration::from_secs(1),
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
+            max_skew: crate::view::DEFAULT_MAX_SKEW,
+            signing_key: None,
+            redis_username: None,
+            redis_password: None,
         }
     }
 
@@ -147,6 +158,48 @@ impl FleetConfig {
         self
     }
 
+    /// How far ahead of this host's wall clock a peer's message may be stamped:
+    /// a message stamped later is refused and counted
+    /// ([`FleetStats::from_future`](crate::FleetStats::from_future)), so that no
+    /// stamp, a forged one or one from a clock that later steps back, holds a
+    /// peer's later messages off as out of order. Keep hosts on NTP.
+    #[must_use]
+    pub fn max_skew(mut self, skew: Duration) -> Self {
+        self.max_skew = skew;
+        self
+    }
+
+    /// Signs every message with this shared fleet key (HMAC-SHA256, at least 16
+    /// bytes; 32 random bytes are plenty), and takes only messages signed with
+    /// it: an unsigned message, or one signed with another key or altered, is
+    /// refused and counted, and so is a signed message older than
+    /// [`live_after`](Self::live_after) (a replay). Every instance of the fleet
+    /// needs the same key. A holder of the key can still pose as any instance:
+    /// see the crate docs' trust boundary.
+    #[must_use]
+    pub fn signing_key(mut self, key: impl AsRef<[u8]>) -> Self {
+        self.signing_key = Some(key.as_ref().to_vec());
+        self
+    }
+
+    /// The password Redis asks for (`AUTH password`, the `requirepass` of a
+    /// server without ACL users), instead of one in the URL: no escaping needed.
+    #[must_use]
+    pub fn redis_password(mut self, password: impl Into<String>) -> Self {
+        self.redis_password = Some(password.into());
+        self
+    }
+
+    /// A Redis ACL user and its password (`AUTH username password`), instead of
+    /// those in the URL. An ACL user limited to the namespace's keys and channel
+    /// is enough for the fleet: see the crate's README.
+    #[must_use]
+    pub fn redis_user(mut self, username: impl Into<String>, password: impl Into<String>) -> Self {
+        self.redis_username = Some(username.into());
+        self.redis_password = Some(password.into());
+        self
+    }
+
     /// The namespace.
     pub fn get_namespace(&self) -> &str {
         &self.namespace
@@ -198,13 +251,37 @@ impl FleetConfig {
         if self.reconnect_min.is_zero() || self.reconnect_max < self.reconnect_min {
             return bad("reconnect", "min must be above zero and max at least min");
         }
+        if self.signing_key.as_ref().is_some_and(|k| k.len() < 16) {
+            return bad("signing_key", "must be at least 16 bytes");
+        }
         Ok(())
+    }
+
+    /// The key that signs this fleet's messages, if one is set.
+    pub(crate) fn signer(&self) -> Option<SigningKey> {
+        let key = self.signing_key.as_ref()?;
+        Some(SigningKey::new(key, &self.namespace))
+    }
+
+    /// The Redis client: the URL, with the credentials set apart.
+    pub(crate) fn client(&self) -> Result<redis::Client, FleetError> {
+        let url = |e: redis::RedisError| FleetError::Url(e.to_string());
+        let mut info = self.url.as_str().into_connection_info().map_err(url)?;
+        let mut settings = info.redis_settings().clone();
+        if let Some(username) = &self.redis_username {
+            settings = settings.set_username(username);
+        }
+        if let Some(password) = &self.redis_password {
+            settings = settings.set_password(password);
+        }
+        info = info.set_redis_settings(settings);
+        redis::Client::open(info).map_err(url)
     }
 }
 
 impl fmt::Debug for FleetConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The URL may carry a password: never printed.
+        // The URL may carry a password, and the key is secret: never printed.
         f.debug_struct("FleetConfig")
             .field("namespace", &self.namespace)
             .field("instance_id", &self.instance_id)
@@ -214,6 +291,9 @@ impl fmt::Debug for FleetConfig {
             .field("max_open", &self.max_open)
             .field("queue_capacity", &self.queue_capacity)
             .field("join_wait", &self.join_wait)
+            .field("max_skew", &self.max_skew)
+            .field("signed", &self.signing_key.is_some())
+            .field("redis_username", &self.redis_username)
             .finish_non_exhaustive()
     }
 }

@@ -145,6 +145,7 @@ mod tests {
             open_until: (state == State::Open).then(|| wall() + Duration::from_secs(30)),
             level: 0,
             reason: Reason::ConsecutiveFailures.as_str().into(),
+            sent_at: None,
         }
     }
 

@@ -63,11 +63,30 @@
 //! - **Advisory and quorum-gated.** The view only ever *opens* a Closed breaker,
 //!   and only on a quorum of live peers. **It never closes a breaker**: closing
 //!   takes local probes.
-//! - **Faulty, not malicious.** Instance ids are self-declared, so the quorum
-//!   defends against one faulty instance (a broken clock, a bug, a bad network),
-//!   not against a malicious one, which can publish under many ids. Only holders
-//!   of the Redis credentials can publish: protect the URL (`AUTH`, TLS with
-//!   `rediss://`, an ACL user limited to the namespace's keys and channel).
+//!
+//! # Trust
+//! - **Who can publish.** Only holders of the Redis credentials: protect them
+//!   (`AUTH` with a password or an ACL user limited to the namespace's keys and
+//!   channel, [`FleetConfig::redis_user`]; TLS with `rediss://`).
+//! - **Signed messages.** With [`FleetConfig::signing_key`], every message
+//!   carries its send time and an HMAC-SHA256 of it under the fleet's shared
+//!   key and namespace; an unsigned message, one signed with another key or
+//!   altered, and one older than [`live_after`](FleetConfig::live_after) (a
+//!   replay) are refused and counted ([`FleetStats`]). Without a key, messages
+//!   keep the unsigned wire format of [`VERSION`].
+//! - **What remains.** Instance ids are self-declared, and the key is shared: a
+//!   holder of the key (any instance of the fleet, or whoever steals its
+//!   configuration) can pose as another instance, or as many, and so reach a
+//!   quorum alone; and a signed message can be sent again within `live_after`.
+//!   The quorum defends against faulty instances (a broken clock, a bug, a bad
+//!   network), not against a malicious holder of the key.
+//! - **Bounded by design.** A message stamped beyond this host's clock plus
+//!   [`max_skew`](FleetConfig::max_skew) (1 s) is refused, so no stamp holds a
+//!   peer's later messages off; a peer's heartbeats are kept in order for
+//!   `live_after` at most. The peer table holds [`MAX_PEERS`]: a peer with news
+//!   within `live_after` that reports a key Open keeps its place, and a
+//!   newcomer that reports one may take the place of a peer that reports none,
+//!   so a flood of made-up ids cannot keep out a real peer that trips.
 //!
 //! # Faults
 //! With Redis down or unreachable, breakers keep deciding locally (the call path
@@ -85,7 +104,8 @@
 //! [`max_open`](FleetConfig::max_open) late, never more), and a heartbeat's age is
 //! read against this host's clock (a peer whose clock runs behind by more than
 //! [`live_after`](FleetConfig::live_after) never looks live, so its reports count
-//! for nothing: keep hosts on NTP).
+//! for nothing, and one whose clock runs ahead by more than
+//! [`max_skew`](FleetConfig::max_skew) is refused: keep hosts on NTP).
 //!
 //! Dropping a [`Fleet`] stops its threads and waits for them: at most about one
 //! [`io_timeout`](FleetConfig::io_timeout), if a Redis command is in flight.
@@ -144,33 +164,70 @@ mod fleet;
 mod held;
 mod message;
 mod quorum;
+mod sign;
 mod view;
 
 pub use config::{FleetConfig, FleetError};
 pub use fleet::Fleet;
 pub use message::{
     Heartbeat, Invalid, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message,
-    OpenEntry, Report, VERSION,
+    OpenEntry, Report, SIGNED_VERSION, VERSION,
 };
 pub use quorum::Quorum;
 pub use view::{FleetStats, FleetView, MAX_KEYS_PER_PEER, MAX_PEERS, OpenReport};
 
-/// Applies message bytes to a fresh view and returns what the quorum would do
-/// (for tests of validation: the property tests feed it arbitrary bytes).
-#[doc(hidden)]
+/// A fleet view without a fleet: feed it message bytes at times of your choosing
+/// and read what its quorum would do, to test your own setup (which messages a
+/// view takes, and when a quorum forms) without Redis or threads.
+///
+/// # Examples
+/// ```
+/// use cutout_fleet::testing::ViewHarness;
+/// use cutout_fleet::{Heartbeat, Message, Quorum};
+/// use std::time::{Duration, Instant, SystemTime};
+///
+/// let (now, wall) = (Instant::now(), SystemTime::now());
+/// let mut view = ViewHarness::new("me", Duration::from_secs(3), Duration::from_secs(600));
+/// let beat = Message::Heartbeat(Heartbeat {
+///     instance: "a".into(),
+///     sent_at: wall + Duration::from_secs(86_400),
+///     open: Vec::new(),
+///     more: false,
+/// });
+/// // A day ahead of this host's clock: refused, and counted.
+/// view.apply(&beat.encode(), now, wall);
+/// assert_eq!(view.stats().from_future, 1);
+/// assert_eq!(view.verdict("db", Quorum::default(), now, wall), None);
+/// ```
 pub mod testing {
     use crate::Quorum;
+    use crate::sign::SigningKey;
     use crate::view::ViewState;
     use std::time::{Duration, Instant, SystemTime};
 
-    /// A view for instance `own`, fed raw messages.
+    /// A view for one instance, fed raw messages.
     #[derive(Debug)]
     pub struct ViewHarness(ViewState);
 
     impl ViewHarness {
-        /// A view for instance `own`.
+        /// A view for instance `own`, with the default skew (1 s), taking
+        /// unsigned messages.
         pub fn new(own: &str, live_after: Duration, max_open: Duration) -> ViewHarness {
             ViewHarness(ViewState::new(own.into(), live_after, max_open))
+        }
+        /// Refuses messages stamped more than `skew` ahead of the wall time
+        /// given to [`apply`](Self::apply)
+        /// ([`FleetConfig::max_skew`](crate::FleetConfig::max_skew)).
+        #[must_use]
+        pub fn max_skew(self, skew: Duration) -> ViewHarness {
+            ViewHarness(self.0.max_skew(skew))
+        }
+        /// Takes only messages signed with `key` for fleet `namespace`
+        /// ([`FleetConfig::signing_key`](crate::FleetConfig::signing_key),
+        /// [`Message::encode_signed`](crate::Message::encode_signed)).
+        #[must_use]
+        pub fn signing_key(self, key: &[u8], namespace: &str) -> ViewHarness {
+            ViewHarness(self.0.signing_key(Some(SigningKey::new(key, namespace))))
         }
         /// Applies `bytes` at the given times; the keys whose reports changed.
         pub fn apply(&mut self, bytes: &[u8], now: Instant, wall: SystemTime) -> Vec<String> {
@@ -186,9 +243,23 @@ pub mod testing {
         ) -> Option<SystemTime> {
             self.0.verdict(key, quorum, now, wall).map(|v| v.0)
         }
+        /// How many peers are live at `now`.
+        pub fn live_peers(&self, now: Instant) -> usize {
+            self.0.live_peers(now)
+        }
+        /// How many peers the view holds, live or not (at most
+        /// [`MAX_PEERS`](crate::MAX_PEERS)).
+        pub fn peers(&self) -> usize {
+            self.0.peer_count()
+        }
         /// The counters.
         pub fn stats(&self) -> crate::FleetStats {
             self.0.stats()
         }
     }
 }
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

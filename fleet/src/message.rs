@@ -1,17 +1,23 @@
 //! What instances say to each other: a transition, or a heartbeat listing the keys
 //! an instance holds Open. JSON on the wire, versioned, bounded in size.
 //!
-//! Decoding never panics: bytes that are not a message of [`VERSION`], a message
-//! over [`MAX_MESSAGE_BYTES`], or one whose fields are out of range is an
-//! [`Invalid`] that says which rule it broke, and counts for nothing.
+//! Decoding never panics: bytes that are not a message of [`VERSION`] (or a
+//! signed one of [`SIGNED_VERSION`]), a message over [`MAX_MESSAGE_BYTES`], or
+//! one whose fields are out of range is an [`Invalid`] that says which rule it
+//! broke, and counts for nothing.
 
+use crate::sign::{self, SigningKey};
 use cutout::State;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The wire format's version. A message of any other version is refused.
+/// The wire format's version. A message of any other version (but a signed one,
+/// [`SIGNED_VERSION`]) is refused.
 pub const VERSION: u32 = 1;
+/// The version of a signed message: a message of [`VERSION`], stamped, in an
+/// envelope that carries its HMAC-SHA256 ([`Message::encode_signed`]).
+pub const SIGNED_VERSION: u32 = 2;
 /// The largest message accepted or sent, in bytes (a heartbeat of many Open keys is
 /// the largest; see [`MAX_OPEN_PER_HEARTBEAT`]).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
@@ -43,6 +49,7 @@ const MAX_REASON_BYTES: usize = 40;
 ///     open_until: Some(now + Duration::from_secs(2)),
 ///     level: 1,
 ///     reason: "consecutive_failures".into(),
+///     sent_at: None,
 /// };
 /// let bytes = Message::Transition(report.clone()).encode();
 /// let max_open = Duration::from_secs(600);
@@ -65,6 +72,10 @@ pub struct Report {
     pub level: u8,
     /// Why ([`cutout::Reason::as_str`]); informational.
     pub reason: String,
+    /// When it was sent, by the sender's wall clock: set in a signed message
+    /// (the signature covers it), `None` in an unsigned one, whose wire format
+    /// has no stamp for a transition.
+    pub sent_at: Option<SystemTime>,
 }
 
 /// A key an instance holds Open, as its heartbeat lists it.
@@ -108,6 +119,18 @@ pub enum Message {
     Heartbeat(Heartbeat),
 }
 
+/// A message decoded, with what the receiver checks beyond its shape.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    pub(crate) message: Message,
+    /// The rule each heartbeat entry left out broke.
+    pub(crate) refused: Vec<Invalid>,
+    /// When its sender says it sent it, if it says.
+    pub(crate) stamp: Option<SystemTime>,
+    /// Whether it came signed (checked, where the receiver has a key).
+    pub(crate) signed: bool,
+}
+
 /// Why a message was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -123,6 +146,18 @@ pub enum Invalid {
     Field,
     /// An Open deadline further ahead than the configured maximum.
     DeadlineTooFar,
+    /// Stamped later than the receiver's wall clock plus the skew it allows
+    /// ([`FleetConfig::max_skew`](crate::FleetConfig::max_skew)).
+    FromFuture,
+    /// A signed message older than
+    /// [`live_after`](crate::FleetConfig::live_after): a replay, or one held up
+    /// for that long.
+    Replayed,
+    /// Unsigned (or a signed transition without a stamp), where the receiver has
+    /// a key.
+    Unsigned,
+    /// Signed with another key, or altered on the way.
+    BadSignature,
 }
 
 impl Invalid {
@@ -134,6 +169,10 @@ impl Invalid {
             Invalid::Version => "version",
             Invalid::Field => "field",
             Invalid::DeadlineTooFar => "deadline_too_far",
+            Invalid::FromFuture => "from_future",
+            Invalid::Replayed => "replayed",
+            Invalid::Unsigned => "unsigned",
+            Invalid::BadSignature => "bad_signature",
         }
     }
 }
@@ -165,6 +204,8 @@ enum Body {
         open_until_ms: Option<u64>,
         level: u8,
         reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_ms: Option<u64>,
     },
     Heartbeat {
         instance: String,
@@ -196,8 +237,19 @@ pub(crate) fn to_ms(t: SystemTime) -> u64 {
 }
 
 /// The time `ms` milliseconds after the Unix epoch, if the platform can hold it.
-fn from_ms(ms: u64) -> Option<SystemTime> {
+pub(crate) fn from_ms(ms: u64) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(Duration::from_millis(ms))
+}
+
+/// A message's version, read first, so that a later version's new shape reads as
+/// a version mismatch rather than as garbage.
+fn version(bytes: &[u8]) -> Result<u32, Invalid> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        v: u32,
+    }
+    let versioned: Versioned = serde_json::from_slice(bytes).map_err(|_| Invalid::Garbage)?;
+    Ok(versioned.v)
 }
 
 fn state_from(name: &str) -> Option<State> {
@@ -229,6 +281,7 @@ impl Message {
                 open_until_ms: r.open_until.map(to_ms),
                 level: r.level,
                 reason: r.reason.clone(),
+                sent_ms: r.sent_at.map(to_ms),
             },
             Message::Heartbeat(h) => Body::Heartbeat {
                 instance: h.instance.clone(),
@@ -252,36 +305,117 @@ impl Message {
         serde_json::to_vec(&Wire { v: VERSION, body }).unwrap_or_default()
     }
 
+    /// The message, signed with the fleet's shared `key` for fleet `namespace`
+    /// (see [`FleetConfig::signing_key`](crate::FleetConfig::signing_key)): a
+    /// message of [`SIGNED_VERSION`] whose HMAC-SHA256 covers the namespace and
+    /// the whole message, its stamp included. A heartbeat is stamped with its
+    /// `sent_at`, a transition with its `sent_at` or, if it has none, the
+    /// current time.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout_fleet::{Heartbeat, Invalid, Message};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let key = b"a fleet key of 16 bytes or more";
+    /// let beat = Message::Heartbeat(Heartbeat {
+    ///     instance: "a".into(),
+    ///     sent_at: SystemTime::now(),
+    ///     open: Vec::new(),
+    ///     more: false,
+    /// });
+    /// let bytes = beat.encode_signed(key, "checkout");
+    /// // `decode` reads it, checking no signature: a receiver with the key
+    /// // checks it, and refuses a message signed with another key.
+    /// assert!(Message::decode(&bytes, SystemTime::now(), Duration::from_secs(60)).is_ok());
+    /// assert_ne!(bytes, beat.encode_signed(b"another key of 16 bytes", "checkout"));
+    /// # let _ = Invalid::BadSignature;
+    /// ```
+    pub fn encode_signed(&self, key: &[u8], namespace: &str) -> Vec<u8> {
+        SigningKey::new(key, namespace).seal(self)
+    }
+
     /// Decodes and validates `bytes`, at wall-clock time `now`: an Open deadline
     /// more than `max_open` after `now` is refused. A heartbeat entry that breaks a
     /// rule (an over-long key, a deadline too far ahead) is left out of the
     /// heartbeat, which keeps the others: one key must not silence its peer.
     ///
+    /// A signed message ([`SIGNED_VERSION`]) is read as its inner message, its
+    /// signature unchecked: a fleet with a key checks it (and the stamps) before
+    /// it takes a message.
+    ///
     /// # Errors
     /// [`Invalid`], naming the rule the message broke.
     pub fn decode(bytes: &[u8], now: SystemTime, max_open: Duration) -> Result<Message, Invalid> {
-        Message::decode_counted(bytes, now, max_open).map(|(message, _)| message)
+        Message::decode_counted(bytes, now, max_open, None).map(|d| d.message)
     }
 
-    /// [`decode`](Self::decode), and the rule each heartbeat entry left out broke.
+    /// [`decode`](Self::decode), checking the signature where a `key` is given
+    /// (refusing an unsigned message then), and saying what else the receiver
+    /// checks: the message's stamp, and the rule each heartbeat entry left out
+    /// broke.
     pub(crate) fn decode_counted(
         bytes: &[u8],
         now: SystemTime,
         max_open: Duration,
-    ) -> Result<(Message, Vec<Invalid>), Invalid> {
+        key: Option<&SigningKey>,
+    ) -> Result<Decoded, Invalid> {
         if bytes.len() > MAX_MESSAGE_BYTES {
             return Err(Invalid::TooLarge);
         }
-        // The version first, so that a later version's new shape reads as a
-        // version mismatch rather than as garbage.
-        #[derive(Deserialize)]
-        struct Versioned {
-            v: u32,
+        match version(bytes)? {
+            VERSION if key.is_some() => Err(Invalid::Unsigned),
+            VERSION => Message::decode_plain(bytes, now, max_open).map(|(message, refused)| {
+                let stamp = message.stamp();
+                Decoded {
+                    message,
+                    refused,
+                    stamp,
+                    signed: false,
+                }
+            }),
+            SIGNED_VERSION => {
+                let (inner, stamp) = sign::open(bytes, key)?;
+                if version(inner)? != VERSION {
+                    return Err(Invalid::Version);
+                }
+                let (message, refused) = Message::decode_plain(inner, now, max_open)?;
+                // The envelope's stamp is the message's: a transition without
+                // one, or a heartbeat whose own differs, is not what a signer
+                // sends.
+                let stamp = match message.stamp() {
+                    Some(own) if to_ms(own) == stamp => own,
+                    Some(_) => return Err(Invalid::Field),
+                    None if key.is_some() => return Err(Invalid::Unsigned),
+                    None => return Err(Invalid::Field),
+                };
+                Ok(Decoded {
+                    message,
+                    refused,
+                    stamp: Some(stamp),
+                    signed: true,
+                })
+            }
+            _ => Err(Invalid::Version),
         }
-        let versioned: Versioned = serde_json::from_slice(bytes).map_err(|_| Invalid::Garbage)?;
-        if versioned.v != VERSION {
-            return Err(Invalid::Version);
+    }
+
+    /// When the sender says it sent it: a heartbeat's `sent_at`, a transition's
+    /// if it carries one.
+    pub(crate) fn stamp(&self) -> Option<SystemTime> {
+        match self {
+            Message::Transition(r) => r.sent_at,
+            Message::Heartbeat(h) => Some(h.sent_at),
         }
+    }
+
+    /// Decodes a message of [`VERSION`] (already read), and the rule each
+    /// heartbeat entry left out broke.
+    fn decode_plain(
+        bytes: &[u8],
+        now: SystemTime,
+        max_open: Duration,
+    ) -> Result<(Message, Vec<Invalid>), Invalid> {
         let wire: Wire = serde_json::from_slice(bytes).map_err(|_| Invalid::Garbage)?;
         let latest = now.checked_add(max_open);
         let deadline = |ms: u64| -> Result<SystemTime, Invalid> {
@@ -300,6 +434,7 @@ impl Message {
                 open_until_ms,
                 level,
                 reason,
+                sent_ms,
             } => {
                 let state = state_from(&state).ok_or(Invalid::Field)?;
                 if !name_ok(&key) || !name_ok(&instance) || reason.len() > MAX_REASON_BYTES {
@@ -318,6 +453,10 @@ impl Message {
                     open_until,
                     level,
                     reason,
+                    sent_at: match sent_ms {
+                        Some(ms) => Some(from_ms(ms).ok_or(Invalid::FromFuture)?),
+                        None => None,
+                    },
                 };
                 Ok((Message::Transition(report), Vec::new()))
             }
@@ -330,7 +469,7 @@ impl Message {
                 if !name_ok(&instance) || open.len() > MAX_OPEN_PER_HEARTBEAT {
                     return Err(Invalid::Field);
                 }
-                let sent_at = from_ms(sent_ms).ok_or(Invalid::Field)?;
+                let sent_at = from_ms(sent_ms).ok_or(Invalid::FromFuture)?;
                 let mut refused = Vec::new();
                 let open = open
                     .into_iter()
@@ -401,7 +540,7 @@ mod tests {
         let decode = |s: &str| Message::decode(s.as_bytes(), now, MAX);
         assert_eq!(decode("not json"), Err(Invalid::Garbage));
         assert_eq!(
-            decode(r#"{"v":2,"kind":"whatever"}"#),
+            decode(r#"{"v":3,"kind":"whatever"}"#),
             Err(Invalid::Version)
         );
         assert_eq!(

@@ -77,6 +77,7 @@ fn a_transition_to_recovering_round_trips() {
         open_until: None,
         level: 1,
         reason: Reason::ProbesSucceeded.as_str().into(),
+        sent_at: None,
     };
     let bytes = Message::Transition(report.clone()).encode();
     assert_eq!(
@@ -341,6 +342,7 @@ fn keys_past_a_heartbeats_list_still_count_when_it_says_it_holds_more() {
             open_until: Some(late),
             level: 0,
             reason: Reason::ConsecutiveFailures.as_str().into(),
+            sent_at: None,
         })
         .encode()
     };

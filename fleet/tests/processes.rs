@@ -3,6 +3,7 @@
 //! Open, and a Redis that dies and comes back.
 
 mod common;
+mod node;
 
 use common::{Node, Redis, namespace, redis_available};
 use std::time::Duration;
@@ -97,4 +98,16 @@ fn redis_dies_local_decisions_go_on_and_the_view_recovers() {
     trip(&mut b);
     let d = Node::spawn(&url, &ns, "d", &[]);
     assert_eq!(d.ready, "ready open true");
+}
+
+/// Not a test of its own: the fleet instance that the tests above start, in a
+/// child process running this binary with `CUTOUT_FLEET_NODE` set (see
+/// `common::Node`). Run without it, it does nothing.
+#[test]
+#[ignore = "an instance the other tests start in a child process"]
+fn node() {
+    if let Ok(args) = std::env::var(common::NODE_ARGS) {
+        let args: Vec<String> = args.lines().map(str::to_owned).collect();
+        node::run(&args);
+    }
 }

@@ -10,8 +10,11 @@
 //! - a peer is live while its latest heartbeat is younger than `live_after`,
 //!   the age read against this host's clock (never negative: a sender whose
 //!   clock runs ahead reads as just heard);
-//! - a heartbeat sent before one already applied from its peer is ignored, and
-//!   counted `out_of_order`;
+//! - a message stamped later than this host's wall clock plus the skew allowed
+//!   (1 s by default) is refused, and counted `from_future`;
+//! - a heartbeat sent before one already applied from its peer, less than
+//!   `live_after` (by this host's monotonic clock) after that one was applied, is
+//!   ignored, and counted `out_of_order`;
 //! - a transition from a peer that is not live is kept, counted `not_live`, and
 //!   counts for nothing until a heartbeat makes the peer live;
 //! - a heartbeat replaces the peer's Open keys; with `more`, the sender holds more
@@ -37,6 +40,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Whole milliseconds, as on the wire.
 const WALL_MS: u64 = 1_800_000_000_000;
 const LIVE_MS: i64 = 3_000;
+/// The default skew allowed: `FleetConfig::max_skew`.
+const SKEW_MS: i64 = 1_000;
 const MAX_OPEN_MS: i64 = 60_000;
 const PEERS: [&str; 5] = ["a", "b", "c", "d", "me"];
 const OWN: usize = 4;
@@ -135,7 +140,7 @@ fn until() -> impl Strategy<Value = i64> {
 
 fn sent() -> impl Strategy<Value = Sent> {
     prop_oneof![
-        6 => (-16i64..=4).prop_map(|k| Sent::Rel(k * 250)),
+        6 => (-16i64..=6).prop_map(|k| Sent::Rel(k * 250)),
         1 => Just(Sent::SameAsLast),
         2 => (1i64..=8).prop_map(|k| Sent::Older(k * 250)),
     ]
@@ -177,7 +182,7 @@ fn entry() -> impl Strategy<Value = Entry> {
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         3 => (0i64..=8).prop_map(|k| Event::Now(k * 250)),
-        3 => (0i64..=8).prop_map(|k| Event::Wall(k * 250)),
+        3 => (-8i64..=8).prop_map(|k| Event::Wall(k * 250)),
         2 => (0i64..=8).prop_map(|k| Event::Both(k * 250)),
         8 => (peer(), 0usize..KEYS.len(), kind(), generation(), prop::bool::weighted(0.2))
             .prop_map(|(peer, key, kind, generation, external)| Event::Transition {
@@ -217,8 +222,10 @@ struct MEntry {
 struct MPeer {
     /// When its youngest applied heartbeat was sent, as this host's monotonic ms.
     heard: Option<i64>,
-    /// Its latest applied heartbeat's `sent_at` (wall ms).
+    /// Its latest applied heartbeat's `sent_at` (wall ms), and when it was
+    /// applied (monotonic ms).
     sent: Option<i64>,
+    applied: i64,
     open: BTreeMap<usize, MEntry>,
     /// The last generation it used per key (only to generate inputs).
     generation: BTreeMap<usize, u32>,
@@ -230,6 +237,7 @@ struct MStats {
     deadline_too_far: u64,
     not_live: u64,
     out_of_order: u64,
+    from_future: u64,
     own: u64,
 }
 
@@ -360,13 +368,18 @@ impl Model {
             return BTreeSet::new();
         }
         let (now, wall) = (self.now, self.wall);
+        if sent > wall + SKEW_MS {
+            self.stats.from_future += 1;
+            return BTreeSet::new();
+        }
         let p = &mut self.peers[peer];
-        if p.sent.is_some_and(|last| sent < last) {
+        if p.sent.is_some_and(|last| sent < last) && now - p.applied < LIVE_MS {
             self.stats.out_of_order += 1;
             return BTreeSet::new();
         }
         self.stats.accepted += 1;
         p.sent = Some(sent);
+        p.applied = now;
         let heard = now - (wall - sent).max(0);
         p.heard = Some(p.heard.map_or(heard, |h| h.max(heard)));
         let mut open: BTreeMap<usize, MEntry> = accepted.iter().copied().collect();
@@ -498,6 +511,7 @@ fn run(events: &[Event]) -> Result<(), TestCaseError> {
                     open_until: until.map(wall_time),
                     level: 1,
                     reason: reason.into(),
+                    sent_at: None,
                 })
                 .encode();
                 let changed = model.transition(*peer, *key, until, g, *external);
@@ -589,6 +603,7 @@ fn run(events: &[Event]) -> Result<(), TestCaseError> {
             deadline_too_far: s.deadline_too_far,
             not_live: s.not_live,
             out_of_order: s.out_of_order,
+            from_future: s.from_future,
             own: s.own,
         };
         prop_assert_eq!(&got, &model.stats, "step {}: stats", step);
@@ -654,6 +669,7 @@ fn open_report(id: &str, key: &str, until: SystemTime, generation: u32) -> Vec<u
         open_until: Some(until),
         level: 1,
         reason: Reason::ConsecutiveFailures.as_str().into(),
+        sent_at: None,
     })
     .encode()
 }

@@ -36,10 +36,37 @@ pub struct Redis {
     pub port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// With a password (`requirepass`) and an ACL user, if secured.
+    secured: Option<Secured>,
+}
+
+/// A secured server's credentials: the default user's password, and an ACL
+/// user limited to one namespace's keys and channel.
+#[derive(Clone)]
+pub struct Secured {
+    pub password: String,
+    pub user: String,
+    pub user_password: String,
+    pub namespace: String,
 }
 
 impl Redis {
     pub fn start() -> Redis {
+        Redis::start_with(None)
+    }
+
+    /// A server that asks for a password (`--requirepass`), with an ACL user
+    /// (`fleet`) that may use namespace `ns`'s keys and channel only.
+    pub fn start_secured(ns: &str) -> Redis {
+        Redis::start_with(Some(Secured {
+            password: "admin-secret".into(),
+            user: "fleet".into(),
+            user_password: "fleet-secret".into(),
+            namespace: ns.into(),
+        }))
+    }
+
+    fn start_with(secured: Option<Secured>) -> Redis {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -48,22 +75,46 @@ impl Redis {
             port,
             dir: tempfile::tempdir().expect("a temporary directory"),
             child: None,
+            secured,
         };
         redis.restart();
         redis
     }
 
+    pub fn secured(&self) -> Option<&Secured> {
+        self.secured.as_ref()
+    }
+
+    /// The URL, with the default user's password if the server asks for one.
     pub fn url(&self) -> String {
+        match &self.secured {
+            Some(s) => format!("redis://:{}@127.0.0.1:{}/", s.password, self.port),
+            None => self.url_without_auth(),
+        }
+    }
+
+    /// The URL, without credentials.
+    pub fn url_without_auth(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
     /// Starts the server (again, on the same port) and waits until it answers.
     pub fn restart(&mut self) {
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .arg("--dir")
-            .arg(self.dir.path())
+            .arg(self.dir.path());
+        if let Some(s) = &self.secured {
+            // The ACL user: on, its password, the namespace's keys (`~`) and
+            // channel (`&`), every command.
+            let ns = &s.namespace;
+            command.args(["--requirepass", &s.password]);
+            command.args(["--user", &s.user, "on", &format!(">{}", s.user_password)]);
+            command.args([&format!("~{ns}:*"), &format!("&{ns}:*"), "+@all"]);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -159,6 +210,10 @@ pub fn namespace(test: &str) -> String {
     format!("t-{test}-{}", std::process::id())
 }
 
+/// The environment variable that makes a test binary's `node` test run an
+/// instance, with these arguments, one a line.
+pub const NODE_ARGS: &str = "CUTOUT_FLEET_NODE";
+
 pub struct Node {
     child: Child,
     stdin: ChildStdin,
@@ -168,10 +223,20 @@ pub struct Node {
 }
 
 impl Node {
+    /// An instance in a child process: this test binary again, running only its
+    /// `node` test, which runs the instance with the arguments in
+    /// `CUTOUT_FLEET_NODE` (see `tests/node`). So the instance is no installable
+    /// binary, and always the one built with the test.
     pub fn spawn(redis_url: &str, ns: &str, id: &str, extra: &[&str]) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cutout-fleet-node"))
-            .args(["--url", redis_url, "--ns", ns, "--id", id])
-            .args(extra)
+        let args: Vec<&str> = ["--url", redis_url, "--ns", ns, "--id", id]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect();
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let mut child = Command::new(exe)
+            .args(["node", "--exact", "--include-ignored", "--nocapture"])
+            .args(["--test-threads", "1", "--quiet"])
+            .env(NODE_ARGS, args.join("\n"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -188,9 +253,17 @@ impl Node {
                 }
             }
         });
-        let ready = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the node is ready within 10 s");
+        // The test harness's own lines come first.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let ready = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines
+                .recv_timeout(left)
+                .expect("the node is ready within 10 s");
+            if line.starts_with("ready ") || line.starts_with("error ") {
+                break line;
+            }
+        };
         Node {
             child,
             stdin,
@@ -227,11 +300,13 @@ impl Drop for Node {
     }
 }
 
-/// A simulated peer: writes its heartbeat key and publishes on the channel.
+/// A simulated peer: writes its heartbeat key and publishes on the channel,
+/// signing its messages if given a key.
 pub struct Peer {
     id: String,
     ns: String,
     con: redis::Connection,
+    key: Option<Vec<u8>>,
 }
 
 impl Peer {
@@ -243,12 +318,26 @@ impl Peer {
             con: client
                 .get_connection_with_timeout(Duration::from_secs(2))
                 .unwrap(),
+            key: None,
+        }
+    }
+
+    /// Signs its messages with `key` from now on.
+    pub fn signed(mut self, key: &[u8]) -> Peer {
+        self.key = Some(key.to_vec());
+        self
+    }
+
+    fn encode(&self, message: Message) -> Vec<u8> {
+        match &self.key {
+            Some(key) => message.encode_signed(key, &self.ns),
+            None => message.encode(),
         }
     }
 
     /// A heartbeat listing `open` (key, until, generation), sent now.
     pub fn heartbeat(&mut self, open: &[(&str, SystemTime, u32)]) {
-        let bytes = Message::Heartbeat(Heartbeat {
+        let bytes = self.encode(Message::Heartbeat(Heartbeat {
             instance: self.id.clone(),
             sent_at: SystemTime::now(),
             open: open
@@ -262,8 +351,7 @@ impl Peer {
                 })
                 .collect(),
             more: false,
-        })
-        .encode();
+        }));
         let key = format!("{}:hb:{}", self.ns, self.id);
         let _: () = redis::cmd("SET")
             .arg(&key)
@@ -283,7 +371,7 @@ impl Peer {
         until: Option<SystemTime>,
         generation: u32,
     ) {
-        let bytes = Message::Transition(Report {
+        let bytes = self.encode(Message::Transition(Report {
             key: key.into(),
             instance: self.id.clone(),
             generation,
@@ -291,8 +379,8 @@ impl Peer {
             open_until: until,
             level: 0,
             reason: "consecutive_failures".into(),
-        })
-        .encode();
+            sent_at: None,
+        }));
         self.publish(bytes);
     }
 

@@ -1,9 +1,11 @@
 //! One fleet instance driven over stdin, for the fleet's multi-process tests: a
-//! breaker on one key, attached to a fleet. Not part of the library's API.
+//! breaker on one key, attached to a fleet. The test binary runs it in a child
+//! process of its own (see `common::Node`), with its arguments in
+//! `CUTOUT_FLEET_NODE`, one a line:
 //!
 //! ```text
-//! cutout-fleet-node --url redis://127.0.0.1:PORT/ --ns NS --id ID [--quorum K] [--key KEY]
-//!                   [--hb-ms MS] [--live-ms MS] [--join-ms MS] [--open-ms MS]
+//! --url redis://127.0.0.1:PORT/ --ns NS --id ID [--quorum K] [--key KEY]
+//! [--hb-ms MS] [--live-ms MS] [--join-ms MS] [--open-ms MS]
 //! ```
 //! It prints `ready STATE SYNCED`, then answers each command with one line:
 //! `fail N` (N failed calls: `done STATE MAX_CALL_US`), `call` (`admitted STATE` or
@@ -16,7 +18,8 @@ use std::io::{BufRead, Write};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
-fn main() {
+/// The instance, with `args` (flags and values, in pairs).
+pub fn run(args: &[String]) {
     let mut url = String::from("redis://127.0.0.1:6379/");
     let (mut ns, mut id, mut key) = (
         String::from("test"),
@@ -25,7 +28,6 @@ fn main() {
     );
     let (mut quorum, mut hb, mut live, mut join, mut open) =
         (2usize, 100u64, 1000u64, 1000u64, 5000u64);
-    let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         let [flag, value] = pair else { break };
         let ms = || value.parse::<u64>().unwrap_or(0);

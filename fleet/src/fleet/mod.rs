@@ -1,0 +1,344 @@
+//! The running fleet: its shared state, the listeners that feed the publisher,
+//! and the handle users hold. The background threads are in `threads`, the
+//! quorum's targets in `targets`.
+
+mod targets;
+mod threads;
+
+use crate::config::{FleetConfig, FleetError};
+use crate::message::Report;
+use crate::sign::SigningKey;
+use crate::view::{Counters, FleetView, ViewState};
+use crossbeam_queue::ArrayQueue;
+use cutout::{
+    Builder, CircuitBreaker, Clock, ConfigError, Registry, SavedState, State, Transition,
+};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant, SystemTime};
+use targets::{Attached, Target};
+use threads::{publish_loop, spawn, subscribe_loop};
+
+struct Inner {
+    config: FleetConfig,
+    client: redis::Client,
+    /// Signs every message sent, if the fleet has a key.
+    signer: Option<SigningKey>,
+    view: FleetView,
+    counters: Arc<Counters>,
+    queue: ArrayQueue<Report>,
+    publisher: OnceLock<Thread>,
+    stop: AtomicBool,
+    attached: Mutex<Attached>,
+    /// Set once the first picture has been read.
+    synced: (Mutex<bool>, Condvar),
+}
+
+/// A running fleet view: this instance's transitions published to Redis, its peers'
+/// collected into a [`FleetView`], and a quorum that opens local breakers.
+///
+/// Two background threads do all the network I/O (a publisher and a subscriber);
+/// a breaker's call path never waits on them: a transition only pushes onto a
+/// bounded lock-free queue. Dropping the `Fleet` stops both threads and removes
+/// this instance's heartbeat.
+///
+/// # Examples
+/// ```no_run
+/// use cutout::CircuitBreaker;
+/// use cutout_fleet::{Fleet, FleetConfig};
+///
+/// let fleet = Fleet::start(FleetConfig::new("redis://127.0.0.1:6379/").namespace("shop"))?;
+/// let payments = fleet.breaker("payments", CircuitBreaker::builder().consecutive_failures(5))?;
+/// let _ = payments.call(|| Ok::<_, std::io::Error>(()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Fleet {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// Starts the fleet's background threads and waits up to
+    /// [`join_wait`](FleetConfig::join_wait) for the fleet's current picture (every
+    /// live peer's heartbeat). It returns once the picture is read, or at the end
+    /// of the wait, Redis reachable or not: what is missing is adopted when it
+    /// arrives.
+    ///
+    /// # Errors
+    /// [`FleetError`] for a setting out of range or a URL that does not parse.
+    pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
+        let inner = Arc::new(Inner::new(config)?);
+        let publisher = spawn(&inner, "cutout-fleet-publish", publish_loop)?;
+        let _ = inner.publisher.set(publisher.thread().clone());
+        // The fleet owns the publisher before the subscriber is spawned: if that
+        // spawn fails, dropping the fleet stops and joins the publisher.
+        let mut fleet = Fleet {
+            inner,
+            threads: vec![publisher],
+        };
+        let subscriber = spawn(&fleet.inner, "cutout-fleet-subscribe", subscribe_loop)?;
+        fleet.threads.push(subscriber);
+        fleet.wait_synced(fleet.inner.config.join_wait);
+        Ok(fleet)
+    }
+
+    /// Waits up to `timeout` for the first picture of the fleet; whether it has
+    /// been read.
+    pub fn wait_synced(&self, timeout: Duration) -> bool {
+        let (lock, cond) = &self.inner.synced;
+        let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = cond
+            .wait_timeout_while(guard, timeout, |synced| !*synced)
+            .unwrap_or_else(PoisonError::into_inner);
+        *guard
+    }
+
+    /// This instance's id.
+    pub fn instance_id(&self) -> &str {
+        &self.inner.config.instance_id
+    }
+
+    /// The fleet's picture as this instance sees it.
+    pub fn view(&self) -> &FleetView {
+        &self.inner.view
+    }
+
+    /// A transition listener for the breaker named `key`: it only pushes the
+    /// transition onto the publisher's bounded queue (dropping the oldest when
+    /// full) and wakes the publisher, which takes each key's transitions in
+    /// generation order (see the crate docs): give one key's listener to one
+    /// breaker at a time. Give it to
+    /// [`Builder::on_transition`](cutout::Builder::on_transition), or call it from
+    /// your own listener.
+    pub fn listener(&self, key: impl Into<String>) -> impl Fn(&Transition) + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        let key: String = key.into();
+        move |t: &Transition| {
+            if let Some(inner) = inner.upgrade() {
+                inner.enqueue(&key, t);
+            }
+        }
+    }
+
+    /// A transition listener for a [`Registry`]: like [`listener`](Self::listener),
+    /// with the key from the registry. Give it to
+    /// [`RegistryBuilder::on_transition`](cutout::RegistryBuilder::on_transition).
+    pub fn registry_listener<K: AsRef<str>>(
+        &self,
+    ) -> impl Fn(&K, &Transition) + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        move |key: &K, t: &Transition| {
+            if let Some(inner) = inner.upgrade() {
+                inner.enqueue(key.as_ref(), t);
+            }
+        }
+    }
+
+    /// What the fleet's current picture says `key` should start as: if a quorum
+    /// of live peers reports it Open, a [`SavedState`] Open until the earliest
+    /// reported deadline (at the lowest reported backoff level); otherwise
+    /// `None` (start fresh). For [`Builder::restore`], or a registry's
+    /// [`initial_state`](cutout::RegistryBuilder::initial_state) (see
+    /// [`initial_state`](Self::initial_state)).
+    pub fn saved_state(&self, key: &str) -> Option<SavedState> {
+        self.inner.saved_state(key)
+    }
+
+    /// A registry's initial-state hook: each key the registry creates later
+    /// starts from the fleet's picture ([`saved_state`](Self::saved_state)). Give
+    /// it to [`RegistryBuilder::initial_state`](cutout::RegistryBuilder::initial_state).
+    /// It takes the view's lock briefly, on the lookup that creates the key.
+    pub fn initial_state<K: AsRef<str>>(
+        &self,
+    ) -> impl Fn(&K) -> Option<SavedState> + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        move |key: &K| inner.upgrade()?.saved_state(key.as_ref())
+    }
+
+    /// Builds a breaker named `key` that starts from the fleet's picture
+    /// ([`saved_state`](Self::saved_state) through [`Builder::restore`]: Open, if
+    /// a quorum of live peers reports `key` Open), publishes its transitions, and
+    /// that the quorum may open: [`Builder::name`], [`Builder::on_transition`]
+    /// (replacing any listener the builder had; to keep yours, call
+    /// [`listener`](Self::listener) from it and use [`attach`](Self::attach)), then
+    /// [`attach`](Self::attach).
+    ///
+    /// # Errors
+    /// The builder's [`ConfigError`].
+    pub fn breaker<C: Clock + Clone + 'static>(
+        &self,
+        key: &str,
+        builder: Builder<C>,
+    ) -> Result<Arc<CircuitBreaker<C>>, ConfigError> {
+        let builder = builder
+            .name(key.to_owned())
+            .on_transition(self.listener(key));
+        // A picture the builder refuses (a deadline past its clock skew
+        // tolerance, say) is dropped: the breaker starts fresh, and `attach`
+        // still applies the quorum.
+        let restored = self
+            .saved_state(key)
+            .and_then(|saved| builder.clone().restore(saved).build().ok());
+        let breaker = Arc::new(match restored {
+            Some(b) => b,
+            None => builder.build()?,
+        });
+        self.attach(key, &breaker);
+        Ok(breaker)
+    }
+
+    /// Lets the quorum open `breaker` (held weakly) as `key`, and applies the
+    /// fleet's current picture to it at once: a breaker attached while a quorum
+    /// of live peers reports `key` Open opens until the earliest reported
+    /// deadline.
+    pub fn attach<C: Clock + 'static>(&self, key: &str, breaker: &Arc<CircuitBreaker<C>>) {
+        let target: Arc<dyn Target> = breaker.clone();
+        {
+            let mut attached = self.inner.lock_attached();
+            let list = attached.breakers.entry(key.to_owned()).or_default();
+            list.retain(|w| w.strong_count() > 0);
+            list.push(Arc::downgrade(&target));
+            attached.prune();
+        }
+        if let Some(left) = self.inner.verdict_for(key) {
+            Target::open_for(&**breaker, key, left).count(&self.inner.counters);
+        }
+    }
+
+    /// Lets the quorum open any key of `registry` (held weakly). A key that a
+    /// quorum of peers reports Open is opened, created first if this instance
+    /// has not used it yet, so its first call here is rejected: bound the
+    /// registry with `max_keys` if peers may report many keys. At that cap, a
+    /// key that finds no place (its lookup goes to the registry's overflow
+    /// breaker, which every such key shares) is not opened, and
+    /// [`FleetStats::quorum_overflow_skipped`](crate::FleetStats::quorum_overflow_skipped)
+    /// counts it: opening the overflow breaker would reject keys no peer
+    /// reported. (That lookup counts in the registry's `overflowed`, as any
+    /// does.) Applies the current picture at once.
+    pub fn attach_registry<C: Clock + Clone + 'static, S: BuildHasher + Send + Sync + 'static>(
+        &self,
+        registry: &Arc<Registry<String, C, S>>,
+    ) {
+        let target: Arc<dyn Target> = registry.clone();
+        self.inner
+            .lock_attached()
+            .registries
+            .push(Arc::downgrade(&target));
+        for key in self.inner.view.open_keys() {
+            if let Some(left) = self.inner.verdict_for(&key) {
+                target.open_for(&key, left).count(&self.inner.counters);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("config", &self.inner.config)
+            .field("view", &self.inner.view.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        if let Some(t) = self.inner.publisher.get() {
+            t.unpark();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Inner {
+    /// The fleet's shared state, before its threads start.
+    fn new(config: FleetConfig) -> Result<Inner, FleetError> {
+        config.validate()?;
+        let client = config.client()?;
+        let counters = Arc::new(Counters::default());
+        let signer = config.signer();
+        let state = ViewState::new(
+            config.instance_id.clone(),
+            config.live_after,
+            config.max_open,
+        )
+        .max_skew(config.max_skew)
+        .signing_key(signer.clone());
+        let view = FleetView::new(state, counters.clone());
+        Ok(Inner {
+            signer,
+            queue: ArrayQueue::new(config.queue_capacity),
+            config,
+            client,
+            view,
+            counters,
+            publisher: OnceLock::new(),
+            stop: AtomicBool::new(false),
+            attached: Mutex::new(Attached::default()),
+            synced: (Mutex::new(false), Condvar::new()),
+        })
+    }
+
+    fn lock_attached(&self) -> std::sync::MutexGuard<'_, Attached> {
+        // Plain data, consistent between statements: usable after a panic.
+        self.attached.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stopping(&self) -> bool {
+        // Acquire: pairs with the Release in `Fleet::drop`.
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// The listener's whole job: a bounded push, a wake-up. No lock, no I/O.
+    fn enqueue(&self, key: &str, t: &Transition) {
+        let open_until = t.open_until.map(|until| {
+            let left = until.saturating_sub(t.at);
+            let now = SystemTime::now();
+            now.checked_add(left).unwrap_or(now)
+        });
+        let report = Report {
+            key: key.to_owned(),
+            instance: self.config.instance_id.clone(),
+            generation: t.generation,
+            state: t.to,
+            open_until,
+            level: t.level,
+            reason: t.reason.as_str().to_owned(),
+            // Stamped when published, if signed.
+            sent_at: None,
+        };
+        if self.queue.force_push(report).is_some() {
+            Counters::bump(&self.counters.queue_dropped);
+        }
+        if let Some(publisher) = self.publisher.get() {
+            publisher.unpark();
+        }
+    }
+
+    fn saved_state(&self, key: &str) -> Option<SavedState> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let (until, reports) = self
+            .view
+            .lock()
+            .verdict(key, self.config.quorum, now, wall)?;
+        let mut saved = SavedState::new(key, State::Open, wall);
+        saved.open_until = Some(until);
+        saved.level = reports.iter().map(|r| r.level).min().unwrap_or(0);
+        Some(saved)
+    }
+
+    /// How long a quorum of live peers says `key` should stay Open, if one does.
+    fn verdict_for(&self, key: &str) -> Option<Duration> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let (until, _) = self
+            .view
+            .lock()
+            .verdict(key, self.config.quorum, now, wall)?;
+        until.duration_since(wall).ok()
+    }
+}

@@ -1,0 +1,296 @@
+//! The quorum's targets: the breakers and registries attached to the fleet, and
+//! how a quorum of peers' reports opens them, once per fresh set of reports.
+
+use super::Inner;
+use crate::view::Counters;
+use cutout::{CircuitBreaker, Clock, Registry};
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+/// What a quorum's open did to a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Opened {
+    /// The key's breaker was Closed, and is Open now.
+    Yes,
+    /// The key's breaker was not Closed: left alone.
+    No,
+    /// The key has no breaker of its own (a registry's key at its `max_keys`
+    /// cap, whose lookup went to the shared overflow breaker): left alone.
+    NotOwn,
+}
+
+impl Opened {
+    /// Counts what it did: an open, or an open skipped.
+    pub(super) fn count(self, counters: &Counters) {
+        match self {
+            Opened::Yes => Counters::bump(&counters.quorum_opens),
+            Opened::NotOwn => Counters::bump(&counters.quorum_overflow_skipped),
+            Opened::No => {}
+        }
+    }
+}
+
+/// Something the quorum can open: a breaker, or a registry's breaker by key.
+pub(super) trait Target: Send + Sync {
+    /// Opens `key`'s own breaker for `duration` if it is Closed.
+    fn open_for(&self, key: &str, duration: Duration) -> Opened;
+}
+
+impl<C: Clock> Target for CircuitBreaker<C> {
+    fn open_for(&self, _key: &str, duration: Duration) -> Opened {
+        if CircuitBreaker::open_for(self, duration) {
+            Opened::Yes
+        } else {
+            Opened::No
+        }
+    }
+}
+
+impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String, C, S> {
+    fn open_for(&self, key: &str, duration: Duration) -> Opened {
+        self.with(key, |b| {
+            // At the cap, the lookup of a key without a place gives the overflow
+            // breaker that every such key shares: the very breaker
+            // `Registry::overflow` returns, so its address tells it exactly (a
+            // name would not: a key may be named as the overflow breaker is).
+            if self.overflow().is_some_and(|o| std::ptr::eq(o, b)) {
+                return Opened::NotOwn;
+            }
+            Target::open_for(b, key, duration)
+        })
+    }
+}
+
+/// The reports a quorum rests on: (instance, generation) of each.
+type ReportIds = HashSet<(String, u32)>;
+
+/// A key a quorum reports Open: until when, and on which reports.
+type Verdict = (String, SystemTime, ReportIds);
+
+#[derive(Default)]
+pub(super) struct Attached {
+    /// Breakers attached under their key.
+    pub(super) breakers: HashMap<String, Vec<Weak<dyn Target>>>,
+    /// The number of keys in `breakers` at which `attach` next drops the keys
+    /// whose breakers are all gone (see [`Attached::prune`]).
+    prune_at: usize,
+    /// Registries: every key.
+    pub(super) registries: Vec<Weak<dyn Target>>,
+    /// Per key, the reports (instance, generation) a quorum was applied from, each
+    /// kept while its peer holds it (live or not): the same reports do not open a
+    /// breaker again after its own probes closed it.
+    applied: HashMap<String, ReportIds>,
+}
+
+impl Attached {
+    /// Drops every key whose breakers are all gone, once the keys have doubled
+    /// since the last time (at least 64): a dead `Weak` keeps its breaker's whole
+    /// allocation, so keys attached once and dropped would otherwise hold memory
+    /// for the fleet's life. Amortized, a constant cost an attach.
+    pub(super) fn prune(&mut self) {
+        if self.breakers.len() < self.prune_at {
+            return;
+        }
+        self.breakers.retain(|_, list| {
+            list.retain(|w| w.strong_count() > 0);
+            !list.is_empty()
+        });
+        self.prune_at = (self.breakers.len() * 2).max(64);
+    }
+}
+
+impl Inner {
+    /// Opens, for each of `keys`, the attached breakers that a quorum of live
+    /// peers says should be Open, once per fresh set of reports: the reports a
+    /// quorum was already applied from do not open a breaker again after its own
+    /// probes closed it; a new report (a peer's new trip) does.
+    pub(super) fn apply_quorum(&self, keys: &[String]) {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        // The reports each key's quorum was applied from (taken first: the two
+        // locks are never held together).
+        let applied: Vec<(String, ReportIds)> = {
+            let attached = self.lock_attached();
+            keys.iter()
+                .filter_map(|key| Some((key.clone(), attached.applied.get(key)?.clone())))
+                .collect()
+        };
+        let (verdicts, gone): (Vec<Verdict>, Vec<(String, ReportIds)>) = {
+            let view = self.view.lock();
+            // Those that no peer holds any more (it reported the key Closed, or
+            // restarted) are forgotten below, so a peer restarted under the same
+            // id, whose fresh breaker trips at generation 1 again, makes a new
+            // report. A peer whose heartbeat is only late still holds its report:
+            // the same reports do not open a breaker twice.
+            let gone = applied
+                .into_iter()
+                .filter_map(|(key, ids)| {
+                    let gone: ReportIds = ids
+                        .into_iter()
+                        .filter(|id| !view.holds_report(&key, id))
+                        .collect();
+                    (!gone.is_empty()).then_some((key, gone))
+                })
+                .collect();
+            let verdicts: Vec<Verdict> = keys
+                .iter()
+                .filter_map(|key| {
+                    let (until, reports) = view.verdict(key, self.config.quorum, now, wall)?;
+                    let ids = reports
+                        .into_iter()
+                        .map(|r| (r.instance, r.generation))
+                        .collect();
+                    Some((key.clone(), until, ids))
+                })
+                .collect();
+            (verdicts, gone)
+        };
+        let mut targets: Vec<(String, Duration, Arc<dyn Target>)> = Vec::new();
+        {
+            let mut attached = self.lock_attached();
+            for (key, gone) in gone {
+                if let Some(applied) = attached.applied.get_mut(&key) {
+                    applied.retain(|id| !gone.contains(id));
+                    if applied.is_empty() {
+                        attached.applied.remove(&key);
+                    }
+                }
+            }
+            if verdicts.is_empty() {
+                return;
+            }
+            let registries: Vec<Arc<dyn Target>> = attached
+                .registries
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect();
+            for (key, until, ids) in verdicts {
+                let applied = attached.applied.entry(key.clone()).or_default();
+                let fresh = ids.iter().any(|id| !applied.contains(id));
+                if !fresh {
+                    continue;
+                }
+                // Added to, not replaced: a report applied before whose peer is
+                // not live now (a late heartbeat) is still one applied, and its
+                // peer's return must not make it new. Bounded: each call drops
+                // (`gone`, above) the ids no peer holds any more, and a peer holds
+                // one report a key, so a key's set is at most one id a peer.
+                applied.extend(ids);
+                let Ok(left) = until.duration_since(wall) else {
+                    continue;
+                };
+                let breakers = attached.breakers.get(&key).into_iter().flatten();
+                for t in breakers
+                    .filter_map(Weak::upgrade)
+                    .chain(registries.iter().cloned())
+                {
+                    targets.push((key.clone(), left, t));
+                }
+            }
+        }
+        // Opened with no lock held: the breaker's listener runs inside. A listener
+        // that panics must not stop the view (this is its subscriber thread): it
+        // runs only for a transition made, so the open is counted all the same.
+        // `AssertUnwindSafe`: the breaker's state is in its atomics, which a
+        // panicking listener cannot leave half-written.
+        for (key, left, target) in targets {
+            let opened = panic::catch_unwind(AssertUnwindSafe(|| target.open_for(&key, left)));
+            opened.unwrap_or(Opened::Yes).count(&self.counters);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FleetConfig;
+    use crate::fleet::threads::heartbeat;
+    use crate::message::{Message, Report};
+    use cutout::State;
+
+    /// The reports a key's quorum was applied from are added to on each fresh
+    /// quorum, and each application forgets those no peer holds any more: a
+    /// peer that trips again and again (a new generation each time, each a fresh
+    /// quorum with another peer's standing report) leaves one id a peer, not one
+    /// a trip; once no peer reports the key, the key is forgotten.
+    #[test]
+    fn the_reports_applied_stay_one_a_peer() {
+        let inner = Inner::new(FleetConfig::new("redis://127.0.0.1:9/")).unwrap();
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let until = wall + Duration::from_secs(20);
+        let transition = |id: &str, generation: u32, open: bool| {
+            Message::Transition(Report {
+                key: "db".into(),
+                instance: id.into(),
+                generation,
+                state: if open { State::Open } else { State::Closed },
+                open_until: open.then_some(until),
+                level: 0,
+                reason: cutout::Reason::ConsecutiveFailures.as_str().into(),
+                sent_at: None,
+            })
+            .encode()
+        };
+        let apply = |bytes: &[u8]| {
+            let changed = inner.view.lock().apply(bytes, now, wall);
+            assert_eq!(changed, ["db"], "applied");
+            inner.apply_quorum(&changed);
+        };
+        let applied = || {
+            let mut ids: Vec<(String, u32)> = inner
+                .lock_attached()
+                .applied
+                .get("db")
+                .map(|ids| ids.iter().cloned().collect())
+                .unwrap_or_default();
+            ids.sort();
+            ids
+        };
+        for id in ["a", "b"] {
+            let beat = heartbeat(id, wall, Vec::new(), None);
+            assert!(inner.view.lock().apply(&beat, now, wall).is_empty());
+        }
+        apply(&transition("b", 1, true));
+        for generation in 1..=100 {
+            apply(&transition("a", generation, true));
+            assert_eq!(applied(), [("a".into(), generation), ("b".into(), 1)]);
+        }
+        apply(&transition("a", 101, false));
+        assert_eq!(applied(), [("b".to_string(), 1)], "a's report withdrawn");
+        apply(&transition("b", 2, false));
+        assert!(inner.lock_attached().applied.is_empty(), "db forgotten");
+    }
+
+    fn breaker() -> Arc<dyn Target> {
+        Arc::new(CircuitBreaker::builder().build().unwrap())
+    }
+
+    /// Keys whose breakers were all dropped go once the keys have doubled, so a
+    /// fleet that attaches breakers for ever more keys, each dropped, holds a
+    /// bounded number of them (a dead `Weak` keeps its breaker's allocation).
+    #[test]
+    fn keys_whose_breakers_are_gone_are_pruned_as_keys_double() {
+        let mut attached = Attached::default();
+        let live = breaker();
+        attached
+            .breakers
+            .insert("live".into(), vec![Arc::downgrade(&live)]);
+        let mut most = 0;
+        for i in 0..10_000 {
+            let dropped = breaker();
+            attached
+                .breakers
+                .insert(format!("key-{i}"), vec![Arc::downgrade(&dropped)]);
+            drop(dropped);
+            attached.prune();
+            most = most.max(attached.breakers.len());
+        }
+        assert!(most <= 128, "keys held at once: {most}");
+        assert!(attached.breakers.contains_key("live"), "a live key stays");
+        attached.prune_at = 0;
+        attached.prune();
+        assert_eq!(attached.breakers.len(), 1, "only the live key is left");
+    }
+}

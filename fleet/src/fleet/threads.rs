@@ -1,0 +1,400 @@
+//! The fleet's two background threads: the publisher (transitions and
+//! heartbeats) and the subscriber (the picture, then the channel), with their
+//! reconnection backoff.
+
+use super::Inner;
+use crate::config::FleetError;
+use crate::held::Held;
+use crate::message::{
+    Heartbeat, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry,
+};
+use crate::sign::SigningKey;
+use crate::view::Counters;
+use std::sync::{Arc, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The heartbeat of `instance` at `now`, encoded: of the keys it holds `open`, the
+/// earliest-ending ones that fit, at most [`MAX_OPEN_PER_HEARTBEAT`] and within
+/// [`MAX_MESSAGE_BYTES`] (a receiver refuses a larger message whole), saying so if
+/// it holds more ([`Heartbeat::more`]), and none whose key no receiver takes (over
+/// [`MAX_NAME_BYTES`]).
+/// Signed with `key`, if one is given.
+pub(super) fn heartbeat(
+    instance: &str,
+    now: SystemTime,
+    mut open: Vec<OpenEntry>,
+    key: Option<&SigningKey>,
+) -> Vec<u8> {
+    open.retain(|e| e.key.len() <= MAX_NAME_BYTES);
+    open.sort_by_key(|e| e.until);
+    let held = open.len();
+    open.truncate(MAX_OPEN_PER_HEARTBEAT);
+    loop {
+        let count = open.len();
+        let beat = Message::Heartbeat(Heartbeat {
+            instance: instance.to_owned(),
+            sent_at: now,
+            open: open.clone(),
+            more: count < held,
+        });
+        let bytes = encode(&beat, key);
+        if bytes.len() <= MAX_MESSAGE_BYTES || count == 0 {
+            return bytes;
+        }
+        // Drop the latest-ending entries, about as many as the excess takes at
+        // the average entry's size (at least one), and encode again.
+        let excess = bytes.len() - MAX_MESSAGE_BYTES;
+        let drop = (excess * count).div_ceil(bytes.len()).max(1);
+        open.truncate(count.saturating_sub(drop));
+    }
+}
+
+/// `message` encoded, signed with `key` if one is given (a transition stamped
+/// now).
+fn encode(message: &Message, key: Option<&SigningKey>) -> Vec<u8> {
+    match key {
+        Some(key) => key.seal(message),
+        None => message.encode(),
+    }
+}
+
+/// The instant `d` from now, or a century from now if that is further than an
+/// `Instant` reaches (a setting of `Duration::MAX`: never, in effect).
+fn later(d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+    let now = Instant::now();
+    now.checked_add(d.min(CENTURY)).unwrap_or(now)
+}
+
+/// A reconnection backoff: from `min`, doubling to `max`, each wait jittered down
+/// by up to half.
+struct Backoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+    seed: u64,
+}
+
+impl Backoff {
+    fn new(min: Duration, max: Duration) -> Backoff {
+        let seed = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(1, |d| d.subsec_nanos().into())
+            | 1;
+        Backoff {
+            min,
+            max,
+            next: min,
+            seed,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.next = self.min;
+    }
+
+    fn wait(&mut self) -> Duration {
+        // xorshift64: jitter only.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let half = self.next / 2;
+        let jitter = half.mul_f64((self.seed % 1000) as f64 / 1000.0);
+        let wait = half + jitter;
+        self.next = self.next.saturating_mul(2).min(self.max);
+        wait
+    }
+}
+
+/// Sleeps up to `d`, waking early when the fleet stops.
+fn nap(inner: &Inner, d: Duration) {
+    let end = later(d);
+    while !inner.stopping() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        thread::park_timeout(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// A connection with the fleet's timeouts, if one can be made; its caller counts
+/// a failure (once, with whatever else its attempt failed at).
+fn connect(inner: &Inner) -> Option<redis::Connection> {
+    let timeout = inner.config.io_timeout;
+    let con = inner.client.get_connection_with_timeout(timeout).ok()?;
+    let ok =
+        con.set_read_timeout(Some(timeout)).is_ok() && con.set_write_timeout(Some(timeout)).is_ok();
+    ok.then_some(con)
+}
+
+/// Starts one of the fleet's two background threads, named `name`, running `body`
+/// on the fleet's shared state.
+pub(super) fn spawn(
+    inner: &Arc<Inner>,
+    name: &str,
+    body: fn(&Inner),
+) -> Result<JoinHandle<()>, FleetError> {
+    let inner = inner.clone();
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(move || body(&inner))
+        .map_err(|_| FleetError::Config {
+            field: "threads",
+            why: "could not be spawned",
+        })
+}
+
+pub(super) fn publish_loop(inner: &Inner) {
+    let config = &inner.config;
+    let channel = config.channel();
+    let hb_key = config.heartbeat_key(&config.instance_id);
+    let mut con: Option<redis::Connection> = None;
+    let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
+    let mut retry_at = Instant::now();
+    let mut next_heartbeat = Instant::now();
+    // The keys this instance holds Open, as its own transitions said, taken in
+    // generation order per key.
+    let mut held = Held::new(config.max_open);
+    loop {
+        if inner.stopping() {
+            if let Some(con) = con.as_mut() {
+                let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&hb_key).query(con);
+            }
+            return;
+        }
+        if con.is_none() && Instant::now() >= retry_at {
+            con = connect(inner);
+            match con {
+                Some(_) => {
+                    backoff.reset();
+                    next_heartbeat = Instant::now();
+                }
+                None => {
+                    Counters::bump(&inner.counters.redis_errors);
+                    retry_at = later(backoff.wait());
+                }
+            }
+        }
+        // Transitions: each updates what the heartbeat lists, and is published
+        // if Redis is there (if not, the next heartbeat carries the picture).
+        while let Some(report) = inner.queue.pop() {
+            // A transition older than one of its key already taken (two threads'
+            // events, delivered out of order) is stale: published, it would make
+            // the peers withdraw the newer one.
+            if !held.take(&report, Instant::now()) {
+                Counters::bump(&inner.counters.stale_dropped);
+                continue;
+            }
+            // The heartbeat key is the picture joiners read: keep it current.
+            next_heartbeat = Instant::now();
+            if let Some(c) = con.as_mut() {
+                let bytes = encode(&Message::Transition(report), inner.signer.as_ref());
+                let sent: redis::RedisResult<i64> =
+                    redis::cmd("PUBLISH").arg(&channel).arg(bytes).query(c);
+                if sent.is_ok() {
+                    Counters::bump(&inner.counters.published);
+                } else {
+                    Counters::bump(&inner.counters.redis_errors);
+                    con = None;
+                    retry_at = later(backoff.wait());
+                }
+            }
+        }
+        if Instant::now() >= next_heartbeat {
+            let now = SystemTime::now();
+            held.prune(Instant::now(), now);
+            if let Some(c) = con.as_mut() {
+                let key = inner.signer.as_ref();
+                let bytes = heartbeat(&config.instance_id, now, held.open(), key);
+                let ttl = u64::try_from(config.live_after.as_millis()).unwrap_or(u64::MAX);
+                let sent: redis::RedisResult<()> = redis::pipe()
+                    .cmd("SET")
+                    .arg(&hb_key)
+                    .arg(&bytes)
+                    .arg("PX")
+                    .arg(ttl)
+                    .ignore()
+                    .cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg(&bytes)
+                    .ignore()
+                    .query(c);
+                if sent.is_ok() {
+                    Counters::bump(&inner.counters.published);
+                } else {
+                    Counters::bump(&inner.counters.redis_errors);
+                    con = None;
+                    retry_at = later(backoff.wait());
+                }
+            }
+            next_heartbeat = later(config.heartbeat_every);
+        }
+        let wake = if con.is_some() {
+            next_heartbeat
+        } else {
+            retry_at.min(next_heartbeat)
+        };
+        if inner.queue.is_empty() {
+            thread::park_timeout(wake.saturating_duration_since(Instant::now()));
+        }
+    }
+}
+
+pub(super) fn subscribe_loop(inner: &Inner) {
+    let config = &inner.config;
+    let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
+    while !inner.stopping() {
+        let began = Instant::now();
+        if subscribe_once(inner).is_ok() {
+            return;
+        }
+        Counters::bump(&inner.counters.redis_errors);
+        // A session that lasted resets the backoff: this is a new outage.
+        if began.elapsed() > config.reconnect_max {
+            backoff.reset();
+        }
+        let wait = backoff.wait();
+        nap(inner, wait);
+    }
+}
+
+/// One subscription: subscribe, read the picture, then apply messages until the
+/// connection fails (`Err`) or the fleet stops (`Ok`).
+fn subscribe_once(inner: &Inner) -> Result<(), ()> {
+    let config = &inner.config;
+    let mut sub = connect(inner).ok_or(())?;
+    let mut query = connect(inner).ok_or(())?;
+    // Short reads, so that a stop is seen soon.
+    sub.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|_| ())?;
+    let mut pubsub = sub.as_pubsub();
+    pubsub.subscribe(config.channel()).map_err(|_| ())?;
+    // Subscribed first, then the picture: nothing published in between is missed.
+    read_picture(inner, &mut query)?;
+    drop(query);
+    let (lock, cond) = &inner.synced;
+    *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
+    cond.notify_all();
+    let mut last_tick = Instant::now();
+    loop {
+        if inner.stopping() {
+            return Ok(());
+        }
+        match pubsub.get_message() {
+            Ok(msg) => apply(inner, msg.get_payload_bytes()),
+            Err(e) if e.is_timeout() => {}
+            Err(_) => return Err(()),
+        }
+        if last_tick.elapsed() >= Duration::from_secs(1) {
+            last_tick = Instant::now();
+            inner.view.lock().prune(last_tick);
+            #[cfg(feature = "metrics")]
+            inner.view.record_metrics();
+        }
+    }
+}
+
+/// Reads every heartbeat in the namespace: the fleet's current picture.
+fn read_picture(inner: &Inner, con: &mut redis::Connection) -> Result<(), ()> {
+    let pattern = inner.config.heartbeat_pattern();
+    let mut cursor: u64 = 0;
+    let mut rounds = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(200)
+            .query(con)
+            .map_err(|_| ())?;
+        if !keys.is_empty() {
+            let values: Vec<Option<Vec<u8>>> =
+                redis::cmd("MGET").arg(&keys).query(con).map_err(|_| ())?;
+            for bytes in values.into_iter().flatten() {
+                apply(inner, &bytes);
+            }
+        }
+        cursor = next;
+        rounds += 1;
+        // Bounded: a namespace holds one key per instance.
+        if cursor == 0 || rounds > 1000 || inner.stopping() {
+            return Ok(());
+        }
+    }
+}
+
+fn apply(inner: &Inner, bytes: &[u8]) {
+    let changed = inner
+        .view
+        .lock()
+        .apply(bytes, Instant::now(), SystemTime::now());
+    if !changed.is_empty() {
+        inner.apply_quorum(&changed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The longest waits a `FleetConfig` takes (`Duration::MAX` for a reconnection
+    /// or a heartbeat) are further than an `Instant` reaches: they saturate, a
+    /// century on (`Instant::now() + d` panicked in the background threads).
+    #[test]
+    fn the_longest_waits_saturate() {
+        let year = Duration::from_secs(365 * 86_400);
+        let mut backoff = Backoff::new(Duration::MAX, Duration::MAX);
+        for d in [Duration::MAX, backoff.wait(), backoff.wait(), year] {
+            assert!(later(d) >= Instant::now() + year.min(d / 2), "{d:?}");
+        }
+    }
+
+    /// A heartbeat of 256 Open keys of the longest name every receiver takes is
+    /// past `MAX_MESSAGE_BYTES`: the publisher sends the earliest-ending ones that
+    /// fit (receivers refuse a larger message whole), and none whose key no
+    /// receiver takes.
+    #[test]
+    fn a_heartbeat_sends_the_earliest_ending_keys_that_fit() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let entry = |i: usize, len: usize| OpenEntry {
+            key: format!("{i:03}{}", "k".repeat(len - 3)),
+            until: now + Duration::from_secs(1 + i as u64),
+            generation: 1,
+            level: 0,
+            external: false,
+        };
+        let mut open: Vec<OpenEntry> = (0..MAX_OPEN_PER_HEARTBEAT)
+            .map(|i| entry(i, MAX_NAME_BYTES))
+            .collect();
+        open.push(entry(0, MAX_NAME_BYTES + 1));
+        let bytes = heartbeat("a", now, open.clone(), None);
+        assert!(bytes.len() <= MAX_MESSAGE_BYTES, "{} bytes", bytes.len());
+        let Ok(Message::Heartbeat(sent)) = Message::decode(&bytes, now, Duration::MAX) else {
+            panic!("refused");
+        };
+        let n = sent.open.len();
+        assert!(n > 200 && n < MAX_OPEN_PER_HEARTBEAT, "{n} entries");
+        assert_eq!(sent.open, open[..n], "the earliest-ending, in order");
+        assert!(sent.more, "it holds more than it lists");
+        let few = heartbeat("a", now, open[..3].to_vec(), None);
+        let Ok(Message::Heartbeat(few)) = Message::decode(&few, now, Duration::MAX) else {
+            panic!("refused");
+        };
+        assert_eq!((few.open.len(), few.more), (3, false));
+        // Signed, the envelope takes room too: still within the limit.
+        let key = SigningKey::new(&[7; 32], "cutout");
+        let signed = heartbeat("a", now, open.clone(), Some(&key));
+        assert!(signed.len() <= MAX_MESSAGE_BYTES, "{} bytes", signed.len());
+        let Ok(Message::Heartbeat(sent)) = Message::decode(&signed, now, Duration::MAX) else {
+            panic!("refused");
+        };
+        assert!(
+            sent.open.len() > 200 && sent.more,
+            "{} entries",
+            sent.open.len()
+        );
+    }
+}

@@ -1,0 +1,429 @@
+//! The view's data: per peer, its liveness and the keys it reports Open, and the
+//! rules a message passes before it counts.
+//!
+//! Pure bookkeeping: [`ViewState::apply`] takes a message's bytes and the time
+//! (monotonic and wall-clock) as arguments and never reads a clock or the network,
+//! so the property tests drive it directly.
+
+use super::peers::{self, Admission, Peer};
+use super::{FleetStats, MAX_KEYS_PER_PEER, OpenReport};
+use crate::message::{Decoded, Invalid, Message, OpenEntry};
+use crate::quorum::Quorum;
+use crate::sign::SigningKey;
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The view's data, behind the [`FleetView`](super::FleetView)'s lock.
+#[derive(Debug)]
+pub(crate) struct ViewState {
+    own: String,
+    live_after: Duration,
+    max_open: Duration,
+    max_skew: Duration,
+    /// With a key, only messages it signed are taken.
+    key: Option<SigningKey>,
+    peers: HashMap<String, Peer>,
+    stats: FleetStats,
+}
+
+/// How far ahead of this host's wall clock a message's stamp may be, by default
+/// ([`FleetConfig::max_skew`](crate::FleetConfig::max_skew)).
+pub(crate) const DEFAULT_MAX_SKEW: Duration = Duration::from_secs(1);
+
+impl ViewState {
+    /// A view for instance `own`, with the default skew, taking unsigned
+    /// messages.
+    pub(crate) fn new(own: String, live_after: Duration, max_open: Duration) -> ViewState {
+        ViewState {
+            own,
+            live_after,
+            max_open,
+            max_skew: DEFAULT_MAX_SKEW,
+            key: None,
+            peers: HashMap::new(),
+            stats: FleetStats::default(),
+        }
+    }
+
+    /// Refuses messages stamped more than `skew` ahead of this host's clock.
+    pub(crate) fn max_skew(mut self, skew: Duration) -> ViewState {
+        self.max_skew = skew;
+        self
+    }
+
+    /// Takes only messages that `key` signed (if any).
+    pub(crate) fn signing_key(mut self, key: Option<SigningKey>) -> ViewState {
+        self.key = key;
+        self
+    }
+
+    /// How many peers the view holds (live or not).
+    pub(crate) fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Counts a message, or a heartbeat's entry, refused by rule `e`.
+    fn refused(&mut self, e: Invalid) {
+        let s = &mut self.stats;
+        *match e {
+            Invalid::TooLarge => &mut s.too_large,
+            Invalid::Garbage => &mut s.garbage,
+            Invalid::Version => &mut s.unknown_version,
+            Invalid::DeadlineTooFar => &mut s.deadline_too_far,
+            Invalid::FromFuture => &mut s.from_future,
+            Invalid::Replayed => &mut s.replayed,
+            Invalid::Unsigned => &mut s.unsigned,
+            Invalid::BadSignature => &mut s.bad_signature,
+            _ => &mut s.bad_field,
+        } += 1;
+    }
+
+    fn is_live(&self, peer: &Peer, now: Instant) -> bool {
+        peer.is_live(now, self.live_after)
+    }
+
+    /// Why a message stamped `sent` (by its sender's clock) is refused at `wall`,
+    /// if it is: stamped beyond this host's clock plus the skew allowed, or, if
+    /// signed, older than `live_after` (a replay: a signed message cannot be
+    /// forged, but it can be sent again).
+    fn stale(&self, sent: SystemTime, signed: bool, wall: SystemTime) -> Option<Invalid> {
+        if wall
+            .checked_add(self.max_skew)
+            .is_some_and(|latest| sent > latest)
+        {
+            return Some(Invalid::FromFuture);
+        }
+        let age = wall.duration_since(sent).unwrap_or(Duration::ZERO);
+        (signed && age > self.live_after).then_some(Invalid::Replayed)
+    }
+
+    /// Applies the message in `bytes`, received at `now` (monotonic) and `wall`
+    /// (wall-clock). Returns the keys whose reports changed (empty if refused).
+    pub(crate) fn apply(&mut self, bytes: &[u8], now: Instant, wall: SystemTime) -> Vec<String> {
+        let decoded = Message::decode_counted(bytes, wall, self.max_open, self.key.as_ref());
+        let Decoded {
+            message,
+            refused,
+            stamp,
+            signed,
+        } = match decoded {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                self.refused(e);
+                return Vec::new();
+            }
+        };
+        // Heartbeat entries left out, each counted by the rule it broke.
+        refused.into_iter().for_each(|e| self.refused(e));
+        if message.instance() == self.own {
+            self.stats.own += 1;
+            return Vec::new();
+        }
+        if let Some(e) = stamp.and_then(|sent| self.stale(sent, signed, wall)) {
+            self.refused(e);
+            return Vec::new();
+        }
+        let opens = peers::reports_open(&message, wall);
+        let at = (now, wall);
+        match peers::admit(
+            &mut self.peers,
+            message.instance(),
+            opens,
+            at,
+            self.live_after,
+        ) {
+            Admission::In => {}
+            Admission::Displaced => self.stats.peers_displaced += 1,
+            Admission::Refused => {
+                self.stats.peers_refused += 1;
+                return Vec::new();
+            }
+        }
+        let live_after = self.live_after;
+        let Some(peer) = self.peers.get_mut(message.instance()) else {
+            return Vec::new();
+        };
+        let live = peer.is_live(now, live_after);
+        let changed = match message {
+            // In arrival order, the generation unchecked. A peer's publisher
+            // sends its transitions in generation order per key (it drops a stale
+            // one: see `held.rs`), one after another on one connection, and Redis
+            // delivers one connection's messages in order. And a message names
+            // no incarnation of its peer or breaker: a peer restarted under the
+            // same id, or a breaker rebuilt under the key, starts again at
+            // generation 1, which an order by generation here would drop as
+            // stale until it passed the old one.
+            Message::Transition(r) => {
+                match r.open_until {
+                    Some(until) => {
+                        if !peer.open.contains_key(&r.key) && peer.open.len() >= MAX_KEYS_PER_PEER {
+                            self.stats.overflow += 1;
+                            return Vec::new();
+                        }
+                        let entry = OpenEntry {
+                            key: r.key.clone(),
+                            until,
+                            generation: r.generation,
+                            level: r.level,
+                            external: r.reason == cutout::Reason::External.as_str(),
+                        };
+                        peer.open.insert(r.key.clone(), entry);
+                    }
+                    None => {
+                        peer.open.remove(&r.key);
+                    }
+                }
+                // Kept (not refused above), but counting for nothing yet.
+                if !live {
+                    self.stats.not_live += 1;
+                }
+                vec![r.key]
+            }
+            Message::Heartbeat(h) if peer.out_of_order(h.sent_at, now, live_after) => {
+                self.stats.out_of_order += 1;
+                return Vec::new();
+            }
+            Message::Heartbeat(h) => {
+                peer.sent = Some((h.sent_at, now));
+                // Its age by the sender's clock, never negative: a sender whose
+                // clock runs ahead reads as just heard.
+                let age = wall.duration_since(h.sent_at).unwrap_or(Duration::ZERO);
+                let heard = now.checked_sub(age);
+                if heard > peer.heard || peer.heard.is_none() {
+                    peer.heard = heard;
+                }
+                let mut changed: Vec<String> = peer.open.keys().cloned().collect();
+                let last = h.open.iter().map(|e| e.until).max();
+                let mut open: HashMap<String, OpenEntry> =
+                    h.open.into_iter().map(|e| (e.key.clone(), e)).collect();
+                if h.more {
+                    // It listed its earliest-ending keys only: those it reported
+                    // Open (by transition) that end no sooner than the last listed
+                    // stay (keys tied at the cut may be held), within the bound.
+                    let beyond = |e: &OpenEntry| last.is_some_and(|last| e.until >= last);
+                    for (key, entry) in peer.open.drain() {
+                        if beyond(&entry) && open.len() < MAX_KEYS_PER_PEER {
+                            open.entry(key).or_insert(entry);
+                        }
+                    }
+                }
+                peer.open = open;
+                changed.extend(peer.open.keys().cloned());
+                changed.sort_unstable();
+                changed.dedup();
+                changed
+            }
+        };
+        self.stats.accepted += 1;
+        changed
+    }
+
+    /// The live peers' reports that `key` is Open with a deadline after `wall`,
+    /// earliest deadline first.
+    pub(crate) fn open_reports(
+        &self,
+        key: &str,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Vec<OpenReport> {
+        let mut reports: Vec<OpenReport> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| self.is_live(p, now))
+            .filter_map(|(id, p)| {
+                let e = p.open.get(key)?;
+                (e.until > wall).then(|| OpenReport {
+                    instance: id.clone(),
+                    until: e.until,
+                    generation: e.generation,
+                    level: e.level,
+                    external: e.external,
+                })
+            })
+            .collect();
+        reports.sort_by(|a, b| a.until.cmp(&b.until).then(a.instance.cmp(&b.instance)));
+        reports
+    }
+
+    /// Whether a peer still holds report `id` (instance, generation) that `key` is
+    /// Open, live or not: a report a quorum was applied from stays the same report
+    /// while its peer's heartbeat is late, and is gone once the peer reports the
+    /// key Closed or a heartbeat without it (a restart).
+    pub(crate) fn holds_report(&self, key: &str, (instance, generation): &(String, u32)) -> bool {
+        self.peers
+            .get(instance)
+            .and_then(|p| p.open.get(key))
+            .is_some_and(|e| e.generation == *generation)
+    }
+
+    /// How many peers (other instances) are live at `now`.
+    pub(crate) fn live_peers(&self, now: Instant) -> usize {
+        self.peers.values().filter(|p| self.is_live(p, now)).count()
+    }
+
+    /// Every key some live peer reports Open at `wall`.
+    pub(crate) fn open_keys(&self, now: Instant, wall: SystemTime) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .peers
+            .values()
+            .filter(|p| self.is_live(p, now))
+            .flat_map(|p| {
+                p.open
+                    .values()
+                    .filter(|e| e.until > wall)
+                    .map(|e| e.key.clone())
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// What a quorum of live peers says about `key`: the earliest deadline among
+    /// their reports, if enough of them report it Open. Reports of an external
+    /// open (an echo of some quorum) do not count.
+    pub(crate) fn verdict(
+        &self,
+        key: &str,
+        quorum: Quorum,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Option<(SystemTime, Vec<OpenReport>)> {
+        let mut reports = self.open_reports(key, now, wall);
+        reports.retain(|r| !r.external);
+        let needed = quorum.needed(self.live_peers(now));
+        (reports.len() >= needed).then(|| (reports[0].until, reports))
+    }
+
+    /// The view's own counters.
+    pub(crate) fn stats(&self) -> FleetStats {
+        self.stats
+    }
+
+    /// Forgets peers whose heartbeat is far older than the liveness age.
+    pub(crate) fn prune(&mut self, now: Instant) {
+        let forget = self.live_after.saturating_mul(10);
+        self.peers.retain(|_, p| {
+            p.heard
+                .is_some_and(|h| now.saturating_duration_since(h) < forget)
+                || !p.open.is_empty() && p.heard.is_none()
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Heartbeat, Report};
+    use cutout::State;
+    use std::num::NonZeroUsize;
+
+    const LIVE: Duration = Duration::from_secs(3);
+    const MAX: Duration = Duration::from_secs(600);
+
+    fn heartbeat(id: &str, sent: SystemTime, open: &[(&str, SystemTime)]) -> Vec<u8> {
+        Message::Heartbeat(Heartbeat {
+            instance: id.into(),
+            sent_at: sent,
+            open: open
+                .iter()
+                .map(|(k, until)| OpenEntry {
+                    key: (*k).into(),
+                    until: *until,
+                    generation: 1,
+                    level: 0,
+                    external: false,
+                })
+                .collect(),
+            more: false,
+        })
+        .encode()
+    }
+
+    fn transition(id: &str, state: State, until: Option<SystemTime>) -> Vec<u8> {
+        Message::Transition(Report {
+            key: "db".into(),
+            instance: id.into(),
+            generation: 2,
+            state,
+            open_until: until,
+            level: 0,
+            reason: "failure_rate".into(),
+            sent_at: None,
+        })
+        .encode()
+    }
+
+    #[test]
+    fn a_quorum_needs_k_live_peers_and_takes_the_earliest_deadline() {
+        // Whole milliseconds, as the wire carries them.
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let q = Quorum::AtLeast(NonZeroUsize::new(2).unwrap());
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let soon = wall + Duration::from_secs(2);
+        let later = wall + Duration::from_secs(5);
+        v.apply(&heartbeat("a", wall, &[]), now, wall);
+        v.apply(&transition("a", State::Open, Some(later)), now, wall);
+        assert_eq!(v.verdict("db", q, now, wall), None, "one peer is no quorum");
+        // A transition from a sender with no heartbeat counts for nothing.
+        v.apply(&transition("b", State::Open, Some(soon)), now, wall);
+        assert_eq!(v.stats.not_live, 1);
+        assert_eq!(v.verdict("db", q, now, wall), None);
+        v.apply(&heartbeat("b", wall, &[("db", soon)]), now, wall);
+        assert_eq!(v.verdict("db", q, now, wall).map(|v| v.0), Some(soon));
+        // Its own echo counts for nothing.
+        v.apply(&transition("me", State::Open, Some(soon)), now, wall);
+        assert_eq!(v.stats.own, 1);
+        // Aged out: no longer live.
+        let much_later = now + LIVE;
+        assert_eq!(v.live_peers(much_later), 0);
+        assert_eq!(v.verdict("db", q, much_later, wall), None);
+        // A close withdraws the report.
+        v.apply(&transition("b", State::HalfOpen, None), now, wall);
+        assert_eq!(v.open_reports("db", now, wall).len(), 1);
+    }
+
+    #[test]
+    fn an_external_open_is_an_echo_and_never_counts() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let q = Quorum::AtLeast(NonZeroUsize::new(2).unwrap());
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let until = wall + Duration::from_secs(5);
+        for id in ["a", "b"] {
+            v.apply(&heartbeat(id, wall, &[]), now, wall);
+        }
+        v.apply(&transition("a", State::Open, Some(until)), now, wall);
+        let echo = Message::Transition(Report {
+            key: "db".into(),
+            instance: "b".into(),
+            generation: 9,
+            state: State::Open,
+            open_until: Some(until),
+            level: 0,
+            reason: "external".into(),
+            sent_at: None,
+        });
+        v.apply(&echo.encode(), now, wall);
+        assert_eq!(v.open_reports("db", now, wall).len(), 2, "shown");
+        assert_eq!(v.verdict("db", q, now, wall), None, "not counted");
+    }
+
+    #[test]
+    fn an_old_heartbeat_is_not_live_and_a_past_deadline_reports_nothing() {
+        let (now, wall) = (Instant::now() + LIVE * 2, SystemTime::now());
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        v.apply(
+            &heartbeat("a", wall - LIVE, &[("db", wall + LIVE)]),
+            now,
+            wall,
+        );
+        assert_eq!(v.live_peers(now), 0);
+        v.apply(&heartbeat("b", wall, &[("db", wall - LIVE)]), now, wall);
+        assert_eq!(v.live_peers(now), 1);
+        assert!(v.open_reports("db", now, wall).is_empty());
+    }
+}
