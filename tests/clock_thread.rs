@@ -1,5 +1,5 @@
 //! `cutout-clock`, the default clock's refresh thread, is started only by a breaker
-//! that uses the default clock (issue 17, item 4). A test binary of its own, so that
+//! that uses the default clock. A test binary of its own, so that
 //! no other test starts the thread first; Linux only (it reads
 //! `/proc/self/task/*/comm`).
 #![cfg(target_os = "linux")]

@@ -1,4 +1,4 @@
-//! Fallbacks (issue 18): a rejection, and on request a failure, answered by a
+//! Fallbacks: a rejection, and on request a failure, answered by a
 //! fallback that receives the `Rejected` or the error; the fallback runs outside
 //! the breaker, so one that fails or panics changes nothing in it, nor does a call
 //! or a fallback future dropped part way. Sync, async, and (with the `tower`

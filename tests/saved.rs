@@ -1,4 +1,4 @@
-//! Save and restore (issue 19): `CircuitBreaker::save`, `Builder::restore`, the
+//! Save and restore: `CircuitBreaker::save`, `Builder::restore`, the
 //! rules for each state, across configurations, the refusals, a proptest that no
 //! saved state panics a restore, the registry's `save_all` / `restore_all` /
 //! `initial_state`, and (feature `serde`) the format and its fixture.

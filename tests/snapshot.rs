@@ -103,7 +103,7 @@ fn counters_from_many_threads_add_up_exactly() {
     assert_eq!(l.failures, 1_667 + 1_667 + 1_666 + 1_667);
 }
 
-/// `Debug` is cheap (issue 20): name, state and generation, one load of the state
+/// `Debug` is cheap: name, state and generation, one load of the state
 /// word; it sums no stripe and reads no clock. `metrics()` has the rest.
 #[test]
 fn debug_prints_name_state_and_generation_only() {
