@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{block_on, poll_once};
+use common::{block_on, on_manual_clock, poll_once, trips_after};
 use cutout::{CircuitBreaker, Error, ManualClock, Metrics, Rejected, State};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -17,13 +17,7 @@ const COOLDOWN: Duration = Duration::from_secs(10);
 
 /// Trips after `failures` in a row; one probe; time stands still unless moved.
 fn breaker(failures: u32) -> (CircuitBreaker<ManualClock>, ManualClock) {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(failures)
-        .open_duration(COOLDOWN)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(failures, COOLDOWN));
     (b, clock)
 }
 
@@ -231,14 +225,12 @@ fn a_panicking_call_propagates_without_running_the_fallback() {
 /// never runs for them.
 #[test]
 fn slow_successes_through_call_or_recover_count_as_slow_and_trip() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 10)
-        .slow_calls(Duration::from_millis(100), 0.5)
-        .minimum_calls(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .slow_calls(Duration::from_millis(100), 0.5)
+            .minimum_calls(2),
+    );
     for _ in 0..2 {
         let answer = b.call_or_recover(
             || {

@@ -8,6 +8,8 @@
 //! inherit a lock that some other test's thread held. Every wait is bounded: the
 //! child exits on its own within seconds, and the parent kills it past a deadline.
 
+mod common;
+
 #[cfg(target_os = "linux")]
 fn main() {
     linux::main();
@@ -20,6 +22,7 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
+    use crate::common::{rate_window, trips_after};
     use cutout::{CircuitBreaker, Clock, DefaultClock, State};
     use std::time::{Duration, Instant};
 
@@ -126,17 +129,9 @@ mod linux {
     pub(super) fn main() {
         let cooldown = Duration::from_millis(100);
         // Tripped in the child: its cooldown must end.
-        let fresh = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(cooldown)
-            .build()
-            .unwrap();
+        let fresh = trips_after(1, cooldown).build().unwrap();
         // Open when the parent forks: the child inherits a deadline it must reach.
-        let inherited = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(cooldown)
-            .build()
-            .unwrap();
+        let inherited = trips_after(1, cooldown).build().unwrap();
         assert!(clock_thread_runs(), "{:?}", threads());
         let parent = DefaultClock::new().now();
 
@@ -229,9 +224,7 @@ mod linux {
         // window, the successes before it have left, so ten failures are the whole
         // window and trip it. Real time is the subject: the child idles 1.2 s past a
         // 1 s window.
-        let aging = CircuitBreaker::builder()
-            .window(Duration::from_secs(1), 10)
-            .failure_rate(0.5, 10)
+        let aging = rate_window(Duration::from_secs(1), 10, 0.5, 10)
             .build()
             .unwrap();
         assert!(aging.call(|| Ok::<_, ()>(())).is_ok()); // this thread's stripe, before the fork
@@ -260,11 +253,7 @@ mod linux {
         // process: the child's reading then moves with no trip to bring it up.
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         {
-            let unhandled = CircuitBreaker::builder()
-                .consecutive_failures(1)
-                .open_duration(cooldown)
-                .build()
-                .unwrap();
+            let unhandled = trips_after(1, cooldown).build().unwrap();
             let code = in_child(fork_without_handlers, || {
                 std::thread::sleep(Duration::from_millis(150)); // stale, as in child 1
                 let _ = unhandled.call(|| Err::<(), _>("down"));

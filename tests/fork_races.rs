@@ -16,6 +16,7 @@ mod common;
 use cutout::{CircuitBreaker, Clock, DefaultClock, ManualClock};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Set in the child process that runs a test's body.
@@ -131,6 +132,25 @@ fn plain() -> &'static CircuitBreaker<ManualClock> {
     ))
 }
 
+/// Two threads that, until `stop`, start threads that call `b` once and exit,
+/// each taking and giving back a slot: the pool's lock is often held.
+fn churn(b: &'static CircuitBreaker<ManualClock>, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+    (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::spawn(move || {
+                        let _ = b.call(|| Ok::<_, ()>(()));
+                    })
+                    .join()
+                    .unwrap();
+                }
+            })
+        })
+        .collect()
+}
+
 /// `threads` threads at once call `b` `calls` times each; whether its successes
 /// went up by exactly that many (two live threads sharing an owned stripe, which
 /// they update with plain stores, lose counts).
@@ -215,22 +235,7 @@ fn a_fork_from_a_thread_local_destructor_leaves_the_pool_usable() {
         .collect();
     held_rx.recv().unwrap();
     held_rx.recv().unwrap();
-    // Threads that come and go, each taking and giving back a slot: the pool's
-    // lock is often held.
-    let churn: Vec<_> = (0..2)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::spawn(move || {
-                        let _ = b.call(|| Ok::<_, ()>(()));
-                    })
-                    .join()
-                    .unwrap();
-                }
-            })
-        })
-        .collect();
+    let churn = churn(b, &stop);
 
     struct ForkOnDrop(&'static CircuitBreaker<ManualClock>);
     static HUNG: AtomicU64 = AtomicU64::new(0);
@@ -319,20 +324,7 @@ fn slots_stay_exclusive_across_forks_during_churn() {
     let mine = plain();
     let _ = mine.call(|| Ok::<_, ()>(()));
     let stop = Arc::new(AtomicBool::new(false));
-    let churn: Vec<_> = (0..2)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::spawn(move || {
-                        let _ = b.call(|| Ok::<_, ()>(()));
-                    })
-                    .join()
-                    .unwrap();
-                }
-            })
-        })
-        .collect();
+    let churn = churn(b, &stop);
     // Hot threads of the parent, with exact counts of their own.
     let hot = plain();
     let hot_calls = Arc::new(AtomicU64::new(0));

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::poll_once;
+use common::{on_manual_clock, poll_once, trips_after};
 use cutout::export::metrics as names;
 use cutout::{CircuitBreaker, Dropped, ManualClock, RetryPolicy, State, retry_async};
 use metrics::{
@@ -345,13 +345,7 @@ fn a_subscriber_panic_during_an_unwinding_transition_is_caught() {
 /// mid-sleep.)
 #[test]
 fn retry_async_dropped_mid_probe_gives_the_slot_back_and_counts_it_once() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_secs(1))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, Duration::from_secs(1)));
     let _ = b.call(|| Err::<(), _>("trip"));
     clock.advance(Duration::from_secs(1));
     let p = RetryPolicy::builder()

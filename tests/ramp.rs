@@ -1,6 +1,9 @@
 //! Progressive recovery (`Builder::ramp_up`), contract-style on `ManualClock`: the
 //! schedule, a trip during the ramp, the end, and the generation rule.
 
+mod common;
+
+use common::{on_manual_clock, rate_window, trips_after};
 use cutout::{CircuitBreaker, Error, ManualClock, Reason, SavedState, State, Transition};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
@@ -16,9 +19,7 @@ fn ramped(n: u32) -> (CircuitBreaker<ManualClock>, ManualClock, Log) {
     let clock = ManualClock::new();
     let log = Log::default();
     let events = log.clone();
-    let breaker = CircuitBreaker::builder()
-        .consecutive_failures(n)
-        .open_duration(SEC)
+    let breaker = trips_after(n, SEC)
         .backoff_multiplier(2.0)
         .ramp_up(RAMP)
         .clock(clock.clone())
@@ -324,9 +325,7 @@ fn the_rate_policies_apply_in_the_ramp_with_minimum_calls_unscaled() {
     let clock = ManualClock::new();
     let log = Log::default();
     let events = log.clone();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 10)
-        .failure_rate(0.5, 4)
+    let b = rate_window(Duration::from_secs(10), 10, 0.5, 4)
         .open_duration(SEC)
         .ramp_up(RAMP)
         .clock(clock.clone())
@@ -485,12 +484,7 @@ fn a_zero_ramp_is_a_config_error_naming_it() {
 
 #[test]
 fn without_ramp_up_a_successful_round_closes_at_once() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(CircuitBreaker::builder().consecutive_failures(1));
     let _ = b.call(|| Err::<(), _>("down"));
     clock.advance(SEC);
     assert!(b.call(|| Ok::<_, ()>(())).is_ok());

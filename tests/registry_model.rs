@@ -9,6 +9,9 @@
 //! a cap, calls held in flight and keys tripped stay while new keys crowd in.
 #![cfg(feature = "registry")]
 
+mod common;
+
+use common::trips_after;
 use cutout::{CircuitBreaker, ManualClock, Registry, State};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -56,14 +59,10 @@ fn op() -> impl Strategy<Value = Op> {
 type Breaker = Arc<CircuitBreaker<ManualClock>>;
 
 fn registry(clock: &ManualClock, cap: Option<usize>) -> Registry<u8, ManualClock> {
-    let mut builder = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(2)
-            .open_duration(Duration::from_secs(1))
-            .clock(clock.clone()),
-    )
-    .idle_resolution(Duration::from_millis(1))
-    .evict_idle_after(Duration::from_secs(1));
+    let mut builder =
+        Registry::builder(trips_after(2, Duration::from_secs(1)).clock(clock.clone()))
+            .idle_resolution(Duration::from_millis(1))
+            .evict_idle_after(Duration::from_secs(1));
     if let Some(cap) = cap {
         builder = builder.max_keys(cap);
     }

@@ -12,6 +12,7 @@ mod common;
 
 use common::hostile::{Hooked, Key, POISON, key, on_next_hash_of, on_next_reading};
 
+use common::trips_after;
 use cutout::{CircuitBreaker, ManualClock, Registry, State};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -157,14 +158,10 @@ const CHILD: &str = "CUTOUT_REGISTRY_RACES_CHILD";
 #[test]
 fn a_call_racing_remove_gives_its_first_admission_back() {
     let clock = ManualClock::new();
-    let r: Registry<Key, Hooked> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(Duration::from_secs(1))
-            .clock(Hooked(clock.clone())),
-    )
-    .build()
-    .unwrap();
+    let r: Registry<Key, Hooked> =
+        Registry::builder(trips_after(1, Duration::from_secs(1)).clock(Hooked(clock.clone())))
+            .build()
+            .unwrap();
     let handle = r.get(&key("k"));
     let _ = handle.call(|| Err::<(), _>("down"));
     assert_eq!(handle.state(), State::Open);

@@ -1,5 +1,8 @@
 //! The `metrics()` snapshot and the breaker's `Debug`.
 
+mod common;
+
+use common::on_manual_clock;
 use cutout::{CircuitBreaker, ManualClock, Reason, State, WindowCounts};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,16 +11,14 @@ const SEC: Duration = Duration::from_secs(1);
 
 #[test]
 fn the_snapshot_reports_state_time_window_and_every_lifetime_counter() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .name("ledger")
-        .clock(clock.clone())
-        .window(10 * SEC, 10)
-        .failure_rate(0.5, 6)
-        .slow_calls(Duration::from_millis(100), 1.0)
-        .open_duration(2 * SEC)
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .name("ledger")
+            .window(10 * SEC, 10)
+            .failure_rate(0.5, 6)
+            .slow_calls(Duration::from_millis(100), 1.0)
+            .open_duration(2 * SEC),
+    );
 
     let _ = b.call(|| Ok::<_, ()>(()));
     let _ = b.call(|| Err::<(), _>(()));
@@ -107,14 +108,12 @@ fn counters_from_many_threads_add_up_exactly() {
 /// word; it sums no stripe and reads no clock. `metrics()` has the rest.
 #[test]
 fn debug_prints_name_state_and_generation_only() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .name("payments")
-        .clock(clock.clone())
-        .window(10 * SEC, 10)
-        .failure_rate(0.5, 100)
-        .build()
-        .unwrap();
+    let (b, _) = on_manual_clock(
+        CircuitBreaker::builder()
+            .name("payments")
+            .window(10 * SEC, 10)
+            .failure_rate(0.5, 100),
+    );
     let _ = b.call(|| Err::<(), _>(()));
     assert_eq!(
         format!("{b:?}"),

@@ -75,6 +75,14 @@ impl Visit for Captured {
 #[derive(Clone, Default)]
 struct Capture(Arc<Mutex<Vec<Captured>>>);
 
+/// Each transition event's level, from, to and reason.
+fn summary(events: &[Captured]) -> Vec<(Level, &str, &str, &str)> {
+    events
+        .iter()
+        .map(|e| (e.level, e.str("from"), e.str("to"), e.str("reason")))
+        .collect()
+}
+
 impl Subscriber for Capture {
     fn enabled(&self, _: &Metadata<'_>) -> bool {
         true
@@ -127,12 +135,8 @@ fn one_event_per_transition_warn_when_opening_info_otherwise() {
     });
 
     let events = capture.0.lock().unwrap();
-    let summary: Vec<_> = events
-        .iter()
-        .map(|e| (e.level, e.str("from"), e.str("to"), e.str("reason")))
-        .collect();
     assert_eq!(
-        summary,
+        summary(&events),
         [
             (Level::WARN, "closed", "open", "consecutive_failures"),
             (Level::INFO, "open", "half_open", "cooldown_elapsed"),
@@ -203,12 +207,8 @@ fn external_timeout_and_ramp_transitions_have_their_events_under_an_odd_name() {
     });
 
     let events = capture.0.lock().unwrap();
-    let summary: Vec<_> = events
-        .iter()
-        .map(|e| (e.level, e.str("from"), e.str("to"), e.str("reason")))
-        .collect();
     assert_eq!(
-        summary,
+        summary(&events),
         [
             (Level::WARN, "closed", "open", "external"),
             (Level::INFO, "open", "half_open", "cooldown_elapsed"),

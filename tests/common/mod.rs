@@ -4,11 +4,124 @@
 
 pub mod hostile;
 
+use cutout::{Builder, CircuitBreaker, ManualClock, Transition};
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+
+/// A breaker builder that trips on `failures` consecutive failures and stays open
+/// for `cooldown`.
+pub fn trips_after(failures: u32, cooldown: Duration) -> Builder {
+    CircuitBreaker::builder()
+        .consecutive_failures(failures)
+        .open_duration(cooldown)
+}
+
+/// A breaker builder that trips at a failure rate of `rate` once `min` calls are
+/// in its window of `length` in `buckets` buckets.
+pub fn rate_window(length: Duration, buckets: u32, rate: f64, min: u32) -> Builder {
+    CircuitBreaker::builder()
+        .window(length, buckets)
+        .failure_rate(rate, min)
+}
+
+/// `builder` built on a new `ManualClock`: the breaker and its clock.
+pub fn on_manual_clock(builder: Builder) -> (CircuitBreaker<ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let breaker = builder.clock(clock.clone()).build().unwrap();
+    (breaker, clock)
+}
+
+/// The transitions a breaker announced, in order.
+pub type Log = Arc<Mutex<Vec<Transition>>>;
+
+/// A new log, and a listener that appends each transition to it.
+pub fn log() -> (Log, impl Fn(&Transition) + Send + Sync + 'static) {
+    let log = Log::default();
+    let sink = log.clone();
+    (log, move |t: &Transition| sink.lock().unwrap().push(*t))
+}
+
+/// `builder` built on a new `ManualClock`, its transitions logged: the breaker,
+/// its clock and the log.
+pub fn logged(builder: Builder) -> (CircuitBreaker<ManualClock>, ManualClock, Log) {
+    let (log, listener) = log();
+    let (breaker, clock) = on_manual_clock(builder.on_transition(listener));
+    (breaker, clock, log)
+}
+
+/// A breaker builder on `clock` whose transitions land in the returned log.
+pub fn logged_on(clock: &ManualClock) -> (Builder<ManualClock>, Log) {
+    let (log, listener) = log();
+    let builder = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .on_transition(listener);
+    (builder, log)
+}
+
+/// Whether `t`'s reason may make its move, on a breaker with or without
+/// `ramp_up`: a successful half-open round goes to Recovering with it, to Closed
+/// without.
+pub fn valid(t: &Transition, ramp: bool) -> bool {
+    use cutout::{Reason, State::*};
+    let recovered = if ramp { Recovering } else { Closed };
+    match t.reason {
+        Reason::ConsecutiveFailures | Reason::FailureRate | Reason::SlowCallRate => {
+            (t.from, t.to) == (Closed, Open)
+        }
+        Reason::CooldownElapsed => (t.from, t.to) == (Open, HalfOpen),
+        Reason::ProbesSucceeded => (t.from, t.to) == (HalfOpen, recovered),
+        Reason::ProbeFailed | Reason::HalfOpenTimeout => (t.from, t.to) == (HalfOpen, Open),
+        Reason::ForcedOpen => t.to == ForcedOpen && t.from != ForcedOpen,
+        Reason::Disabled => t.to == Disabled && t.from != Disabled,
+        Reason::Reset => t.to == Closed,
+        Reason::External => (t.from, t.to) == (Closed, Open),
+        Reason::RampCompleted => ramp && (t.from, t.to) == (Recovering, Closed),
+        Reason::RampFailed => ramp && (t.from, t.to) == (Recovering, Open),
+        _ => false,
+    }
+}
+
+/// `b` with the trip policies a generated configuration sets, each if given: a
+/// streak; a window (its length in ms, its buckets); a failure rate (threshold,
+/// minimum calls); slow calls (threshold in ms, rate).
+pub fn with_policies<C: cutout::Clock>(
+    mut b: Builder<C>,
+    consecutive: Option<u32>,
+    window: Option<(u64, u32)>,
+    failure_rate: Option<(f64, u32)>,
+    slow: Option<(u64, f64)>,
+) -> Builder<C> {
+    let ms = Duration::from_millis;
+    if let Some(n) = consecutive {
+        b = b.consecutive_failures(n);
+    }
+    if let Some((len, buckets)) = window {
+        b = b.window(ms(len), buckets);
+    }
+    if let Some((rate, min)) = failure_rate {
+        b = b.failure_rate(rate, min);
+    }
+    if let Some((threshold, rate)) = slow {
+        b = b.slow_calls(ms(threshold), rate);
+    }
+    b
+}
+
+/// A tiny deterministic PRNG (xorshift64), seeded with a nonzero word.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next number, below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
 
 /// Polls once with a no-op waker.
 pub fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
