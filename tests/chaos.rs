@@ -30,7 +30,7 @@
 
 mod common;
 
-use common::{on_manual_clock, rate_window, valid};
+use common::{in_generation_order, on_manual_clock, rate_window, valid};
 use cutout::{CircuitBreaker, ManualClock, Metrics, Permit, Reason, State, Transition};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -89,18 +89,7 @@ fn check_stream(log: &[(ThreadId, Transition)], m: &Metrics) -> Vec<Transition> 
         m.total_transitions(),
         "reported once each"
     );
-    let mut last = HashMap::new();
-    for (thread, t) in log {
-        if let Some(prev) = last.insert(*thread, t.generation) {
-            assert!(
-                t.generation > prev,
-                "{thread:?}: {} after {prev}",
-                t.generation
-            );
-        }
-    }
-    let mut stream: Vec<Transition> = log.iter().map(|(_, t)| *t).collect();
-    stream.sort_by_key(|t| t.generation);
+    let stream = in_generation_order(log);
     let (mut state, mut level) = (State::Closed, 0u8);
     for (i, t) in stream.iter().enumerate() {
         assert_eq!(t.generation as usize, i + 1, "each generation once: {t:?}");

@@ -12,6 +12,7 @@
 
 mod common;
 
+use common::in_generation_order;
 use common::{
     Log, XorShift, assert_each_admitted_call_finished_once, logged_on, trips_after, valid, within,
 };
@@ -718,21 +719,10 @@ fn contended_stream(threads: u64, ops: u64) {
     assert_eq!(log.len() as u64, m.total_transitions());
     assert_eq!(m.generation as usize, log.len());
 
-    // Per delivering thread, generations strictly increase.
-    let mut last = std::collections::HashMap::new();
-    for (thread, t) in &log {
-        if let Some(prev) = last.insert(*thread, t.generation) {
-            assert!(
-                t.generation > prev,
-                "{thread:?} delivered {} after {prev}",
-                t.generation
-            );
-        }
-    }
-    // Every generation is reported exactly once, and the stream, in generation
-    // order, is a valid walk of the state machine from Closed to today's state.
-    let mut stream: Vec<Transition> = log.iter().map(|(_, t)| *t).collect();
-    stream.sort_by_key(|t| t.generation);
+    // Per delivering thread, generations strictly increase. Every generation is
+    // reported exactly once, and the stream, in generation order, is a valid walk
+    // of the state machine from Closed to today's state.
+    let stream = in_generation_order(&log);
     let mut state = State::Closed;
     for (i, t) in stream.iter().enumerate() {
         assert_eq!(t.generation as usize, i + 1, "each generation exactly once");

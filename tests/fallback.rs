@@ -21,6 +21,26 @@ fn breaker(failures: u32) -> (CircuitBreaker<ManualClock>, ManualClock) {
     (b, clock)
 }
 
+/// `b`, tripped by one failure, then asked twice and answered twice by a
+/// fallback, one failing and one panicking: still Open with the one failure and
+/// two rejections, and its cooldown's probe closes it.
+fn assert_untouched_by_two_fallbacks(b: &CircuitBreaker<ManualClock>, clock: &ManualClock) {
+    let m = b.metrics();
+    assert_eq!(
+        (
+            m.state,
+            m.lifetime.admitted,
+            m.lifetime.rejected,
+            m.lifetime.failures
+        ),
+        (State::Open, 1, 2, 1)
+    );
+    clock.advance(COOLDOWN);
+    let probe = b.try_acquire().expect("the probe slot is free");
+    probe.success();
+    assert_eq!(b.state(), State::Closed);
+}
+
 fn fail(b: &CircuitBreaker<ManualClock>) {
     let _ = b.call(|| Err::<(), _>("down"));
 }
@@ -299,20 +319,7 @@ fn async_a_failing_or_panicking_fallback_changes_nothing_in_the_breaker() {
         block_on(b.call_async_or_else(async { Ok::<(), &str>(()) }, |_| cache_gone()))
     }));
     assert!(panicked.is_err());
-    let m = b.metrics();
-    assert_eq!(
-        (
-            m.state,
-            m.lifetime.admitted,
-            m.lifetime.rejected,
-            m.lifetime.failures
-        ),
-        (State::Open, 1, 2, 1)
-    );
-    clock.advance(COOLDOWN);
-    let probe = b.try_acquire().expect("the probe slot is free");
-    probe.success();
-    assert_eq!(b.state(), State::Closed);
+    assert_untouched_by_two_fallbacks(&b, &clock);
 
     // A failure answered by a panicking fallback: one failure, recorded before.
     let (b, _) = breaker(2);
@@ -492,20 +499,7 @@ mod tower_form {
             .layer(CircuitBreakerLayer::new(b.clone()))
             .service(backend(&calls));
         assert!(catch_unwind(AssertUnwindSafe(|| block_on(panics.oneshot(2)))).is_err());
-        let m = b.metrics();
-        assert_eq!(
-            (
-                m.state,
-                m.lifetime.admitted,
-                m.lifetime.rejected,
-                m.lifetime.failures
-            ),
-            (State::Open, 1, 2, 1)
-        );
-        clock.advance(COOLDOWN);
-        let probe = b.try_acquire().expect("the probe slot is free");
-        probe.success();
-        assert_eq!(b.state(), State::Closed);
+        assert_untouched_by_two_fallbacks(&b, &clock);
     }
 
     /// A service that reports a rejection from `poll_ready` (a breaker's service

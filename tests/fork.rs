@@ -22,7 +22,7 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use crate::common::{rate_window, trips_after};
+    use crate::common::{rate_window, trips_after, wait_child};
     use cutout::{CircuitBreaker, Clock, DefaultClock, State};
     use std::time::{Duration, Instant};
 
@@ -50,6 +50,19 @@ mod linux {
                 return false;
             }
             std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// `Ok` if `b` is open, else what `what` left it as: its state, slow calls and
+    /// window.
+    fn tripped(b: &CircuitBreaker, what: &str) -> Result<(), String> {
+        let m = b.metrics();
+        match m.state {
+            State::Open => Ok(()),
+            other => Err(format!(
+                "{what} left it {other:?}, {} counted slow, {} calls in the window",
+                m.lifetime.slow, m.window.calls
+            )),
         }
     }
 
@@ -104,26 +117,7 @@ mod linux {
             unsafe { libc::_exit(code) };
         }
         let deadline = Instant::now() + Duration::from_secs(20);
-        let mut status = 0;
-        loop {
-            // SAFETY: waits for our own child without blocking.
-            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if done == pid {
-                break;
-            }
-            assert!(done == 0, "waitpid failed");
-            if Instant::now() > deadline {
-                // SAFETY: kills and reaps our own child.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::waitpid(pid, &mut status, 0);
-                }
-                panic!("the forked child hung");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(libc::WIFEXITED(status), "the child did not exit: {status}");
-        libc::WEXITSTATUS(status)
+        wait_child(pid, deadline).expect("the forked child hung")
     }
 
     pub(super) fn main() {
@@ -209,14 +203,7 @@ mod linux {
             for _ in 0..3 {
                 let _ = worker.call(slow);
             }
-            let m = worker.metrics();
-            match m.state {
-                State::Open => Ok(()),
-                other => Err(format!(
-                    "three slow successes left it {other:?}, {} counted slow",
-                    m.lifetime.slow
-                )),
-            }
+            tripped(&worker, "three slow successes")
         });
         assert_eq!(code, 0, "child 3 failed (see its message above)");
 
@@ -236,14 +223,7 @@ mod linux {
             for _ in 0..10 {
                 let _ = aging.call(|| Err::<(), _>("down"));
             }
-            let m = aging.metrics();
-            match m.state {
-                State::Open => Ok(()),
-                other => Err(format!(
-                    "ten failures after the idle gap left it {other:?}, {} calls in the window",
-                    m.window.calls
-                )),
-            }
+            tripped(&aging, "ten failures after the idle gap")
         });
         assert_eq!(code, 0, "child 4 failed (see its message above)");
 

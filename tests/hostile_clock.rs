@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::rate_window;
+use common::{any_outcome, rate_window};
 use cutout::{CircuitBreaker, Clock, Dropped, Outcome, OwnedPermit, State};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -63,11 +63,7 @@ fn reading() -> impl Strategy<Value = u64> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let outcome = prop_oneof![
-        Just(Outcome::Success),
-        Just(Outcome::Failure),
-        Just(Outcome::Ignored)
-    ];
+    let outcome = any_outcome();
     let duration = prop_oneof![
         Just(Duration::ZERO),
         Just(Duration::MAX),

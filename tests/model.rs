@@ -15,6 +15,9 @@
 //! before it (staleness at every other distance, streaks and rounds that start
 //! empty in every phase, the window's phases kept apart) was checked.
 
+mod common;
+
+use common::any_outcome;
 use cutout::{CircuitBreaker, ManualClock, Outcome, OwnedPermit, State};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -62,11 +65,7 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let outcome = prop_oneof![
-        Just(Outcome::Success),
-        Just(Outcome::Failure),
-        Just(Outcome::Ignored)
-    ];
+    let outcome = any_outcome();
     // Mostly failures: a ramp admits few calls, and only a streak or a failure
     // rate among them trips it, before the ramp ends.
     let in_ramp = prop_oneof![
@@ -202,6 +201,15 @@ impl Model {
             .fold((0, 0, 0), |(c, f, s), &(_, fl, sl)| {
                 (c + 1, f + u64::from(fl), s + u64::from(sl))
             })
+    }
+
+    /// Puts a sample in the window now: whether a rate policy trips on it.
+    fn sample(&mut self, failed: bool, slow: bool) -> bool {
+        self.log.push((self.now, failed, slow));
+        self.writes.push((self.now, self.generation));
+        let (calls, failures, slows) = self.window();
+        calls >= MIN_CALLS
+            && (failures as f64 >= RATE * calls as f64 || slows as f64 >= SLOW_RATE * calls as f64)
     }
 
     /// Ok(probe?) or Err((state, retry_after ms)).
@@ -341,12 +349,7 @@ impl Model {
         match (h.kind, self.st) {
             (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
                 self.streak = if failed { self.streak + 1 } else { 0 };
-                self.log.push((self.now, failed, slow));
-                self.writes.push((self.now, self.generation));
-                let (calls, failures, slows) = self.window();
-                let rate_trip = calls >= MIN_CALLS
-                    && (failures as f64 >= RATE * calls as f64
-                        || slows as f64 >= SLOW_RATE * calls as f64);
+                let rate_trip = self.sample(failed, slow);
                 if self.streak >= STREAK || (failed || slow) && rate_trip {
                     self.trip(now);
                 }
@@ -400,12 +403,7 @@ impl Model {
         let now = self.ticks();
         match (h.kind, self.st) {
             (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
-                self.log.push((self.now, false, true));
-                self.writes.push((self.now, self.generation));
-                let (calls, failures, slows) = self.window();
-                let rate_trip = calls >= MIN_CALLS
-                    && (failures as f64 >= RATE * calls as f64
-                        || slows as f64 >= SLOW_RATE * calls as f64);
+                let rate_trip = self.sample(false, true);
                 if rate_trip {
                     self.trip(now);
                 }

@@ -70,6 +70,21 @@ fn reasons(log: &Log) -> Vec<(State, State, Reason, u8)> {
         .collect()
 }
 
+/// The transitions from Open to Closed through a round at `level` whose probes
+/// succeed and a ramp that completes (at level 0).
+fn recovered_at(level: u8) -> [(State, State, Reason, u8); 3] {
+    [
+        (State::Open, State::HalfOpen, Reason::CooldownElapsed, level),
+        (
+            State::HalfOpen,
+            State::Recovering,
+            Reason::ProbesSucceeded,
+            level,
+        ),
+        (State::Recovering, State::Closed, Reason::RampCompleted, 0),
+    ]
+}
+
 #[test]
 fn the_admitted_share_follows_the_schedule_and_rejections_are_counted() {
     let (b, clock, _) = ramped(1);
@@ -246,20 +261,10 @@ fn the_end_of_the_ramp_closes_the_breaker_at_level_zero() {
         "the call that ends the ramp is admitted"
     );
     assert_eq!(b.state(), State::Closed);
-    assert_eq!(
-        reasons(&log),
-        [
-            (State::Closed, State::Open, Reason::ConsecutiveFailures, 0),
-            (State::Open, State::HalfOpen, Reason::CooldownElapsed, 0),
-            (
-                State::HalfOpen,
-                State::Recovering,
-                Reason::ProbesSucceeded,
-                0
-            ),
-            (State::Recovering, State::Closed, Reason::RampCompleted, 0),
-        ]
-    );
+    let seen = reasons(&log);
+    let tripped = (State::Closed, State::Open, Reason::ConsecutiveFailures, 0);
+    assert_eq!(seen[0], tripped);
+    assert_eq!(seen[1..], recovered_at(0));
     let ended = log.lock().unwrap()[3];
     assert_eq!(
         ended.at,
@@ -304,20 +309,12 @@ fn a_trip_during_the_ramp_reopens_at_the_next_level_with_its_own_reason() {
     clock.advance(RAMP);
     assert!(b.call(|| Ok::<_, ()>(())).is_ok());
     assert_eq!((b.state(), b.metrics().level), (State::Closed, 0));
+    let seen = reasons(&log);
     assert_eq!(
-        reasons(&log)[3..],
-        [
-            (State::Recovering, State::Open, Reason::RampFailed, 1),
-            (State::Open, State::HalfOpen, Reason::CooldownElapsed, 1),
-            (
-                State::HalfOpen,
-                State::Recovering,
-                Reason::ProbesSucceeded,
-                1
-            ),
-            (State::Recovering, State::Closed, Reason::RampCompleted, 0),
-        ]
+        seen[3],
+        (State::Recovering, State::Open, Reason::RampFailed, 1)
     );
+    assert_eq!(seen[4..], recovered_at(1));
 }
 
 #[test]

@@ -808,13 +808,8 @@ fn check_behaviour(
                 clock.advance(ms(cfg2.slow.unwrap().0 + 1));
                 p.unwrap().success();
                 let m = b.metrics();
-                prop_assert_eq!(
-                    m.state,
-                    if trips { State::Open } else { State::Closed },
-                    "window {:?}, cfg {:?}",
-                    e.window,
-                    cfg2
-                );
+                let want = if trips { State::Open } else { State::Closed };
+                prop_assert_eq!(m.state, want, "window {:?}, cfg {:?}", e.window, cfg2);
                 if !trips {
                     let w = e.window;
                     prop_assert_eq!(

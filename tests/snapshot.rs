@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::on_manual_clock;
+use common::{four_threads_call, on_manual_clock, rate_window};
 use cutout::{CircuitBreaker, ManualClock, Reason, State, WindowCounts};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -87,16 +87,7 @@ fn counters_from_many_threads_add_up_exactly() {
         .consecutive_failures(u32::MAX)
         .build()
         .unwrap();
-    std::thread::scope(|s| {
-        for t in 0..4 {
-            let b = &b;
-            s.spawn(move || {
-                for i in 0..5_000 {
-                    let _ = b.call(|| if (i + t) % 3 == 0 { Err(()) } else { Ok(()) });
-                }
-            });
-        }
-    });
+    four_threads_call(&b, 5_000, |_| {});
     let l = b.metrics().lifetime;
     assert_eq!(l.admitted, 20_000);
     assert_eq!(l.successes + l.failures, 20_000);
@@ -108,12 +99,7 @@ fn counters_from_many_threads_add_up_exactly() {
 /// word; it sums no stripe and reads no clock. `metrics()` has the rest.
 #[test]
 fn debug_prints_name_state_and_generation_only() {
-    let (b, _) = on_manual_clock(
-        CircuitBreaker::builder()
-            .name("payments")
-            .window(10 * SEC, 10)
-            .failure_rate(0.5, 100),
-    );
+    let (b, _) = on_manual_clock(rate_window(10 * SEC, 10, 0.5, 100).name("payments"));
     let _ = b.call(|| Err::<(), _>(()));
     assert_eq!(
         format!("{b:?}"),

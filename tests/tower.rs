@@ -14,7 +14,7 @@ mod tower_http;
 
 mod common;
 
-use common::{block_on, poll_once, trips_after};
+use common::{block_on, poll_once, trips_after, trips_on};
 use cutout::{
     CircuitBreaker, CircuitBreakerLayer, CircuitBreakerService, Dropped, Error, ManualClock,
     Outcome, Permit, State,
@@ -750,13 +750,9 @@ fn a_future_may_end_on_another_thread_and_a_thread_lets_its_spares_go_when_it_ex
 fn spares_keep_a_registry_breaker_from_eviction_until_their_thread_exits() {
     use cutout::Registry;
     let clock = ManualClock::new();
-    let registry: Registry<String, _> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(5)
-            .clock(clock.clone()),
-    )
-    .build()
-    .unwrap();
+    let registry: Registry<String, _> = Registry::builder(trips_on(5, clock.clone()))
+        .build()
+        .unwrap();
     let (called, wait) = std::sync::mpsc::channel();
     let (exit, exiting) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {

@@ -1,6 +1,9 @@
 //! The `tracing` feature: one event per transition, seen by a capturing subscriber.
 #![cfg(feature = "tracing")]
 
+mod common;
+
+use common::trips_on;
 use cutout::{CircuitBreaker, Error, ManualClock, State};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -234,12 +237,8 @@ fn a_registrys_events_name_their_key() {
     let capture = Capture::default();
     let clock = ManualClock::new();
     tracing::subscriber::with_default(capture.clone(), || {
-        let registry: cutout::Registry<String, _> = cutout::Registry::new(
-            CircuitBreaker::builder()
-                .consecutive_failures(1)
-                .clock(clock.clone()),
-        )
-        .unwrap();
+        let registry: cutout::Registry<String, _> =
+            cutout::Registry::new(trips_on(1, clock.clone())).unwrap();
         let _ = registry.call("payments", || Err::<(), _>(()));
         let _ = registry.call("search", || Err::<(), _>(()));
     });

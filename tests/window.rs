@@ -81,6 +81,17 @@ fn the_slow_call_rate_trips_at_exactly_its_threshold_once_minimum_calls_are_in()
     assert_eq!(b.metrics().transitions(Reason::SlowCallRate), 1);
 }
 
+/// `b` is open, tripped once, by `reason`; `why` says what should have tripped it.
+fn assert_tripped_once(b: &CircuitBreaker<ManualClock>, reason: Reason, why: &str) {
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.transitions(reason)),
+        (State::Open, 1),
+        "{why}, window {:?}",
+        m.window
+    );
+}
+
 /// A rate is reached when `failures / calls >= threshold` (`Builder::failure_rate`),
 /// so 55 failures of 100 trip at 0.55, though `0.55 * 100.0` is a little above 55;
 /// likewise 7 of 100 at 0.07 and 7 of 50 at 0.14.
@@ -104,13 +115,8 @@ fn a_failure_rate_exactly_at_a_decimal_threshold_trips() {
             "threshold {threshold}: below minimum_calls"
         );
         fail(&b);
-        let m = b.metrics();
-        assert_eq!(
-            (m.state, m.transitions(Reason::FailureRate)),
-            (State::Open, 1),
-            "threshold {threshold}: {failures} of {calls} failed, window {:?}",
-            m.window
-        );
+        let why = format!("threshold {threshold}: {failures} of {calls} failed");
+        assert_tripped_once(&b, Reason::FailureRate, &why);
     }
 }
 
@@ -136,13 +142,7 @@ fn a_slow_call_rate_exactly_at_a_decimal_threshold_trips() {
         })
         .unwrap();
     }
-    let m = b.metrics();
-    assert_eq!(
-        (m.state, m.transitions(Reason::SlowCallRate)),
-        (State::Open, 1),
-        "{slow} of {calls} slow, window {:?}",
-        m.window
-    );
+    assert_tripped_once(&b, Reason::SlowCallRate, &format!("{slow} of {calls} slow"));
 }
 
 #[test]

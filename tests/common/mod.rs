@@ -27,6 +27,13 @@ pub fn rate_window(length: Duration, buckets: u32, rate: f64, min: u32) -> Build
         .failure_rate(rate, min)
 }
 
+/// A breaker builder on `clock` that trips on `failures` consecutive failures.
+pub fn trips_on<C: cutout::Clock>(failures: u32, clock: C) -> Builder<C> {
+    CircuitBreaker::builder()
+        .consecutive_failures(failures)
+        .clock(clock)
+}
+
 /// `builder` built on a new `ManualClock`: the breaker and its clock.
 pub fn on_manual_clock(builder: Builder) -> (CircuitBreaker<ManualClock>, ManualClock) {
     let clock = ManualClock::new();
@@ -121,6 +128,95 @@ impl XorShift {
         self.0 ^= self.0 << 17;
         self.0 % n
     }
+}
+
+/// Four threads each make `calls` calls through `b`, call `i` of thread `t`
+/// failing when `(i + t) % 3 == 0`, and run `then(i)` after each.
+pub fn four_threads_call<C: cutout::Clock>(
+    b: &CircuitBreaker<C>,
+    calls: u64,
+    then: impl Fn(u64) + Sync,
+) {
+    let then = &then;
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                for i in 0..calls {
+                    let _ = b.call(|| if (i + t) % 3 == 0 { Err(()) } else { Ok(()) });
+                    then(i);
+                }
+            });
+        }
+    });
+}
+
+/// A metric key's labels, sorted: (key, value) pairs.
+#[cfg(feature = "metrics")]
+pub fn sorted_labels(key: &metrics::Key) -> Vec<(String, String)> {
+    let mut labels: Vec<_> = key
+        .labels()
+        .map(|l| (l.key().to_owned(), l.value().to_owned()))
+        .collect();
+    labels.sort();
+    labels
+}
+
+/// The transitions of `log`, each with the thread that delivered it, in
+/// generation order; asserts that each thread delivered its own in generation
+/// order.
+pub fn in_generation_order(log: &[(std::thread::ThreadId, Transition)]) -> Vec<Transition> {
+    let mut last = std::collections::HashMap::new();
+    for (thread, t) in log {
+        if let Some(prev) = last.insert(*thread, t.generation) {
+            assert!(
+                t.generation > prev,
+                "{thread:?} delivered {} after {prev}",
+                t.generation
+            );
+        }
+    }
+    let mut stream: Vec<Transition> = log.iter().map(|(_, t)| *t).collect();
+    stream.sort_by_key(|t| t.generation);
+    stream
+}
+
+/// Waits for child process `pid` until `deadline`; `None` if it was still
+/// running (then it is killed and reaped), else its exit code (128 + signal if a
+/// signal ended it).
+#[cfg(unix)]
+pub fn wait_child(pid: libc::pid_t, deadline: std::time::Instant) -> Option<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child without blocking.
+        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if done == pid {
+            return Some(match libc::WIFEXITED(status) {
+                true => libc::WEXITSTATUS(status),
+                false => 128 + libc::WTERMSIG(status),
+            });
+        }
+        assert_eq!(done, 0, "waitpid failed");
+        if std::time::Instant::now() > deadline {
+            // SAFETY: kills and reaps our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Any outcome a call can have.
+pub fn any_outcome() -> impl proptest::strategy::Strategy<Value = cutout::Outcome> + Clone {
+    use cutout::Outcome;
+    use proptest::prelude::Just;
+    proptest::prop_oneof![
+        Just(Outcome::Success),
+        Just(Outcome::Failure),
+        Just(Outcome::Ignored)
+    ]
 }
 
 /// Polls once with a no-op waker.
