@@ -12,9 +12,9 @@
 
 mod common;
 
-use common::in_generation_order;
 use common::{
-    Log, XorShift, assert_each_admitted_call_finished_once, logged_on, trips_after, valid, within,
+    Log, XorShift, assert_each_admitted_call_finished_once, in_generation_order, logged_on,
+    trips_after, valid, within,
 };
 use cutout::{
     Builder, CircuitBreaker, Dropped, Error, ManualClock, Reason, State, Transition, WindowCounts,

@@ -360,11 +360,15 @@ fn slots_stay_exclusive_across_forks_during_churn() {
                 eprintln!("grandchild: {grandchild:?}");
                 return 5;
             }
-            // The clock moves in the child.
+            // The clock moves in the child: 10 ms on, within 3 s (a loaded
+            // machine may keep the refresh thread waiting for a while).
             let t0 = DefaultClock::new().now();
-            std::thread::sleep(Duration::from_millis(20));
-            if DefaultClock::new().now() < t0 + 10_000_000 {
-                return 6;
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while DefaultClock::new().now() < t0 + 10_000_000 {
+                if Instant::now() > deadline {
+                    return 6;
+                }
+                std::thread::sleep(Duration::from_millis(1));
             }
             0
         });

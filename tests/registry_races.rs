@@ -11,7 +11,6 @@
 mod common;
 
 use common::hostile::{Hooked, Key, POISON, key, on_next_hash_of, on_next_reading};
-
 use common::{trips_after, trips_on};
 use cutout::{CircuitBreaker, ManualClock, Registry, State};
 use std::fmt;
