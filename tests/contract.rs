@@ -13,14 +13,13 @@ use std::time::Duration;
 const SEC: Duration = Duration::from_secs(1);
 
 fn consecutive(n: u32, probes: u32) -> (CircuitBreaker<ManualClock>, ManualClock) {
-    let (breaker, clock) = on_manual_clock(
+    on_manual_clock(
         trips_after(n, SEC)
             .backoff_multiplier(2.0)
             .max_open_duration(Duration::from_secs(60))
             .half_open_probes(probes)
             .half_open_timeout(Duration::from_secs(10)),
-    );
-    (breaker, clock)
+    )
 }
 
 fn fail<C: cutout::Clock>(b: &CircuitBreaker<C>) {
@@ -318,8 +317,7 @@ fn windowed(
     buckets: u32,
     min: u32,
 ) -> (CircuitBreaker<ManualClock>, ManualClock) {
-    let (b, clock) = on_manual_clock(rate_window(length, buckets, 0.5, min));
-    (b, clock)
+    on_manual_clock(rate_window(length, buckets, 0.5, min))
 }
 
 #[test]

@@ -17,8 +17,7 @@ const COOLDOWN: Duration = Duration::from_secs(10);
 
 /// Trips after `failures` in a row; one probe; time stands still unless moved.
 fn breaker(failures: u32) -> (CircuitBreaker<ManualClock>, ManualClock) {
-    let (b, clock) = on_manual_clock(trips_after(failures, COOLDOWN));
-    (b, clock)
+    on_manual_clock(trips_after(failures, COOLDOWN))
 }
 
 /// `b`, tripped by one failure, then asked twice and answered twice by a
