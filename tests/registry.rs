@@ -150,14 +150,12 @@ fn for_each_visits_every_breaker() {
     let mut seen = Vec::new();
     r.for_each(|port, b| seen.push((*port, b.state())));
     seen.sort_by_key(|(port, _)| *port);
-    assert_eq!(
-        seen,
-        [
-            (80, State::Closed),
-            (443, State::ForcedOpen),
-            (8080, State::Closed)
-        ]
-    );
+    let want = [
+        (80, State::Closed),
+        (443, State::ForcedOpen),
+        (8080, State::Closed),
+    ];
+    assert_eq!(seen, want);
 }
 
 #[test]
