@@ -9,6 +9,9 @@
 #[path = "../benches/common/counting_alloc.rs"]
 mod counting_alloc;
 
+mod common;
+
+use common::{on_manual_clock, rate_window, trips_after};
 use counting_alloc::allocations_in;
 use cutout::{CircuitBreaker, Clock, DefaultClock, Error, ManualClock, State};
 use std::sync::Arc;
@@ -86,10 +89,7 @@ fn a_closed_success_with_the_consecutive_policy_allocates_nothing() {
 fn a_closed_success_with_the_window_policies_allocates_nothing() {
     for builder in [
         CircuitBreaker::<DefaultClock>::builder(), // the default window
-        CircuitBreaker::builder()
-            .window(Duration::from_secs(10), 10)
-            .failure_rate(0.5, 20)
-            .slow_calls(Duration::from_secs(1), 0.5),
+        rate_window(Duration::from_secs(10), 10, 0.5, 20).slow_calls(Duration::from_secs(1), 0.5),
     ] {
         let b = builder.build().unwrap();
         assert!(succeed(&b));
@@ -103,12 +103,8 @@ fn a_closed_success_with_the_window_policies_allocates_nothing() {
 
 #[test]
 fn a_closed_success_across_bucket_rotations_allocates_nothing() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_millis(10), 2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) =
+        on_manual_clock(CircuitBreaker::builder().window(Duration::from_millis(10), 2));
     assert!(succeed(&b));
     let n = allocations_in(|| {
         for _ in 0..CALLS {
@@ -121,9 +117,7 @@ fn a_closed_success_across_bucket_rotations_allocates_nothing() {
 
 #[test]
 fn an_open_rejection_allocates_nothing() {
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_secs(60))
+    let b = trips_after(1, Duration::from_secs(60))
         .clock(ManualClock::new())
         .build()
         .unwrap();
@@ -151,9 +145,7 @@ fn failures_that_trip_allocate_nothing_even_with_a_listener() {
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    let window = CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 10)
-        .failure_rate(0.5, 20)
+    let window = rate_window(Duration::from_secs(10), 10, 0.5, 20)
         .clock(ManualClock::new())
         .build()
         .unwrap();

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{block_on, poll_once, within};
+use common::{block_on, on_manual_clock, poll_once, trips_after, within};
 use cutout::{CircuitBreaker, Dropped, Error, ManualClock, Outcome, State};
 use std::cell::Cell;
 use std::future::{Future, pending};
@@ -59,9 +59,7 @@ impl Future for Flag {
 
 /// A breaker that trips on one failure, with `probes` half-open probes.
 fn breaker(clock: &ManualClock, probes: u32) -> CircuitBreaker<ManualClock> {
-    CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(COOLDOWN)
+    trips_after(1, COOLDOWN)
         .half_open_probes(probes)
         .clock(clock.clone())
         .build()
@@ -73,6 +71,15 @@ fn to_probing(b: &CircuitBreaker<ManualClock>, clock: &ManualClock) {
     let _ = b.call(|| Err::<(), _>("trip"));
     assert_eq!(b.state(), State::Open);
     clock.advance(COOLDOWN);
+}
+
+/// A breaker that trips on one failure, with one probe, tripped and its cooldown
+/// waited out: the next call is its probe.
+fn probing() -> CircuitBreaker<ManualClock> {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    b
 }
 
 #[test]
@@ -133,9 +140,7 @@ fn dropping_before_the_first_poll_records_nothing() {
 
 #[test]
 fn a_dropped_probe_gives_its_slot_back_and_the_breaker_still_decides() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    to_probing(&b, &clock);
+    let b = probing();
     let (open, polls) = (Cell::new(false), Cell::new(0));
     {
         let mut probe = pin!(b.call_async(Gate {
@@ -162,9 +167,7 @@ fn a_dropped_probe_gives_its_slot_back_and_the_breaker_still_decides() {
 
 #[test]
 fn a_panicking_probe_gives_its_slot_back() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    to_probing(&b, &clock);
+    let b = probing();
     let boom = async {
         if b.state() == State::HalfOpen {
             panic!("probe panicked");
@@ -204,14 +207,12 @@ fn an_ignored_probe_gives_its_slot_back() {
 
 #[test]
 fn ignored_counts_as_neither_success_nor_failure() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(2)
-        .window(Duration::from_secs(10), 10)
-        .failure_rate(0.9, 100)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, _) = on_manual_clock(
+        CircuitBreaker::builder()
+            .consecutive_failures(2)
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.9, 100),
+    );
     let ignore = |_: &Result<(), &str>| Outcome::Ignored;
     let _ = block_on(b.call_async(async { Err::<(), _>("fail") }));
     let _ = block_on(b.call_async_with(ignore, async { Ok(()) }));
@@ -304,9 +305,7 @@ fn the_default_classifier_is_named_and_takes_no_room() {
 
 #[tokio::test(start_paused = true)]
 async fn a_timeout_that_cancels_a_probe_releases_its_slot() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    to_probing(&b, &clock);
+    let b = probing();
     let hung = b.call_async(async {
         tokio::time::sleep(Duration::from_secs(60)).await;
         Ok::<_, &str>("too late")
@@ -362,9 +361,7 @@ async fn an_aborted_task_releases_its_probe() {
 /// closes, and the finished future stays pending.
 #[test]
 fn a_probe_finished_on_another_thread_records_once() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    to_probing(&b, &clock);
+    let b = probing();
     let flag = Arc::new(AtomicBool::new(false));
     std::thread::scope(|s| {
         let mut fut = Box::pin(b.call_async(Flag(flag.clone())));
@@ -390,14 +387,9 @@ fn a_probe_finished_on_another_thread_records_once() {
 /// past it, it is a failed probe and the breaker reopens.
 #[test]
 fn a_probe_dropped_on_another_thread_follows_the_dropped_policy() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(COOLDOWN)
-        .on_drop(Dropped::FailureAfter(Duration::from_millis(500)))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        trips_after(1, COOLDOWN).on_drop(Dropped::FailureAfter(Duration::from_millis(500))),
+    );
     to_probing(&b, &clock);
     std::thread::scope(|s| {
         let mut quick = Box::pin(b.call_async(pending::<Result<(), ()>>()));
@@ -429,9 +421,7 @@ fn a_listener_may_call_the_breaker_from_inside_a_poll() {
         let reentered = Arc::new(AtomicU32::new(0));
         let count = reentered.clone();
         let b = Arc::new(
-            CircuitBreaker::builder()
-                .consecutive_failures(1)
-                .open_duration(COOLDOWN)
+            trips_after(1, COOLDOWN)
                 .clock(clock.clone())
                 .on_transition(move |t| {
                     if let Some(b) = seen.get().and_then(Weak::upgrade) {
@@ -463,9 +453,7 @@ fn a_listener_panicking_during_admission_leaves_the_future_waiting() {
     let clock = ManualClock::new();
     let panicked = Arc::new(AtomicBool::new(false));
     let once = panicked.clone();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(COOLDOWN)
+    let b = trips_after(1, COOLDOWN)
         .clock(clock.clone())
         .on_transition(move |t| {
             if t.to == State::HalfOpen && !once.swap(true, Ordering::SeqCst) {
@@ -561,14 +549,12 @@ const SLOW: Duration = Duration::from_millis(100);
 /// the threshold.
 #[test]
 fn a_call_is_timed_from_its_first_poll_to_its_last() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(60), 6)
-        .slow_calls(SLOW, 1.0)
-        .minimum_calls(100)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(60), 6)
+            .slow_calls(SLOW, 1.0)
+            .minimum_calls(100),
+    );
     let polls = Cell::new(0);
     let open = Cell::new(false);
     let mut f = pin!(b.call_async(Gate {

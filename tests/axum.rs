@@ -7,6 +7,9 @@
 #[path = "../examples/axum.rs"]
 mod example;
 
+mod common;
+
+use common::trips_after;
 use cutout::http::{HttpLayer, HttpService};
 use cutout::{CircuitBreaker, Clock, ManualClock, Outcome, Rejected, State};
 use example::{Backend, Mode};
@@ -116,9 +119,7 @@ async fn the_axum_example_trips_answers_503_and_recovers_over_loopback() {
 
 fn breaker(failures: u32) -> Arc<CircuitBreaker<ManualClock>> {
     Arc::new(
-        CircuitBreaker::builder()
-            .consecutive_failures(failures)
-            .open_duration(Duration::from_millis(1500))
+        trips_after(failures, Duration::from_millis(1500))
             .clock(ManualClock::new())
             .build()
             .unwrap(),

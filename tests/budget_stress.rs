@@ -9,7 +9,10 @@
 //! (a thread beyond them shares a stripe, which works as well: each thread counts
 //! a success before the race, so no shared bucket rotates during it).
 
-use cutout::{CircuitBreaker, ManualClock, Reason, State, Transition};
+mod common;
+
+use common::rate_window;
+use cutout::{ManualClock, Reason, State, Transition};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
@@ -24,9 +27,7 @@ const SUCCESSES: u64 = BEFORE + THREADS * EACH;
 fn race() {
     let events = Arc::new(Mutex::new(Vec::<Transition>::new()));
     let log = events.clone();
-    let breaker = CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 10)
-        .failure_rate(0.5, 20)
+    let breaker = rate_window(Duration::from_secs(10), 10, 0.5, 20)
         .clock(ManualClock::new()) // frozen: one epoch, no bucket rotates
         .on_transition(move |t| log.lock().unwrap().push(*t))
         .build()

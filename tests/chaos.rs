@@ -28,6 +28,9 @@
 //!
 //! `cargo test --release --test chaos -- --include-ignored` runs the large variants.
 
+mod common;
+
+use common::{in_generation_order, on_manual_clock, rate_window, valid};
 use cutout::{CircuitBreaker, ManualClock, Metrics, Permit, Reason, State, Transition};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -75,26 +78,6 @@ fn cooldown(level: u8) -> Duration {
     Duration::from_millis(ms)
 }
 
-/// Which transitions a reason may make (with a ramp configured).
-fn valid(t: &Transition) -> bool {
-    use State::*;
-    match t.reason {
-        Reason::ConsecutiveFailures | Reason::FailureRate | Reason::SlowCallRate => {
-            (t.from, t.to) == (Closed, Open)
-        }
-        Reason::CooldownElapsed => (t.from, t.to) == (Open, HalfOpen),
-        Reason::ProbesSucceeded => (t.from, t.to) == (HalfOpen, Recovering),
-        Reason::ProbeFailed | Reason::HalfOpenTimeout => (t.from, t.to) == (HalfOpen, Open),
-        Reason::ForcedOpen => t.to == ForcedOpen && t.from != ForcedOpen,
-        Reason::Disabled => t.to == Disabled && t.from != Disabled,
-        Reason::Reset => t.to == Closed,
-        Reason::External => (t.from, t.to) == (Closed, Open),
-        Reason::RampCompleted => (t.from, t.to) == (Recovering, Closed),
-        Reason::RampFailed => (t.from, t.to) == (Recovering, Open),
-        _ => false,
-    }
-}
-
 /// Checks a whole stream and returns it sorted by generation: each transition
 /// reported once, in generation order per delivering thread; each generation once;
 /// a valid walk from Closed; levels chaining; Open deadlines the cooldown of their
@@ -106,23 +89,12 @@ fn check_stream(log: &[(ThreadId, Transition)], m: &Metrics) -> Vec<Transition> 
         m.total_transitions(),
         "reported once each"
     );
-    let mut last = HashMap::new();
-    for (thread, t) in log {
-        if let Some(prev) = last.insert(*thread, t.generation) {
-            assert!(
-                t.generation > prev,
-                "{thread:?}: {} after {prev}",
-                t.generation
-            );
-        }
-    }
-    let mut stream: Vec<Transition> = log.iter().map(|(_, t)| *t).collect();
-    stream.sort_by_key(|t| t.generation);
+    let stream = in_generation_order(log);
     let (mut state, mut level) = (State::Closed, 0u8);
     for (i, t) in stream.iter().enumerate() {
         assert_eq!(t.generation as usize, i + 1, "each generation once: {t:?}");
         assert_eq!(t.from, state, "{t:?} does not follow {state:?}");
-        assert!(valid(t), "{t:?}");
+        assert!(valid(t, true), "{t:?}");
         let expected_level = match t.reason {
             Reason::ConsecutiveFailures
             | Reason::FailureRate
@@ -663,13 +635,7 @@ fn lifetime_counters_and_window_stay_exact_under_thread_churn_and_moved_permits_
 /// lower the rate. Some rounds trip, some do not.
 fn budget_bursts(threads: usize, rounds: Range<u64>, advance_between: Duration) {
     const MIN: u64 = 20;
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .clock(clock.clone())
-        .window(Duration::from_secs(1), 10)
-        .failure_rate(RATE, MIN as u32)
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(rate_window(Duration::from_secs(1), 10, RATE, MIN as u32));
     let mut bad = Vec::new();
     let (mut trips, mut runs) = (0, 0);
     for round in rounds {

@@ -187,23 +187,12 @@ fn child_fork_restart() {
             let _ = std::io::stdout().flush();
             unsafe { libc::_exit(code) };
         }
-        let gc_deadline = Instant::now() + Duration::from_secs(3);
-        let mut status = 0;
-        loop {
-            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if r == pid {
-                break;
-            }
-            if Instant::now() > gc_deadline {
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                unsafe { libc::waitpid(pid, &mut status, 0) };
-                println!("grandchild killed");
-                std::process::exit(4);
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
+        let Some(code) = common::wait_child(pid, Instant::now() + Duration::from_secs(3)) else {
+            println!("grandchild killed");
+            std::process::exit(4);
+        };
         runs += 1;
-        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        if code != 0 {
             failures += 1;
         }
     }

@@ -1,9 +1,12 @@
 //! `cutout-clock`, the default clock's refresh thread, is started only by a breaker
-//! that uses the default clock (issue 17, item 4). A test binary of its own, so that
+//! that uses the default clock. A test binary of its own, so that
 //! no other test starts the thread first; Linux only (it reads
 //! `/proc/self/task/*/comm`).
 #![cfg(target_os = "linux")]
 
+mod common;
+
+use common::{on_manual_clock, trips_after};
 use cutout::{CircuitBreaker, Clock, DefaultClock, ManualClock, StdClock};
 use std::time::Duration;
 
@@ -18,13 +21,7 @@ fn clock_threads() -> usize {
 /// One test, so the steps run in order in this process.
 #[test]
 fn only_the_default_clock_starts_the_refresh_thread() {
-    let clock = ManualClock::new();
-    let manual = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_secs(1))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (manual, clock) = on_manual_clock(trips_after(1, Duration::from_secs(1)));
     let std = CircuitBreaker::builder()
         .window(Duration::from_secs(1), 10)
         .slow_calls(Duration::from_millis(100), 0.5)

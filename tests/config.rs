@@ -8,6 +8,9 @@
 //! listener and the same state to restore; and the public types are `Send`,
 //! `Sync` and `Unpin`.
 
+mod common;
+
+use common::{on_manual_clock, rate_window, trips_after};
 use cutout::{Builder, CircuitBreaker, ManualClock, State, WindowCounts};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -117,13 +120,7 @@ fn a_window_set_is_checked_even_without_a_rate_policy() {
 /// though both take two ticks.
 #[test]
 fn a_part_of_a_millisecond_rounds_a_duration_up_and_a_maximum_compares_as_given() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_micros(1_999))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, Duration::from_micros(1_999)));
     fail(&b);
     let r = b.try_acquire().unwrap_err();
     assert_eq!(r.retry_after(), Some(2 * MS));
@@ -186,13 +183,7 @@ fn the_extreme_valid_value_of_each_setting_builds_and_works() {
 #[test]
 fn a_window_as_long_as_the_clock_counts_and_trips() {
     for buckets in [1, 2, 4096] {
-        let clock = ManualClock::new();
-        let b = CircuitBreaker::builder()
-            .window(CLOCK_RANGE, buckets)
-            .failure_rate(0.5, 4)
-            .clock(clock.clone())
-            .build()
-            .unwrap();
+        let (b, clock) = on_manual_clock(rate_window(CLOCK_RANGE, buckets, 0.5, 4));
         assert!(succeed(&b));
         assert!(succeed(&b));
         clock.advance(Duration::from_secs(86_400 * 365 * 10));
@@ -223,13 +214,11 @@ fn a_window_as_long_as_the_clock_counts_and_trips() {
 /// the clock saturates is not slower than it, so it is not slow.
 #[test]
 fn a_slow_call_threshold_as_long_as_the_clock_calls_nothing_slow() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .slow_calls(CLOCK_RANGE, 0.5)
-        .minimum_calls(1)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .slow_calls(CLOCK_RANGE, 0.5)
+            .minimum_calls(1),
+    );
     let p = b.try_acquire().unwrap();
     clock.advance(Duration::MAX);
     p.success();
@@ -241,13 +230,11 @@ fn a_slow_call_threshold_as_long_as_the_clock_calls_nothing_slow() {
 /// takes 2 ns is, and the rate counts them (1 of 2, then 2 of 3: below 100%).
 #[test]
 fn a_one_nanosecond_slow_call_threshold_is_exact() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .slow_calls(Duration::from_nanos(1), 1.0)
-        .minimum_calls(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .slow_calls(Duration::from_nanos(1), 1.0)
+            .minimum_calls(2),
+    );
     let p = b.try_acquire().unwrap();
     clock.advance(Duration::from_nanos(1));
     p.success();
@@ -270,16 +257,12 @@ fn a_one_nanosecond_slow_call_threshold_is_exact() {
 /// the cap) included.
 #[test]
 fn the_longest_durations_together_with_full_jitter_still_end() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(LONGEST / 2)
-        .max_open_duration(LONGEST)
-        .half_open_timeout(LONGEST)
-        .jitter(1.0)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        trips_after(1, LONGEST / 2)
+            .max_open_duration(LONGEST)
+            .half_open_timeout(LONGEST)
+            .jitter(1.0),
+    );
     fail(&b);
     let r = b.try_acquire().unwrap_err();
     assert!(r.retry_after().unwrap() <= LONGEST / 2, "{r:?}");
@@ -320,12 +303,7 @@ fn a_cloned_builder_builds_independent_breakers_that_share_its_listener() {
 #[test]
 fn each_build_of_a_cloned_restoring_builder_restores_the_saved_state() {
     let clock = ManualClock::new();
-    let builder = || {
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(10 * SEC)
-            .clock(clock.clone())
-    };
+    let builder = || trips_after(1, 10 * SEC).clock(clock.clone());
     let source = builder().build().unwrap();
     fail(&source);
     let restoring = builder().restore(source.save());

@@ -3,6 +3,9 @@
 //! Lines 7 and 8 (events) are in tests/events.rs; line 15's allocation claim in
 //! tests/alloc.rs.
 
+mod common;
+
+use common::{on_manual_clock, rate_window, trips_after};
 use cutout::{CircuitBreaker, Error, ManualClock, Outcome, Reason, Rejected, State};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
@@ -10,18 +13,13 @@ use std::time::Duration;
 const SEC: Duration = Duration::from_secs(1);
 
 fn consecutive(n: u32, probes: u32) -> (CircuitBreaker<ManualClock>, ManualClock) {
-    let clock = ManualClock::new();
-    let breaker = CircuitBreaker::builder()
-        .consecutive_failures(n)
-        .open_duration(SEC)
-        .backoff_multiplier(2.0)
-        .max_open_duration(Duration::from_secs(60))
-        .half_open_probes(probes)
-        .half_open_timeout(Duration::from_secs(10))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (breaker, clock)
+    on_manual_clock(
+        trips_after(n, SEC)
+            .backoff_multiplier(2.0)
+            .max_open_duration(Duration::from_secs(60))
+            .half_open_probes(probes)
+            .half_open_timeout(Duration::from_secs(10)),
+    )
 }
 
 fn fail<C: cutout::Clock>(b: &CircuitBreaker<C>) {
@@ -292,9 +290,7 @@ impl cutout::Clock for Frozen {
 
 #[test]
 fn c10_time_comes_only_from_the_injected_clock() {
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_millis(1))
+    let b = trips_after(1, Duration::from_millis(1))
         .clock(Frozen(123_456_789))
         .build()
         .unwrap();
@@ -308,12 +304,7 @@ fn c10_time_comes_only_from_the_injected_clock() {
 
 #[test]
 fn c10_the_manual_clock_is_monotonic_and_shared() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(CircuitBreaker::builder().consecutive_failures(1));
     trip(&b, 1);
     clock.advance(Duration::from_millis(500));
     assert_eq!(b.metrics().time_in_state, Duration::from_millis(500));
@@ -326,14 +317,7 @@ fn windowed(
     buckets: u32,
     min: u32,
 ) -> (CircuitBreaker<ManualClock>, ManualClock) {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(length, buckets)
-        .failure_rate(0.5, min)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (b, clock)
+    on_manual_clock(rate_window(length, buckets, 0.5, min))
 }
 
 #[test]
@@ -384,14 +368,12 @@ fn c11_one_and_two_bucket_windows_are_exact_at_their_edges() {
 
 #[test]
 fn c12_the_half_open_verdict_does_not_wait_for_minimum_calls() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .minimum_calls(1000)
-        .half_open_probes(3)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .minimum_calls(1000)
+            .half_open_probes(3),
+    );
     trip(&b, 1);
     clock.advance(SEC);
     for _ in 0..3 {
@@ -578,13 +560,7 @@ fn c20_a_window_too_large_to_allocate_is_an_error_not_an_abort() {
         .unwrap_err();
     assert_eq!(err.field(), "window", "{err}");
     // The largest window the docs promise builds, and counts.
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(4096), 4096)
-        .failure_rate(1.0, 1)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, _) = on_manual_clock(rate_window(Duration::from_secs(4096), 4096, 1.0, 1));
     fail(&b);
     assert_eq!(b.state(), State::Open);
     assert_eq!(
@@ -608,13 +584,11 @@ fn c16_a_zero_slow_call_rate_is_refused_and_no_fast_failure_trips_as_slow() {
         .unwrap_err();
     assert_eq!(err.field(), "slow_calls", "{err}");
     // The smallest rate that is allowed trips only on a slow call.
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .failure_rate(0.5, 10)
-        .slow_calls(SEC, f64::MIN_POSITIVE)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .failure_rate(0.5, 10)
+            .slow_calls(SEC, f64::MIN_POSITIVE),
+    );
     for _ in 0..9 {
         assert!(b.call(|| Ok::<_, ()>(())).is_ok());
     }
@@ -640,13 +614,11 @@ fn c16_a_zero_failure_rate_is_refused_and_no_success_trips_as_a_failure_rate() {
         .build()
         .unwrap_err();
     assert_eq!(err.field(), "failure_rate", "{err}");
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .failure_rate(f64::MIN_POSITIVE, 1)
-        .slow_calls(SEC, 1.0)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .failure_rate(f64::MIN_POSITIVE, 1)
+            .slow_calls(SEC, 1.0),
+    );
     assert!(b.call(|| Ok::<_, ()>(())).is_ok());
     let _ = b.call(|| {
         clock.advance(2 * SEC);

@@ -313,9 +313,9 @@ fn a_classifier_panic_on_a_threads_first_call_is_counted_as_dropped() {
         State::Closed,
         "a panicking classifier decides nothing"
     );
+    assert_each_admitted_call_finished_once(&b);
     let l = b.metrics().lifetime;
     assert_eq!((l.admitted, l.dropped, l.failures), (1, 1, 0), "{l:?}");
-    assert_each_admitted_call_finished_once(&b);
 }
 
 /// An owned permit admitted while Closed, recorded on another thread after the

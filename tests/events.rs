@@ -12,7 +12,10 @@
 
 mod common;
 
-use common::{assert_each_admitted_call_finished_once, within};
+use common::{
+    Log, XorShift, assert_each_admitted_call_finished_once, in_generation_order, logged_on,
+    trips_after, valid, within,
+};
 use cutout::{
     Builder, CircuitBreaker, Dropped, Error, ManualClock, Reason, State, Transition, WindowCounts,
 };
@@ -32,18 +35,6 @@ const WAIT: Duration = Duration::from_secs(30);
 const CHILD: &str = "CUTOUT_EVENTS_CHILD";
 /// What that child prints once its checks passed.
 const SURVIVED: &str = "the child survived";
-
-type Log = Arc<Mutex<Vec<Transition>>>;
-
-/// A breaker builder on `clock` whose events land in the returned log.
-fn logged(clock: &ManualClock) -> (Builder<ManualClock>, Log) {
-    let log = Log::default();
-    let sink = log.clone();
-    let builder = CircuitBreaker::builder()
-        .clock(clock.clone())
-        .on_transition(move |t| sink.lock().unwrap().push(*t));
-    (builder, log)
-}
 
 fn fail(b: &CircuitBreaker<ManualClock>) {
     let _ = b.call(|| Err::<(), _>("down"));
@@ -125,7 +116,7 @@ fn assert_one_valid_stream(log: &Log, b: &CircuitBreaker<ManualClock>) {
             "one per generation: {events:#?}"
         );
         assert_eq!(t.from, state, "not a walk: {events:#?}");
-        assert!(valid(t), "{t:?}");
+        assert!(valid(t, false), "{t:?}");
         state = t.to;
     }
     let m = b.metrics();
@@ -139,7 +130,7 @@ fn every_transition_is_reported_once_with_its_generation_reason_level_and_time()
     use Reason::{CooldownElapsed, HalfOpenTimeout, ProbeFailed, ProbesSucceeded};
     use State::{Closed, HalfOpen, Open};
     let clock = ManualClock::new();
-    let (builder, log) = logged(&clock);
+    let (builder, log) = logged_on(&clock);
     let b = builder
         .consecutive_failures(3)
         .open_duration(SEC)
@@ -221,7 +212,7 @@ fn every_transition_is_reported_once_with_its_generation_reason_level_and_time()
 #[test]
 fn a_rate_trip_carries_the_window_figures_that_tripped_it() {
     let clock = ManualClock::new();
-    let (builder, log) = logged(&clock);
+    let (builder, log) = logged_on(&clock);
     let b = builder
         .window(10 * SEC, 10)
         .failure_rate(0.5, 4)
@@ -247,7 +238,7 @@ fn a_rate_trip_carries_the_window_figures_that_tripped_it() {
 #[test]
 fn a_slow_call_trip_carries_the_slow_count() {
     let clock = ManualClock::new();
-    let (builder, log) = logged(&clock);
+    let (builder, log) = logged_on(&clock);
     let b = builder
         .slow_calls(Duration::from_millis(100), 0.6)
         .minimum_calls(3)
@@ -399,7 +390,7 @@ fn a_slow_callback_delays_only_its_own_caller() {
 #[test]
 fn no_event_on_closed_successes_or_rejections() {
     let clock = ManualClock::new();
-    let (builder, log) = logged(&clock);
+    let (builder, log) = logged_on(&clock);
     let b = builder.consecutive_failures(2).build().unwrap();
     for _ in 0..1000 {
         succeed(&b).unwrap();
@@ -579,9 +570,7 @@ fn a_listener_that_resets_on_every_trip_keeps_one_valid_stream() {
 fn a_listener_that_force_opens_when_the_cooldown_ends_rejects_the_admitting_call() {
     within(WAIT, || {
         let clock = ManualClock::new();
-        let builder = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(SEC);
+        let builder = trips_after(1, SEC);
         let (b, log) = reentrant(&clock, builder, |b, t| {
             if t.reason == Reason::CooldownElapsed {
                 b.force_open();
@@ -610,9 +599,7 @@ fn a_listener_that_force_opens_when_the_cooldown_ends_rejects_the_admitting_call
 fn a_listener_that_force_opens_then_resets_when_the_cooldown_ends_admits_the_call() {
     within(WAIT, || {
         let clock = ManualClock::new();
-        let builder = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(SEC);
+        let builder = trips_after(1, SEC);
         let (b, log) = reentrant(&clock, builder, |b, t| {
             if t.reason == Reason::CooldownElapsed {
                 b.force_open();
@@ -657,9 +644,7 @@ fn a_listener_may_chain_open_for_and_disable_from_its_events() {
 fn a_listener_that_fails_the_probe_itself_reopens_and_rejects_the_outer_call() {
     within(WAIT, || {
         let clock = ManualClock::new();
-        let builder = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(SEC);
+        let builder = trips_after(1, SEC);
         let (b, log) = reentrant(&clock, builder, |b, t| {
             if t.reason == Reason::CooldownElapsed {
                 assert_eq!(b.call(|| Err::<(), _>("probe")), Err(Error::Inner("probe")));
@@ -678,36 +663,6 @@ fn a_listener_that_fails_the_probe_itself_reopens_and_rejects_the_outer_call() {
         assert_one_valid_stream(&log, &b);
         assert_each_admitted_call_finished_once(&b);
     });
-}
-
-/// Which transitions a reason may make.
-fn valid(t: &Transition) -> bool {
-    use State::*;
-    match t.reason {
-        Reason::ConsecutiveFailures | Reason::FailureRate | Reason::SlowCallRate => {
-            (t.from, t.to) == (Closed, Open)
-        }
-        Reason::CooldownElapsed => (t.from, t.to) == (Open, HalfOpen),
-        Reason::ProbesSucceeded => (t.from, t.to) == (HalfOpen, Closed),
-        Reason::ProbeFailed | Reason::HalfOpenTimeout => (t.from, t.to) == (HalfOpen, Open),
-        Reason::ForcedOpen => t.to == ForcedOpen && t.from != ForcedOpen,
-        Reason::Disabled => t.to == Disabled && t.from != Disabled,
-        Reason::Reset => t.to == Closed,
-        Reason::External => (t.from, t.to) == (Closed, Open),
-        _ => false,
-    }
-}
-
-/// A tiny deterministic generator, one per thread.
-struct XorShift(u64);
-
-impl XorShift {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 fn contended_stream(threads: u64, ops: u64) {
@@ -764,26 +719,15 @@ fn contended_stream(threads: u64, ops: u64) {
     assert_eq!(log.len() as u64, m.total_transitions());
     assert_eq!(m.generation as usize, log.len());
 
-    // Per delivering thread, generations strictly increase.
-    let mut last = std::collections::HashMap::new();
-    for (thread, t) in &log {
-        if let Some(prev) = last.insert(*thread, t.generation) {
-            assert!(
-                t.generation > prev,
-                "{thread:?} delivered {} after {prev}",
-                t.generation
-            );
-        }
-    }
-    // Every generation is reported exactly once, and the stream, in generation
-    // order, is a valid walk of the state machine from Closed to today's state.
-    let mut stream: Vec<Transition> = log.iter().map(|(_, t)| *t).collect();
-    stream.sort_by_key(|t| t.generation);
+    // Per delivering thread, generations strictly increase. Every generation is
+    // reported exactly once, and the stream, in generation order, is a valid walk
+    // of the state machine from Closed to today's state.
+    let stream = in_generation_order(&log);
     let mut state = State::Closed;
     for (i, t) in stream.iter().enumerate() {
         assert_eq!(t.generation as usize, i + 1, "each generation exactly once");
         assert_eq!(t.from, state, "event {t:?} does not follow {state:?}");
-        assert!(valid(t), "{t:?}");
+        assert!(valid(t, false), "{t:?}");
         state = t.to;
     }
     assert_eq!(state, m.state);
@@ -832,10 +776,7 @@ fn a_call_whose_admissions_transition_a_listener_overrides_follows_the_listener(
         (Reason::RampCompleted, true),
         (Reason::RampCompleted, false),
     ] {
-        let mut builder = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(SEC)
-            .half_open_timeout(10 * SEC);
+        let mut builder = trips_after(1, SEC).half_open_timeout(10 * SEC);
         if on == Reason::RampCompleted {
             builder = builder.ramp_up(SEC);
         }

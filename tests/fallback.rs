@@ -1,4 +1,4 @@
-//! Fallbacks (issue 18): a rejection, and on request a failure, answered by a
+//! Fallbacks: a rejection, and on request a failure, answered by a
 //! fallback that receives the `Rejected` or the error; the fallback runs outside
 //! the breaker, so one that fails or panics changes nothing in it, nor does a call
 //! or a fallback future dropped part way. Sync, async, and (with the `tower`
@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{block_on, poll_once};
+use common::{block_on, on_manual_clock, poll_once, trips_after};
 use cutout::{CircuitBreaker, Error, ManualClock, Metrics, Rejected, State};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -17,14 +17,27 @@ const COOLDOWN: Duration = Duration::from_secs(10);
 
 /// Trips after `failures` in a row; one probe; time stands still unless moved.
 fn breaker(failures: u32) -> (CircuitBreaker<ManualClock>, ManualClock) {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(failures)
-        .open_duration(COOLDOWN)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    (b, clock)
+    on_manual_clock(trips_after(failures, COOLDOWN))
+}
+
+/// `b`, tripped by one failure, then asked twice and answered twice by a
+/// fallback, one failing and one panicking: still Open with the one failure and
+/// two rejections, and its cooldown's probe closes it.
+fn assert_untouched_by_two_fallbacks(b: &CircuitBreaker<ManualClock>, clock: &ManualClock) {
+    let m = b.metrics();
+    assert_eq!(
+        (
+            m.state,
+            m.lifetime.admitted,
+            m.lifetime.rejected,
+            m.lifetime.failures
+        ),
+        (State::Open, 1, 2, 1)
+    );
+    clock.advance(COOLDOWN);
+    let probe = b.try_acquire().expect("the probe slot is free");
+    probe.success();
+    assert_eq!(b.state(), State::Closed);
 }
 
 fn fail(b: &CircuitBreaker<ManualClock>) {
@@ -231,14 +244,12 @@ fn a_panicking_call_propagates_without_running_the_fallback() {
 /// never runs for them.
 #[test]
 fn slow_successes_through_call_or_recover_count_as_slow_and_trip() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 10)
-        .slow_calls(Duration::from_millis(100), 0.5)
-        .minimum_calls(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .slow_calls(Duration::from_millis(100), 0.5)
+            .minimum_calls(2),
+    );
     for _ in 0..2 {
         let answer = b.call_or_recover(
             || {
@@ -307,20 +318,7 @@ fn async_a_failing_or_panicking_fallback_changes_nothing_in_the_breaker() {
         block_on(b.call_async_or_else(async { Ok::<(), &str>(()) }, |_| cache_gone()))
     }));
     assert!(panicked.is_err());
-    let m = b.metrics();
-    assert_eq!(
-        (
-            m.state,
-            m.lifetime.admitted,
-            m.lifetime.rejected,
-            m.lifetime.failures
-        ),
-        (State::Open, 1, 2, 1)
-    );
-    clock.advance(COOLDOWN);
-    let probe = b.try_acquire().expect("the probe slot is free");
-    probe.success();
-    assert_eq!(b.state(), State::Closed);
+    assert_untouched_by_two_fallbacks(&b, &clock);
 
     // A failure answered by a panicking fallback: one failure, recorded before.
     let (b, _) = breaker(2);
@@ -500,20 +498,7 @@ mod tower_form {
             .layer(CircuitBreakerLayer::new(b.clone()))
             .service(backend(&calls));
         assert!(catch_unwind(AssertUnwindSafe(|| block_on(panics.oneshot(2)))).is_err());
-        let m = b.metrics();
-        assert_eq!(
-            (
-                m.state,
-                m.lifetime.admitted,
-                m.lifetime.rejected,
-                m.lifetime.failures
-            ),
-            (State::Open, 1, 2, 1)
-        );
-        clock.advance(COOLDOWN);
-        let probe = b.try_acquire().expect("the probe slot is free");
-        probe.success();
-        assert_eq!(b.state(), State::Closed);
+        assert_untouched_by_two_fallbacks(&b, &clock);
     }
 
     /// A service that reports a rejection from `poll_ready` (a breaker's service

@@ -1,11 +1,14 @@
-//! The default clock in a `fork()`ed child (issue 15, item 3; contract line 19):
-//! the refresh thread does not survive the fork, yet the child's breakers must see
-//! time move: cooldowns end, slow calls are timed as slow, and the window ages.
+//! The default clock in a `fork()`ed child (contract line 19): the refresh thread
+//! does not survive the fork, yet the child's breakers must see time move:
+//! cooldowns end, slow calls are timed as slow, and the window ages; in a child
+//! forked without the fork handlers too, which gets a refresh thread of its own.
 //!
 //! A test binary of its own, with `harness = false`: the parent is single-threaded
 //! apart from the clock's own refresh thread when it forks, so the child cannot
 //! inherit a lock that some other test's thread held. Every wait is bounded: the
 //! child exits on its own within seconds, and the parent kills it past a deadline.
+
+mod common;
 
 #[cfg(target_os = "linux")]
 fn main() {
@@ -19,6 +22,7 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
+    use crate::common::{rate_window, trips_after, wait_child};
     use cutout::{CircuitBreaker, Clock, DefaultClock, State};
     use std::time::{Duration, Instant};
 
@@ -49,14 +53,55 @@ mod linux {
         }
     }
 
-    /// Runs `child` in a forked child process and returns its exit code; the child
-    /// is killed if it has not exited within 20 s.
-    fn in_child(child: impl FnOnce() -> Result<(), String>) -> i32 {
-        // SAFETY: the parent has no thread but the clock's refresh thread, which
-        // holds no lock the child needs (it sleeps and stores one atomic). The
-        // child only uses the breaker, std's thread spawning, sleeping and the file
-        // system, and leaves with `_exit`, running no destructor the parent owns.
-        let pid = unsafe { libc::fork() };
+    /// `Ok` if `b` is open, else what `what` left it as: its state, slow calls and
+    /// window.
+    fn tripped(b: &CircuitBreaker, what: &str) -> Result<(), String> {
+        let m = b.metrics();
+        match m.state {
+            State::Open => Ok(()),
+            other => Err(format!(
+                "{what} left it {other:?}, {} counted slow, {} calls in the window",
+                m.lifetime.slow, m.window.calls
+            )),
+        }
+    }
+
+    /// `fork()` as the C library makes it, running the `pthread_atfork` handlers.
+    fn fork() -> libc::pid_t {
+        // SAFETY: the child keeps to what `in_child` says it may do.
+        unsafe { libc::fork() }
+    }
+
+    /// A fork that runs no `pthread_atfork` handler, as `_Fork` (POSIX.1-2024) or
+    /// a raw `clone` makes it: the child inherits the clock's state as the parent
+    /// left it, its owner naming the parent.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn fork_without_handlers() -> libc::pid_t {
+        let none: libc::c_long = 0;
+        // SAFETY: as `fork`'s; `clone` with only the exit signal, no new stack and
+        // no shared parts is `fork` without the C library's handlers (the argument
+        // order, after the flags, is these architectures').
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                libc::c_long::from(libc::SIGCHLD),
+                none,
+                none,
+                none,
+                none,
+            )
+        };
+        pid as libc::pid_t
+    }
+
+    /// Runs `child` in a child process forked by `fork` and returns its exit code;
+    /// the child is killed if it has not exited within 20 s.
+    fn in_child(fork: fn() -> libc::pid_t, child: impl FnOnce() -> Result<(), String>) -> i32 {
+        // The parent has no thread but the clock's refresh thread, which holds no
+        // lock the child needs (it sleeps and stores one atomic). The child only
+        // uses the breaker, std's thread spawning, sleeping and the file system,
+        // and leaves with `_exit`, running no destructor the parent owns.
+        let pid = fork();
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
             let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)) {
@@ -72,48 +117,21 @@ mod linux {
             unsafe { libc::_exit(code) };
         }
         let deadline = Instant::now() + Duration::from_secs(20);
-        let mut status = 0;
-        loop {
-            // SAFETY: waits for our own child without blocking.
-            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if done == pid {
-                break;
-            }
-            assert!(done == 0, "waitpid failed");
-            if Instant::now() > deadline {
-                // SAFETY: kills and reaps our own child.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::waitpid(pid, &mut status, 0);
-                }
-                panic!("the forked child hung");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(libc::WIFEXITED(status), "the child did not exit: {status}");
-        libc::WEXITSTATUS(status)
+        wait_child(pid, deadline).expect("the forked child hung")
     }
 
     pub(super) fn main() {
         let cooldown = Duration::from_millis(100);
         // Tripped in the child: its cooldown must end.
-        let fresh = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(cooldown)
-            .build()
-            .unwrap();
+        let fresh = trips_after(1, cooldown).build().unwrap();
         // Open when the parent forks: the child inherits a deadline it must reach.
-        let inherited = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(cooldown)
-            .build()
-            .unwrap();
+        let inherited = trips_after(1, cooldown).build().unwrap();
         assert!(clock_thread_runs(), "{:?}", threads());
         let parent = DefaultClock::new().now();
 
         // Child 1: a trip checks the clock, and the child gets a refresh thread of
         // its own.
-        let code = in_child(|| {
+        let code = in_child(fork, || {
             if threads().iter().any(|t| t == "cutout-clock") {
                 return Err("a forked child has no refresh thread".into());
             }
@@ -143,7 +161,7 @@ mod linux {
         // rejections' check every 256 counts in a stripe would admit it later).
         let _ = inherited.call(|| Err::<(), _>("down"));
         assert_eq!(inherited.state(), State::Open);
-        let code = in_child(|| {
+        let code = in_child(fork, || {
             std::thread::sleep(cooldown + Duration::from_millis(50));
             let admitted = (0..1000).position(|_| inherited.call(|| Ok::<_, ()>(())).is_ok());
             match admitted {
@@ -181,18 +199,11 @@ mod linux {
             let _ = control.call(slow);
         }
         assert_eq!(control.state(), State::Open, "the control did not trip");
-        let code = in_child(|| {
+        let code = in_child(fork, || {
             for _ in 0..3 {
                 let _ = worker.call(slow);
             }
-            let m = worker.metrics();
-            match m.state {
-                State::Open => Ok(()),
-                other => Err(format!(
-                    "three slow successes left it {other:?}, {} counted slow",
-                    m.lifetime.slow
-                )),
-            }
+            tripped(&worker, "three slow successes")
         });
         assert_eq!(code, 0, "child 3 failed (see its message above)");
 
@@ -200,13 +211,11 @@ mod linux {
         // window, the successes before it have left, so ten failures are the whole
         // window and trip it. Real time is the subject: the child idles 1.2 s past a
         // 1 s window.
-        let aging = CircuitBreaker::builder()
-            .window(Duration::from_secs(1), 10)
-            .failure_rate(0.5, 10)
+        let aging = rate_window(Duration::from_secs(1), 10, 0.5, 10)
             .build()
             .unwrap();
         assert!(aging.call(|| Ok::<_, ()>(())).is_ok()); // this thread's stripe, before the fork
-        let code = in_child(|| {
+        let code = in_child(fork, || {
             for _ in 0..20 {
                 let _ = aging.call(|| Ok::<_, ()>(()));
             }
@@ -214,16 +223,41 @@ mod linux {
             for _ in 0..10 {
                 let _ = aging.call(|| Err::<(), _>("down"));
             }
-            let m = aging.metrics();
-            match m.state {
-                State::Open => Ok(()),
-                other => Err(format!(
-                    "ten failures after the idle gap left it {other:?}, {} calls in the window",
-                    m.window.calls
-                )),
-            }
+            tripped(&aging, "ten failures after the idle gap")
         });
         assert_eq!(code, 0, "child 4 failed (see its message above)");
+
+        // Child 5: forked without the handlers, so the child inherits the cached
+        // reading and an owner that is the parent's process. A trip finds the
+        // reading stale and starts a refresh thread, as the owner is not this
+        // process: the child's reading then moves with no trip to bring it up.
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        {
+            let unhandled = trips_after(1, cooldown).build().unwrap();
+            let code = in_child(fork_without_handlers, || {
+                std::thread::sleep(Duration::from_millis(150)); // stale, as in child 1
+                let _ = unhandled.call(|| Err::<(), _>("down"));
+                if unhandled.state() != State::Open {
+                    return Err(format!("not tripped: {:?}", unhandled.state()));
+                }
+                if !clock_thread_runs() {
+                    return Err(format!(
+                        "no refresh thread after a trip, the parent's owner mark kept: {:?}",
+                        threads()
+                    ));
+                }
+                let tripped = DefaultClock::new().now();
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while DefaultClock::new().now() == tripped {
+                    if Instant::now() > deadline {
+                        return Err(format!("the reading stayed at {tripped} for 5 s"));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(())
+            });
+            assert_eq!(code, 0, "child 5 failed (see its message above)");
+        }
         println!("fork: ok");
     }
 }

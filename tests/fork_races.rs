@@ -13,9 +13,11 @@
 
 mod common;
 
+use common::wait_child;
 use cutout::{CircuitBreaker, Clock, DefaultClock, ManualClock};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Set in the child process that runs a test's body.
@@ -48,10 +50,15 @@ fn in_fresh_processes(name: &str, tries: usize, limit_s: u64) -> bool {
     false
 }
 
-/// Forks children back to back (up to 40), each running `child`, while another
-/// thread runs `first` (a process's first use of something built lazily), and
-/// returns how many of them did not exit with 0 within 3 s, and how many forked.
-fn forks_during(first: fn(), child: fn() -> i32) -> (usize, usize) {
+/// In each of 30 fresh processes running test `name` (`None` in the harness's
+/// process, which asserts they passed): forks children back to back (up to 40),
+/// each running `child`, while another thread runs `first` (a process's first use
+/// of something built lazily), and returns how many of them did not exit with 0
+/// within 3 s, and how many forked.
+fn forks_during(name: &str, first: fn(), child: fn() -> i32) -> Option<(usize, usize)> {
+    if !in_fresh_processes(name, 30, 20) {
+        return None;
+    }
     let started = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let starter = {
@@ -73,9 +80,9 @@ fn forks_during(first: fn(), child: fn() -> i32) -> (usize, usize) {
     let deadline = Instant::now() + Duration::from_secs(3);
     let hung = pids
         .iter()
-        .filter(|&&pid| wait(pid, deadline) != Some(0))
+        .filter(|&&pid| wait_child(pid, deadline) != Some(0))
         .count();
-    (hung, pids.len())
+    Some((hung, pids.len()))
 }
 
 /// Forks; the child runs `body` and `_exit`s with its code (101 on a panic).
@@ -93,32 +100,6 @@ fn fork(body: impl FnOnce() -> i32) -> libc::pid_t {
     pid
 }
 
-/// Waits for `pid` until `deadline`; `None` if it was still running (then it is
-/// killed and reaped), else its exit code (128 + signal if killed by one).
-fn wait(pid: libc::pid_t, deadline: Instant) -> Option<i32> {
-    let mut status = 0;
-    loop {
-        // SAFETY: waits for our own child without blocking.
-        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if done == pid {
-            return Some(match libc::WIFEXITED(status) {
-                true => libc::WEXITSTATUS(status),
-                false => 128 + libc::WTERMSIG(status),
-            });
-        }
-        assert_eq!(done, 0, "waitpid failed");
-        if Instant::now() > deadline {
-            // SAFETY: kills and reaps our own child.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// A breaker that never trips, on a manual clock: its lifetime successes count
 /// every call.
 fn plain() -> &'static CircuitBreaker<ManualClock> {
@@ -129,6 +110,25 @@ fn plain() -> &'static CircuitBreaker<ManualClock> {
             .build()
             .unwrap(),
     ))
+}
+
+/// Two threads that, until `stop`, start threads that call `b` once and exit,
+/// each taking and giving back a slot: the pool's lock is often held.
+fn churn(b: &'static CircuitBreaker<ManualClock>, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+    (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::spawn(move || {
+                        let _ = b.call(|| Ok::<_, ()>(()));
+                    })
+                    .join()
+                    .unwrap();
+                }
+            })
+        })
+        .collect()
 }
 
 /// `threads` threads at once call `b` `calls` times each; whether its successes
@@ -162,19 +162,16 @@ fn counts_exact(b: &'static CircuitBreaker<ManualClock>, threads: usize, calls: 
 /// in every run).
 #[test]
 fn a_child_forked_while_the_clock_starts_can_read_the_clock() {
-    let name = "a_child_forked_while_the_clock_starts_can_read_the_clock";
-    if !in_fresh_processes(name, 30, 20) {
-        return;
-    }
-    let (hung, forked) = forks_during(
-        || {
-            let _ = DefaultClock::new(); // the process's first reading
-        },
+    let Some((hung, forked)) = forks_during(
+        "a_child_forked_while_the_clock_starts_can_read_the_clock",
+        || _ = DefaultClock::new(), // the process's first reading
         || {
             let _ = DefaultClock::new().now();
             0
         },
-    );
+    ) else {
+        return;
+    };
     assert_eq!(
         hung, 0,
         "{hung} of {forked} children forked while the clock started never finished \
@@ -215,22 +212,7 @@ fn a_fork_from_a_thread_local_destructor_leaves_the_pool_usable() {
         .collect();
     held_rx.recv().unwrap();
     held_rx.recv().unwrap();
-    // Threads that come and go, each taking and giving back a slot: the pool's
-    // lock is often held.
-    let churn: Vec<_> = (0..2)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::spawn(move || {
-                        let _ = b.call(|| Ok::<_, ()>(()));
-                    })
-                    .join()
-                    .unwrap();
-                }
-            })
-        })
-        .collect();
+    let churn = churn(b, &stop);
 
     struct ForkOnDrop(&'static CircuitBreaker<ManualClock>);
     static HUNG: AtomicU64 = AtomicU64::new(0);
@@ -240,7 +222,7 @@ fn a_fork_from_a_thread_local_destructor_leaves_the_pool_usable() {
             let b = self.0;
             TRIED.fetch_add(1, Ordering::Relaxed);
             let pid = fork(move || i32::from(b.call(|| Ok::<_, ()>(())).is_err()));
-            if wait(pid, Instant::now() + Duration::from_secs(2)) != Some(0) {
+            if wait_child(pid, Instant::now() + Duration::from_secs(2)) != Some(0) {
                 HUNG.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -258,7 +240,10 @@ fn a_fork_from_a_thread_local_destructor_leaves_the_pool_usable() {
             // This thread's first fork registers `HELD_ACROSS_FORK`'s destructor,
             // which then runs before `FORKER`'s.
             let pid = fork(|| 0);
-            assert_eq!(wait(pid, Instant::now() + Duration::from_secs(2)), Some(0));
+            assert_eq!(
+                wait_child(pid, Instant::now() + Duration::from_secs(2)),
+                Some(0)
+            );
         })
         .join()
         .unwrap();
@@ -286,16 +271,13 @@ fn a_fork_from_a_thread_local_destructor_leaves_the_pool_usable() {
 /// a child could inherit half run, and wait on for ever.
 #[test]
 fn a_child_forked_while_the_first_breaker_is_built_can_build_one() {
-    let name = "a_child_forked_while_the_first_breaker_is_built_can_build_one";
-    if !in_fresh_processes(name, 30, 20) {
-        return;
-    }
-    let (hung, forked) = forks_during(
-        || {
-            let _ = plain(); // the process's first breaker
-        },
+    let Some((hung, forked)) = forks_during(
+        "a_child_forked_while_the_first_breaker_is_built_can_build_one",
+        || _ = plain(), // the process's first breaker
         || i32::from(plain().call(|| Ok::<_, ()>(())).is_err()),
-    );
+    ) else {
+        return;
+    };
     assert_eq!(
         hung, 0,
         "{hung} of {forked} children forked while the first breaker was built hung"
@@ -319,20 +301,7 @@ fn slots_stay_exclusive_across_forks_during_churn() {
     let mine = plain();
     let _ = mine.call(|| Ok::<_, ()>(()));
     let stop = Arc::new(AtomicBool::new(false));
-    let churn: Vec<_> = (0..2)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::spawn(move || {
-                        let _ = b.call(|| Ok::<_, ()>(()));
-                    })
-                    .join()
-                    .unwrap();
-                }
-            })
-        })
-        .collect();
+    let churn = churn(b, &stop);
     // Hot threads of the parent, with exact counts of their own.
     let hot = plain();
     let hot_calls = Arc::new(AtomicU64::new(0));
@@ -383,7 +352,7 @@ fn slots_stay_exclusive_across_forks_during_churn() {
             // A grandchild, forked while this child's threads take slots.
             let churning = std::thread::spawn(move || counts_exact(fresh, 4, 20_000));
             let pid = fork(move || i32::from(!counts_exact(plain(), 20, 20_000)) * 3);
-            let grandchild = wait(pid, Instant::now() + Duration::from_secs(8));
+            let grandchild = wait_child(pid, Instant::now() + Duration::from_secs(8));
             if !churning.join().unwrap() {
                 return 4;
             }
@@ -391,15 +360,19 @@ fn slots_stay_exclusive_across_forks_during_churn() {
                 eprintln!("grandchild: {grandchild:?}");
                 return 5;
             }
-            // The clock moves in the child.
+            // The clock moves in the child: 10 ms on, within 3 s (a loaded
+            // machine may keep the refresh thread waiting for a while).
             let t0 = DefaultClock::new().now();
-            std::thread::sleep(Duration::from_millis(20));
-            if DefaultClock::new().now() < t0 + 10_000_000 {
-                return 6;
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while DefaultClock::new().now() < t0 + 10_000_000 {
+                if Instant::now() > deadline {
+                    return 6;
+                }
+                std::thread::sleep(Duration::from_millis(1));
             }
             0
         });
-        let code = wait(pid, Instant::now() + Duration::from_secs(12));
+        let code = wait_child(pid, Instant::now() + Duration::from_secs(12));
         if code != Some(0) {
             failures.push((round, code));
         }
@@ -474,7 +447,7 @@ fn a_registry_forked_mid_scan_still_evicts_in_the_child() {
         // The scanner is gone here; a new key at the cap scans again.
         i32::from(registry.get(&Slow("d")).name() != "d")
     });
-    let code = wait(pid, Instant::now() + Duration::from_secs(10));
+    let code = wait_child(pid, Instant::now() + Duration::from_secs(10));
     assert_eq!(
         scanner.join().unwrap(),
         "c",

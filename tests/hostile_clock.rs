@@ -7,6 +7,9 @@
 //! assertions and overflow checks on); every step's result is checked where the
 //! contract still pins it.
 
+mod common;
+
+use common::{any_outcome, rate_window};
 use cutout::{CircuitBreaker, Clock, Dropped, Outcome, OwnedPermit, State};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -60,11 +63,7 @@ fn reading() -> impl Strategy<Value = u64> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let outcome = prop_oneof![
-        Just(Outcome::Success),
-        Just(Outcome::Failure),
-        Just(Outcome::Ignored)
-    ];
+    let outcome = any_outcome();
     let duration = prop_oneof![
         Just(Duration::ZERO),
         Just(Duration::MAX),
@@ -261,9 +260,7 @@ proptest! {
         steps in prop::collection::vec((0u64..2_400, any::<bool>()), 1..200)
     ) {
         let clock = Jumpy::default();
-        let breaker = CircuitBreaker::builder()
-            .window(Duration::from_millis(400), 4)
-            .failure_rate(1.0, u32::MAX)
+        let breaker = rate_window(Duration::from_millis(400), 4, 1.0, u32::MAX)
             .clock(clock.clone())
             .build()
             .expect("a valid configuration");

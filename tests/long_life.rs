@@ -10,10 +10,10 @@
 //! on a distance not being a whole generation cycle are left out: there the
 //! generation-tagged data of a phase 8 transitions on reads as a permit's own.
 
-use cutout::{
-    CircuitBreaker, Clock, DefaultClock, Error, ManualClock, Outcome, Reason, State, Transition,
-};
-use std::sync::{Arc, Mutex};
+mod common;
+
+use common::{Log, logged, on_manual_clock, rate_window, trips_after};
+use cutout::{CircuitBreaker, Clock, DefaultClock, Error, ManualClock, Outcome, Reason, State};
 use std::time::Duration;
 
 const MS: Duration = Duration::from_millis(1);
@@ -25,8 +25,6 @@ const LONGEST: Duration = Duration::from_millis(u64::MAX / 1_000_000);
 const GEN_MASK: u32 = u32::MAX;
 #[cfg(cutout_tiny_generations)]
 const GEN_MASK: u32 = 7;
-
-type Log = Arc<Mutex<Vec<Transition>>>;
 
 fn fail(b: &CircuitBreaker<ManualClock>) {
     let _ = b.call(|| Err::<(), _>("down"));
@@ -45,19 +43,6 @@ fn rejected_for(b: &CircuitBreaker<ManualClock>) -> Option<Option<Duration>> {
     }
 }
 
-/// `b` built on a fresh `ManualClock`, logging its transitions.
-fn logged(b: cutout::Builder) -> (CircuitBreaker<ManualClock>, ManualClock, Log) {
-    let clock = ManualClock::new();
-    let log: Log = Arc::default();
-    let sink = log.clone();
-    let b = b
-        .clock(clock.clone())
-        .on_transition(move |t| sink.lock().unwrap().push(*t))
-        .build()
-        .unwrap();
-    (b, clock, log)
-}
-
 /// Every logged transition's generation is one more than the last's (modulo the
 /// generation's width) and its `from` is the last one's `to`.
 fn assert_chained(log: &Log) {
@@ -74,14 +59,7 @@ fn assert_chained(log: &Log) {
 /// the breaker never tripped again.
 #[test]
 fn the_consecutive_policy_trips_after_a_long_outage_of_failed_probes() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(5)
-        .open_duration(100 * MS)
-        .backoff_multiplier(1.0)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(5, 100 * MS).backoff_multiplier(1.0));
     for _ in 0..5 {
         fail(&b);
     }
@@ -128,13 +106,7 @@ fn the_consecutive_policy_trips_after_forty_thousand_resets() {
 /// first phase's bucket would read as the last's by construction.)
 #[test]
 fn the_window_counts_after_forty_thousand_resets_in_one_bucket() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(3600), 1)
-        .failure_rate(0.5, 1_001)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, _) = on_manual_clock(rate_window(Duration::from_secs(3600), 1, 0.5, 1_001));
     fail(&b);
     for _ in 0..40_001 {
         b.reset();
@@ -177,13 +149,11 @@ fn a_permit_held_through_a_16_bit_generation_cycle_is_stale() {
 #[cfg(not(cutout_tiny_generations))]
 #[test]
 fn a_probe_held_through_a_16_bit_generation_cycle_is_stale() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .half_open_probes(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .half_open_probes(2),
+    );
     fail(&b);
     clock.advance(Duration::from_secs(1));
     let old = b.try_acquire().unwrap();
@@ -222,13 +192,7 @@ fn a_probe_held_through_a_16_bit_generation_cycle_is_stale() {
 #[cfg(cutout_tiny_generations)]
 #[test]
 fn a_cached_open_deadline_is_not_taken_for_a_phase_a_generation_cycle_later() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(SEC)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, SEC));
     assert!(b.open_for(Duration::from_secs(3600))); // generation 1: Open, level 0
     for _ in 0..2 {
         assert!(
@@ -269,10 +233,7 @@ fn a_clock_advanced_by_duration_max_ends_every_cooldown_and_round() {
     for (case, warm_up, half_open_timeout) in cases {
         let clock = ManualClock::new();
         clock.advance(warm_up);
-        let mut b = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(10 * SEC)
-            .clock(clock.clone());
+        let mut b = trips_after(1, 10 * SEC).clock(clock.clone());
         if let Some(timeout) = half_open_timeout {
             b = b.half_open_timeout(timeout);
         }
@@ -303,11 +264,7 @@ fn a_clock_advanced_by_duration_max_ends_every_cooldown_and_round() {
 /// never go back, and no `open_until` is before its event.
 #[test]
 fn after_a_duration_max_advance_a_failed_probe_wedges_nothing_and_event_times_stay_ordered() {
-    let (b, clock, log) = logged(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(Duration::from_secs(3600)),
-    );
+    let (b, clock, log) = logged(trips_after(1, Duration::from_secs(3600)));
     fail(&b);
     clock.advance(Duration::MAX);
     b.try_acquire()
@@ -337,13 +294,7 @@ fn after_a_duration_max_advance_a_failed_probe_wedges_nothing_and_event_times_st
 /// passes them: a breaker that old works as a new one does.
 #[test]
 fn a_breaker_older_than_the_old_tick_field_works_normally() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(2)
-        .open_duration(Duration::from_secs(5))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(2, Duration::from_secs(5)));
     clock.advance(Duration::from_millis(1 << 40)); // 34.8 years
     fail(&b);
     fail(&b);
@@ -383,12 +334,7 @@ fn a_breaker_older_than_the_old_tick_field_works_normally() {
 /// non-empty streak also kept every success off the lean path).
 #[test]
 fn a_success_after_an_outage_starts_the_streak_afresh() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(3)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, _) = on_manual_clock(CircuitBreaker::builder().consecutive_failures(3));
     fail(&b);
     fail(&b);
     for _ in 0..50_000 {
@@ -408,14 +354,7 @@ fn a_success_after_an_outage_starts_the_streak_afresh() {
 /// ended, and the breaker shed 90% of its calls for good.
 #[test]
 fn a_saturated_clock_ends_a_ramp_of_the_longest_ramp_up() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(SEC)
-        .ramp_up(LONGEST)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, SEC).ramp_up(LONGEST));
     fail(&b);
     clock.advance(SEC);
     assert!(succeed(&b).is_ok());
@@ -429,14 +368,7 @@ fn a_saturated_clock_ends_a_ramp_of_the_longest_ramp_up() {
 /// its end is cut at the clock's end, so the first call after the probe ends it.
 #[test]
 fn a_ramp_started_on_a_saturated_clock_ends_at_the_next_call() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(SEC)
-        .ramp_up(10 * SEC)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, SEC).ramp_up(10 * SEC));
     clock.advance(Duration::MAX);
     fail(&b);
     assert!(succeed(&b).is_ok(), "the cooldown ends at the clock's end");
@@ -452,9 +384,7 @@ fn a_ramp_started_on_a_saturated_clock_ends_at_the_next_call() {
 fn a_breaker_built_seconds_before_its_clocks_end_trips_and_recovers() {
     let clock = ManualClock::new();
     clock.advance(Duration::from_nanos(u64::MAX) - 5 * SEC);
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(2 * SEC)
+    let b = trips_after(1, 2 * SEC)
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -502,12 +432,7 @@ fn on_a_clock_that_stands_still_a_cooldown_never_ends_and_reset_still_works() {
 #[test]
 fn backoff_doubles_to_the_cap_over_many_cycles_and_closing_resets_it() {
     let cap = Duration::from_millis(1 << 30);
-    let (b, clock, log) = logged(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(MS)
-            .max_open_duration(cap),
-    );
+    let (b, clock, log) = logged(trips_after(1, MS).max_open_duration(cap));
     fail(&b);
     let mut expected = MS;
     for round in 0..200u32 {
@@ -532,15 +457,11 @@ fn backoff_doubles_to_the_cap_over_many_cycles_and_closing_resets_it() {
 /// longest duration, cut at the clock's end), and a saturated clock ends it.
 #[test]
 fn a_huge_multiplier_goes_straight_to_the_cap() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(MS)
-        .backoff_multiplier(f64::MAX)
-        .max_open_duration(LONGEST)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        trips_after(1, MS)
+            .backoff_multiplier(f64::MAX)
+            .max_open_duration(LONGEST),
+    );
     fail(&b);
     assert_eq!(rejected_for(&b), Some(Some(MS)));
     clock.advance(MS);
@@ -564,15 +485,11 @@ fn a_huge_multiplier_goes_straight_to_the_cap() {
 /// earlier is rejected, one on time admitted.
 #[test]
 fn full_jitter_keeps_every_cooldown_within_its_level_and_retry_after_is_exact() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_millis(8))
-        .max_open_duration(Duration::from_millis(64))
-        .jitter(1.0)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        trips_after(1, Duration::from_millis(8))
+            .max_open_duration(Duration::from_millis(64))
+            .jitter(1.0),
+    );
     fail(&b);
     for round in 0..2_000u32 {
         let level = b.metrics().level;
@@ -600,13 +517,7 @@ fn full_jitter_keeps_every_cooldown_within_its_level_and_retry_after_is_exact() 
 /// tick's fifth boundary: never more than one tick early.
 #[test]
 fn a_cooldown_ends_at_most_one_tick_early_and_retry_after_reads_it_whole() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(5 * MS)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, 5 * MS));
     clock.advance(Duration::from_micros(900));
     fail(&b);
     assert_eq!(rejected_for(&b), Some(Some(5 * MS)));
@@ -621,13 +532,7 @@ fn a_cooldown_ends_at_most_one_tick_early_and_retry_after_reads_it_whole() {
 /// left, so waiting it out reaches the probe), at every sub-millisecond step.
 #[test]
 fn a_sub_millisecond_remainder_of_a_cooldown_is_never_retry_now() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(5 * MS)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, 5 * MS));
     fail(&b);
     for step in [1, 499_999, 1, 999_999, 1_000_000, 2_499_999] {
         clock.advance(Duration::from_nanos(step));
@@ -650,9 +555,7 @@ fn a_sub_millisecond_remainder_of_a_cooldown_is_never_retry_now() {
 #[test]
 fn every_kind_of_transition_chains() {
     let (b, clock, log) = logged(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(SEC)
+        trips_after(1, SEC)
             .half_open_timeout(5 * SEC)
             .ramp_up(2 * SEC),
     );
@@ -694,9 +597,7 @@ fn every_kind_of_transition_chains() {
 #[test]
 fn every_kind_of_transition_at_every_position_of_the_wrap() {
     let (b, clock, log) = logged(
-        CircuitBreaker::builder()
-            .consecutive_failures(2)
-            .open_duration(SEC)
+        trips_after(2, SEC)
             .max_open_duration(4 * SEC)
             .half_open_probes(2)
             .half_open_timeout(5 * SEC)

@@ -2,6 +2,9 @@
 //! reason (the ramp's included), over many cycles, and under any breaker name.
 #![cfg(feature = "metrics")]
 
+mod common;
+
+use common::{sorted_labels, trips_on};
 use cutout::export::metrics as names;
 use cutout::{CircuitBreaker, ManualClock, Reason, State};
 use metrics::{
@@ -26,13 +29,11 @@ fn seen(snapshotter: &Snapshotter) -> Seen {
 }
 
 fn flatten(key: &CompositeKey) -> (MetricKind, String, Vec<(String, String)>) {
-    let mut labels: Vec<_> = key
-        .key()
-        .labels()
-        .map(|l| (l.key().to_owned(), l.value().to_owned()))
-        .collect();
-    labels.sort();
-    (key.kind(), key.key().name().to_owned(), labels)
+    (
+        key.kind(),
+        key.key().name().to_owned(),
+        sorted_labels(key.key()),
+    )
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -447,15 +448,12 @@ fn overflow_name_keeps_a_key_named_overflow_apart_from_the_overflow_breaker() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        let registry: cutout::Registry<String, ManualClock> = cutout::Registry::builder(
-            CircuitBreaker::builder()
-                .consecutive_failures(1)
-                .clock(ManualClock::new()),
-        )
-        .max_keys(1)
-        .overflow_name("(overflow)")
-        .build()
-        .unwrap();
+        let registry: cutout::Registry<String, ManualClock> =
+            cutout::Registry::builder(trips_on(1, ManualClock::new()))
+                .max_keys(1)
+                .overflow_name("(overflow)")
+                .build()
+                .unwrap();
         let _ = registry.call("overflow", || Err::<(), _>(()));
         assert_eq!(registry.get("overflow").state(), State::Open);
         assert!(registry.call("other", || Ok::<_, ()>(())).is_ok()); // no room: overflow
@@ -608,12 +606,8 @@ fn a_registry_key_evicted_and_used_again_adds_to_its_series() {
     let recorder = Logging(log.clone());
     metrics::with_local_recorder(&recorder, || {
         let clock = ManualClock::new();
-        let registry: cutout::Registry<String, ManualClock> = cutout::Registry::new(
-            CircuitBreaker::builder()
-                .consecutive_failures(5)
-                .clock(clock.clone()),
-        )
-        .unwrap();
+        let registry: cutout::Registry<String, ManualClock> =
+            cutout::Registry::new(trips_on(5, clock.clone())).unwrap();
         for _ in 0..5 {
             registry.call("db", || Ok::<_, ()>(())).unwrap();
         }
@@ -640,14 +634,10 @@ fn two_registries_add_their_overflows_to_one_series() {
     let recorder = Logging(log.clone());
     metrics::with_local_recorder(&recorder, || {
         let capped = || -> cutout::Registry<String, ManualClock> {
-            cutout::Registry::builder(
-                CircuitBreaker::builder()
-                    .consecutive_failures(5)
-                    .clock(ManualClock::new()),
-            )
-            .max_keys(1)
-            .build()
-            .unwrap()
+            cutout::Registry::builder(trips_on(5, ManualClock::new()))
+                .max_keys(1)
+                .build()
+                .unwrap()
         };
         let (hosts, tenants) = (capped(), capped());
         hosts.call("a", || Ok::<_, ()>(())).unwrap();

@@ -1,6 +1,7 @@
 //! Model-based test: random operation sequences run against the real breaker and a
 //! plain sequential reference model, compared after every step (admission decision,
-//! probe flag, state, generation, retry_after, window counts, lifetime counters).
+//! probe flag, state, backoff level, generation, retry_after, window counts,
+//! lifetime counters).
 //! Each sequence runs with and without `ramp_up`; with it, the model decides the
 //! ramp's admissions by the documented schedule and running sum (see `ramp.rs` in
 //! the crate), so every admission and rejection in a ramp is compared too.
@@ -14,6 +15,9 @@
 //! before it (staleness at every other distance, streaks and rounds that start
 //! empty in every phase, the window's phases kept apart) was checked.
 
+mod common;
+
+use common::any_outcome;
 use cutout::{CircuitBreaker, ManualClock, Outcome, OwnedPermit, State};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -45,7 +49,14 @@ const CYCLE: u64 = 8;
 #[derive(Clone, Copy, Debug)]
 enum Op {
     Acquire,
-    Record(usize, Outcome),
+    /// Records a held permit's outcome: the first, or the second if the ramp
+    /// admitted it.
+    Record(usize, Outcome, Outcome),
+    /// Records the newest held permit's outcome, as `Record` does.
+    RecordNewest(Outcome, Outcome),
+    /// Calls in a row: an `Acquire` and a `RecordNewest` each. Runs of failing
+    /// calls take the breaker round its states, into a ramp and through one.
+    Calls(usize, Outcome, Outcome),
     Drop(usize),
     Advance(u64),
     ForceOpen,
@@ -54,14 +65,19 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let outcome = prop_oneof![
-        Just(Outcome::Success),
-        Just(Outcome::Failure),
-        Just(Outcome::Ignored)
+    let outcome = any_outcome();
+    // Mostly failures: a ramp admits few calls, and only a streak or a failure
+    // rate among them trips it, before the ramp ends.
+    let in_ramp = prop_oneof![
+        1 => Just(Outcome::Success),
+        4 => Just(Outcome::Failure),
+        1 => Just(Outcome::Ignored)
     ];
     prop_oneof![
         60 => Just(Op::Acquire),
-        60 => (any::<usize>(), outcome).prop_map(|(i, o)| Op::Record(i, o)),
+        60 => (any::<usize>(), outcome.clone(), in_ramp.clone())
+            .prop_map(|(i, o, r)| Op::Record(i, o, r)),
+        20 => (1usize..40, outcome, in_ramp).prop_map(|(n, o, r)| Op::Calls(n, o, r)),
         10 => any::<usize>().prop_map(Op::Drop),
         30 => prop_oneof![0u64..120, Just(999), Just(1000), Just(2000), Just(3000), 0u64..6000]
             .prop_map(|ms| Op::Advance(ms * MS + if ms % 7 == 0 { MS / 2 } else { 0 })),
@@ -185,6 +201,15 @@ impl Model {
             .fold((0, 0, 0), |(c, f, s), &(_, fl, sl)| {
                 (c + 1, f + u64::from(fl), s + u64::from(sl))
             })
+    }
+
+    /// Puts a sample in the window now: whether a rate policy trips on it.
+    fn sample(&mut self, failed: bool, slow: bool) -> bool {
+        self.log.push((self.now, failed, slow));
+        self.writes.push((self.now, self.generation));
+        let (calls, failures, slows) = self.window();
+        calls >= MIN_CALLS
+            && (failures as f64 >= RATE * calls as f64 || slows as f64 >= SLOW_RATE * calls as f64)
     }
 
     /// Ok(probe?) or Err((state, retry_after ms)).
@@ -324,12 +349,7 @@ impl Model {
         match (h.kind, self.st) {
             (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
                 self.streak = if failed { self.streak + 1 } else { 0 };
-                self.log.push((self.now, failed, slow));
-                self.writes.push((self.now, self.generation));
-                let (calls, failures, slows) = self.window();
-                let rate_trip = calls >= MIN_CALLS
-                    && (failures as f64 >= RATE * calls as f64
-                        || slows as f64 >= SLOW_RATE * calls as f64);
+                let rate_trip = self.sample(failed, slow);
                 if self.streak >= STREAK || (failed || slow) && rate_trip {
                     self.trip(now);
                 }
@@ -383,12 +403,7 @@ impl Model {
         let now = self.ticks();
         match (h.kind, self.st) {
             (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
-                self.log.push((self.now, false, true));
-                self.writes.push((self.now, self.generation));
-                let (calls, failures, slows) = self.window();
-                let rate_trip = calls >= MIN_CALLS
-                    && (failures as f64 >= RATE * calls as f64
-                        || slows as f64 >= SLOW_RATE * calls as f64);
+                let rate_trip = self.sample(false, true);
                 if rate_trip {
                     self.trip(now);
                 }
@@ -412,14 +427,7 @@ impl Model {
     }
 
     fn manual(&mut self, op: Op) {
-        let level = match self.st {
-            MState::Open { level, .. }
-            | MState::HalfOpen { level, .. }
-            | MState::Forced { level }
-            | MState::Disabled { level }
-            | MState::Recovering { level, .. } => level,
-            MState::Closed => 0,
-        };
+        let level = self.level();
         match op {
             Op::ForceOpen if !matches!(self.st, MState::Forced { .. }) => {
                 self.moved(MState::Forced { level })
@@ -429,6 +437,20 @@ impl Model {
             }
             Op::Reset => self.moved(MState::Closed),
             _ => {}
+        }
+    }
+
+    /// The backoff level: the next cooldown's in Open and HalfOpen, the one a
+    /// trip from Recovering builds on, and the one kept while forced open or
+    /// disabled; Closed is at level 0.
+    fn level(&self) -> u64 {
+        match self.st {
+            MState::Open { level, .. }
+            | MState::HalfOpen { level, .. }
+            | MState::Forced { level }
+            | MState::Disabled { level }
+            | MState::Recovering { level, .. } => level,
+            MState::Closed => 0,
         }
     }
 
@@ -476,7 +498,15 @@ fn run(ops: Vec<Op>, ramp: bool) -> Result<(), TestCaseError> {
         sum: 0,
     };
     let mut held: Vec<(OwnedPermit<ManualClock>, Held)> = Vec::new();
-    for (step, op) in ops.into_iter().enumerate() {
+    let ops = ops.into_iter().flat_map(|op| match op {
+        Op::Calls(n, o, r) => [Op::Acquire, Op::RecordNewest(o, r)].repeat(n),
+        op => vec![op],
+    });
+    for (step, op) in ops.enumerate() {
+        let op = match op {
+            Op::RecordNewest(o, r) => Op::Record(held.len().wrapping_sub(1), o, r),
+            op => op,
+        };
         match op {
             Op::Acquire => {
                 let real = breaker.try_acquire_owned();
@@ -509,14 +539,19 @@ fn run(ops: Vec<Op>, ramp: bool) -> Result<(), TestCaseError> {
                     }
                 }
             }
-            Op::Record(i, _) | Op::Drop(i)
+            Op::Record(i, ..) | Op::Drop(i)
                 if !held.is_empty()
                     && model.passes_as_current(held[i % held.len()].1.generation) =>
             {
                 return Ok(()); // the generation's width shows: see the module docs
             }
-            Op::Record(i, outcome) if !held.is_empty() => {
+            Op::Record(i, outcome, in_ramp) if !held.is_empty() => {
                 let (p, h) = held.swap_remove(i % held.len());
+                let outcome = if h.kind == Kind::Ramp {
+                    in_ramp
+                } else {
+                    outcome
+                };
                 p.record(outcome);
                 model.record(h, outcome);
             }
@@ -526,6 +561,7 @@ fn run(ops: Vec<Op>, ramp: bool) -> Result<(), TestCaseError> {
                 model.abandon(h);
             }
             Op::Record(..) | Op::Drop(_) => {}
+            Op::RecordNewest(..) | Op::Calls(..) => unreachable!("expanded above"),
             Op::Advance(nanos) => {
                 clock.advance(Duration::from_nanos(nanos));
                 model.now += nanos;
@@ -548,6 +584,7 @@ fn run(ops: Vec<Op>, ramp: bool) -> Result<(), TestCaseError> {
         }
         let m = breaker.metrics();
         prop_assert_eq!(m.state, model.state(), "step {}: {:?}", step, op);
+        prop_assert_eq!(u64::from(m.level), model.level(), "step {}: {:?}", step, op);
         prop_assert_eq!(
             u64::from(m.generation),
             model.generation % CYCLE,

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::poll_once;
+use common::{four_threads_call, on_manual_clock, poll_once, trips_after, trips_on};
 use cutout::export::metrics as names;
 use cutout::{CircuitBreaker, Dropped, ManualClock, RetryPolicy, State, retry_async};
 use metrics::{
@@ -146,12 +146,8 @@ fn an_evicted_registry_breaker_publishes_what_it_counted_since_the_last_scrape()
     let rec = Rec::default();
     metrics::with_local_recorder(&rec, || {
         let clock = ManualClock::new();
-        let registry: cutout::Registry<String, ManualClock> = cutout::Registry::new(
-            CircuitBreaker::builder()
-                .consecutive_failures(5)
-                .clock(clock.clone()),
-        )
-        .unwrap();
+        let registry: cutout::Registry<String, ManualClock> =
+            cutout::Registry::new(trips_on(5, clock.clone())).unwrap();
         registry.call("db", || Ok::<_, ()>(())).unwrap();
         registry.publish_metrics(); // scrape: 1
         for _ in 0..4 {
@@ -236,17 +232,9 @@ fn counters_published_by_racing_threads_add_up_exactly() {
         .consecutive_failures(1_000_000)
         .build()
         .unwrap();
-    std::thread::scope(|s| {
-        for t in 0..4 {
-            let b = &b;
-            s.spawn(move || {
-                for i in 0..2_000 {
-                    let _ = b.call(|| if (i + t) % 3 == 0 { Err(()) } else { Ok(()) });
-                    if i % 16 == 0 {
-                        b.publish_metrics();
-                    }
-                }
-            });
+    four_threads_call(&b, 2_000, |i| {
+        if i % 16 == 0 {
+            b.publish_metrics();
         }
     });
     b.publish_metrics();
@@ -345,13 +333,7 @@ fn a_subscriber_panic_during_an_unwinding_transition_is_caught() {
 /// mid-sleep.)
 #[test]
 fn retry_async_dropped_mid_probe_gives_the_slot_back_and_counts_it_once() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(Duration::from_secs(1))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, Duration::from_secs(1)));
     let _ = b.call(|| Err::<(), _>("trip"));
     clock.advance(Duration::from_secs(1));
     let p = RetryPolicy::builder()

@@ -1,6 +1,9 @@
 //! `CircuitBreaker::open_for`: an external decision opens only a Closed breaker,
 //! until its deadline, and never closes one.
 
+mod common;
+
+use common::{on_manual_clock, trips_after};
 use cutout::{CircuitBreaker, ManualClock, Reason, State, Transition};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,9 +16,7 @@ fn breaker() -> (
     let clock = ManualClock::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    let breaker = CircuitBreaker::builder()
-        .consecutive_failures(2)
-        .open_duration(Duration::from_secs(1))
+    let breaker = trips_after(2, Duration::from_secs(1))
         .clock(clock.clone())
         .on_transition(move |t| log.lock().unwrap().push(*t))
         .build()
@@ -116,14 +117,7 @@ fn calls_in_flight_become_stale() {
 
 #[test]
 fn the_deadline_is_exact_with_jitter_even_in_a_young_breaker() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(2)
-        .open_duration(Duration::from_secs(10))
-        .jitter(0.5)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(2, Duration::from_secs(10)).jitter(0.5));
     // Young: less than one cooldown since the build. Never earlier than asked.
     assert!(b.open_for(Duration::from_millis(200)));
     let early = b.try_acquire().unwrap_err().retry_after().unwrap();
@@ -170,13 +164,11 @@ fn huge_durations_saturate_and_a_saturated_clock_ends_them() {
         Duration::from_secs(u64::MAX / 1000),
         Duration::MAX,
     ] {
-        let clock = ManualClock::new();
-        let b = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .jitter(0.5)
-            .clock(clock.clone())
-            .build()
-            .unwrap();
+        let (b, clock) = on_manual_clock(
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .jitter(0.5),
+        );
         clock.advance(Duration::from_secs(3600));
         assert!(b.open_for(d), "{d:?}");
         let r = b.try_acquire().unwrap_err();

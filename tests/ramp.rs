@@ -1,6 +1,9 @@
 //! Progressive recovery (`Builder::ramp_up`), contract-style on `ManualClock`: the
 //! schedule, a trip during the ramp, the end, and the generation rule.
 
+mod common;
+
+use common::{on_manual_clock, rate_window, trips_after};
 use cutout::{CircuitBreaker, Error, ManualClock, Reason, SavedState, State, Transition};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
@@ -16,9 +19,7 @@ fn ramped(n: u32) -> (CircuitBreaker<ManualClock>, ManualClock, Log) {
     let clock = ManualClock::new();
     let log = Log::default();
     let events = log.clone();
-    let breaker = CircuitBreaker::builder()
-        .consecutive_failures(n)
-        .open_duration(SEC)
+    let breaker = trips_after(n, SEC)
         .backoff_multiplier(2.0)
         .ramp_up(RAMP)
         .clock(clock.clone())
@@ -67,6 +68,21 @@ fn reasons(log: &Log) -> Vec<(State, State, Reason, u8)> {
         .iter()
         .map(|t| (t.from, t.to, t.reason, t.level))
         .collect()
+}
+
+/// The transitions from Open to Closed through a round at `level` whose probes
+/// succeed and a ramp that completes (at level 0).
+fn recovered_at(level: u8) -> [(State, State, Reason, u8); 3] {
+    [
+        (State::Open, State::HalfOpen, Reason::CooldownElapsed, level),
+        (
+            State::HalfOpen,
+            State::Recovering,
+            Reason::ProbesSucceeded,
+            level,
+        ),
+        (State::Recovering, State::Closed, Reason::RampCompleted, 0),
+    ]
 }
 
 #[test]
@@ -245,20 +261,10 @@ fn the_end_of_the_ramp_closes_the_breaker_at_level_zero() {
         "the call that ends the ramp is admitted"
     );
     assert_eq!(b.state(), State::Closed);
-    assert_eq!(
-        reasons(&log),
-        [
-            (State::Closed, State::Open, Reason::ConsecutiveFailures, 0),
-            (State::Open, State::HalfOpen, Reason::CooldownElapsed, 0),
-            (
-                State::HalfOpen,
-                State::Recovering,
-                Reason::ProbesSucceeded,
-                0
-            ),
-            (State::Recovering, State::Closed, Reason::RampCompleted, 0),
-        ]
-    );
+    let seen = reasons(&log);
+    let tripped = (State::Closed, State::Open, Reason::ConsecutiveFailures, 0);
+    assert_eq!(seen[0], tripped);
+    assert_eq!(seen[1..], recovered_at(0));
     let ended = log.lock().unwrap()[3];
     assert_eq!(
         ended.at,
@@ -303,20 +309,12 @@ fn a_trip_during_the_ramp_reopens_at_the_next_level_with_its_own_reason() {
     clock.advance(RAMP);
     assert!(b.call(|| Ok::<_, ()>(())).is_ok());
     assert_eq!((b.state(), b.metrics().level), (State::Closed, 0));
+    let seen = reasons(&log);
     assert_eq!(
-        reasons(&log)[3..],
-        [
-            (State::Recovering, State::Open, Reason::RampFailed, 1),
-            (State::Open, State::HalfOpen, Reason::CooldownElapsed, 1),
-            (
-                State::HalfOpen,
-                State::Recovering,
-                Reason::ProbesSucceeded,
-                1
-            ),
-            (State::Recovering, State::Closed, Reason::RampCompleted, 0),
-        ]
+        seen[3],
+        (State::Recovering, State::Open, Reason::RampFailed, 1)
     );
+    assert_eq!(seen[4..], recovered_at(1));
 }
 
 #[test]
@@ -324,9 +322,7 @@ fn the_rate_policies_apply_in_the_ramp_with_minimum_calls_unscaled() {
     let clock = ManualClock::new();
     let log = Log::default();
     let events = log.clone();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 10)
-        .failure_rate(0.5, 4)
+    let b = rate_window(Duration::from_secs(10), 10, 0.5, 4)
         .open_duration(SEC)
         .ramp_up(RAMP)
         .clock(clock.clone())
@@ -485,12 +481,7 @@ fn a_zero_ramp_is_a_config_error_naming_it() {
 
 #[test]
 fn without_ramp_up_a_successful_round_closes_at_once() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(CircuitBreaker::builder().consecutive_failures(1));
     let _ = b.call(|| Err::<(), _>("down"));
     clock.advance(SEC);
     assert!(b.call(|| Ok::<_, ()>(())).is_ok());

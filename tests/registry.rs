@@ -10,7 +10,7 @@
 mod common;
 
 use common::hostile::{Hooked, Key, POISON, key, on_next_reading};
-use common::within;
+use common::{trips_on, within};
 use cutout::{CircuitBreaker, ManualClock, Outcome, Reason, Registry, State};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
@@ -150,14 +150,12 @@ fn for_each_visits_every_breaker() {
     let mut seen = Vec::new();
     r.for_each(|port, b| seen.push((*port, b.state())));
     seen.sort_by_key(|(port, _)| *port);
-    assert_eq!(
-        seen,
-        [
-            (80, State::Closed),
-            (443, State::ForcedOpen),
-            (8080, State::Closed)
-        ]
-    );
+    let want = [
+        (80, State::Closed),
+        (443, State::ForcedOpen),
+        (8080, State::Closed),
+    ];
+    assert_eq!(seen, want);
 }
 
 #[test]
@@ -579,12 +577,7 @@ fn publish_metrics_gives_every_key_its_own_series() {
         .into_vec()
         .into_iter()
         .map(|(key, _, _, value)| {
-            let mut labels: Vec<_> = key
-                .key()
-                .labels()
-                .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
-            labels.sort();
+            let labels = common::sorted_labels(key.key());
             ((key.key().name().to_owned(), labels), value)
         })
         .collect();
@@ -1135,15 +1128,11 @@ fn restore_all_at_the_cap_keeps_every_key_while_new_keys_race_for_places() {
 
 /// `max_keys(1)`, 1 ms idle resolution, on `clock`.
 fn capped(clock: &ManualClock) -> Registry<Key, ManualClock> {
-    Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .clock(clock.clone()),
-    )
-    .max_keys(1)
-    .idle_resolution(Duration::from_millis(1))
-    .build()
-    .unwrap()
+    Registry::builder(trips_on(1, clock.clone()))
+        .max_keys(1)
+        .idle_resolution(Duration::from_millis(1))
+        .build()
+        .unwrap()
 }
 
 /// At the cap, a new key's lookup evicts the idle "victim", whose `Hash` panics in
@@ -1189,15 +1178,11 @@ fn a_key_whose_hash_panics_in_an_eviction_keeps_its_place_and_the_cap() {
 #[test]
 fn after_a_panicking_eviction_the_next_scans_evict_again() {
     let clock = ManualClock::new();
-    let r: Registry<Key, ManualClock> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .clock(clock.clone()),
-    )
-    .max_keys(2)
-    .idle_resolution(Duration::from_millis(1))
-    .build()
-    .unwrap();
+    let r: Registry<Key, ManualClock> = Registry::builder(trips_on(1, clock.clone()))
+        .max_keys(2)
+        .idle_resolution(Duration::from_millis(1))
+        .build()
+        .unwrap();
     r.get(&key("victim"));
     clock.advance(Duration::from_millis(1));
     r.get(&key("other"));
@@ -1229,15 +1214,11 @@ fn after_a_panicking_eviction_the_next_scans_evict_again() {
 #[test]
 fn at_the_cap_a_get_at_the_resolutions_edge_keeps_its_breaker_in_the_registry() {
     let clock = ManualClock::new();
-    let r: Registry<Key, Hooked> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .clock(Hooked(clock.clone())),
-    )
-    .max_keys(1)
-    .idle_resolution(Duration::from_secs(1))
-    .build()
-    .unwrap();
+    let r: Registry<Key, Hooked> = Registry::builder(trips_on(1, Hooked(clock.clone())))
+        .max_keys(1)
+        .idle_resolution(Duration::from_secs(1))
+        .build()
+        .unwrap();
     r.get(&key("a")); // last used at 0
     clock.advance(Duration::from_millis(999));
     let (read_tx, read_rx) = mpsc::channel::<()>();

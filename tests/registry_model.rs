@@ -5,9 +5,13 @@
 //! through `get` is the registry's for its key until `remove` or `restore_all`
 //! replaces it; a breaker that does not behave like a new one (Open, a streak) is
 //! never evicted; every call lands on a breaker the registry holds (nothing
-//! orphaned, single-threaded); and the overflow count never goes back.
+//! orphaned, single-threaded); and the overflow count never goes back. Then, with
+//! a cap, calls held in flight and keys tripped stay while new keys crowd in.
 #![cfg(feature = "registry")]
 
+mod common;
+
+use common::trips_after;
 use cutout::{CircuitBreaker, ManualClock, Registry, State};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -55,14 +59,10 @@ fn op() -> impl Strategy<Value = Op> {
 type Breaker = Arc<CircuitBreaker<ManualClock>>;
 
 fn registry(clock: &ManualClock, cap: Option<usize>) -> Registry<u8, ManualClock> {
-    let mut builder = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(2)
-            .open_duration(Duration::from_secs(1))
-            .clock(clock.clone()),
-    )
-    .idle_resolution(Duration::from_millis(1))
-    .evict_idle_after(Duration::from_secs(1));
+    let mut builder =
+        Registry::builder(trips_after(2, Duration::from_secs(1)).clock(clock.clone()))
+            .idle_resolution(Duration::from_millis(1))
+            .evict_idle_after(Duration::from_secs(1));
     if let Some(cap) = cap {
         builder = builder.max_keys(cap);
     }
@@ -76,7 +76,79 @@ fn held(r: &Registry<u8, ManualClock>) -> HashMap<u8, State> {
     keys
 }
 
-fn run(ops: &[Op], cap: Option<usize>) -> Result<(), TestCaseError> {
+/// The keys whose breakers do not behave like new ones (not Closed, or a streak).
+fn busy(r: &Registry<u8, ManualClock>) -> Vec<u8> {
+    let kept = |k: u8| {
+        r.with(&k, |b| {
+            b.state() != State::Closed || b.metrics().consecutive_failures > 0
+        })
+    };
+    held(r).into_keys().filter(|&k| kept(k)).collect()
+}
+
+/// Calls each of `keys` on `r`, one inside the other, and runs `then` in the
+/// innermost call with the keys whose calls are in flight on breakers of their own
+/// (a rejected call, or one on the overflow breaker, is not).
+fn in_flight(
+    r: &Registry<u8, ManualClock>,
+    keys: &[u8],
+    flying: &mut Vec<u8>,
+    then: &mut dyn FnMut(&[u8]) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let Some((&k, rest)) = keys.split_first() else {
+        return then(flying);
+    };
+    let own = r.with(&k, |b| !r.overflow().is_some_and(|o| std::ptr::eq(b, o)));
+    let mut inner = None;
+    let _ = r.call(&k, || {
+        flying.extend(own.then_some(k));
+        inner = Some(in_flight(r, rest, flying, then));
+        flying.retain(|&f| f != k);
+        Ok::<_, ()>(())
+    });
+    inner.unwrap_or_else(|| in_flight(r, rest, flying, then))
+}
+
+/// At the cap, after a sequence: trips the keys in the mask `trips` and holds a
+/// call in flight on each key in the mask `holds`, then pushes `pushes` new keys
+/// past the cap, an idle resolution and more apart, which evict what behaves like
+/// new. None of those breakers, nor any other that is busy, is evicted, and no
+/// outcome is lost.
+fn crowd(
+    r: &Registry<u8, ManualClock>,
+    clock: &ManualClock,
+    (holds, trips, pushes): (u8, u8, u8),
+) -> Result<(), TestCaseError> {
+    let keys = |mask: u8| (0..KEYS).filter(move |k| mask & (1 << k) != 0);
+    for k in keys(trips) {
+        for _ in 0..2 {
+            let _ = r.call(&k, || Err::<(), _>(()));
+        }
+    }
+    let busy = busy(r);
+    let holds: Vec<u8> = keys(holds).collect();
+    in_flight(r, &holds, &mut Vec::new(), &mut |flying| {
+        for new in KEYS..KEYS + pushes {
+            clock.advance(Duration::from_millis(3));
+            let _ = r.get(&new);
+            let after = held(r);
+            for k in flying.iter().chain(&busy) {
+                prop_assert!(
+                    after.contains_key(k),
+                    "key {} evicted ({:?} in flight, {:?} busy)",
+                    k,
+                    flying,
+                    busy
+                );
+            }
+        }
+        Ok(())
+    })?;
+    prop_assert_eq!(r.orphaned(), 0);
+    Ok(())
+}
+
+fn run(ops: &[Op], cap: Option<usize>, crowded: (u8, u8, u8)) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
     let mut r = registry(&clock, cap);
     let mut handles: HashMap<u8, Breaker> = HashMap::new();
@@ -84,13 +156,7 @@ fn run(ops: &[Op], cap: Option<usize>) -> Result<(), TestCaseError> {
     for op in ops {
         // Keys whose breakers do not behave like new ones before this step: none
         // may be evicted by it.
-        let before = held(&r);
-        let kept = |r: &Registry<u8, ManualClock>, k: u8| {
-            r.with(&k, |b| {
-                b.state() != State::Closed || b.metrics().consecutive_failures > 0
-            })
-        };
-        let busy: Vec<u8> = before.keys().copied().filter(|&k| kept(&r, k)).collect();
+        let busy = busy(&r);
         let mut replaced = None;
         match *op {
             Op::Get(k) => _ = r.get(&k),
@@ -160,6 +226,10 @@ fn run(ops: &[Op], cap: Option<usize>) -> Result<(), TestCaseError> {
             }
         }
     }
+    if cap.is_some() {
+        handles.clear();
+        crowd(&r, &clock, crowded)?;
+    }
     Ok(())
 }
 
@@ -170,7 +240,8 @@ proptest! {
     fn a_registry_keeps_its_promises_under_any_sequence(
         ops in prop::collection::vec(op(), 1..80),
         cap in prop_oneof![Just(None), (1usize..=4).prop_map(Some)],
+        crowd in (any::<u8>(), any::<u8>(), 1u8..40),
     ) {
-        run(&ops, cap)?;
+        run(&ops, cap, crowd)?;
     }
 }

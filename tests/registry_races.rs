@@ -11,7 +11,7 @@
 mod common;
 
 use common::hostile::{Hooked, Key, POISON, key, on_next_hash_of, on_next_reading};
-
+use common::{trips_after, trips_on};
 use cutout::{CircuitBreaker, ManualClock, Registry, State};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -38,14 +38,10 @@ fn unfinished(b: &CircuitBreaker<impl cutout::Clock>) -> u64 {
 #[test]
 fn a_hash_panic_in_the_outcome_lookup_is_counted_as_orphaned() {
     let clock = ManualClock::new();
-    let r: Registry<Key, ManualClock> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(5)
-            .clock(clock.clone()),
-    )
-    .idle_resolution(Duration::from_millis(1))
-    .build()
-    .unwrap();
+    let r: Registry<Key, ManualClock> = Registry::builder(trips_on(5, clock.clone()))
+        .idle_resolution(Duration::from_millis(1))
+        .build()
+        .unwrap();
     let panicked = catch_unwind(AssertUnwindSafe(|| {
         r.call(&key("victim"), || {
             POISON.with(|p| p.set(true)); // the call leaves the key unhashable
@@ -157,14 +153,10 @@ const CHILD: &str = "CUTOUT_REGISTRY_RACES_CHILD";
 #[test]
 fn a_call_racing_remove_gives_its_first_admission_back() {
     let clock = ManualClock::new();
-    let r: Registry<Key, Hooked> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(Duration::from_secs(1))
-            .clock(Hooked(clock.clone())),
-    )
-    .build()
-    .unwrap();
+    let r: Registry<Key, Hooked> =
+        Registry::builder(trips_after(1, Duration::from_secs(1)).clock(Hooked(clock.clone())))
+            .build()
+            .unwrap();
     let handle = r.get(&key("k"));
     let _ = handle.call(|| Err::<(), _>("down"));
     assert_eq!(handle.state(), State::Open);
@@ -216,15 +208,11 @@ fn a_call_racing_remove_gives_its_first_admission_back() {
 #[test]
 fn an_outcome_lost_to_evictions_race_is_counted_as_orphaned() {
     let clock = ManualClock::new();
-    let r: Registry<Key, Hooked> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .clock(Hooked(clock.clone())),
-    )
-    .max_keys(1)
-    .idle_resolution(Duration::from_millis(1))
-    .build()
-    .unwrap();
+    let r: Registry<Key, Hooked> = Registry::builder(trips_on(1, Hooked(clock.clone())))
+        .max_keys(1)
+        .idle_resolution(Duration::from_millis(1))
+        .build()
+        .unwrap();
     r.get(&key("a")); // last used at 0
     clock.advance(Duration::from_micros(500));
     let (c_read_tx, c_read_rx) = mpsc::channel::<()>();
@@ -294,16 +282,12 @@ fn failures_from_many_threads_are_each_found_exactly_once() {
     const THREADS: u64 = 4;
     const CAP: usize = 16;
     let clock = ManualClock::new();
-    let r: Registry<String, ManualClock> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(u32::MAX)
-            .clock(clock.clone()),
-    )
-    .max_keys(CAP)
-    .idle_resolution(Duration::from_micros(50))
-    .evict_idle_after(Duration::from_micros(200))
-    .build()
-    .unwrap();
+    let r: Registry<String, ManualClock> = Registry::builder(trips_on(u32::MAX, clock.clone()))
+        .max_keys(CAP)
+        .idle_resolution(Duration::from_micros(50))
+        .evict_idle_after(Duration::from_micros(200))
+        .build()
+        .unwrap();
     let held = r.get("held");
     let admitted = AtomicU64::new(0);
     let on_held = AtomicU64::new(0);
@@ -365,13 +349,9 @@ fn failures_from_many_threads_are_each_found_exactly_once() {
 fn calls_racing_remove_are_each_found_once() {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     let clock = ManualClock::new();
-    let r: Registry<String, ManualClock> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(u32::MAX)
-            .clock(clock.clone()),
-    )
-    .build()
-    .unwrap();
+    let r: Registry<String, ManualClock> = Registry::builder(trips_on(u32::MAX, clock.clone()))
+        .build()
+        .unwrap();
     let mut removed = Vec::new();
     let stop = AtomicBool::new(false);
     let calls = std::sync::atomic::AtomicU64::new(0);
@@ -416,14 +396,10 @@ fn a_registry_dropped_during_a_call_on_its_breaker_leaves_the_call_whole() {
     let clock = ManualClock::new();
     let events = Arc::new(Mutex::new(Vec::new()));
     let log = events.clone();
-    let r: Registry<String, ManualClock> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .clock(clock.clone()),
-    )
-    .on_transition(move |k: &String, t| log.lock().unwrap().push((k.clone(), t.to)))
-    .build()
-    .unwrap();
+    let r: Registry<String, ManualClock> = Registry::builder(trips_on(1, clock.clone()))
+        .on_transition(move |k: &String, t| log.lock().unwrap().push((k.clone(), t.to)))
+        .build()
+        .unwrap();
     let (admitted_tx, admitted_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let handle = r.get("db");

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{block_on, poll_once};
+use common::{block_on, on_manual_clock, poll_once, trips_after};
 use cutout::{
     CircuitBreaker, Error, ManualClock, RetryPolicy, Retryable, State, retry_async,
     retry_with_sleep,
@@ -40,9 +40,7 @@ impl Rig {
     fn new(failures: u32) -> Rig {
         let clock = ManualClock::new();
         Rig {
-            b: CircuitBreaker::builder()
-                .consecutive_failures(failures)
-                .open_duration(COOLDOWN)
+            b: trips_after(failures, COOLDOWN)
                 .clock(clock.clone())
                 .build()
                 .unwrap(),
@@ -196,12 +194,7 @@ fn one_attempt_makes_one_call_and_never_sleeps() {
 /// `Duration::MAX` and the retries still end at the first success.
 #[test]
 fn the_largest_settings_saturate_without_a_panic() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(100)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, _) = on_manual_clock(CircuitBreaker::builder().consecutive_failures(100));
     let p = RetryPolicy::builder()
         .base(Duration::MAX)
         .cap(Duration::MAX)
@@ -362,14 +355,7 @@ fn a_panicking_probe_ends_the_retries_and_gives_its_slot_back() {
 /// retries end after at most one call, without sleeping.
 #[test]
 fn a_recovering_breaker_ends_the_retries_at_its_first_shed_or_failure() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(1)
-        .open_duration(COOLDOWN)
-        .ramp_up(Duration::from_secs(10))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(trips_after(1, COOLDOWN).ramp_up(Duration::from_secs(10)));
     let _ = b.call(|| Err::<(), _>("trip"));
     clock.advance(COOLDOWN);
     b.try_acquire().unwrap().success();

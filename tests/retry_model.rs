@@ -28,7 +28,7 @@
 
 mod common;
 
-use common::poll_once;
+use common::{on_manual_clock, poll_once, with_policies};
 use cutout::{
     CircuitBreaker, Dropped, Error, Lifetime, ManualClock, RetryPolicy, State, retry_async,
     retry_with_sleep,
@@ -122,18 +122,13 @@ impl BreakerCfg {
             } else {
                 Dropped::Ignored
             });
-        if let Some(n) = self.consecutive {
-            b = b.consecutive_failures(n);
-        }
-        if let Some((len, buckets)) = self.window {
-            b = b.window(ms(len), buckets);
-        }
-        if let Some((rate, min)) = self.failure_rate {
-            b = b.failure_rate(rate, min);
-        }
-        if let Some((threshold, rate)) = self.slow {
-            b = b.slow_calls(ms(threshold), rate);
-        }
+        b = with_policies(
+            b,
+            self.consecutive,
+            self.window,
+            self.failure_rate,
+            self.slow,
+        );
         if let Some(max) = self.max_open_ms {
             b = b.max_open_duration(ms(max.max(self.open_ms)));
         }
@@ -760,17 +755,23 @@ impl<'a> Rig<'a> {
                 result.as_ref().is_err_and(Error::is_rejected)
             }
             Err(payload) => {
-                if payload.downcast_ref::<OpPanic>().is_none() {
-                    self.problem(format!(
-                        "a panic not the operation's: {}",
-                        describe(&**payload)
-                    ));
-                }
-                self.finish(None, false);
+                self.panicked(&**payload);
                 false
             }
         };
         self.check_counters(before, rejected, 0);
+    }
+
+    /// The run panicked with `payload`: a problem unless it is the operation's
+    /// own panic; the shadow finishes with no result.
+    fn panicked(&self, payload: &(dyn std::any::Any + Send)) {
+        if payload.downcast_ref::<OpPanic>().is_none() {
+            self.problem(format!(
+                "a panic not the operation's: {}",
+                describe(payload)
+            ));
+        }
+        self.finish(None, false);
     }
 
     fn run_async(&self, plan: &[Step], policy: &RetryPolicy<Pred>, cancel_after: Option<u32>) {
@@ -815,13 +816,7 @@ impl<'a> Rig<'a> {
                 (false, true)
             }
             Err(payload) => {
-                if payload.downcast_ref::<OpPanic>().is_none() {
-                    self.problem(format!(
-                        "a panic not the operation's: {}",
-                        describe(&**payload)
-                    ));
-                }
-                self.finish(None, false);
+                self.panicked(&**payload);
                 (false, false)
             }
         };
@@ -966,12 +961,7 @@ proptest! {
 /// mean wait is half the ceiling, and both ends of the range are reached.
 #[test]
 fn waits_spread_over_the_whole_range() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .consecutive_failures(u32::MAX)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, _) = on_manual_clock(CircuitBreaker::builder().consecutive_failures(u32::MAX));
     let p = RetryPolicy::builder()
         .base(Duration::from_secs(1))
         .cap(Duration::from_secs(1))

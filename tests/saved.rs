@@ -1,4 +1,4 @@
-//! Save and restore (issue 19): `CircuitBreaker::save`, `Builder::restore`, the
+//! Save and restore: `CircuitBreaker::save`, `Builder::restore`, the
 //! rules for each state, across configurations, the refusals, a proptest that no
 //! saved state panics a restore, the registry's `save_all` / `restore_all` /
 //! `initial_state`, and (feature `serde`) the format and its fixture.
@@ -6,6 +6,9 @@
 //! No sleeps: the monotonic side is a `ManualClock`, the wall clock an explicit
 //! `SystemTime`.
 
+mod common;
+
+use common::{rate_window, trips_after};
 use cutout::{
     Builder, CircuitBreaker, Error, ManualClock, Reason, SavedState, SavedWindow, State,
     WindowCounts,
@@ -40,9 +43,7 @@ fn consecutive(clock: &ManualClock) -> Builder<ManualClock> {
 
 /// A failure-rate window: 50% over 10 s in 10 buckets, from 4 calls.
 fn windowed(clock: &ManualClock, length: Duration, buckets: u32) -> Builder<ManualClock> {
-    CircuitBreaker::builder()
-        .window(length, buckets)
-        .failure_rate(0.5, 4)
+    rate_window(length, buckets, 0.5, 4)
         .open_duration(secs(10))
         .clock(clock.clone())
 }
@@ -337,9 +338,7 @@ fn the_level_is_cut_to_the_configurations_highest_and_the_deadline_to_its_longes
         let mut saved = SavedState::new("db", State::Open, t0());
         saved.level = 63;
         saved.open_until = Some(t0() + secs(3600));
-        let b = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(secs(1))
+        let b = trips_after(1, secs(1))
             .max_open_duration(secs(4))
             .jitter(jitter)
             .clock(clock.clone())
@@ -531,9 +530,7 @@ fn every_state_round_trips_at_once_and_a_century_later() {
         for gap in [Duration::ZERO, century] {
             let clock = ManualClock::new();
             let builder = || {
-                CircuitBreaker::builder()
-                    .consecutive_failures(2)
-                    .open_duration(secs(1))
+                trips_after(2, secs(1))
                     .ramp_up(secs(10))
                     .clock(clock.clone())
             };
@@ -716,9 +713,7 @@ fn a_restored_deadline_within_the_longest_cooldown_stands_whatever_the_level_and
         let mut saved = SavedState::new("db", State::Open, t0());
         saved.level = level;
         saved.open_until = Some(t0() + secs(4));
-        let b = CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(secs(1))
+        let b = trips_after(1, secs(1))
             .max_open_duration(secs(30))
             .jitter(1.0)
             .clock(clock.clone())
@@ -1155,9 +1150,7 @@ mod serde_format {
 /// empty, for every bucket count that does not divide the length.
 #[test]
 fn a_window_of_the_same_length_in_other_buckets_takes_the_saved_totals() {
-    let old = CircuitBreaker::builder()
-        .window(secs(10), 10)
-        .failure_rate(0.5, 100)
+    let old = rate_window(secs(10), 10, 0.5, 100)
         .clock(ManualClock::new())
         .build()
         .unwrap();
@@ -1167,9 +1160,7 @@ fn a_window_of_the_same_length_in_other_buckets_takes_the_saved_totals() {
     let saved = old.save_at(t0());
     assert_eq!(saved.window.unwrap().length, secs(10));
     for buckets in [1, 2, 3, 6, 7, 10, 16] {
-        let reloaded = CircuitBreaker::builder()
-            .window(secs(10), buckets)
-            .failure_rate(0.5, 100)
+        let reloaded = rate_window(secs(10), buckets, 0.5, 100)
             .clock(ManualClock::new())
             .restore_at(saved.clone(), t0())
             .build()

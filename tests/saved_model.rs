@@ -25,6 +25,9 @@
 //! No sleeps: the monotonic side is a `ManualClock`, the wall clock an explicit
 //! `SystemTime`.
 
+mod common;
+
+use common::{rate_window, with_policies};
 use cutout::{
     Builder, CircuitBreaker, ManualClock, Permit, Reason, SavedState, State, WindowCounts,
 };
@@ -98,18 +101,13 @@ type Events = Arc<Mutex<Vec<cutout::Transition>>>;
 impl Cfg {
     fn builder(&self, clock: &ManualClock, events: &Events) -> Builder<ManualClock> {
         let mut b = CircuitBreaker::builder().name("model").clock(clock.clone());
-        if let Some(n) = self.consecutive {
-            b = b.consecutive_failures(n);
-        }
-        if let Some((len, buckets)) = self.window {
-            b = b.window(ms(len), buckets);
-        }
-        if let Some((rate, min)) = self.failure_rate {
-            b = b.failure_rate(rate, min);
-        }
-        if let Some((t, rate)) = self.slow {
-            b = b.slow_calls(ms(t), rate);
-        }
+        b = with_policies(
+            b,
+            self.consecutive,
+            self.window,
+            self.failure_rate,
+            self.slow,
+        );
         b = b
             .open_duration(ms(self.open_ms))
             .backoff_multiplier(self.mult)
@@ -810,13 +808,8 @@ fn check_behaviour(
                 clock.advance(ms(cfg2.slow.unwrap().0 + 1));
                 p.unwrap().success();
                 let m = b.metrics();
-                prop_assert_eq!(
-                    m.state,
-                    if trips { State::Open } else { State::Closed },
-                    "window {:?}, cfg {:?}",
-                    e.window,
-                    cfg2
-                );
+                let want = if trips { State::Open } else { State::Closed };
+                prop_assert_eq!(m.state, want, "window {:?}, cfg {:?}", e.window, cfg2);
                 if !trips {
                     let w = e.window;
                     prop_assert_eq!(
@@ -1409,12 +1402,7 @@ fn serde_checks(
 #[cfg(feature = "serde")]
 #[test]
 fn a_saved_window_length_round_trips_through_json() {
-    let builder = || {
-        CircuitBreaker::builder()
-            .window(ms(50), 3)
-            .failure_rate(0.5, 4)
-            .clock(ManualClock::new())
-    };
+    let builder = || rate_window(ms(50), 3, 0.5, 4).clock(ManualClock::new());
     let b = builder().build().unwrap();
     let _ = b.call(|| Err::<(), _>("down"));
     let saved = b.save_at(t0());

@@ -12,6 +12,7 @@
 
 mod common;
 
+use common::{on_manual_clock, rate_window};
 use cutout::{CircuitBreaker, ManualClock, State};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, MutexGuard};
@@ -287,9 +288,7 @@ fn heap_bytes_is_what_the_breaker_frees_after_threads_come_and_go() {
 
 /// A breaker with a 10-bucket window that never trips.
 fn windowed(clock: &ManualClock) -> CircuitBreaker<ManualClock> {
-    CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 10)
-        .failure_rate(1.0, 1_000_000)
+    rate_window(Duration::from_secs(10), 10, 1.0, 1_000_000)
         .clock(clock.clone())
         .build()
         .unwrap()
@@ -372,9 +371,7 @@ fn a_failure_on_a_shared_stripe_another_thread_just_allocated_is_seen_by_its_own
             .map(|_| {
                 (0..BREAKERS)
                     .map(|_| {
-                        CircuitBreaker::builder()
-                            .window(Duration::from_secs(60), 1)
-                            .failure_rate(0.5, 1)
+                        rate_window(Duration::from_secs(60), 1, 0.5, 1)
                             .clock(clock.clone())
                             .build()
                             .unwrap()
@@ -426,9 +423,7 @@ fn thread_and_breaker_churn_holds_no_memory() {
     let round = || {
         let breakers: Vec<_> = (0..3)
             .map(|_| {
-                CircuitBreaker::builder()
-                    .window(Duration::from_secs(10), 10)
-                    .failure_rate(0.9, 100)
+                rate_window(Duration::from_secs(10), 10, 0.9, 100)
                     .ramp_up(Duration::from_secs(1))
                     .clock(clock.clone())
                     .build()
@@ -466,13 +461,7 @@ fn thread_and_breaker_churn_holds_no_memory() {
 #[test]
 fn a_slot_taken_over_mid_bucket_counts_both_threads_calls_once() {
     let _s = serial();
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 5)
-        .failure_rate(0.5, 40)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(rate_window(Duration::from_secs(10), 5, 0.5, 40));
     let run = |calls: u64, fails: u64| {
         slotted(1, |_| {
             for i in 0..calls {
@@ -584,13 +573,7 @@ fn a_failure_racing_a_shared_rotation_is_not_granted_a_skip_by_the_previous_epoc
         rounds += 1;
         let breakers: Vec<_> = (0..BREAKERS)
             .map(|_| {
-                let clock = ManualClock::new();
-                let b = CircuitBreaker::builder()
-                    .window(SEC, 1)
-                    .failure_rate(0.5, 4)
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
+                let (b, clock) = on_manual_clock(rate_window(SEC, 1, 0.5, 4));
                 (clock, b)
             })
             .collect();

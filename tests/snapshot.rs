@@ -1,5 +1,8 @@
 //! The `metrics()` snapshot and the breaker's `Debug`.
 
+mod common;
+
+use common::{four_threads_call, on_manual_clock, rate_window};
 use cutout::{CircuitBreaker, ManualClock, Reason, State, WindowCounts};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,16 +11,14 @@ const SEC: Duration = Duration::from_secs(1);
 
 #[test]
 fn the_snapshot_reports_state_time_window_and_every_lifetime_counter() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .name("ledger")
-        .clock(clock.clone())
-        .window(10 * SEC, 10)
-        .failure_rate(0.5, 6)
-        .slow_calls(Duration::from_millis(100), 1.0)
-        .open_duration(2 * SEC)
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .name("ledger")
+            .window(10 * SEC, 10)
+            .failure_rate(0.5, 6)
+            .slow_calls(Duration::from_millis(100), 1.0)
+            .open_duration(2 * SEC),
+    );
 
     let _ = b.call(|| Ok::<_, ()>(()));
     let _ = b.call(|| Err::<(), _>(()));
@@ -86,16 +87,7 @@ fn counters_from_many_threads_add_up_exactly() {
         .consecutive_failures(u32::MAX)
         .build()
         .unwrap();
-    std::thread::scope(|s| {
-        for t in 0..4 {
-            let b = &b;
-            s.spawn(move || {
-                for i in 0..5_000 {
-                    let _ = b.call(|| if (i + t) % 3 == 0 { Err(()) } else { Ok(()) });
-                }
-            });
-        }
-    });
+    four_threads_call(&b, 5_000, |_| {});
     let l = b.metrics().lifetime;
     assert_eq!(l.admitted, 20_000);
     assert_eq!(l.successes + l.failures, 20_000);
@@ -103,18 +95,11 @@ fn counters_from_many_threads_add_up_exactly() {
     assert_eq!(l.failures, 1_667 + 1_667 + 1_666 + 1_667);
 }
 
-/// `Debug` is cheap (issue 20): name, state and generation, one load of the state
+/// `Debug` is cheap: name, state and generation, one load of the state
 /// word; it sums no stripe and reads no clock. `metrics()` has the rest.
 #[test]
 fn debug_prints_name_state_and_generation_only() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .name("payments")
-        .clock(clock.clone())
-        .window(10 * SEC, 10)
-        .failure_rate(0.5, 100)
-        .build()
-        .unwrap();
+    let (b, _) = on_manual_clock(rate_window(10 * SEC, 10, 0.5, 100).name("payments"));
     let _ = b.call(|| Err::<(), _>(()));
     assert_eq!(
         format!("{b:?}"),

@@ -12,6 +12,9 @@
 //! what is checked is that every admitted call is accounted for exactly once and
 //! every transition reported exactly once, across hundreds of wraps.
 
+mod common;
+
+use common::rate_window;
 use cutout::{CircuitBreaker, ManualClock, Outcome, Transition};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -181,9 +184,7 @@ fn racing_first_failures(threads: u32, rounds: usize) {
     use cutout::State;
     use std::sync::Barrier;
     for round in 0..rounds {
-        let breaker = CircuitBreaker::builder()
-            .window(Duration::from_secs(10), 10)
-            .failure_rate(1.0, threads)
+        let breaker = rate_window(Duration::from_secs(10), 10, 1.0, threads)
             .clock(ManualClock::new())
             .build()
             .unwrap();

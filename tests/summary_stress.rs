@@ -10,7 +10,10 @@
 //! slots: the two writers are sure to own their stripes (every machine has at least
 //! two owned stripes), which is the path that keeps a summary.
 
-use cutout::{CircuitBreaker, ManualClock};
+mod common;
+
+use common::on_manual_clock;
+use cutout::CircuitBreaker;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -30,14 +33,12 @@ struct Done {
 
 #[test]
 fn summaries_are_exact_while_owners_rotate_and_the_window_slides() {
-    let clock = ManualClock::new();
-    let breaker = CircuitBreaker::builder()
-        .window(BUCKET * BUCKETS as u32, BUCKETS as u32)
-        // Never trips: fewer calls than the minimum.
-        .failure_rate(1.0, u32::MAX)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (breaker, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .window(BUCKET * BUCKETS as u32, BUCKETS as u32)
+            // Never trips: fewer calls than the minimum.
+            .failure_rate(1.0, u32::MAX),
+    );
     // The epoch of each round: mostly one bucket on, sometimes a gap shorter than
     // the window (a step of several epochs), sometimes longer (summed anew).
     let epochs: Vec<u64> = (0..ROUNDS)

@@ -14,10 +14,10 @@ mod tower_http;
 
 mod common;
 
-use common::{block_on, poll_once};
+use common::{block_on, poll_once, trips_after, trips_on};
 use cutout::{
     CircuitBreaker, CircuitBreakerLayer, CircuitBreakerService, Dropped, Error, ManualClock,
-    Outcome, State,
+    Outcome, Permit, State,
 };
 use std::cell::Cell;
 use std::future::{Future, pending};
@@ -33,9 +33,7 @@ const COOLDOWN: Duration = Duration::from_secs(30);
 
 fn breaker(clock: &ManualClock, failures: u32) -> Arc<CircuitBreaker<ManualClock>> {
     Arc::new(
-        CircuitBreaker::builder()
-            .consecutive_failures(failures)
-            .open_duration(COOLDOWN)
+        trips_after(failures, COOLDOWN)
             .clock(clock.clone())
             .build()
             .unwrap(),
@@ -48,6 +46,33 @@ fn to_probing(b: &CircuitBreaker<ManualClock>, clock: &ManualClock) {
     let _ = b.call(|| Err::<(), _>("trip"));
     assert_eq!(b.state(), State::Open);
     clock.advance(COOLDOWN);
+}
+
+/// A breaker that trips on one failure, tripped and its cooldown waited out: the
+/// next call is its one probe.
+fn probing() -> Arc<CircuitBreaker<ManualClock>> {
+    let clock = ManualClock::new();
+    let b = breaker(&clock, 1);
+    to_probing(&b, &clock);
+    b
+}
+
+/// After `what`, a probe that ended as a dropped call: `b` is still half-open,
+/// the call counted as dropped, and its probe slot free again for the permit
+/// returned.
+fn dropped_probe_came_back<'b>(
+    b: &'b CircuitBreaker<ManualClock>,
+    what: &str,
+) -> Permit<'b, ManualClock> {
+    assert_eq!(b.state(), State::HalfOpen);
+    let m = b.metrics();
+    assert_eq!(
+        (m.lifetime.admitted, m.lifetime.dropped),
+        (2, 1),
+        "{what} is counted as dropped"
+    );
+    b.try_acquire()
+        .unwrap_or_else(|_| panic!("the probe slot of {what} came back"))
 }
 
 /// An HTTP-ish classifier on status codes: 5xx fails, anything else succeeds.
@@ -709,7 +734,13 @@ fn a_future_may_end_on_another_thread_and_a_thread_lets_its_spares_go_when_it_ex
         });
         assert_eq!(ends.join().unwrap(), 100);
     });
-    // Both threads exited: whatever spares they kept are gone.
+    // Both threads exited: whatever spares they kept are gone. A scope ends when
+    // its threads' closures have returned, which may be just before their
+    // thread-locals (the spares) are dropped: wait for that, a bounded time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while Arc::strong_count(&b) != before && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
     assert_eq!(Arc::strong_count(&b), before);
     assert_eq!(b.metrics().lifetime.successes, 100);
 }
@@ -719,13 +750,9 @@ fn a_future_may_end_on_another_thread_and_a_thread_lets_its_spares_go_when_it_ex
 fn spares_keep_a_registry_breaker_from_eviction_until_their_thread_exits() {
     use cutout::Registry;
     let clock = ManualClock::new();
-    let registry: Registry<String, _> = Registry::builder(
-        CircuitBreaker::builder()
-            .consecutive_failures(5)
-            .clock(clock.clone()),
-    )
-    .build()
-    .unwrap();
+    let registry: Registry<String, _> = Registry::builder(trips_on(5, clock.clone()))
+        .build()
+        .unwrap();
     let (called, wait) = std::sync::mpsc::channel();
     let (exit, exiting) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
@@ -774,23 +801,11 @@ impl Service<u16> for PanicsInCall {
 /// half-open timeout.
 #[test]
 fn a_panic_in_the_inner_services_call_gives_its_probe_back() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    to_probing(&b, &clock);
+    let b = probing();
     let mut svc = CircuitBreakerService::new(PanicsInCall, b.clone());
     let panicked = catch_unwind(AssertUnwindSafe(|| drop(svc.call(200))));
     assert!(panicked.is_err());
-    assert_eq!(b.state(), State::HalfOpen);
-    let m = b.metrics();
-    assert_eq!(
-        (m.lifetime.admitted, m.lifetime.dropped),
-        (2, 1),
-        "the panicked call is counted as dropped"
-    );
-    let permit = b
-        .try_acquire()
-        .expect("the probe slot of the panicked call came back");
-    permit.success();
+    dropped_probe_came_back(&b, "the panicked call").success();
     assert_eq!(b.state(), State::Closed);
 }
 
@@ -799,9 +814,7 @@ fn a_panic_in_the_inner_services_call_gives_its_probe_back() {
 /// and the next probe decides.
 #[test]
 fn a_panicking_classifier_gives_its_probe_back() {
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    to_probing(&b, &clock);
+    let b = probing();
     let echo = service_fn(|x: u16| async move { Ok::<_, std::io::Error>(x) });
     let mut svc = CircuitBreakerLayer::new(b.clone())
         .classify(|_: &Result<u16, std::io::Error>| -> Outcome { panic!("classifier") })
@@ -809,17 +822,7 @@ fn a_panicking_classifier_gives_its_probe_back() {
     let mut fut = Box::pin(svc.call(200));
     assert!(catch_unwind(AssertUnwindSafe(|| poll_once(fut.as_mut()))).is_err());
     drop(fut);
-    assert_eq!(b.state(), State::HalfOpen);
-    let m = b.metrics();
-    assert_eq!(
-        (m.lifetime.admitted, m.lifetime.dropped),
-        (2, 1),
-        "the probe whose classifier panicked counts as dropped"
-    );
-    let permit = b
-        .try_acquire()
-        .expect("the probe slot of the panicked classifier came back");
-    permit.failure();
+    dropped_probe_came_back(&b, "the probe whose classifier panicked").failure();
     assert_eq!(b.state(), State::Open);
 }
 
@@ -908,9 +911,7 @@ fn twenty_breakers_on_one_thread_each_record_only_their_own_outcomes() {
 fn a_probe_dropped_past_failure_after_reopens() {
     let clock = ManualClock::new();
     let b = Arc::new(
-        CircuitBreaker::builder()
-            .consecutive_failures(1)
-            .open_duration(COOLDOWN)
+        trips_after(1, COOLDOWN)
             .on_drop(Dropped::FailureAfter(Duration::from_millis(500)))
             .clock(clock.clone())
             .build()
@@ -961,9 +962,7 @@ fn a_slow_probe_dropped_on_another_thread_reopens() {
 fn the_http_layer_gives_a_panicking_routes_probe_back() {
     use cutout::http::HttpLayer;
     use http::{Request, Response};
-    let clock = ManualClock::new();
-    let b = breaker(&clock, 1);
-    to_probing(&b, &clock);
+    let b = probing();
     let svc = HttpLayer::new(b.clone()).layer(service_fn(|req: Request<()>| async move {
         if req.uri().path() == "/boom" {
             panic!("route panicked")

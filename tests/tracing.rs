@@ -1,6 +1,9 @@
 //! The `tracing` feature: one event per transition, seen by a capturing subscriber.
 #![cfg(feature = "tracing")]
 
+mod common;
+
+use common::trips_on;
 use cutout::{CircuitBreaker, Error, ManualClock, State};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -75,6 +78,14 @@ impl Visit for Captured {
 #[derive(Clone, Default)]
 struct Capture(Arc<Mutex<Vec<Captured>>>);
 
+/// Each transition event's level, from, to and reason.
+fn summary(events: &[Captured]) -> Vec<(Level, &str, &str, &str)> {
+    events
+        .iter()
+        .map(|e| (e.level, e.str("from"), e.str("to"), e.str("reason")))
+        .collect()
+}
+
 impl Subscriber for Capture {
     fn enabled(&self, _: &Metadata<'_>) -> bool {
         true
@@ -127,12 +138,8 @@ fn one_event_per_transition_warn_when_opening_info_otherwise() {
     });
 
     let events = capture.0.lock().unwrap();
-    let summary: Vec<_> = events
-        .iter()
-        .map(|e| (e.level, e.str("from"), e.str("to"), e.str("reason")))
-        .collect();
     assert_eq!(
-        summary,
+        summary(&events),
         [
             (Level::WARN, "closed", "open", "consecutive_failures"),
             (Level::INFO, "open", "half_open", "cooldown_elapsed"),
@@ -203,12 +210,8 @@ fn external_timeout_and_ramp_transitions_have_their_events_under_an_odd_name() {
     });
 
     let events = capture.0.lock().unwrap();
-    let summary: Vec<_> = events
-        .iter()
-        .map(|e| (e.level, e.str("from"), e.str("to"), e.str("reason")))
-        .collect();
     assert_eq!(
-        summary,
+        summary(&events),
         [
             (Level::WARN, "closed", "open", "external"),
             (Level::INFO, "open", "half_open", "cooldown_elapsed"),
@@ -234,12 +237,8 @@ fn a_registrys_events_name_their_key() {
     let capture = Capture::default();
     let clock = ManualClock::new();
     tracing::subscriber::with_default(capture.clone(), || {
-        let registry: cutout::Registry<String, _> = cutout::Registry::new(
-            CircuitBreaker::builder()
-                .consecutive_failures(1)
-                .clock(clock.clone()),
-        )
-        .unwrap();
+        let registry: cutout::Registry<String, _> =
+            cutout::Registry::new(trips_on(1, clock.clone())).unwrap();
         let _ = registry.call("payments", || Err::<(), _>(()));
         let _ = registry.call("search", || Err::<(), _>(()));
     });

@@ -2,26 +2,14 @@
 //! permits held across transitions and manual control (`force_open`, `disable`,
 //! `reset`), whose outcomes are stale and decide nothing.
 
-use cutout::{CircuitBreaker, ManualClock, Reason, State, Transition};
-use std::sync::{Arc, Mutex};
+mod common;
+
+use common::{Log, logged, rate_window, trips_after};
+use cutout::{CircuitBreaker, ManualClock, Reason, State};
 use std::time::Duration;
 
 const SEC: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
-
-type Log = Arc<Mutex<Vec<Transition>>>;
-
-fn logged(b: cutout::Builder) -> (CircuitBreaker<ManualClock>, ManualClock, Log) {
-    let clock = ManualClock::new();
-    let log: Log = Arc::default();
-    let sink = log.clone();
-    let b = b
-        .clock(clock.clone())
-        .on_transition(move |t| sink.lock().unwrap().push(*t))
-        .build()
-        .unwrap();
-    (b, clock, log)
-}
 
 fn reasons(log: &Log) -> Vec<(State, State, Reason)> {
     log.lock()
@@ -58,11 +46,7 @@ fn closed_to_open_on_consecutive_failures_and_a_success_resets_the_count() {
 
 #[test]
 fn closed_to_open_on_failure_rate_at_exactly_the_threshold() {
-    let (b, _, log) = logged(
-        CircuitBreaker::builder()
-            .window(10 * SEC, 10)
-            .failure_rate(0.25, 8),
-    );
+    let (b, _, log) = logged(rate_window(10 * SEC, 10, 0.25, 8));
     for _ in 0..6 {
         assert!(ok(&b));
     }
@@ -301,11 +285,7 @@ fn reset_from_closed_starts_a_fresh_window_and_streak() {
 
 #[test]
 fn closing_starts_a_fresh_window() {
-    let (b, clock, _) = logged(
-        CircuitBreaker::builder()
-            .window(60 * SEC, 6)
-            .failure_rate(0.5, 4),
-    );
+    let (b, clock, _) = logged(rate_window(60 * SEC, 6, 0.5, 4));
     for _ in 0..4 {
         fail(&b);
     }
@@ -527,12 +507,7 @@ fn a_disabled_phases_permit_is_stale_after_reset() {
 #[test]
 fn metrics_retry_after_of_a_timed_out_round_is_the_reopenings_cooldown() {
     for hung in [true, false] {
-        let (b, clock, _log) = logged(
-            CircuitBreaker::builder()
-                .consecutive_failures(1)
-                .open_duration(SEC)
-                .half_open_timeout(10 * SEC),
-        );
+        let (b, clock, _log) = logged(trips_after(1, SEC).half_open_timeout(10 * SEC));
         let _ = b.call(|| Err::<(), _>("down"));
         clock.advance(SEC);
         let probe = b.try_acquire().unwrap();

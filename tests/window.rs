@@ -2,6 +2,9 @@
 //! (decimal ones included), minimum calls, combined policies, the window's edges
 //! after gaps, and stale outcomes that must not trip or count.
 
+mod common;
+
+use common::{XorShift, on_manual_clock, rate_window};
 use cutout::{CircuitBreaker, ManualClock, Reason, State, WindowCounts};
 use std::time::Duration;
 
@@ -46,13 +49,11 @@ fn combined_policies_trip_on_whichever_says_so_first() {
 
 #[test]
 fn the_slow_call_rate_trips_at_exactly_its_threshold_once_minimum_calls_are_in() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .slow_calls(10 * MS, 0.5)
-        .minimum_calls(4)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .slow_calls(10 * MS, 0.5)
+            .minimum_calls(4),
+    );
     let slow = || {
         b.call(|| {
             clock.advance(11 * MS);
@@ -80,6 +81,17 @@ fn the_slow_call_rate_trips_at_exactly_its_threshold_once_minimum_calls_are_in()
     assert_eq!(b.metrics().transitions(Reason::SlowCallRate), 1);
 }
 
+/// `b` is open, tripped once, by `reason`; `why` says what should have tripped it.
+fn assert_tripped_once(b: &CircuitBreaker<ManualClock>, reason: Reason, why: &str) {
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.transitions(reason)),
+        (State::Open, 1),
+        "{why}, window {:?}",
+        m.window
+    );
+}
+
 /// A rate is reached when `failures / calls >= threshold` (`Builder::failure_rate`),
 /// so 55 failures of 100 trip at 0.55, though `0.55 * 100.0` is a little above 55;
 /// likewise 7 of 100 at 0.07 and 7 of 50 at 0.14.
@@ -87,9 +99,7 @@ fn the_slow_call_rate_trips_at_exactly_its_threshold_once_minimum_calls_are_in()
 fn a_failure_rate_exactly_at_a_decimal_threshold_trips() {
     for (threshold, calls, failures) in [(0.55, 100u32, 55u32), (0.07, 100, 7), (0.14, 50, 7)] {
         assert!(f64::from(failures) / f64::from(calls) >= threshold);
-        let b = CircuitBreaker::builder()
-            .window(10 * SEC, 10)
-            .failure_rate(threshold, calls)
+        let b = rate_window(10 * SEC, 10, threshold, calls)
             .clock(ManualClock::new())
             .build()
             .unwrap();
@@ -105,13 +115,8 @@ fn a_failure_rate_exactly_at_a_decimal_threshold_trips() {
             "threshold {threshold}: below minimum_calls"
         );
         fail(&b);
-        let m = b.metrics();
-        assert_eq!(
-            (m.state, m.transitions(Reason::FailureRate)),
-            (State::Open, 1),
-            "threshold {threshold}: {failures} of {calls} failed, window {:?}",
-            m.window
-        );
+        let why = format!("threshold {threshold}: {failures} of {calls} failed");
+        assert_tripped_once(&b, Reason::FailureRate, &why);
     }
 }
 
@@ -121,14 +126,12 @@ fn a_failure_rate_exactly_at_a_decimal_threshold_trips() {
 fn a_slow_call_rate_exactly_at_a_decimal_threshold_trips() {
     let (threshold, calls, slow) = (0.56, 25u32, 14u32);
     assert!(f64::from(slow) / f64::from(calls) >= threshold);
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(10 * SEC, 10)
-        .slow_calls(10 * MS, threshold)
-        .minimum_calls(calls)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .window(10 * SEC, 10)
+            .slow_calls(10 * MS, threshold)
+            .minimum_calls(calls),
+    );
     for _ in 0..calls - slow {
         ok(&b);
     }
@@ -139,24 +142,16 @@ fn a_slow_call_rate_exactly_at_a_decimal_threshold_trips() {
         })
         .unwrap();
     }
-    let m = b.metrics();
-    assert_eq!(
-        (m.state, m.transitions(Reason::SlowCallRate)),
-        (State::Open, 1),
-        "{slow} of {calls} slow, window {:?}",
-        m.window
-    );
+    assert_tripped_once(&b, Reason::SlowCallRate, &format!("{slow} of {calls} slow"));
 }
 
 #[test]
 fn a_stale_failure_does_not_trip_the_new_generation() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .failure_rate(0.5, 2)
-        .half_open_probes(1)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .failure_rate(0.5, 2)
+            .half_open_probes(1),
+    );
     let late: Vec<_> = (0..10).map(|_| b.try_acquire().unwrap()).collect();
     fail(&b);
     fail(&b);
@@ -178,13 +173,7 @@ fn a_stale_failure_does_not_trip_the_new_generation() {
 
 #[test]
 fn rates_are_reported_over_the_window_only() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(Duration::from_secs(1), 4)
-        .failure_rate(0.9, 100)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(rate_window(Duration::from_secs(1), 4, 0.9, 100));
     fail(&b);
     ok(&b);
     clock.advance(Duration::from_millis(500));
@@ -240,14 +229,7 @@ fn a_success_that_outlives_its_phase_is_stale_and_not_counted_by_call_or_permit(
 /// ignored one too, not as ignored), the dropped one as dropped only.
 #[test]
 fn late_outcomes_of_every_kind_stay_out_of_the_restarted_window() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(10 * SEC, 10)
-        .failure_rate(0.5, 4)
-        .open_duration(SEC)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(rate_window(10 * SEC, 10, 0.5, 4).open_duration(SEC));
     let [f1, f2, s, i, d] = std::array::from_fn(|_| b.try_acquire().unwrap());
     ok(&b);
     ok(&b);
@@ -285,13 +267,7 @@ fn late_outcomes_of_every_kind_stay_out_of_the_restarted_window() {
 /// rather than adding to it; so does one after a gap of 20 years.
 #[test]
 fn gaps_of_exactly_one_bucket_and_one_window_slide_the_window_exactly() {
-    let clock = ManualClock::new();
-    let b = CircuitBreaker::builder()
-        .window(4 * SEC, 4)
-        .failure_rate(1.0, 1_000)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (b, clock) = on_manual_clock(rate_window(4 * SEC, 4, 1.0, 1_000));
     fail(&b); // bucket 0
     clock.advance(SEC);
     ok(&b); // bucket 1
@@ -311,18 +287,6 @@ fn gaps_of_exactly_one_bucket_and_one_window_slide_the_window_exactly() {
     assert_eq!(b.metrics().lifetime.failures, 4);
 }
 
-/// A tiny deterministic PRNG (xorshift64).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// The failure budget with slow-call samples, and rates exactly at their
 /// thresholds: random sequences of successes, failures and slow calls (each slow
 /// call advances the clock past the threshold, inside one bucket) trip at exactly
@@ -332,7 +296,7 @@ impl Rng {
 /// hundredths, and a third.
 #[test]
 fn failed_and_slow_samples_trip_exactly_at_either_threshold_whatever_the_budget_skips() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut thresholds: Vec<f64> = (1..=100).map(|i| f64::from(i) / 100.0).collect();
     thresholds.push(1.0 / 3.0);
     let (mut cases, mut tripped) = (0, 0);
@@ -340,14 +304,10 @@ fn failed_and_slow_samples_trip_exactly_at_either_threshold_whatever_the_budget_
         for _ in 0..12 {
             let slow_rate = thresholds[rng.below(thresholds.len() as u64) as usize];
             let min = [1, 2, 5, 20, 57][rng.below(5) as usize];
-            let clock = ManualClock::new();
-            let b = CircuitBreaker::builder()
-                .window(Duration::from_secs(100_000), 1)
-                .failure_rate(failure_rate, min)
-                .slow_calls(Duration::from_millis(10), slow_rate)
-                .clock(clock.clone())
-                .build()
-                .unwrap();
+            let (b, clock) = on_manual_clock(
+                rate_window(Duration::from_secs(100_000), 1, failure_rate, min)
+                    .slow_calls(Duration::from_millis(10), slow_rate),
+            );
             // Mostly successes first (grants with room), then a mix.
             let lead = rng.below(150);
             let (mut calls, mut failures, mut slow) = (0u64, 0u64, 0u64);

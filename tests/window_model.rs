@@ -16,11 +16,11 @@
 #[path = "../benches/common/counting_alloc.rs"]
 mod counting_alloc;
 
+mod common;
+
+use common::{logged_on, on_manual_clock, rate_window};
 use counting_alloc::held_after;
-use cutout::{
-    Builder, CircuitBreaker, ManualClock, Outcome, OwnedPermit, Reason, State, Transition,
-    WindowCounts,
-};
+use cutout::{CircuitBreaker, ManualClock, Outcome, OwnedPermit, Reason, State, WindowCounts};
 use proptest::prelude::*;
 use std::cell::RefCell;
 use std::sync::mpsc;
@@ -52,25 +52,11 @@ fn fail<C: cutout::Clock>(b: &CircuitBreaker<C>) {
 
 /// A breaker that never trips, with a window of 6 buckets of 10 s.
 fn never_trips(clock: &ManualClock) -> CircuitBreaker<ManualClock> {
-    CircuitBreaker::builder()
-        .window(60 * SEC, 6)
-        .failure_rate(1.0, u32::MAX)
+    rate_window(60 * SEC, 6, 1.0, u32::MAX)
         .consecutive_failures(u32::MAX)
         .clock(clock.clone())
         .build()
         .unwrap()
-}
-
-type Log = Arc<Mutex<Vec<Transition>>>;
-
-/// A breaker builder on `clock` whose events land in the returned log.
-fn logged(clock: &ManualClock) -> (Builder<ManualClock>, Log) {
-    let log = Log::default();
-    let sink = log.clone();
-    let builder = CircuitBreaker::builder()
-        .clock(clock.clone())
-        .on_transition(move |t| sink.lock().unwrap().push(*t));
-    (builder, log)
 }
 
 /// Threads that hold their slots (each has called a breaker) until dropped.
@@ -359,7 +345,7 @@ fn trip_case(p: TripParams, acts: Vec<Act>) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
     let origin = 777 * MS;
     clock.advance(origin);
-    let (builder, log) = logged(&clock);
+    let (builder, log) = logged_on(&clock);
     let threshold = 50 * MS;
     let b = builder
         .window(
@@ -739,9 +725,7 @@ fn outcomes_recorded_by_an_exiting_thread_count_once_in_the_window_and_lifetime(
     let _g = serial();
     let clock = ManualClock::new();
     let b = Arc::new(
-        CircuitBreaker::builder()
-            .window(10 * SEC, 10)
-            .failure_rate(1.0, u32::MAX)
+        rate_window(10 * SEC, 10, 1.0, u32::MAX)
             .slow_calls(50 * MS, 1.0)
             .consecutive_failures(u32::MAX)
             .clock(clock.clone())
@@ -802,13 +786,7 @@ fn the_failure_that_completes_a_crossing_trips_whichever_thread_records_it() {
     let per_thread = 40u64;
     let failures = threads * per_thread;
     for round in 0..150 {
-        let clock = ManualClock::new();
-        let b = CircuitBreaker::builder()
-            .window(60 * SEC, 6)
-            .failure_rate(0.5, 1)
-            .clock(clock.clone())
-            .build()
-            .unwrap();
+        let (b, _) = on_manual_clock(rate_window(60 * SEC, 6, 0.5, 1));
         // As many successes as failures to come: 0.5 is reached by the last one.
         for _ in 0..failures {
             ok(&b);

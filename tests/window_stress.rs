@@ -7,7 +7,10 @@
 //! slots: the two writers are sure to own their stripes (every machine has at least
 //! two owned stripes), which is the path whose sums are exact.
 
-use cutout::{CircuitBreaker, ManualClock};
+mod common;
+
+use common::on_manual_clock;
+use cutout::CircuitBreaker;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -19,14 +22,12 @@ const END: Duration = Duration::from_millis(999_900);
 
 #[test]
 fn window_sums_are_exact_and_never_go_back_while_owners_rotate() {
-    let clock = ManualClock::new();
-    let breaker = CircuitBreaker::builder()
-        .window(Duration::from_secs(u64::from(BUCKETS)), BUCKETS)
-        // Never trips: fewer calls than the minimum.
-        .failure_rate(1.0, u32::MAX)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (breaker, clock) = on_manual_clock(
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(u64::from(BUCKETS)), BUCKETS)
+            // Never trips: fewer calls than the minimum.
+            .failure_rate(1.0, u32::MAX),
+    );
     // Calls finished, and failures among them, counted after each call returns.
     let done = AtomicU64::new(0);
     let failed = AtomicU64::new(0);

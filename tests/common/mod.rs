@@ -2,8 +2,19 @@
 //! is bounded, so a test of wrong code fails instead of hanging.
 #![allow(dead_code)] // each test binary uses some of these
 
+mod build;
+mod events;
 pub mod hostile;
+mod process;
 
+#[allow(unused_imports)] // each test binary uses some of these
+pub use build::*;
+#[allow(unused_imports)]
+pub use events::*;
+#[allow(unused_imports)]
+pub use process::*;
+
+use cutout::CircuitBreaker;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::mpsc;
@@ -68,53 +79,57 @@ pub fn assert_each_admitted_call_finished_once<C: cutout::Clock>(b: &cutout::Cir
     );
 }
 
-/// What a child run of this test binary left: its exit status (`None` if it ran
-/// past its limit and was killed), its stdout and its stderr.
-pub struct Child {
-    pub status: Option<std::process::ExitStatus>,
-    pub stdout: String,
-    pub stderr: String,
+/// Four threads each make `calls` calls through `b`, call `i` of thread `t`
+/// failing when `(i + t) % 3 == 0`, and run `then(i)` after each.
+pub fn four_threads_call<C: cutout::Clock>(
+    b: &CircuitBreaker<C>,
+    calls: u64,
+    then: impl Fn(u64) + Sync,
+) {
+    let then = &then;
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                for i in 0..calls {
+                    let _ = b.call(|| if (i + t) % 3 == 0 { Err(()) } else { Ok(()) });
+                    then(i);
+                }
+            });
+        }
+    });
 }
 
-/// Runs test `test` of this test binary in a child process (`args` added to the
-/// harness's, with `env` set to `1`), for a fresh process or one whose abort must
-/// not end this binary. Waits at most `limit`, then kills it. Its pipes are read on
-/// threads of their own, so that a full pipe cannot stall it.
-pub fn run_child(test: &str, args: &[&str], env: &str, limit: Duration) -> Child {
-    use std::io::Read;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .args(args)
-        .env(env, "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn a child of this test binary");
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = std::time::Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    Child {
-        status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
+/// A tiny deterministic PRNG (xorshift64), seeded with a nonzero word.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next number, below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
     }
+}
+
+/// Any outcome a call can have.
+pub fn any_outcome() -> impl proptest::strategy::Strategy<Value = cutout::Outcome> + Clone {
+    use cutout::Outcome;
+    use proptest::prelude::Just;
+    proptest::prop_oneof![
+        Just(Outcome::Success),
+        Just(Outcome::Failure),
+        Just(Outcome::Ignored)
+    ]
+}
+
+/// A metric key's labels, sorted: (key, value) pairs.
+#[cfg(feature = "metrics")]
+pub fn sorted_labels(key: &metrics::Key) -> Vec<(String, String)> {
+    let mut labels: Vec<_> = key
+        .labels()
+        .map(|l| (l.key().to_owned(), l.value().to_owned()))
+        .collect();
+    labels.sort();
+    labels
 }
