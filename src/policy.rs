@@ -2,8 +2,11 @@
 //! in, a decision out. No clock, no atomics; the breaker reads the clock, applies a
 //! decision with its CAS and announces it.
 //!
-//! - Trip: [`streak_trips`], [`rate_trip`] (after a failure or a slow call, never
-//!   after a plain success, which can only lower a rate).
+//! - Trip: [`streak_trips`], [`rate_trip`] (after a failure or a slow call, and
+//!   after a success only where [`trips_at_minimum`] said a check found the
+//!   window below `minimum_calls` with a rate that stands at its threshold there:
+//!   any other success only lowers the rates, or leaves the window below
+//!   `minimum_calls`).
 //! - Close: [`round_closes`]. Reopen: [`next_level`], the backoff level a failed or
 //!   timed-out round reopens at; [`round_timed_out`], the half-open timeout.
 //! - Cooldown: [`cooldown`] (with jitter, the same for every thread), and
@@ -126,6 +129,16 @@ pub(crate) fn streak_trips(config: &Config, streak: u64) -> bool {
 /// at exactly its threshold trips.
 pub(crate) fn rate_trip(config: &Config, c: WindowCounts) -> Option<Reason> {
     rate_verdict(config, c).err()
+}
+
+/// Whether counts `c`, read by a check that did not trip, hold fewer calls than
+/// `minimum_calls` and would trip at `minimum_calls` calls with the failed and
+/// slow calls they hold: then the success that brings the window up to
+/// `minimum_calls` may trip it, and must check the rates.
+#[inline]
+pub(crate) fn trips_at_minimum(config: &Config, c: WindowCounts) -> bool {
+    let calls = config.minimum_calls;
+    c.calls < calls && rate_trip(config, WindowCounts { calls, ..c }).is_some()
 }
 
 /// [`rate_trip`]'s reason as `Err`; if neither rate trips, the failure budget's

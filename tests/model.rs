@@ -129,6 +129,9 @@ struct Model {
     st: MState,
     generation: u64,
     streak: u64,
+    /// Whether a check found the window below the minimum with a rate at its
+    /// threshold there: the next success checks the rates too.
+    check_due: bool,
     log: Vec<(u64, bool, bool)>,
     /// Every window write ever: its time and generation (for [`Model::aliased`]).
     writes: Vec<(u64, u64)>,
@@ -155,6 +158,7 @@ impl Model {
     fn moved(&mut self, st: MState) {
         self.st = st;
         self.generation += 1;
+        self.check_due = false;
         if matches!(st, MState::Closed | MState::Recovering { .. }) {
             self.streak = 0;
             self.log.clear();
@@ -185,6 +189,19 @@ impl Model {
             .fold((0, 0, 0), |(c, f, s), &(_, fl, sl)| {
                 (c + 1, f + u64::from(fl), s + u64::from(sl))
             })
+    }
+
+    /// Whether a rate trips the window, and whether one would at the minimum
+    /// number of calls with the window below it.
+    fn rates(&self) -> (bool, bool) {
+        let (calls, failures, slows) = self.window();
+        let reached = |calls: u64| {
+            failures as f64 >= RATE * calls as f64 || slows as f64 >= SLOW_RATE * calls as f64
+        };
+        (
+            calls >= MIN_CALLS && reached(calls),
+            calls < MIN_CALLS && reached(MIN_CALLS),
+        )
     }
 
     /// Ok(probe?) or Err((state, retry_after ms)).
@@ -326,12 +343,14 @@ impl Model {
                 self.streak = if failed { self.streak + 1 } else { 0 };
                 self.log.push((self.now, failed, slow));
                 self.writes.push((self.now, self.generation));
-                let (calls, failures, slows) = self.window();
-                let rate_trip = calls >= MIN_CALLS
-                    && (failures as f64 >= RATE * calls as f64
-                        || slows as f64 >= SLOW_RATE * calls as f64);
-                if self.streak >= STREAK || (failed || slow) && rate_trip {
+                let (rate_trip, at_minimum) = self.rates();
+                let checks = failed || slow || self.check_due;
+                if self.streak >= STREAK || checks && rate_trip {
                     self.trip(now);
+                } else if failed || slow {
+                    self.check_due |= at_minimum;
+                } else if checks {
+                    self.check_due = at_minimum;
                 }
             }
             (
@@ -385,12 +404,11 @@ impl Model {
             (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
                 self.log.push((self.now, false, true));
                 self.writes.push((self.now, self.generation));
-                let (calls, failures, slows) = self.window();
-                let rate_trip = calls >= MIN_CALLS
-                    && (failures as f64 >= RATE * calls as f64
-                        || slows as f64 >= SLOW_RATE * calls as f64);
+                let (rate_trip, at_minimum) = self.rates();
                 if rate_trip {
                     self.trip(now);
+                } else {
+                    self.check_due |= at_minimum;
                 }
             }
             (Kind::Probe, MState::HalfOpen { level, .. }) => self.moved(MState::Open {
@@ -468,6 +486,7 @@ fn run(ops: Vec<Op>, ramp: bool) -> Result<(), TestCaseError> {
         st: MState::Closed,
         generation: 0,
         streak: 0,
+        check_due: false,
         log: Vec::new(),
         writes: Vec::new(),
         now: 0,
