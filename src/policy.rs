@@ -233,6 +233,24 @@ mod tests {
     }
 
     #[test]
+    fn a_success_checks_only_below_minimum_calls_with_a_rate_at_its_threshold_there() {
+        let c = CircuitBreaker::builder()
+            .clock(ManualClock::new())
+            .failure_rate(0.5, 5)
+            .slow_calls(Duration::from_millis(10), 0.8)
+            .validate()
+            .unwrap();
+        assert!(trips_at_minimum(&c, counts(3, 3, 0)), "3 of 5 is 60%");
+        assert!(!trips_at_minimum(&c, counts(3, 2, 0)), "2 of 5 is 40%");
+        assert!(trips_at_minimum(&c, counts(4, 0, 4)), "4 slow of 5 is 80%");
+        assert!(!trips_at_minimum(&c, counts(4, 0, 3)));
+        assert!(
+            !trips_at_minimum(&c, counts(5, 5, 5)),
+            "at the minimum already"
+        );
+    }
+
+    #[test]
     fn slow_call_rate_trips_on_its_own_threshold() {
         let c = CircuitBreaker::builder()
             .clock(ManualClock::new())
