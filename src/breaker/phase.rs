@@ -81,8 +81,13 @@ impl<C: Clock> CircuitBreaker<C> {
     /// breaker has moved past `generation`: a stale failure must not touch a later
     /// phase's streak). Saturates at [`STREAK_MAX`]; leaves [`CHECK_DUE`] as it is.
     pub(super) fn bump_streak(&self, generation: Generation) -> u64 {
+        // Below `STREAK_MAX` an increment never carries into `CHECK_DUE`.
         match self.phase.streak.update(generation, &self.hot.word, |n| {
-            Some((n & STREAK_MAX).saturating_add(1).min(STREAK_MAX) | (n & CHECK_DUE))
+            Some(if n & STREAK_MAX == STREAK_MAX {
+                n
+            } else {
+                n + 1
+            })
         }) {
             TagUpdate::Updated { new, .. } => u64::from(new & STREAK_MAX),
             TagUpdate::Declined(_) | TagUpdate::Stale(_) => 0,

@@ -84,10 +84,11 @@ impl<C: Clock> CircuitBreaker<C> {
     /// `clears_streak` (a success does; a slow dropped call does not).
     ///
     /// The rates are checked after a failed or slow sample, and after a success
-    /// while the streak word holds [`CHECK_DUE`](super::phase::CHECK_DUE): a rate stood at its threshold at
-    /// `minimum_calls` when a check found fewer calls, so the success that brings
-    /// the window up to `minimum_calls` may trip it. Any other success only
-    /// lowers both rates, or leaves the window below `minimum_calls`.
+    /// while the streak word holds [`CHECK_DUE`](super::phase::CHECK_DUE): a rate
+    /// stood at its threshold at `minimum_calls` when a check found fewer calls,
+    /// so the success that brings the window up to `minimum_calls` may trip it.
+    /// Any other success only lowers both rates, or leaves the window below
+    /// `minimum_calls`. (See the implementation notes, "A success's check".)
     // Inlined into its callers: called, it costs the failure path about 30
     // instructions of saved registers (callgrind: 136 against 106 a failure).
     #[inline(always)]
