@@ -306,3 +306,32 @@ fn restore_sets_the_initial_state() {
     assert!(ok(&b));
     assert_eq!(b.state(), State::Closed);
 }
+
+#[test]
+fn tripped_by_lasts_as_long_as_the_open_phase_of_the_trip() {
+    let (b, clock) = built(
+        CircuitBreaker::builder()
+            .window(10 * SEC, 10)
+            .failure_rate(0.5, 2)
+            .open_duration(SEC),
+    );
+    assert!(ok(&b));
+    fail(&b);
+    assert_eq!(b.metrics().tripped_by, Some(WindowCounts::new(2, 1, 0)));
+    clock.advance(SEC);
+    let probe = b.try_acquire().unwrap();
+    assert_eq!(b.metrics().tripped_by, None, "HalfOpen");
+    probe.failure();
+    let m = b.metrics();
+    assert_eq!((m.state, m.tripped_by), (State::Open, None), "reopened");
+    clock.advance(2 * SEC);
+    b.try_acquire().unwrap().success();
+    assert_eq!(b.metrics().tripped_by, None, "Closed");
+    assert!(b.open_for(SEC));
+    let m = b.metrics();
+    assert_eq!(
+        (m.state, m.tripped_by),
+        (State::Open, None),
+        "opened by hand"
+    );
+}

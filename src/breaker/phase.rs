@@ -162,8 +162,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// count (saturated at `u32::MAX`) in a word tagged with the Open phase's
     /// generation, written only while that phase is current, so a trip's thread
     /// that finds it over writes nothing. The calls come last: a reader that sees
-    /// them sees the other two (see [`tripped_by`](Self::tripped_by)).
-    /// Nothing without a window.
+    /// them sees the other two (see [`tripped_by`](Self::tripped_by)). Every move
+    /// to Open first keeps zeros ([`transition`](Self::transition)), so counts
+    /// a whole generation cycle old never show. Nothing without a window.
     #[cold]
     pub(super) fn keep_tripped_by(&self, update: Update, c: WindowCounts) {
         let (Update::Moved { to, .. }, Some(_)) = (update, &self.window) else {
