@@ -139,6 +139,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 time: TimeSlot::starting(Snapshot::INITIAL, bias),
                 round: TaggedWord::new(),
                 streak: TaggedWord::new(),
+                tripped: std::array::from_fn(|_| TaggedWord::new()),
             }),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             #[cfg(feature = "metrics")]
@@ -393,8 +394,9 @@ impl<C: Clock> CircuitBreaker<C> {
         ticket: Ticket,
         lean: Lean,
     ) -> bool {
-        // The streak word is read whatever the policy (without one it stays empty):
-        // a load costs less here than a branch around it.
+        // The streak word is read whatever the policy (without one it holds at most
+        // the mark of a rate check due, `phase::CHECK_DUE`, which sends a success
+        // here to its check): a load costs less here than a branch around it.
         if !self.phase.streak.is_empty_relaxed() {
             return false;
         }

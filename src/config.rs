@@ -170,7 +170,8 @@ impl<C: Clock> Builder<C> {
     }
 
     /// Trip after `n` failures in a row (a success resets the count; an ignored
-    /// outcome leaves it as it is).
+    /// outcome leaves it as it is). The count saturates at 2^31 - 1: a larger `n`
+    /// never trips.
     pub fn consecutive_failures(mut self, n: u32) -> Self {
         self.settings.consecutive_failures = Some(n);
         self
@@ -214,6 +215,26 @@ impl<C: Clock> Builder<C> {
     /// Trip when `failures / calls >= threshold` over the window, once the window
     /// holds at least `minimum_calls` calls (this sets [`minimum_calls`](Self::minimum_calls)).
     /// `threshold` is in `(0, 1]`: a rate of 0 would hold with no failure at all.
+    ///
+    /// The rates are checked when a failed or slow call is recorded, and when the
+    /// success that brings the window up to `minimum_calls` is (see
+    /// [`minimum_calls`](Self::minimum_calls)); any other success can only lower a
+    /// rate.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, State};
+    ///
+    /// let breaker = CircuitBreaker::builder().failure_rate(0.5, 5).build()?;
+    /// for _ in 0..3 {
+    ///     let _ = breaker.call(|| Err::<(), _>("boom"));
+    /// }
+    /// let _ = breaker.call(|| Ok::<_, &str>(()));
+    /// assert_eq!(breaker.state(), State::Closed, "4 calls: too few to judge");
+    /// let _ = breaker.call(|| Ok::<_, &str>(()));
+    /// assert_eq!(breaker.state(), State::Open, "5 calls, 3 failed: 60%");
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
     pub fn failure_rate(mut self, threshold: f64, minimum_calls: u32) -> Self {
         self.settings.failure_rate = Some(threshold);
         self.settings.minimum_calls = Some(minimum_calls);
@@ -222,8 +243,10 @@ impl<C: Clock> Builder<C> {
 
     /// A call taking longer than `threshold` (strictly, from admission to its
     /// recorded outcome) is slow; trip when `slow / calls >= rate` over the window,
-    /// with the same [`minimum_calls`](Self::minimum_calls). A slow probe is a failed
-    /// probe. `rate` is in `(0, 1]`: a rate of 0 would hold with no slow call at all.
+    /// with the same [`minimum_calls`](Self::minimum_calls), checked as
+    /// [`failure_rate`](Self::failure_rate) says: a slow call, a success included,
+    /// runs the check. A slow probe is a failed probe. `rate` is in `(0, 1]`: a
+    /// rate of 0 would hold with no slow call at all.
     ///
     /// Timing costs two clock readings per call. They are [`Clock::now`] (one load
     /// for the default clock) when `threshold` is at least 100 times the clock's
@@ -238,6 +261,14 @@ impl<C: Clock> Builder<C> {
     /// How many calls the window must hold before a rate can trip the breaker
     /// (default 20). [`failure_rate`](Self::failure_rate) sets it too; the last call
     /// wins.
+    ///
+    /// A failed or slow call recorded while the window holds fewer calls checks
+    /// whether a rate would stand at its threshold at `minimum_calls` calls; if one
+    /// would, the successes that follow check the rates too, so the one that
+    /// brings the window up to `minimum_calls` trips the breaker (failure,
+    /// failure, failure, success, success at 50% of 5 calls trips at the second
+    /// success). Among concurrent calls this is best effort: a check a success
+    /// misses is made by the next failed or slow call.
     pub fn minimum_calls(mut self, n: u32) -> Self {
         self.settings.minimum_calls = Some(n);
         self

@@ -29,6 +29,8 @@ static FORKS: crate::sync::ProcessAtomicU64 = crate::sync::ProcessAtomicU64::new
 
 /// How many forks this process is a child of: state a thread set that a fork
 /// left behind (a registry's scan gate) carries the count it was set under.
+/// (Only a registry reads it; the count is kept whatever the features.)
+#[cfg(feature = "registry")]
 pub(crate) fn forks() -> u64 {
     // Relaxed: written only by a child's handler, while it has one thread.
     FORKS.load(crate::sync::Ordering::Relaxed)

@@ -189,6 +189,20 @@
 //! it, since a whole generation cycle brings its tag back. See
 //! `src/window/budget.rs` and `loom-tests/tests/budget.rs`.
 //!
+//! ## A success's check
+//! A success only lowers both rates once the window holds `minimum_calls` calls,
+//! but the one that brings it up to `minimum_calls` may find a rate at its
+//! threshold (failure, failure, failure, success, success at 50% of 5 calls). A
+//! check that does not trip and finds the window below `minimum_calls` asks
+//! whether the counts it read would trip at `minimum_calls` calls; if so, it sets
+//! the top bit of the streak word (31 bits are left to the streak). The lean
+//! success path lets through only a streak word whose data is 0, so the bit costs
+//! it nothing: it sends the successes after it to the general path, which reads
+//! the window, trips, or clears the bit once the counts could no longer trip at
+//! `minimum_calls` (the window reached it, or the failures aged out). Its reads
+//! race as the streak's do: a success that misses the bit (its `Relaxed` load is
+//! stale) leaves the check to the successes after it and the next failure.
+//!
 //! ## Exactness
 //! Owned stripes have one writer, so their counts are exact; a reader validates
 //! each bucket it reads against a racing rotation (see Orderings). On a shared

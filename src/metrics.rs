@@ -34,8 +34,31 @@ pub struct Metrics {
     /// Closed, Disabled and Recovering: zero. ForcedOpen: `None`.
     pub retry_after: Option<Duration>,
     /// The sliding window's counts (zero outside Closed and Recovering, or without
-    /// a window).
+    /// a window). Each phase counts afresh: right after a trip they read zero, and
+    /// [`tripped_by`](Self::tripped_by) keeps the figures that tripped it.
     pub window: WindowCounts,
+    /// While Open after a trip by a policy: the window's counts that tripped it, as
+    /// the trip's [`Transition::window`](crate::Transition::window) reported them
+    /// (each saturated at `u32::MAX`). `None` in every other state, and in an Open
+    /// phase that a failed half-open round or a restore began, or whose trip
+    /// found the window empty; always `None` without a window.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, State, WindowCounts};
+    ///
+    /// let breaker = CircuitBreaker::builder().failure_rate(0.5, 4).build()?;
+    /// let _ = breaker.call(|| Ok::<_, &str>(()));
+    /// for _ in 0..3 {
+    ///     let _ = breaker.call(|| Err::<(), _>("boom"));
+    /// }
+    /// let m = breaker.metrics();
+    /// assert_eq!(m.state, State::Open);
+    /// assert_eq!(m.window, WindowCounts::default(), "the Open phase counts nothing");
+    /// assert_eq!(m.tripped_by, Some(WindowCounts::new(4, 3, 0)));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub tripped_by: Option<WindowCounts>,
     /// The current run of consecutive failures (zero outside Closed and
     /// Recovering, or without the consecutive-failures policy).
     pub consecutive_failures: u64,
@@ -105,6 +128,7 @@ impl std::fmt::Debug for Metrics {
             time_in_state,
             retry_after,
             window,
+            tripped_by,
             consecutive_failures,
             lifetime,
             transitions: _,
@@ -116,6 +140,7 @@ impl std::fmt::Debug for Metrics {
             .field("time_in_state", time_in_state)
             .field("retry_after", retry_after)
             .field("window", window)
+            .field("tripped_by", tripped_by)
             .field("consecutive_failures", consecutive_failures)
             .field("lifetime", lifetime)
             .field("transitions", &Transitions(self))

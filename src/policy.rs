@@ -2,8 +2,11 @@
 //! in, a decision out. No clock, no atomics; the breaker reads the clock, applies a
 //! decision with its CAS and announces it.
 //!
-//! - Trip: [`streak_trips`], [`rate_trip`] (after a failure or a slow call, never
-//!   after a plain success, which can only lower a rate).
+//! - Trip: [`streak_trips`], [`rate_trip`] (after a failure or a slow call, and
+//!   after a success only where [`trips_at_minimum`] said a check found the
+//!   window below `minimum_calls` with a rate that stands at its threshold there:
+//!   any other success only lowers the rates, or leaves the window below
+//!   `minimum_calls`).
 //! - Close: [`round_closes`]. Reopen: [`next_level`], the backoff level a failed or
 //!   timed-out round reopens at; [`round_timed_out`], the half-open timeout.
 //! - Cooldown: [`cooldown`] (with jitter, the same for every thread), and
@@ -128,6 +131,16 @@ pub(crate) fn rate_trip(config: &Config, c: WindowCounts) -> Option<Reason> {
     rate_verdict(config, c).err()
 }
 
+/// Whether counts `c`, read by a check that did not trip, hold fewer calls than
+/// `minimum_calls` and would trip at `minimum_calls` calls with the failed and
+/// slow calls they hold: then the success that brings the window up to
+/// `minimum_calls` may trip it, and must check the rates.
+#[inline]
+pub(crate) fn trips_at_minimum(config: &Config, c: WindowCounts) -> bool {
+    let calls = config.minimum_calls;
+    c.calls < calls && rate_trip(config, WindowCounts { calls, ..c }).is_some()
+}
+
 /// [`rate_trip`]'s reason as `Err`; if neither rate trips, the failure budget's
 /// allowance (see `window::budget`): how many more failed or slow samples the
 /// counts `c`, read by a trip check, can take with neither rate reached, whatever
@@ -217,6 +230,24 @@ mod tests {
         assert_eq!(rate_trip(&c, counts(10, 5, 0)), Some(Reason::FailureRate));
         assert_eq!(rate_trip(&c, counts(10, 4, 0)), None);
         assert_eq!(rate_trip(&c, counts(9, 9, 0)), None, "below minimum_calls");
+    }
+
+    #[test]
+    fn a_success_checks_only_below_minimum_calls_with_a_rate_at_its_threshold_there() {
+        let c = CircuitBreaker::builder()
+            .clock(ManualClock::new())
+            .failure_rate(0.5, 5)
+            .slow_calls(Duration::from_millis(10), 0.8)
+            .validate()
+            .unwrap();
+        assert!(trips_at_minimum(&c, counts(3, 3, 0)), "3 of 5 is 60%");
+        assert!(!trips_at_minimum(&c, counts(3, 2, 0)), "2 of 5 is 40%");
+        assert!(trips_at_minimum(&c, counts(4, 0, 4)), "4 slow of 5 is 80%");
+        assert!(!trips_at_minimum(&c, counts(4, 0, 3)));
+        assert!(
+            !trips_at_minimum(&c, counts(5, 5, 5)),
+            "at the minimum already"
+        );
     }
 
     #[test]

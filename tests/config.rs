@@ -338,8 +338,11 @@ fn the_public_types_are_send_sync_and_unpin() {
     check::<cutout::ConfigError>();
     check::<cutout::Error<std::io::Error>>();
     check::<cutout::Dropped>();
+    #[cfg(feature = "retry")]
     check::<cutout::RetryPolicy>();
+    #[cfg(feature = "retry")]
     check::<cutout::RetryPolicyBuilder>();
+    #[cfg(feature = "registry")]
     check::<cutout::Registry<String>>();
     check::<
         cutout::CallAsync<

@@ -145,6 +145,9 @@ struct Model {
     st: MState,
     generation: u64,
     streak: u64,
+    /// Whether a check found the window below the minimum with a rate at its
+    /// threshold there: the next success checks the rates too.
+    check_due: bool,
     log: Vec<(u64, bool, bool)>,
     /// Every window write ever: its time and generation (for [`Model::aliased`]).
     writes: Vec<(u64, u64)>,
@@ -171,6 +174,7 @@ impl Model {
     fn moved(&mut self, st: MState) {
         self.st = st;
         self.generation += 1;
+        self.check_due = false;
         if matches!(st, MState::Closed | MState::Recovering { .. }) {
             self.streak = 0;
             self.log.clear();
@@ -203,13 +207,19 @@ impl Model {
             })
     }
 
-    /// Puts a sample in the window now: whether a rate policy trips on it.
-    fn sample(&mut self, failed: bool, slow: bool) -> bool {
+    /// Puts a sample in the window now: whether a rate trips the window, and
+    /// whether one would at the minimum number of calls with the window below it.
+    fn sample(&mut self, failed: bool, slow: bool) -> (bool, bool) {
         self.log.push((self.now, failed, slow));
         self.writes.push((self.now, self.generation));
         let (calls, failures, slows) = self.window();
-        calls >= MIN_CALLS
-            && (failures as f64 >= RATE * calls as f64 || slows as f64 >= SLOW_RATE * calls as f64)
+        let reached = |calls: u64| {
+            failures as f64 >= RATE * calls as f64 || slows as f64 >= SLOW_RATE * calls as f64
+        };
+        (
+            calls >= MIN_CALLS && reached(calls),
+            calls < MIN_CALLS && reached(MIN_CALLS),
+        )
     }
 
     /// Ok(probe?) or Err((state, retry_after ms)).
@@ -349,9 +359,14 @@ impl Model {
         match (h.kind, self.st) {
             (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
                 self.streak = if failed { self.streak + 1 } else { 0 };
-                let rate_trip = self.sample(failed, slow);
-                if self.streak >= STREAK || (failed || slow) && rate_trip {
+                let (rate_trip, at_minimum) = self.sample(failed, slow);
+                let checks = failed || slow || self.check_due;
+                if self.streak >= STREAK || checks && rate_trip {
                     self.trip(now);
+                } else if failed || slow {
+                    self.check_due |= at_minimum;
+                } else if checks {
+                    self.check_due = at_minimum;
                 }
             }
             (
@@ -403,9 +418,11 @@ impl Model {
         let now = self.ticks();
         match (h.kind, self.st) {
             (Kind::Closed, MState::Closed) | (Kind::Ramp, MState::Recovering { .. }) => {
-                let rate_trip = self.sample(false, true);
+                let (rate_trip, at_minimum) = self.sample(false, true);
                 if rate_trip {
                     self.trip(now);
+                } else {
+                    self.check_due |= at_minimum;
                 }
             }
             (Kind::Probe, MState::HalfOpen { level, .. }) => self.moved(MState::Open {
@@ -490,6 +507,7 @@ fn run(ops: Vec<Op>, ramp: bool) -> Result<(), TestCaseError> {
         st: MState::Closed,
         generation: 0,
         streak: 0,
+        check_due: false,
         log: Vec::new(),
         writes: Vec::new(),
         now: 0,

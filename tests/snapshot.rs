@@ -45,11 +45,12 @@ fn the_snapshot_reports_state_time_window_and_every_lifetime_counter() {
     for _ in 0..3 {
         let _ = b.call(|| Err::<(), _>(()));
     }
-    for _ in 0..3 {
+    for _ in 0..2 {
         let _ = b.call(|| Ok::<_, ()>(()));
     }
-    // 3 of 6 is not evaluated on a success; the next failure makes 4 of 7 and trips.
-    let _ = b.call(|| Err::<(), _>(()));
+    assert_eq!(b.state(), State::Closed, "5 calls: below minimum_calls");
+    // 3 of 6: the success that brings the window up to minimum_calls trips.
+    let _ = b.call(|| Ok::<_, ()>(()));
     let m = b.metrics();
     assert_eq!(m.state, State::Open);
     assert_eq!(
@@ -57,6 +58,7 @@ fn the_snapshot_reports_state_time_window_and_every_lifetime_counter() {
         WindowCounts::default(),
         "no window outside Closed"
     );
+    assert_eq!(m.tripped_by, Some(WindowCounts::new(6, 3, 0)));
     assert!(b.call(|| Ok::<_, ()>(())).is_err());
     clock.advance(Duration::from_millis(500));
     let m = b.metrics();
@@ -65,7 +67,7 @@ fn the_snapshot_reports_state_time_window_and_every_lifetime_counter() {
     let l = m.lifetime;
     assert_eq!(
         (l.admitted, l.rejected, l.successes, l.failures),
-        (13, 1, 5, 5)
+        (12, 1, 5, 4)
     );
     assert_eq!((l.slow, l.ignored, l.stale, l.dropped), (1, 1, 1, 1));
     assert_eq!(

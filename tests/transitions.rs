@@ -5,8 +5,8 @@
 mod common;
 
 use common::{Log, logged, rate_window, trips_after};
-use cutout::{CircuitBreaker, ManualClock, Reason, State};
-use std::time::Duration;
+use cutout::{CircuitBreaker, ManualClock, Reason, SavedState, SavedWindow, State, WindowCounts};
+use std::time::{Duration, UNIX_EPOCH};
 
 const SEC: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
@@ -62,16 +62,39 @@ fn closed_to_open_on_failure_rate_at_exactly_the_threshold() {
 }
 
 #[test]
-fn a_success_never_trips_even_above_the_rate() {
-    // The trip condition is evaluated on failures and slow calls only.
-    let (b, _, _) = logged(CircuitBreaker::builder().failure_rate(0.1, 5));
+fn a_success_trips_only_by_bringing_the_window_to_minimum_calls() {
+    // 1 failure of 5 calls is 20%: the success that makes the fifth call trips.
+    let (b, _, log) = logged(CircuitBreaker::builder().failure_rate(0.1, 5));
     fail(&b);
     for _ in 0..3 {
         assert!(ok(&b));
     }
+    assert_eq!(b.state(), State::Closed, "4 calls: below minimum_calls");
+    assert!(ok(&b));
+    assert_eq!(b.state(), State::Open);
+    let t = log.lock().unwrap()[0];
+    assert_eq!(
+        (t.reason, t.window.calls, t.window.failures),
+        (Reason::FailureRate, 5, 1)
+    );
+}
+
+#[test]
+fn any_other_success_never_trips_even_above_the_rate() {
+    // A window restored at 50% over 10 calls, against 10%: a success only lowers
+    // the rate, and checks nothing; the next failure trips.
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut saved = SavedState::new("orders", State::Closed, t0);
+    saved.window = Some(SavedWindow::new(10 * SEC, 10, WindowCounts::new(10, 5, 0)));
+    let b = CircuitBreaker::builder()
+        .failure_rate(0.1, 5)
+        .clock(ManualClock::new())
+        .restore_at(saved, t0)
+        .build()
+        .unwrap();
+    assert!(ok(&b));
     assert_eq!(b.state(), State::Closed);
-    assert!(ok(&b)); // 5 calls, 20% > 10%: but a success does not evaluate
-    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.metrics().window, WindowCounts::new(11, 5, 0));
     fail(&b);
     assert_eq!(b.state(), State::Open);
 }

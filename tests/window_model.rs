@@ -365,6 +365,15 @@ fn trip_case(p: TripParams, acts: Vec<Act>) -> Result<(), TestCaseError> {
     let slowly = || clock.advance(threshold + Duration::from_nanos(1));
     let mut samples: Vec<(u64, bool, bool)> = Vec::new();
     let mut streak = 0u64;
+    // Whether a check found the window below the minimum with a rate at its
+    // threshold there: the next plain success checks the rates too.
+    let mut check_due = false;
+    let at_minimum = |w: WindowCounts| {
+        let minimum = u64::from(p.minimum);
+        w.calls < minimum
+            && (reached(w.failures, minimum, p.failure_rate)
+                || reached(w.slow, minimum, p.slow_rate))
+    };
     let mut trips = 0usize;
     for (i, a) in acts.into_iter().enumerate() {
         // (failed, slow, clears the streak) for a sample in the window.
@@ -410,9 +419,10 @@ fn trip_case(p: TripParams, acts: Vec<Act>) -> Result<(), TestCaseError> {
         }
         let w = reference(&samples, origin, t, bucket, u64::from(p.buckets));
         let counted = w.calls >= u64::from(p.minimum);
-        let tripped = if !(failed || is_slow) {
+        let checks = failed || is_slow || check_due;
+        let tripped = if !checks {
             None
-        } else if streak >= u64::from(p.streak_max) {
+        } else if (failed || is_slow) && streak >= u64::from(p.streak_max) {
             Some(Reason::ConsecutiveFailures)
         } else if counted && reached(w.failures, w.calls, p.failure_rate) {
             Some(Reason::FailureRate)
@@ -421,6 +431,13 @@ fn trip_case(p: TripParams, acts: Vec<Act>) -> Result<(), TestCaseError> {
         } else {
             None
         };
+        if tripped.is_none() && checks {
+            if failed || is_slow {
+                check_due |= at_minimum(w);
+            } else {
+                check_due = at_minimum(w);
+            }
+        }
         let Some(reason) = tripped else {
             prop_assert_eq!(
                 b.state(),
@@ -458,6 +475,7 @@ fn trip_case(p: TripParams, acts: Vec<Act>) -> Result<(), TestCaseError> {
         prop_assert_eq!(log.lock().unwrap().len(), 3 * trips);
         samples.clear();
         streak = 0;
+        check_due = false;
         prop_assert_eq!(b.metrics().window, WindowCounts::default());
     }
     Ok(())
@@ -468,7 +486,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     /// The breaker trips at exactly the step where the model's streak or rates
-    /// (`count / calls >= threshold` once `minimum_calls` are in) say so, never
+    /// (`count / calls >= threshold` once `minimum_calls` are in, checked after a
+    /// failed or slow call, and after a success while a check found the window
+    /// below `minimum_calls` with a rate at its threshold there) say so, never
     /// before, and its event names the policy and carries the model's window and
     /// streak, a slow dropped call's trip included; a probe then closes it onto a
     /// fresh window. On an owned or a shared stripe.

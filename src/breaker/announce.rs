@@ -9,7 +9,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// A closed or recovering phase starts with an empty streak and a half-open
     /// phase with an empty round: the winner re-tags the word it starts (see
     /// [`TaggedWord::begin`]), so no phase ever reads data tagged by an earlier one,
-    /// even one a whole generation cycle back.
+    /// even one a whole generation cycle back. An Open phase starts with no
+    /// counts that tripped it (a trip then keeps its own: see
+    /// [`keep_tripped_by`](Self::keep_tripped_by)).
     pub(super) fn transition(
         &self,
         seen: Snapshot,
@@ -39,6 +41,7 @@ impl<C: Clock> CircuitBreaker<C> {
                     self.phase.streak.begin(before, to.generation())
                 }
                 State::HalfOpen => self.phase.round.begin(before, to.generation()),
+                State::Open => self.keep_tripped_by(update, WindowCounts::default()),
                 _ => {}
             }
         }

@@ -29,9 +29,11 @@ pub(super) struct Hot {
 
 /// The data of the phase beside the state word, in one line: the phases' starts
 /// (written by transitions), the half-open round (written only while HalfOpen),
-/// and the streak, which a closed call loads (within
-/// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS)) and only a failure writes. One line
-/// for the three keeps the breaker small (a `Registry` may hold many) and writes no
+/// the streak, which a closed call loads (within
+/// [`LEAN_LOADS`](crate::stripe::LEAN_LOADS)) and only a failure writes (or the
+/// check a failed or slow call marks due, and the success that makes it), and the
+/// counts that tripped the breaker (written by a trip). One line for the four
+/// keeps the breaker small (a `Registry` may hold many) and writes no
 /// line on the lean paths. (The transition counts, written only with a transition
 /// and read only by metrics, are in the breaker's unpadded tail: here they took
 /// the line past 128 bytes, and the breaker from 640 to 768.)
@@ -40,8 +42,13 @@ pub(super) struct Phase {
     pub(super) time: TimeSlot,
     /// The half-open round, tagged with its generation (see [`Round`]).
     pub(super) round: TaggedWord,
-    /// Consecutive failures of the closed phase, tagged with its generation.
+    /// Consecutive failures of the closed phase, tagged with its generation, and
+    /// the mark of a rate check due (see [`CHECK_DUE`](super::phase::CHECK_DUE)).
     pub(super) streak: TaggedWord,
+    /// The window's calls, failures and slow calls that tripped the breaker into
+    /// its Open phase, tagged with that phase's generation (see
+    /// [`keep_tripped_by`](CircuitBreaker::keep_tripped_by)).
+    pub(super) tripped: [TaggedWord; 3],
 }
 
 // One line, whatever is added to it (not under loom, whose atomics are larger).

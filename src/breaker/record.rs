@@ -82,6 +82,13 @@ impl<C: Clock> CircuitBreaker<C> {
     /// so: a closed phase to Open at level 0, a recovering one at the next level
     /// ([`Reason::RampFailed`]). A sample that is no failure clears the streak if
     /// `clears_streak` (a success does; a slow dropped call does not).
+    ///
+    /// The rates are checked after a failed or slow sample, and after a success
+    /// while the streak word holds [`CHECK_DUE`](super::phase::CHECK_DUE): a rate
+    /// stood at its threshold at `minimum_calls` when a check found fewer calls,
+    /// so the success that brings the window up to `minimum_calls` may trip it.
+    /// Any other success only lowers both rates, or leaves the window below
+    /// `minimum_calls`. (See the implementation notes, "A success's check".)
     // Inlined into its callers: called, it costs the failure path about 30
     // instructions of saved registers (callgrind: 136 against 106 a failure).
     #[inline(always)]
@@ -94,12 +101,13 @@ impl<C: Clock> CircuitBreaker<C> {
     ) {
         let generation = s.generation();
         let mut streak = 0;
-        if self.config.consecutive_failures.is_some() {
-            if sample.failed {
+        let mut check_due = false;
+        if sample.failed {
+            if self.config.consecutive_failures.is_some() {
                 streak = self.bump_streak(generation);
-            } else if clears_streak {
-                self.clear_streak(generation);
             }
+        } else if clears_streak {
+            check_due = self.clear_streak(generation);
         }
         let mut window = WindowCounts::default();
         let mut reason =
@@ -107,7 +115,18 @@ impl<C: Clock> CircuitBreaker<C> {
         if let Some(w) = &self.window {
             let now = self.clock.now();
             let counted = w.record(&self.hot.stripes, r, (s, &self.hot.word), now, sample);
-            if sample.failed || sample.slow {
+            if !sample.failed && !sample.slow {
+                if check_due {
+                    window = match counted {
+                        Some(counted) => w.counts_after(&self.hot.stripes, counted, now),
+                        None => w.counts(&self.hot.stripes, generation, now),
+                    };
+                    reason = reason.or_else(|| policy::rate_trip(&self.config, window));
+                    if reason.is_none() && !policy::trips_at_minimum(&self.config, window) {
+                        self.mark_check_due(generation, false);
+                    }
+                }
+            } else {
                 match counted {
                     Some(counted) => {
                         // Two failures recorded at once must not both miss each
@@ -126,6 +145,9 @@ impl<C: Clock> CircuitBreaker<C> {
                             if let (None, Ok(Some(allowance))) = (reason, verdict) {
                                 w.grant(&counted, now, number, allowance);
                             }
+                            if reason.is_none() && policy::trips_at_minimum(&self.config, window) {
+                                self.mark_check_due(generation, true);
+                            }
                         }
                     }
                     None => {
@@ -133,6 +155,9 @@ impl<C: Clock> CircuitBreaker<C> {
                         // need be seen, and its read needs no order.
                         window = w.counts(&self.hot.stripes, generation, now);
                         reason = reason.or_else(|| policy::rate_trip(&self.config, window));
+                        if reason.is_none() && policy::trips_at_minimum(&self.config, window) {
+                            self.mark_check_due(generation, true);
+                        }
                     }
                 }
             }
@@ -141,7 +166,7 @@ impl<C: Clock> CircuitBreaker<C> {
             if !sample.failed && !clears_streak && self.config.consecutive_failures.is_some() {
                 // A sample that left the streak as it was (a slow dropped call):
                 // its trip's event reports the streak as it stands.
-                streak = u64::from(self.phase.streak.data_for(generation));
+                streak = u64::from(self.streak_of(generation));
             }
             self.revive_clock(); // a trip's cooldown starts at the true time
             let now = self.ticks();
@@ -150,6 +175,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 (level, reason) = (self.next_level(s), Reason::RampFailed);
             }
             let update = self.transition(s, |cur| (cur == s).then(|| self.opened(cur, level, now)));
+            self.keep_tripped_by(update, window);
             let _ = self.announce(update, reason, window, streak);
         }
     }

@@ -1,6 +1,7 @@
 //! What the breaker reports: its metrics snapshot, its heap, a cheap `Debug`, and
 //! what save and restore read and write of its insides.
 
+use super::phase::STREAK_MAX;
 use super::*;
 
 impl<C: Clock> CircuitBreaker<C> {
@@ -51,8 +52,12 @@ impl<C: Clock> CircuitBreaker<C> {
             time_in_state: ticks_to_duration(now.saturating_sub(start)),
             retry_after: self.retry_after(s, ticks, now),
             window,
+            tripped_by: match s.is(State::Open) {
+                true => self.tripped_by(generation),
+                false => None,
+            },
             consecutive_failures: match counts_calls(s) {
-                true => u64::from(self.phase.streak.data_for(generation)),
+                true => u64::from(self.streak_of(generation)),
                 false => 0,
             },
             lifetime,
@@ -122,7 +127,8 @@ impl<C: Clock> CircuitBreaker<C> {
             _ => b.bias,
         };
         b.phase.time = TimeSlot::starting(start.word, started);
-        b.phase.streak = TaggedWord::holding(start.word.generation(), start.streak);
+        let streak = start.streak.min(STREAK_MAX);
+        b.phase.streak = TaggedWord::holding(start.word.generation(), streak);
         if let (Some(w), Some(counts)) = (&b.window, start.window) {
             w.seed(&b.hot.stripes, (start.word, &b.hot.word), b.origin, counts);
         }
@@ -142,7 +148,7 @@ impl<C: Clock> CircuitBreaker<C> {
             level: s.level(),
             open_in: s.is(State::Open).then_some((ticks, now)),
             streak: match closed {
-                true => self.phase.streak.data_for(s.generation()),
+                true => self.streak_of(s.generation()),
                 false => 0,
             },
             window: self

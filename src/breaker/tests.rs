@@ -1,5 +1,6 @@
 //! Unit tests of the breaker's insides.
 
+use super::phase::STREAK_MAX;
 use super::*;
 use crate::ManualClock;
 
@@ -288,6 +289,35 @@ fn a_success_empties_its_own_or_an_earlier_streak_but_not_a_later_one() {
         b.phase.streak.is_empty_relaxed(),
         "an earlier phase's streak is emptied"
     );
+}
+
+#[test]
+fn the_check_due_mark_outlives_the_streak_and_stays_out_of_its_count() {
+    let b = at_generation(3);
+    assert_eq!(b.bump_streak(3), 1);
+    b.mark_check_due(3, true);
+    assert_eq!(b.bump_streak(3), 2, "the mark is not counted");
+    assert_eq!(b.streak_of(3), 2);
+    assert_eq!(b.metrics().consecutive_failures, 2);
+    assert!(b.clear_streak(3), "a success finds the check due");
+    assert_eq!(b.streak_of(3), 0);
+    assert!(
+        !b.phase.streak.is_empty_relaxed(),
+        "the mark keeps the lean path off"
+    );
+    b.mark_check_due(3, false);
+    assert!(b.phase.streak.is_empty_relaxed());
+    assert!(!b.clear_streak(3));
+    b.mark_check_due(2, true);
+    assert!(b.phase.streak.is_empty_relaxed(), "generation 2 is over");
+    // A new phase starts unmarked.
+    b.mark_check_due(3, true);
+    b.reset();
+    assert!(!b.clear_streak(4));
+    // The streak saturates below the mark.
+    let _ = b.phase.streak.update(4, &b.hot.word, |_| Some(STREAK_MAX));
+    assert_eq!(b.bump_streak(4), u64::from(STREAK_MAX));
+    assert!(!b.clear_streak(4));
 }
 
 /// The lean path keeps the slow-call threshold in four bytes, at most 4.3 s: over a
