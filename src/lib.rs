@@ -373,3 +373,8 @@ pub use tower::{CircuitBreakerLayer, CircuitBreakerService, ResponseFuture};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The package's README (what crates.io shows), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.crate.md")]
+struct CrateReadmeDoctests;
