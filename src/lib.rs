@@ -317,6 +317,9 @@ mod policy;
 mod ramp;
 #[cfg(feature = "registry")]
 mod registry;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
 #[cfg(feature = "retry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 mod retry;

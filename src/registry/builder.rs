@@ -168,7 +168,9 @@ where
         self
     }
 
-    /// Hashes keys with `hasher` (default: std's `RandomState`).
+    /// Hashes keys with `hasher` (default: foldhash's fast `RandomState`); std's
+    /// [`RandomState`](std::hash::RandomState) (SipHash) for keys an attacker may
+    /// choose (see [Hashing](Registry#hashing)).
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> RegistryBuilder<K, C, S2> {
         RegistryBuilder {
             shared: self.shared,

@@ -13,14 +13,12 @@ where
     /// Runs `f` with `key`'s breaker, creating it on first use. The breaker is
     /// borrowed, not cloned: no reference count is touched.
     ///
-    /// The lookup's epoch guard is held while `f` runs, so the breaker, and every
-    /// breaker evicted or removed meanwhile, is freed only after `f` returns: keep
-    /// `f` short (a permit, a state read). A call that may take long belongs in
-    /// [`call`](Self::call) or [`call_with`](Self::call_with), which hold nothing
-    /// while it runs, and which count an outcome lost to the one race of
+    /// The lookup's epoch guard is held while `f` runs, as in [`call`](Self::call)
+    /// (see [Calls in flight](Registry#calls-in-flight)). Unlike `call`, `with`
+    /// cannot count an outcome lost to the one race of
     /// [Idle eviction](Self#idle-eviction) (a caller stalled for the idle period
-    /// between its lookup and its call), where `with` cannot: the outcome of a
-    /// call made in `f` on a breaker evicted so is lost uncounted.
+    /// between its lookup and its call): the outcome of a call made in `f` on a
+    /// breaker evicted so is lost uncounted.
     ///
     /// # Examples
     /// ```
@@ -40,11 +38,13 @@ where
         self.with_entry(key, |entry| f(&entry.breaker))
     }
 
-    /// [`CircuitBreaker::call`] on `key`'s breaker.
+    /// [`CircuitBreaker::call`] on `key`'s breaker: one lookup, no lock and no
+    /// reference count.
     ///
-    /// No lock, guard or reference count is held while `f` runs (see
-    /// [Calls in flight](Registry#calls-in-flight)), and the breaker is not evicted
-    /// until its outcome is recorded.
+    /// The lookup's epoch guard is held while `f` runs (see
+    /// [Calls in flight](Registry#calls-in-flight)): breakers removed or evicted
+    /// meanwhile, by any thread, are freed only once `f` has returned. The
+    /// breaker is not evicted until its outcome is recorded.
     ///
     /// # Errors
     /// As [`CircuitBreaker::call`].
@@ -67,8 +67,8 @@ where
         self.call_with(key, Outcome::of, f)
     }
 
-    /// [`CircuitBreaker::call_with`] on `key`'s breaker, holding nothing while `f`
-    /// runs, as [`call`](Self::call).
+    /// [`CircuitBreaker::call_with`] on `key`'s breaker, with one lookup, as
+    /// [`call`](Self::call).
     ///
     /// # Errors
     /// As [`CircuitBreaker::call`].
@@ -98,12 +98,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (ticket, id) = self.admit(key).map_err(Error::Rejected)?;
+        let map = self.map.pin();
+        let (ticket, entry) = self.admit(&map, key).map_err(Error::Rejected)?;
         // Records the call as dropped if `f` panics.
         let in_flight = InFlight {
             registry: self,
-            key,
-            id,
+            entry,
             ticket: Some(ticket),
         };
         let result = f();
@@ -112,15 +112,19 @@ where
         result.map_err(Error::Inner)
     }
 
-    /// Admits a call on `key`'s breaker: its ticket and the entry's id.
-    pub(super) fn admit<Q>(&self, key: &Q) -> Result<(Ticket, u64), Rejected>
+    /// Admits a call on `key`'s breaker: its ticket and the entry.
+    #[inline]
+    fn admit<'m, Q>(
+        &'m self,
+        map: &'m Pinned<'_, K, C, S>,
+        key: &Q,
+    ) -> Result<(Ticket, &'m Entry<C>), Rejected>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let map = self.map.pin();
         loop {
-            let entry = self.live_entry(&map, key);
+            let entry = self.live_entry(map, key);
             let ticket = entry.breaker.acquire()?;
             // A caller stalled between its lookup and its admission for longer than
             // the idle period may find its entry claimed by a sweep that counted no
@@ -128,65 +132,32 @@ where
             // given back (a probe slot it took returns to whoever holds the breaker
             // still) before the call is admitted on the key's next breaker.
             if !entry.is_claimed() {
-                return Ok((ticket, entry.id));
+                return Ok((ticket, entry));
             }
             Permit::new(&*entry.breaker, ticket).record(Outcome::Ignored);
-            self.finish_claim(&map, key, entry);
-        }
-    }
-
-    /// Entry `id`, `key`'s breaker when the call was admitted, if it still is:
-    /// `None` if it has been removed or replaced. (Looks `key` up: its `Hash` or
-    /// `Eq` may panic.)
-    pub(super) fn admitted_on<'m, Q>(
-        &'m self,
-        map: &'m Pinned<'_, K, C, S>,
-        key: &Q,
-        id: u64,
-    ) -> Option<&'m Entry<C>>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        match &self.cap {
-            Some(cap) if id == OVERFLOW_ID => Some(&cap.overflow),
-            _ => map.get(key).filter(|e| e.id == id),
+            self.finish_claim(map, key, entry);
         }
     }
 
     /// Records `ticket`'s outcome (`None`: dropped unrecorded) on `entry`, the
-    /// breaker it was admitted on, found by [`admitted_on`](Self::admitted_on). A
-    /// breaker gone from the key (`None`: removed or replaced), or going (claimed:
-    /// evicted, swept, removed or replaced, and not yet out of the map), loses it,
-    /// and [`orphaned`](Self::orphaned) counts it; a going breaker still gets the
-    /// ticket back, as ignored, so that a probe slot it holds returns to whoever
-    /// still holds that breaker.
-    pub(super) fn settle(
-        &self,
-        entry: Option<&Entry<C>>,
-        ticket: Ticket,
-        outcome: Option<Outcome>,
-    ) {
-        match entry {
-            Some(entry) if !entry.is_claimed() => {
-                let permit = Permit::new(&*entry.breaker, ticket);
-                match outcome {
-                    Some(outcome) => permit.record(outcome),
-                    None => drop(permit), // recorded as dropped
-                }
-            }
-            Some(going) => {
-                Permit::new(&*going.breaker, ticket).record(Outcome::Ignored);
-                self.orphan();
-            }
-            None => self.orphan(),
+    /// breaker it was admitted on. A breaker that has left the key while the call
+    /// ran (claimed: evicted, swept, removed or replaced; the guard held since the
+    /// lookup keeps it allocated) loses it, and [`orphaned`](Self::orphaned)
+    /// counts it; the breaker still gets the ticket back, as ignored, so that a
+    /// probe slot it holds returns to whoever still holds that breaker.
+    #[inline]
+    fn settle(&self, entry: &Entry<C>, ticket: Ticket, outcome: Option<Outcome>) {
+        let permit = Permit::new(&*entry.breaker, ticket);
+        if entry.is_claimed() {
+            permit.record(Outcome::Ignored);
+            // Relaxed: a statistic.
+            self.orphaned.fetch_add(1, Ordering::Relaxed);
+            return;
         }
-    }
-
-    /// Counts an outcome lost to the key.
-    pub(super) fn orphan(&self) {
-        // Relaxed: a statistic.
-        self.orphaned.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            Some(outcome) => permit.record(outcome),
+            None => drop(permit), // recorded as dropped
+        }
     }
 
     /// `key`'s breaker, created on first use, as an `Arc` to keep: for async calls,
@@ -226,6 +197,21 @@ where
             drop(breaker);
             self.finish_claim(&map, key, entry);
         }
+    }
+
+    /// A permit on `key`'s breaker that owns the breaker's `Arc`, for a call that
+    /// outlives the lookup's guard (an async call: the reqwest middleware, the
+    /// keyed tower layer). One lookup and one `Arc` clone, as [`get`](Self::get)
+    /// (with its claim check), then the admission.
+    #[cfg(any(feature = "reqwest", feature = "http"))]
+    pub(crate) fn acquire_owned<Q>(&self, key: &Q) -> Result<OwnedPermit<C>, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let breaker = self.get(key);
+        let ticket = breaker.acquire()?;
+        Ok(OwnedPermit::new(breaker, ticket))
     }
 
     /// Removes `key`'s breaker; the next lookup creates a fresh one. Returns the
@@ -287,10 +273,8 @@ where
     /// [`remove`](Self::remove)d or replaced by [`restore_all`](Self::restore_all)
     /// meanwhile, or evicted in the one race of [Idle eviction](Self#idle-eviction)
     /// (a caller stalled for the whole idle period, or for one idle resolution at
-    /// the key cap); also the outcome of a call whose key's `Hash` or `Eq` panicked
-    /// when it was recorded, and again when it was recorded as dropped. A breaker that has begun to leave (claimed, still in
-    /// the map) when the outcome arrives gets the call back as ignored, so that a
-    /// probe slot it held returns to whoever still holds that breaker. Published
+    /// the key cap). The breaker that left gets the call back as ignored, so that
+    /// a probe slot it held returns to whoever still holds that breaker. Published
     /// by `publish_metrics` (the feature `metrics`) as
     /// `circuit_breaker_registry_orphaned_total`.
     ///
@@ -425,68 +409,48 @@ where
     }
 }
 
-/// A call through [`Registry::call_with`] while it runs: if the call panics, its
-/// drop records the permit as dropped, as a [`Permit`]'s drop would. The ticket
-/// stays here until the breaker to record on has been found, so that a key whose
-/// `Hash` or `Eq` panics in that lookup loses no call uncounted: the drop records
-/// it as dropped, or, if its own lookup panics too, counts it as orphaned (the
-/// breaker then keeps the call in flight).
-struct InFlight<'r, 'q, K, C: Clock, S, Q: ?Sized>
+/// A call through [`Registry::call_with`] while it runs: if the call (or its
+/// classifier) panics, its drop records the permit as dropped, as a [`Permit`]'s
+/// drop would, on the breaker the call was admitted on.
+struct InFlight<'r, K, C: Clock, S>
 where
-    K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
     C: Clock + Clone,
     S: BuildHasher,
-    Q: Hash + Eq,
 {
     registry: &'r Registry<K, C, S>,
-    key: &'q Q,
-    id: u64,
+    /// Borrowed from the map under the caller's guard, which outlives this.
+    entry: &'r Entry<C>,
     ticket: Option<Ticket>,
 }
 
-impl<K, C, S, Q> InFlight<'_, '_, K, C, S, Q>
+impl<K, C, S> InFlight<'_, K, C, S>
 where
-    K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
     C: Clock + Clone,
     S: BuildHasher,
-    Q: Hash + Eq + ?Sized,
 {
     /// Records the call's `outcome` on the breaker it was admitted on.
+    #[inline]
     fn finish(mut self, outcome: Outcome) {
-        let registry = self.registry;
-        let map = registry.map.pin();
-        // Before the ticket leaves `self`: a panic here leaves it to the drop.
-        let entry = registry.admitted_on(&map, self.key, self.id);
         if let Some(ticket) = self.ticket.take() {
-            registry.settle(entry, ticket, Some(outcome));
+            self.registry.settle(self.entry, ticket, Some(outcome));
         }
     }
 }
 
-impl<K, C, S, Q> Drop for InFlight<'_, '_, K, C, S, Q>
+impl<K, C, S> Drop for InFlight<'_, K, C, S>
 where
-    K: Hash + Eq + Clone + Send + Sync + Borrow<Q> + 'static,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
     C: Clock + Clone,
     S: BuildHasher,
-    Q: Hash + Eq + ?Sized,
 {
-    /// Only while a panic unwinds (the call's, its classifier's, or the key's own
-    /// in [`finish`](InFlight::finish)'s lookup): records the call as dropped. The
-    /// lookup runs under `catch_unwind`, since a second panic escaping a drop
-    /// during unwinding aborts the process; a key that panics again loses the
-    /// call to [`orphaned`](Registry::orphaned).
+    /// Only while a panic unwinds (the call's or its classifier's): records the
+    /// call as dropped.
+    #[inline]
     fn drop(&mut self) {
-        let Some(ticket) = self.ticket.take() else {
-            return;
-        };
-        let registry = self.registry;
-        let map = registry.map.pin();
-        let (key, id) = (self.key, self.id);
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            registry.admitted_on(&map, key, id)
-        })) {
-            Ok(entry) => registry.settle(entry, ticket, None),
-            Err(_) => registry.orphan(),
+        if let Some(ticket) = self.ticket.take() {
+            self.registry.settle(self.entry, ticket, None);
         }
     }
 }

@@ -26,6 +26,8 @@
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Listener, Parts};
 use crate::event::Transition;
+#[cfg(any(feature = "reqwest", feature = "http"))]
+use crate::permit::OwnedPermit;
 use crate::permit::{Outcome, Permit, Ticket};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use crate::util::saturating_nanos;
@@ -34,7 +36,11 @@ use papaya::{HashMapRef, LocalGuard};
 use std::borrow::{Borrow, Cow};
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::{BuildHasher, Hash};
+
+/// The default hasher of a [`Registry`]'s keys: foldhash's fast, randomly seeded
+/// hasher (see [Hashing](Registry#hashing)).
+type RandomState = foldhash::fast::RandomState;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -72,12 +78,36 @@ type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
 /// line); an `arc-swap`ped `HashMap` copies the whole map on every insert, which is
 /// quadratic for keys that never repeat.
 ///
-/// A hit is mostly the key's hash and the table's probe (std's SipHash by default;
-/// a faster hasher can be set with [`RegistryBuilder::hasher`]; the measured costs
-/// are in `docs/PERFORMANCE.md`, from `benches/registry.rs`).
+/// A hit is mostly the key's hash and the table's probe (see [Hashing](#hashing);
+/// the measured costs are in `docs/PERFORMANCE.md`, from `benches/registry.rs`).
 /// [`with`](Registry::with) and [`call`](Registry::call) touch no reference count;
 /// [`get`](Registry::get) clones the breaker's `Arc`, a write to a line shared by
 /// every thread using the key.
+///
+/// # Hashing
+/// Keys are hashed with [foldhash](https://docs.rs/foldhash)'s
+/// `foldhash::fast::RandomState` by default (the third type parameter, `S`): a
+/// fast hasher, seeded at random per process and per registry, which costs a
+/// short `String` key a few dozen instructions where std's SipHash-1-3 costs
+/// a few hundred. It resists only casual collisions: a client who can choose many keys
+/// and time the lookups could pick keys that collide. Where keys come from
+/// requests and an attacker may choose them (a tenant id, a host name taken
+/// from the request), choose SipHash, std's
+/// [`RandomState`](std::hash::RandomState), with
+/// [`RegistryBuilder::hasher`], and cap the keys
+/// ([Keying safely](#keying-safely)):
+///
+/// ```
+/// use cutout::{CircuitBreaker, Registry};
+/// use std::hash::RandomState;
+///
+/// let registry: Registry<String, _, RandomState> = Registry::builder(CircuitBreaker::builder())
+///     .hasher(RandomState::new()) // SipHash-1-3, keyed at random
+///     .max_keys(10_000)
+///     .build()?;
+/// registry.get("tenant-42");
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
 ///
 /// # Names
 /// Each breaker is named after its key (see [`Builder::name`]): the `breaker` label
@@ -89,25 +119,26 @@ type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
 /// (any name but `"default"`, a builder's name when none is given).
 ///
 /// # Calls in flight
-/// [`call`](Registry::call) and [`call_with`](Registry::call_with) look the key up,
-/// take a permit and let go of the map before running the call: a call holds
-/// nothing that keeps other breakers alive. When it returns they look the key up
-/// again and record the outcome on the same breaker (told apart from a later one
-/// for the key by an id). The price is that second lookup (a hash and a probe, no
-/// shared write: each lookup's epoch guard marks the calling thread's own slot).
-/// The alternative, an `Arc` clone and drop per call, is fewer instructions but
-/// writes a line that every thread calling the key writes, which does not stay flat
-/// as threads are added; the crate's call paths write no shared line, and this
-/// keeps it so. (The measured costs of both are in `docs/PERFORMANCE.md`.) A
-/// sweep does not evict a breaker with a call in flight (below, with its one
-/// race), so the second lookup finds it; a breaker
-/// [`remove`](Registry::remove)d or replaced by
-/// [`restore_all`](Registry::restore_all) meanwhile loses the outcome, and
-/// [`orphaned`](Registry::orphaned) counts it.
+/// [`call`](Registry::call) and [`call_with`](Registry::call_with) look the key up
+/// once, take a permit, run the call and record its outcome on the breaker they
+/// borrowed, all under the lookup's epoch guard: no reference count is touched,
+/// and the guard marks only the calling thread's own slot, so a call writes no
+/// line that other threads write (the measured costs are in
+/// `docs/PERFORMANCE.md`). [`with`](Registry::with) holds the guard the same way
+/// while its closure runs.
 ///
-/// [`with`](Registry::with) instead holds the map's epoch guard while its closure
-/// runs, so the borrowed breaker, and any breaker evicted meanwhile, is freed only
-/// after it returns: keep its closure short.
+/// The price is memory while the call runs: a breaker removed from the map
+/// ([`remove`](Registry::remove), eviction, [`restore_all`](Registry::restore_all)),
+/// by any thread, is freed only once every guard that could see it is gone, so
+/// a long call delays freeing what leaves the registry meanwhile (an `Arc` clone
+/// per call would not, but would write a line that every thread calling the key
+/// writes). For calls that last, or that `.await`, take the breaker with
+/// [`get`](Registry::get), which holds no guard.
+///
+/// A sweep does not evict a breaker with a call in flight (below, with its one
+/// race); a breaker [`remove`](Registry::remove)d or replaced by
+/// [`restore_all`](Registry::restore_all) while the call runs loses the outcome,
+/// and [`orphaned`](Registry::orphaned) counts it.
 ///
 /// # Idle eviction
 /// Each entry keeps the time it was last used, but a lookup writes it only when it
@@ -171,11 +202,7 @@ type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
 /// or removed entry gives its place back only after it has left the map. (A key
 /// whose `Hash` or `Eq` panics while an eviction removes it keeps its place, since
 /// its entry may still be in the map: the cap is one place smaller for each such
-/// panic. One that panics when a [`call`](Registry::call)'s outcome is recorded,
-/// in the key's second lookup, has the call recorded as dropped by the lookup
-/// that follows the panic; if that one panics too, the outcome is lost to
-/// [`orphaned`](Registry::orphaned), and the breaker keeps the call in flight, so
-/// it is never evicted.)
+/// panic.)
 ///
 /// At the cap, a new key evicts breakers that behave like new ones (the rule of
 /// [Idle eviction](#idle-eviction): Closed, nothing in flight, no streak, an empty
@@ -338,7 +365,7 @@ where
             namer: Arc::new(move |key: &K| name(key).into()),
             idle_after: None,
             resolution: None,
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
             initial: None,
             max_keys: None,
             overflow_name: Cow::Borrowed(OVERFLOW_NAME),
