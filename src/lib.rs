@@ -57,7 +57,13 @@
 //!   `Retry-After`, the inner service's errors pass through unchanged (an axum
 //!   route stays `Infallible`, so no `HandleErrorLayer`), and a `5xx` is a failure.
 //!   In axum 0.8: `.route_layer(cutout::http::HttpLayer::new(breaker))`. See
-//!   `examples/axum.rs`.
+//!   `examples/axum.rs`. On the client side, `http::BackendLayer` keeps one
+//!   breaker per backend for hyper-util's client (or any HTTP client service),
+//!   picked by each request's authority through a `Registry`.
+//! - With the `reqwest` feature, `reqwest::CircuitBreakerMiddleware` does that for
+//!   `reqwest-middleware` clients: one breaker per backend `host[:port]`, a
+//!   rejection an error whose sources reach the [`Rejected`], retries placed
+//!   outside it stopped at once by an open breaker. See `examples/client.rs`.
 //! - With the `registry` feature (on by default), a `Registry` holds one breaker per
 //!   dependency key, built on first use from a shared [`Builder`] and named after
 //!   its key, with lock-free lookups and optional idle eviction (only of breakers
@@ -279,7 +285,9 @@
 //!   `http.rs`: the HTTP layer (feature `http`); `dropped.rs`: what a dropped
 //!   permit counts as;
 //!   `fallback.rs`: fallbacks, sync, async and tower;
-//!   `registry.rs`: breakers by key on a `papaya` map (feature `registry`);
+//!   `registry/`: breakers by key on a `papaya` map (feature `registry`): the
+//!   map's lookups, the key cap, idle eviction, the builder, save and restore;
+//!   `reqwest.rs`: the reqwest middleware (feature `reqwest`);
 //!   `saved.rs`: save and restore, and the `serde` format (feature `serde`);
 //!   `retry.rs`: backoff and the retry loops.
 

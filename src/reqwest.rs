@@ -1,4 +1,4 @@
-//! A breaker per backend for [`reqwest`](::reqwest) clients, as a
+//! A breaker per backend for [`reqwest`] clients, as a
 //! [`reqwest-middleware`](::reqwest_middleware) middleware (the `reqwest` feature).
 //!
 //! # Where the breaker goes
