@@ -22,49 +22,16 @@ use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use reqwest_retry::{RetryTransientMiddleware, policies::ExponentialBackoff};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// How a backend behaves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Mode {
-    /// Answers `200 OK` at once.
-    Healthy,
-    /// Answers `500 Internal Server Error` at once.
-    Failing,
-    /// Never answers.
-    Hung,
-}
+/// The switchable backend (`Mode`, `Backend`) and its handler, shared with
+/// `examples/axum.rs`.
+#[allow(dead_code)]
+#[path = "axum.rs"]
+mod flaky;
 
-/// A backend: switchable, and counting the calls that reach it.
-#[derive(Debug, Default)]
-pub struct Backend {
-    mode: AtomicU8,
-    calls: AtomicU32,
-}
-
-impl Backend {
-    /// Switches the backend to `mode`.
-    pub fn set(&self, mode: Mode) {
-        self.mode.store(mode as u8, Ordering::Relaxed);
-    }
-
-    /// How many requests reached the backend.
-    pub fn calls(&self) -> u32 {
-        self.calls.load(Ordering::Relaxed)
-    }
-}
-
-async fn work(State(backend): State<Arc<Backend>>) -> (StatusCode, &'static str) {
-    backend.calls.fetch_add(1, Ordering::Relaxed);
-    match backend.mode.load(Ordering::Relaxed) {
-        m if m == Mode::Healthy as u8 => (StatusCode::OK, "done"),
-        m if m == Mode::Failing as u8 => (StatusCode::INTERNAL_SERVER_ERROR, "broken"),
-        _ => std::future::pending().await,
-    }
-}
+pub use flaky::{Backend, Mode};
 
 /// Serves `router` on an ephemeral port of 127.0.0.1, in a task of its own.
 pub async fn serve(router: Router) -> std::io::Result<SocketAddr> {
@@ -78,7 +45,7 @@ pub async fn serve(router: Router) -> std::io::Result<SocketAddr> {
 pub async fn spawn_backend(backend: Arc<Backend>) -> std::io::Result<SocketAddr> {
     serve(
         Router::new()
-            .route("/work", routing::get(work))
+            .route("/work", routing::get(flaky::orders))
             .with_state(backend),
     )
     .await
