@@ -87,10 +87,10 @@ type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
 /// # Hashing
 /// Keys are hashed with [foldhash](https://docs.rs/foldhash)'s
 /// `foldhash::fast::RandomState` by default (the third type parameter, `S`): a
-/// fast hasher, seeded at random per process and per registry, which costs a
-/// short `String` key a few dozen instructions where std's SipHash-1-3 costs
-/// a few hundred. It resists only casual collisions: a client who can choose many keys
-/// and time the lookups could pick keys that collide. Where keys come from
+/// fast hasher, seeded at random per process and per registry, several times
+/// cheaper on a short `String` key than std's SipHash-1-3 (the figures are in
+/// `docs/PERFORMANCE.md`). It resists only casual collisions: a client who can
+/// choose many keys and time the lookups could pick keys that collide. Where keys come from
 /// requests and an attacker may choose them (a tenant id, a host name taken
 /// from the request), choose SipHash, std's
 /// [`RandomState`](std::hash::RandomState), with
