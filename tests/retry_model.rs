@@ -713,7 +713,12 @@ impl<'a> Rig<'a> {
         }
         if !self.fuzzy.get() {
             check("successes", d(|l| l.successes), u64::from(self.oks.get()));
-            check("failures", d(|l| l.failures), u64::from(self.errs.get()));
+            // The failed attempts, and the dropped ones counted as failures.
+            check(
+                "failures",
+                d(|l| l.failures),
+                u64::from(self.errs.get()) + twice,
+            );
             check("stale", d(|l| l.stale), 0);
             check("ignored", d(|l| l.ignored), 0);
         }
