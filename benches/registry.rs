@@ -20,14 +20,19 @@ fn registry(c: &mut Criterion) {
     let names: Vec<String> = (0..KEYS).map(|i| format!("upstream-{i}")).collect();
     let by_name: Registry<String> = Registry::new(builder.clone()).unwrap();
     let by_id: Registry<u64> = Registry::new(builder.clone()).unwrap();
-    let fx = Registry::builder(builder)
+    let fx = Registry::builder(builder.clone())
         .hasher(BuildHasherDefault::<Fx>::default())
+        .build()
+        .unwrap();
+    let sip = Registry::builder(builder)
+        .hasher(std::hash::RandomState::new())
         .build()
         .unwrap();
     for (i, name) in names.iter().enumerate() {
         by_name.get(name.as_str());
         by_id.get(&(i as u64));
         fx.get(name.as_str());
+        sip.get(name.as_str());
     }
     let key = names[KEYS / 2].as_str();
 
@@ -39,6 +44,9 @@ fn registry(c: &mut Criterion) {
     });
     g.bench_function("call(&str)", |b| {
         b.iter(|| by_name.call(black_box(key), || Ok::<_, ()>(black_box(1u64))))
+    });
+    g.bench_function("call(&str), SipHash (std's RandomState)", |b| {
+        b.iter(|| sip.call(black_box(key), || Ok::<_, ()>(black_box(1u64))))
     });
     g.bench_function("with(&str) lookup only, Fx hasher", |b| {
         b.iter(|| fx.with(black_box(key), |br| br.state()))
@@ -114,7 +122,8 @@ fn capped(c: &mut Criterion) {
     g.finish();
 }
 
-/// A multiply-rotate hasher (as rustc's FxHash) to show what SipHash costs.
+/// A multiply-rotate hasher (as rustc's FxHash), beside the default (foldhash)
+/// and SipHash.
 #[derive(Default)]
 struct Fx(u64);
 

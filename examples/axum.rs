@@ -57,8 +57,9 @@ impl Backend {
     }
 }
 
-/// The route handler: the backend call itself.
-async fn orders(State(backend): State<Arc<Backend>>) -> (StatusCode, &'static str) {
+/// The route handler: the backend call itself (also `examples/client.rs`'s
+/// backends).
+pub async fn orders(State(backend): State<Arc<Backend>>) -> (StatusCode, &'static str) {
     backend.calls.fetch_add(1, Ordering::Relaxed);
     match backend.mode.load(Ordering::Relaxed) {
         m if m == Mode::Healthy as u8 => (StatusCode::OK, "orders"),

@@ -99,6 +99,11 @@ pub struct CircuitBreaker<C = DefaultClock> {
     listener: Option<Listener>,
     /// Transitions by reason: written only with a transition, read by metrics.
     transitions: [AtomicU64; Reason::ALL.len()],
+    /// Dropped calls counted as failures (in their own phase): added to the
+    /// striped `Failures` count in [`Lifetime::failures`](crate::Lifetime::failures),
+    /// so that a trip on timed-out calls shows failures. Off the lean paths: only a
+    /// drop that `on_drop` makes a failure writes it.
+    dropped_failures: AtomicU64,
     /// The lifetime counters as `publish_metrics` last published them.
     #[cfg(feature = "metrics")]
     pub(crate) published: crate::export::metrics::Published<{ crate::export::metrics::COUNTED }>,
@@ -142,6 +147,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 tripped: std::array::from_fn(|_| TaggedWord::new()),
             }),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
+            dropped_failures: AtomicU64::new(0),
             #[cfg(feature = "metrics")]
             published: Default::default(),
             window,

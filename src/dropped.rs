@@ -8,10 +8,11 @@ use std::time::Duration;
 /// with [`Builder::on_drop`](crate::Builder::on_drop).
 ///
 /// Whatever this setting says, a dropped call always counts in
-/// [`Lifetime::dropped`](crate::Lifetime::dropped) (and only there among the
-/// lifetime outcomes), a dropped half-open probe that counts as nothing gives its
-/// slot back, and a call dropped after the breaker moved to another phase decides
-/// nothing (it is stale).
+/// [`Lifetime::dropped`](crate::Lifetime::dropped); one this setting makes a
+/// failure counts in [`Lifetime::failures`](crate::Lifetime::failures) too (the
+/// [one counting rule](crate::Lifetime#one-counting-rule)). A dropped half-open
+/// probe that counts as nothing gives its slot back, and a call dropped after the
+/// breaker moved to another phase decides nothing (it is stale).
 ///
 /// With the slow-call policy on ([`Builder::slow_calls`](crate::Builder::slow_calls)),
 /// a call dropped after running longer than the threshold is one slow call in any

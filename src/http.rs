@@ -21,6 +21,10 @@
 //!   failure, anything else (a 404 included) a success, and an `Err` a failure.
 //!   [`HttpLayer::classify`] takes any other [`Classify`].
 //!
+//! For the client side, `BackendLayer` (with the `registry` feature) keeps one breaker per backend: it picks
+//! each request's breaker from a [`Registry`](crate::Registry) by the request's
+//! authority (hyper-util's client, or any `Service<http::Request<B>>`).
+//!
 //! The feature is named `http`, not `axum`: it needs only the `http` crate's
 //! `Request`/`Response` types (and tower), which axum, hyper and tonic share, so it
 //! serves all of them and pulls in no web framework.
@@ -60,6 +64,10 @@
 //!     .layer(TimeoutLayer::with_status_code(StatusCode::GATEWAY_TIMEOUT, Duration::from_secs(2)));
 //! # Ok::<(), cutout::ConfigError>(())
 //! ```
+
+#[cfg(feature = "registry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "registry")))]
+pub use crate::tower::keyed::{BackendFuture, BackendLayer, BackendService};
 
 use crate::classify::Classify;
 use crate::clock::{Clock, DefaultClock};

@@ -37,7 +37,10 @@
 //!   [`call_async_with`](CircuitBreaker::call_async_with) wrap a future, on any runtime.
 //! - Feature `tower`: `CircuitBreakerLayer` around any `Service`. Feature `http`:
 //!   `http::HttpLayer` answers a rejection with `503` and `Retry-After`
-//!   (`examples/axum.rs`).
+//!   (`examples/axum.rs`); `http::BackendLayer` keeps one breaker per backend
+//!   around an HTTP client service, picked by each request's authority.
+//! - Feature `reqwest`: `reqwest::CircuitBreakerMiddleware` for `reqwest-middleware`
+//!   clients, one breaker per backend `host[:port]` (`examples/client.rs`).
 //! - Feature `registry` (default): `Registry`, one breaker per dependency key.
 //! - Feature `retry` (default): [`retry`](fn@retry) and [`retry_async`] stop at an open breaker.
 //! - [Fallbacks](fallback) answer a rejection, or a failure, with a cached value.
@@ -123,6 +126,9 @@ mod policy;
 mod ramp;
 #[cfg(feature = "registry")]
 mod registry;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
 #[cfg(feature = "retry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 mod retry;

@@ -150,8 +150,18 @@ impl std::fmt::Debug for Metrics {
 
 /// Counters since the breaker was built.
 ///
+/// # One counting rule
+/// Every outcome that moved a decision shows in the counter of what it counted
+/// as. A permit dropped unrecorded (a timeout outside the breaker, a cancelled
+/// future, a panic) counts in `dropped`, and also: in `failures` when
+/// [`Builder::on_drop`](crate::Builder::on_drop) made it a failure in its own
+/// phase, and in `slow` when it ran past the slow-call threshold. So a breaker
+/// tripped by timed-out calls under `on_drop(Dropped::FailureAfter(..))` shows
+/// those calls as failures. A dropped call that counted as nothing (ignored, or
+/// stale) is in `dropped` alone.
+///
 /// Once every permit is finished, `admitted = successes + failures + ignored +
-/// stale + dropped`.
+/// stale + dropped`, less the dropped calls counted as failures (in both).
 ///
 /// # Cost
 /// The counters are striped like the window, so counting adds no shared written
@@ -181,7 +191,8 @@ pub struct Lifetime {
     pub rejected: u64,
     /// Successes recorded in their own generation.
     pub successes: u64,
-    /// Failures recorded in their own generation.
+    /// Failures recorded in their own generation, and dropped calls counted as
+    /// failures in their own generation (see [One counting rule](Lifetime#one-counting-rule)).
     pub failures: u64,
     /// Of the successes, failures and dropped calls, calls slower than the
     /// slow-call threshold.
@@ -190,8 +201,8 @@ pub struct Lifetime {
     pub ignored: u64,
     /// Outcomes discarded because the breaker had moved to a later generation.
     pub stale: u64,
-    /// Permits dropped without an outcome, whatever they counted as in the window
-    /// (see [`Dropped`](crate::Dropped)): a dropped call counts here and in none of
-    /// `successes`, `failures`, `ignored` or `stale`.
+    /// Permits dropped without an outcome, whatever they counted as (see
+    /// [`Dropped`](crate::Dropped)): one counted as a failure is in `failures` too;
+    /// none is in `successes`, `ignored` or `stale`.
     pub dropped: u64,
 }

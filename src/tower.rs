@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 mod hold;
+#[cfg(all(feature = "http", feature = "registry"))]
+pub(crate) mod keyed;
 use hold::Hold;
 
 /// A tower [`Layer`] that puts one shared breaker in front of a service.

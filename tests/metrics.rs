@@ -398,6 +398,42 @@ fn window_gauges_are_zero_while_open() {
     });
 }
 
+/// The one counting rule: calls a timeout gave up on, which `on_drop` counted as
+/// failures and which tripped the breaker, are published as failures (and as
+/// dropped), so a dashboard never shows a breaker opening on zero failures.
+#[test]
+fn dropped_calls_counted_as_failures_are_published_as_failures() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let clock = ManualClock::new();
+    metrics::with_local_recorder(&recorder, || {
+        let b = CircuitBreaker::builder()
+            .name("timed-out")
+            .clock(clock.clone())
+            .consecutive_failures(3)
+            .on_drop(cutout::Dropped::FailureAfter(Duration::from_millis(500)))
+            .build()
+            .unwrap();
+        for _ in 0..3 {
+            let permit = b.try_acquire().unwrap();
+            clock.advance(Duration::from_secs(1)); // hung past the timeout, given up
+            drop(permit);
+        }
+        assert_eq!(b.state(), State::Open);
+        b.publish_metrics();
+        let s = seen(&snapshotter);
+        let outcome = |o| {
+            counter(
+                &s,
+                names::CALLS,
+                &[("breaker", "timed-out"), ("outcome", o)],
+            )
+        };
+        assert_eq!(outcome("failure"), Some(3));
+        assert_eq!(outcome("dropped"), Some(3));
+    });
+}
+
 /// A breaker's name is its `breaker` label as it is: empty, non-ASCII with quotes
 /// and braces, or 10,000 bytes long.
 #[test]

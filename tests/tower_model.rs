@@ -754,6 +754,8 @@ struct World<C: TestClock> {
     flights: Vec<Flight>,
     next_id: u64,
     expect: Lifetime,
+    /// Of the dropped calls, those counted as failures too.
+    dropped_failures: u64,
     generation0: u32,
     /// Handles held outside the run.
     extra: usize,
@@ -952,8 +954,9 @@ impl<C: TestClock> World<C> {
         );
         assert_eq!(
             l.admitted,
-            l.successes + l.failures + l.ignored + l.stale + l.dropped + self.in_flight(),
-            "admitted = outcomes + in flight, after {step}"
+            l.successes + l.failures + l.ignored + l.stale + l.dropped + self.in_flight()
+                - self.dropped_failures,
+            "admitted = outcomes + in flight (dropped failures counted once), after {step}"
         );
         assert_eq!(
             m.total_transitions(),
@@ -1269,6 +1272,18 @@ impl<C: TestClock> World<C> {
                 if slow {
                     self.expect.slow += 1;
                 }
+                // Counted as a failure too (in its own phase), as `on_drop` says.
+                let failed = fresh
+                    && match self.cfg.on_drop {
+                        Dropped::Ignored => false,
+                        Dropped::Failure => true,
+                        Dropped::FailureAfter(d) => u128::from(elapsed) > d.as_nanos(),
+                        _ => unreachable!("no other setting is generated"),
+                    };
+                if failed {
+                    self.expect.failures += 1;
+                    self.dropped_failures += 1;
+                }
                 self.trace.push(format!(
                     "  -> dropped (fresh {fresh}, elapsed {}ms)",
                     elapsed / 1_000_000
@@ -1339,6 +1354,7 @@ fn run<C: TestClock>(
         flights: Vec::new(),
         next_id: 0,
         expect: Lifetime::default(),
+        dropped_failures: 0,
         generation0,
         extra,
         last_hold_elsewhere: false,
@@ -1411,7 +1427,7 @@ fn run<C: TestClock>(
             assert_eq!(l, w.expect, "lifetime after the teardown");
             assert_eq!(
                 l.admitted,
-                l.successes + l.failures + l.ignored + l.stale + l.dropped
+                l.successes + l.failures + l.ignored + l.stale + l.dropped - w.dropped_failures
             );
         }
         Err(_) => assert!(

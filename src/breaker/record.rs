@@ -47,9 +47,10 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// Records a permit dropped without an outcome, counted as dropped (and nothing
-    /// else, if stale). In its own phase it is a failure if `on_drop` says so, and
-    /// slow if it ran past the slow-call threshold; a slow call that is not a
-    /// failure leaves the streak as it is. Neither: ignored, its probe slot back.
+    /// else, if stale). In its own phase it is a failure if `on_drop` says so
+    /// (counted in `failures` too), and slow if it ran past the slow-call threshold
+    /// (counted in `slow`); a slow call that is not a failure leaves the streak as
+    /// it is. Neither: ignored, its probe slot back.
     #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
         let r = self.hot.stripes.mine();
@@ -65,6 +66,11 @@ impl<C: Clock> CircuitBreaker<C> {
         let slow = self.is_slow(ticket);
         if slow {
             Stripes::bump(r, Counter::Slow);
+        }
+        if failed {
+            // Relaxed: a statistic (see `Lifetime::failures`); the striped counts
+            // that `in_flight` sums leave it out, so it orders nothing.
+            self.dropped_failures.fetch_add(1, Ordering::Relaxed);
         }
         match ticket.kind() {
             Kind::Probe if failed || slow => {

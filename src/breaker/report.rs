@@ -36,7 +36,9 @@ impl<C: Clock> CircuitBreaker<C> {
             admitted: total(Counter::Admitted),
             rejected: total(Counter::Rejected),
             successes: total(Counter::Successes),
-            failures: total(Counter::Failures),
+            // Relaxed: a statistic, summed like the striped counters.
+            failures: total(Counter::Failures)
+                .wrapping_add(self.dropped_failures.load(Ordering::Relaxed)),
             slow: total(Counter::Slow),
             ignored: total(Counter::Ignored),
             stale: total(Counter::Stale),

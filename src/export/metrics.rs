@@ -16,7 +16,7 @@
 //! | name | kind | other labels | value | updated by |
 //! |------|------|--------------|-------|------------|
 //! | `circuit_breaker_state` | gauge | `state`: `closed`, `open`, `half_open`, `forced_open`, `disabled`, `recovering` | 1 for the current state, 0 for the other five | `publish_metrics` |
-//! | `circuit_breaker_calls_total` | counter | `outcome`: `success`, `failure`, `ignored`, `stale`, `dropped` | [`Lifetime`](crate::Lifetime) outcomes since the breaker was built | `publish_metrics` |
+//! | `circuit_breaker_calls_total` | counter | `outcome`: `success`, `failure`, `ignored`, `stale`, `dropped` | [`Lifetime`](crate::Lifetime) outcomes since the breaker was built, by its [one counting rule](crate::Lifetime#one-counting-rule): a dropped call counted as a failure is in `failure` and in `dropped` | `publish_metrics` |
 //! | `circuit_breaker_slow_calls_total` | counter | | successes, failures and dropped calls slower than the slow-call threshold | `publish_metrics` |
 //! | `circuit_breaker_rejected_calls_total` | counter | | calls turned away | `publish_metrics` |
 //! | `circuit_breaker_transitions_total` | counter | `from`, `to` (state names), `reason` ([`Reason::as_str`](crate::Reason::as_str)) | transitions | each transition |

@@ -1,0 +1,275 @@
+//! [`BackendLayer`]: a client-side tower layer with one breaker per backend,
+//! picked by each request's authority through a [`Registry`] (the `http` feature).
+//! Re-exported from [`crate::http`].
+
+use crate::classify::Classify;
+use crate::clock::{Clock, DefaultClock};
+use crate::http::ServerErrorIsFailure;
+use crate::permit::OwnedPermit;
+use crate::{Error, Registry, Rejected};
+use ::http::{Request, Response, header};
+use ::tower::{Layer, Service};
+use pin_project_lite::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+/// A tower [`Layer`] for HTTP clients (hyper-util's `Client`, or any
+/// `Service<http::Request<B>>`) that sends each request through its backend's
+/// breaker, from a [`Registry`] the caller keeps.
+///
+/// The key is the request URI's authority without user info (`host[:port]`, as
+/// the URI writes it), or its `Host` header for a URI with no authority, or the
+/// empty string for a request that names neither. A rejected request never
+/// reaches the inner service: its future fails at once with
+/// [`Error::Rejected`]; the inner service's errors come as [`Error::Inner`].
+/// Responses are classified by [`ServerErrorIsFailure`] (a `5xx` or an `Err`
+/// fails), or by [`classify`](BackendLayer::classify).
+///
+/// Readiness is the inner service's: the breaker is known only once the
+/// request's key is. Each request costs one registry lookup on a key borrowed
+/// from the request, and one clone of the breaker's `Arc` held by its future.
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, Error, Registry, http::BackendLayer};
+/// use http::{Request, Response, StatusCode};
+/// use std::{convert::Infallible, sync::Arc};
+/// use tower::{Layer, ServiceExt, service_fn};
+/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     loop {
+/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+/// #     }
+/// # }
+///
+/// let breakers = Arc::new(Registry::new(CircuitBreaker::builder().consecutive_failures(1))?);
+/// // Stands in for hyper-util's client: backend "a" is sick, "b" is well.
+/// let client = service_fn(|request: Request<()>| async move {
+///     let mut response = Response::new(());
+///     if request.uri().host() == Some("a") {
+///         *response.status_mut() = StatusCode::BAD_GATEWAY;
+///     }
+///     Ok::<_, Infallible>(response)
+/// });
+/// let client = BackendLayer::new(breakers.clone()).layer(client);
+/// let get = |uri: &str| Request::get(uri).body(()).unwrap();
+///
+/// let response = block_on(client.clone().oneshot(get("http://a:8080/x")))?;
+/// assert_eq!(response.status(), StatusCode::BAD_GATEWAY); // a failure: "a" opens
+/// let rejected = block_on(client.clone().oneshot(get("http://a:8080/y")));
+/// assert!(matches!(rejected, Err(Error::Rejected(_))));
+/// let response = block_on(client.oneshot(get("http://b:8080/x")))?; // its own breaker
+/// assert_eq!(response.status(), StatusCode::OK);
+/// assert_eq!(breakers.len(), 2); // "a:8080" and "b:8080"
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct BackendLayer<
+    C: Clock = DefaultClock,
+    S = foldhash::fast::RandomState,
+    K = ServerErrorIsFailure,
+> {
+    registry: Arc<Registry<String, C, S>>,
+    classify: K,
+}
+
+impl<C: Clock, S> BackendLayer<C, S> {
+    /// A layer whose breakers come from `registry`, one per backend authority.
+    pub fn new(registry: Arc<Registry<String, C, S>>) -> Self {
+        BackendLayer {
+            registry,
+            classify: ServerErrorIsFailure,
+        }
+    }
+}
+
+impl<C: Clock, S, K> BackendLayer<C, S, K> {
+    /// Classifies each `Result<Response<B>, Error>` with `classify` instead: any
+    /// [`Classify`], such as a closure.
+    pub fn classify<K2>(self, classify: K2) -> BackendLayer<C, S, K2> {
+        BackendLayer {
+            registry: self.registry,
+            classify,
+        }
+    }
+
+    /// The registry the breakers come from.
+    pub fn registry(&self) -> &Arc<Registry<String, C, S>> {
+        &self.registry
+    }
+}
+
+impl<C: Clock, S, K: Clone> Clone for BackendLayer<C, S, K> {
+    fn clone(&self) -> Self {
+        BackendLayer {
+            registry: self.registry.clone(),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<Svc, C: Clock, S, K: Clone> Layer<Svc> for BackendLayer<C, S, K> {
+    type Service = BackendService<Svc, C, S, K>;
+
+    fn layer(&self, inner: Svc) -> Self::Service {
+        BackendService {
+            inner,
+            registry: self.registry.clone(),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<C: Clock, S, K> fmt::Debug for BackendLayer<C, S, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendLayer").finish_non_exhaustive()
+    }
+}
+
+/// An HTTP client service with a breaker per backend; built by [`BackendLayer`].
+pub struct BackendService<
+    Svc,
+    C: Clock = DefaultClock,
+    S = foldhash::fast::RandomState,
+    K = ServerErrorIsFailure,
+> {
+    inner: Svc,
+    registry: Arc<Registry<String, C, S>>,
+    classify: K,
+}
+
+impl<Svc, C: Clock, S, K> BackendService<Svc, C, S, K> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &Svc {
+        &self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> Svc {
+        self.inner
+    }
+}
+
+/// The registry key of `request`: its URI's authority without user info, else
+/// its `Host` header, else the empty string. Borrowed: no allocation.
+fn backend_key<B>(request: &Request<B>) -> &str {
+    match request.uri().authority() {
+        Some(authority) => {
+            let all = authority.as_str();
+            all.rsplit_once('@').map_or(all, |(_, host_port)| host_port)
+        }
+        None => request
+            .headers()
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .unwrap_or(""),
+    }
+}
+
+impl<Svc, B, RB, C, S, K> Service<Request<B>> for BackendService<Svc, C, S, K>
+where
+    Svc: Service<Request<B>, Response = Response<RB>>,
+    C: Clock + Clone,
+    S: BuildHasher,
+    K: Classify<Response<RB>, Svc::Error> + Clone,
+{
+    type Response = Response<RB>;
+    type Error = Error<Svc::Error>;
+    type Future = BackendFuture<Svc::Future, K, C>;
+
+    /// The inner service's readiness, its error as [`Error::Inner`].
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::Inner)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        match self.registry.acquire_owned(backend_key(&request)) {
+            Ok(permit) => BackendFuture {
+                inner: Some(self.inner.call(request)),
+                permit: Some(permit),
+                rejected: None,
+                classify: self.classify.clone(),
+            },
+            Err(rejected) => BackendFuture {
+                inner: None,
+                permit: None,
+                rejected: Some(rejected),
+                classify: self.classify.clone(),
+            },
+        }
+    }
+}
+
+impl<Svc: Clone, C: Clock, S, K: Clone> Clone for BackendService<Svc, C, S, K> {
+    fn clone(&self) -> Self {
+        BackendService {
+            inner: self.inner.clone(),
+            registry: self.registry.clone(),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<Svc: fmt::Debug, C: Clock, S, K> fmt::Debug for BackendService<Svc, C, S, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendService")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+pin_project! {
+    /// The response future of [`BackendService`]: the inner service's response,
+    /// its error as [`Error::Inner`], or [`Error::Rejected`] at once for a
+    /// rejected request. Dropping it before the response arrives counts the call
+    /// as [`Dropped`](crate::Dropped) says.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct BackendFuture<F, K, C>
+    where
+        C: Clock,
+    {
+        #[pin]
+        inner: Option<F>,
+        permit: Option<OwnedPermit<C>>,
+        rejected: Option<Rejected>,
+        classify: K,
+    }
+}
+
+impl<F, K, RB, E, C> Future for BackendFuture<F, K, C>
+where
+    F: Future<Output = Result<Response<RB>, E>>,
+    K: Classify<Response<RB>, E>,
+    C: Clock,
+{
+    type Output = Result<Response<RB>, Error<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Some(inner) = this.inner.as_pin_mut() else {
+            // Rejected (the only future without an inner one): the same rejection
+            // however often it is polled.
+            return match *this.rejected {
+                Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
+                None => Poll::Pending,
+            };
+        };
+        let result = ready!(inner.poll(cx));
+        if let Some(permit) = this.permit.take() {
+            permit.record(this.classify.classify(&result));
+        }
+        Poll::Ready(result.map_err(Error::Inner))
+    }
+}
+
+impl<F, K, C: Clock> fmt::Debug for BackendFuture<F, K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendFuture")
+            .field("rejected", &self.rejected)
+            .finish_non_exhaustive()
+    }
+}
