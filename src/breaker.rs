@@ -41,6 +41,7 @@ mod phase;
 mod record;
 mod report;
 mod time;
+mod transitions;
 
 use layout::{Hot, Lean, Phase, unlikely};
 use phase::Probe;

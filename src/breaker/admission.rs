@@ -182,10 +182,7 @@ impl<C: Clock> CircuitBreaker<C> {
                     if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, reading) {
                         return Err(rejected);
                     }
-                    let update = self.transition(s, |cur| {
-                        (cur == s).then(|| (cur.next(State::HalfOpen, cur.level()), now))
-                    });
-                    self.announce(update, Reason::CooldownElapsed, WindowCounts::default(), 0)
+                    self.to_half_open(s, now)
                 }
                 State::HalfOpen => {
                     let now = self.ticks();
@@ -253,9 +250,6 @@ impl<C: Clock> CircuitBreaker<C> {
         if now < started.saturating_add(length).min(self.ticks_max) {
             return Ok(ramp::admit(r, self.seed, ramp::share(elapsed, length)));
         }
-        let update = self.transition(s, |cur| {
-            (cur == s).then(|| (cur.next(State::Closed, 0), now))
-        });
-        Err(self.announce(update, Reason::RampCompleted, WindowCounts::default(), 0))
+        Err(self.close(s, now))
     }
 }
