@@ -14,7 +14,7 @@
 
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Config, Listener, SlowCalls};
-use crate::event::{Reason, Transition, WindowCounts};
+use crate::event::{Reason, Transition};
 use crate::metrics::{Lifetime, Metrics};
 use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
@@ -24,9 +24,10 @@ use crate::state::{
     Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
     Update, ticks_from_duration, ticks_from_nanos,
 };
-use crate::stripe::{Counter, OPEN_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
+use crate::stripe::{Counter, NEWEST_OR_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering};
 use crate::util::{random_seed, splitmix64};
+use crate::window::WindowCounts;
 use crate::window::{self, Sample, Window};
 use crate::{Error, Rejected, State};
 use crossbeam_utils::CachePadded;

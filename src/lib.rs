@@ -336,7 +336,7 @@ pub use clock::{Clock, DefaultClock, ManualClock, StdClock};
 pub use config::Builder;
 pub use dropped::Dropped;
 pub use error::{ConfigError, Error, Rejected};
-pub use event::{Reason, Transition, WindowCounts};
+pub use event::{Reason, Transition};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, fallback_fn};
@@ -368,6 +368,7 @@ pub(crate) const OBSERVERS: &[fn(&std::borrow::Cow<'static, str>, &Transition)] 
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use tower::{CircuitBreakerLayer, CircuitBreakerService, ResponseFuture};
+pub use window::WindowCounts;
 
 /// README.md's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -11,9 +11,10 @@
 //! - What a rejection by a full round says: [`half_open_retry`].
 
 use crate::config::Config;
-use crate::event::{Reason, WindowCounts};
+use crate::event::Reason;
 use crate::state::{Generation, Snapshot, State, next_generation};
 use crate::util::splitmix64;
+use crate::window::WindowCounts;
 
 /// The jittered cooldown, in ticks, of an Open phase at `level` in `generation`:
 /// the open duration of the level, shortened by the generation's jitter. A

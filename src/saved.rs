@@ -27,8 +27,8 @@
 
 use crate::clock::Clock;
 use crate::config::{Builder, Config, WindowConfig};
-use crate::event::WindowCounts;
 use crate::state::{LEVEL_MAX, NANOS_PER_TICK, Snapshot, TICKS_MAX};
+use crate::window::WindowCounts;
 use crate::{CircuitBreaker, ConfigError, State};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
