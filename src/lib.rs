@@ -337,9 +337,6 @@ pub use config::Builder;
 pub use dropped::Dropped;
 pub use error::{ConfigError, Error, Rejected};
 pub use event::{Reason, Transition};
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, fallback_fn};
 pub use future::CallAsync;
 pub use metrics::{Lifetime, Metrics};
 pub use permit::{Outcome, OwnedPermit, Permit};
@@ -367,7 +364,10 @@ pub(crate) const OBSERVERS: &[fn(&std::borrow::Cow<'static, str>, &Transition)] 
 ];
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use tower::{CircuitBreakerLayer, CircuitBreakerService, ResponseFuture};
+pub use tower::{
+    CircuitBreakerLayer, CircuitBreakerService, FallbackFn, FallbackFuture, FallbackLayer,
+    FallbackService, ResponseFuture, fallback_fn,
+};
 pub use window::WindowCounts;
 
 /// README.md's examples, compiled and run as doctests.
