@@ -12,6 +12,7 @@
 //! window, so of two racing failures the later-numbered sees both (see
 //! `window::budget`).
 
+use crate::attach::Attachment;
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Config, Listener, SlowCalls};
 use crate::event::{Reason, Transition};
@@ -101,9 +102,8 @@ pub struct CircuitBreaker<C = DefaultClock> {
     listener: Option<Listener>,
     /// Transitions by reason: written only with a transition, read by metrics.
     transitions: [AtomicU64; Reason::ALL.len()],
-    /// The lifetime counters as `publish_metrics` last published them.
-    #[cfg(feature = "metrics")]
-    pub(crate) published: crate::export::metrics::Published<{ crate::export::metrics::COUNTED }>,
+    /// What an integration keeps beside the breaker (see [`Attachment`]).
+    pub(crate) attached: Attachment,
 }
 
 impl CircuitBreaker<DefaultClock> {
@@ -143,8 +143,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 streak: TaggedWord::new(),
             }),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
-            #[cfg(feature = "metrics")]
-            published: Default::default(),
+            attached: Attachment::default(),
             window,
             config,
             clock,

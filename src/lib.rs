@@ -291,6 +291,7 @@
 // (`sync::loom_once_box`).
 #![deny(unsafe_code)]
 
+mod attach;
 mod breaker;
 mod classify;
 mod clock;
