@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn a_rate_is_never_reached_with_none_of_its_own_events() {
-        // The builder refuses a threshold of 0 (issue 15 item 5); a config that had
+        // The builder refuses a threshold of 0; a config that had
         // one still could not report a policy whose condition has no event behind it.
         let mut c = CircuitBreaker::builder()
             .clock(ManualClock::new())

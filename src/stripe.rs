@@ -323,8 +323,8 @@ impl Stripes {
     /// check must then read it, and so must every read that takes a later budget
     /// number than its sample (see `window::budget`). Both come after that thread's
     /// `room.get`, which comes after the publication, which comes after the bit.
-    /// Published first (as it once was), the stripe could be written and read back
-    /// before the bit was set, and the writer's own trip check missed its failure.
+    /// Were it published first, the stripe could be written and read back
+    /// before the bit was set, and the writer's own trip check would miss its failure.
     /// A reader that sees the bit before the stripe is published skips it
     /// (`named`): nothing has been counted in it yet. Model-checked with lazy
     /// stripes by loom model 13 (`loom-tests/tests/stripes.rs`), which fails with

@@ -149,7 +149,7 @@ fn a_window_beyond_the_bucket_bound_is_refused_not_allocated() {
         ),
         (4096, 68, 512 << 10, 48 << 20)
     );
-    // Issue 15 item 4: this passed validation and aborted on a 687 GB allocation.
+    // Without the bounds, this would validate and abort on a 687 GB allocation.
     let err = builder()
         .window(Duration::from_secs(50 * 86_400), u32::MAX)
         .validate()

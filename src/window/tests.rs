@@ -321,8 +321,8 @@ fn a_stale_writer_that_counts_into_empty_counts_under_a_later_tag_takes_them_bac
 /// rotated their bucket, count failures into the count that rotation left
 /// alone (it was never written): one into it empty, one after it, which finds
 /// the count its own and checks nothing. The first's second look empties both,
-/// so phase 3 a whole generation cycle later finds neither (a third review
-/// found a take-back of one count that left the other's).
+/// so phase 3 a whole generation cycle later finds neither (a take-back of
+/// one count would leave the other's).
 #[test]
 fn a_second_look_empties_every_count_of_the_writers_phase() {
     let (w, s) = window(2, 100);
