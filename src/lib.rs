@@ -350,6 +350,7 @@ pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
 pub use saved::{SavedState, SavedWindow};
+#[cfg(feature = "__test-hooks")]
 #[doc(hidden)]
 pub use slot::{owned_stripes_per_breaker, simulate_owned_stripes, simulate_parallelism};
 pub use state::State;
