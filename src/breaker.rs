@@ -12,9 +12,10 @@
 //! window, so of two racing failures the later-numbered sees both (see
 //! `window::budget`).
 
+use crate::attach::Attachment;
 use crate::clock::{Clock, DefaultClock};
 use crate::config::{Builder, Config, Listener, SlowCalls};
-use crate::event::{Reason, Transition, WindowCounts};
+use crate::event::{Reason, Transition};
 use crate::metrics::{Lifetime, Metrics};
 use crate::permit::{Kind, Outcome, OwnedPermit, Permit, Ticket};
 use crate::policy;
@@ -24,9 +25,10 @@ use crate::state::{
     Generation, NANOS_PER_TICK, Round, Snapshot, StateWord, TagUpdate, TaggedWord, TimeSlot,
     Update, ticks_from_duration, ticks_from_nanos,
 };
-use crate::stripe::{Counter, OPEN_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
+use crate::stripe::{Counter, NEWEST_OR_DEADLINE, Owned, PHASE_KEY, StripeRef, Stripes};
 use crate::sync::{AtomicU64, Ordering};
 use crate::util::{random_seed, splitmix64};
+use crate::window::WindowCounts;
 use crate::window::{self, Sample, Window};
 use crate::{Error, Rejected, State};
 use crossbeam_utils::CachePadded;
@@ -41,6 +43,7 @@ mod phase;
 mod record;
 mod report;
 mod time;
+mod transitions;
 
 use layout::{Hot, Lean, Phase, unlikely};
 use phase::Probe;
@@ -104,9 +107,8 @@ pub struct CircuitBreaker<C = DefaultClock> {
     /// so that a trip on timed-out calls shows failures. Off the lean paths: only a
     /// drop that `on_drop` makes a failure writes it.
     dropped_failures: AtomicU64,
-    /// The lifetime counters as `publish_metrics` last published them.
-    #[cfg(feature = "metrics")]
-    pub(crate) published: crate::export::metrics::Published<{ crate::export::metrics::COUNTED }>,
+    /// What an integration keeps beside the breaker (see [`Attachment`]).
+    pub(crate) attached: Attachment,
 }
 
 impl CircuitBreaker<DefaultClock> {
@@ -148,8 +150,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             dropped_failures: AtomicU64::new(0),
-            #[cfg(feature = "metrics")]
-            published: Default::default(),
+            attached: Attachment::default(),
             window,
             config,
             clock,

@@ -198,7 +198,7 @@ where
     // two places), and the called poll reads back from memory the future its
     // caller has just written there: on a Zen 1, 12.2 ns a call against 5.3
     // inlined, 2.7x the sync `call` against 1.2x (`examples/paired.rs`, "a
-    // second loop"; `docs/PERFORMANCE.md`, "Issue 16 on a Zen 1").
+    // second loop"; `docs/PERFORMANCE.md`).
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();

@@ -100,6 +100,7 @@
 // (`sync::loom_once_box`).
 #![deny(unsafe_code)]
 
+mod attach;
 mod breaker;
 mod classify;
 mod clock;
@@ -148,10 +149,7 @@ pub use clock::{Clock, DefaultClock, ManualClock, StdClock};
 pub use config::Builder;
 pub use dropped::Dropped;
 pub use error::{ConfigError, Error, Rejected};
-pub use event::{Reason, Transition, WindowCounts};
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, fallback_fn};
+pub use event::{Reason, Transition};
 pub use future::CallAsync;
 pub use metrics::{Lifetime, Metrics};
 pub use permit::{Outcome, OwnedPermit, Permit};
@@ -164,6 +162,7 @@ pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
 pub use saved::{SavedState, SavedWindow};
+#[cfg(feature = "__test-hooks")]
 #[doc(hidden)]
 pub use slot::{owned_stripes_per_breaker, simulate_owned_stripes, simulate_parallelism};
 pub use state::State;
@@ -179,7 +178,11 @@ pub(crate) const OBSERVERS: &[fn(&std::borrow::Cow<'static, str>, &Transition)] 
 ];
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub use tower::{CircuitBreakerLayer, CircuitBreakerService, ResponseFuture};
+pub use tower::{
+    CircuitBreakerLayer, CircuitBreakerService, FallbackFn, FallbackFuture, FallbackLayer,
+    FallbackService, ResponseFuture, fallback_fn,
+};
+pub use window::WindowCounts;
 
 /// README.md's examples, compiled and run as doctests.
 #[cfg(doctest)]

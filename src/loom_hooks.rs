@@ -3,9 +3,9 @@
 //! (`loom-tests/tests/stripes.rs`). Exists only under `--cfg cutout_loom`; not part
 //! of the API.
 
-use crate::event::WindowCounts;
 use crate::state::{Snapshot, StateWord, TimeSlot};
 use crate::stripe::Stripes;
+use crate::window::WindowCounts;
 use crate::window::{Sample, Window};
 
 /// Whether breakers built from now on, in this process, allocate each stripe with

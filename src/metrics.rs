@@ -2,7 +2,8 @@
 //! word's decoded copy is `state::Snapshot`.)
 
 use crate::State;
-use crate::event::{Reason, WindowCounts};
+use crate::event::Reason;
+use crate::window::WindowCounts;
 use std::time::Duration;
 
 /// A point-in-time view of a breaker, from

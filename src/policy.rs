@@ -14,9 +14,10 @@
 //! - What a rejection by a full round says: [`half_open_retry`].
 
 use crate::config::Config;
-use crate::event::{Reason, WindowCounts};
+use crate::event::Reason;
 use crate::state::{Generation, Snapshot, State, next_generation};
 use crate::util::splitmix64;
+use crate::window::WindowCounts;
 
 /// The jittered cooldown, in ticks, of an Open phase at `level` in `generation`:
 /// the open duration of the level, shortened by the generation's jitter. A
@@ -386,7 +387,7 @@ mod tests {
 
     #[test]
     fn a_rate_is_never_reached_with_none_of_its_own_events() {
-        // The builder refuses a threshold of 0 (issue 15 item 5); a config that had
+        // The builder refuses a threshold of 0; a config that had
         // one still could not report a policy whose condition has no event behind it.
         let mut c = CircuitBreaker::builder()
             .clock(ManualClock::new())

@@ -31,7 +31,7 @@
 //! average, with the spread of random sampling instead of one call. Either way no shared cache line is
 //! written and no locked instruction is issued. Only a thread whose thread-locals
 //! are already torn down (a permit dropped by a destructor), which then writes a
-//! shared stripe, uses that stripe's sum ([`RAMP_SUM`], a word the window leaves
+//! shared stripe, uses that stripe's sum ([`START_OR_RAMP_SUM`], a word the window leaves
 //! alone on shared stripes), with a `fetch_add`.
 //!
 //! A sum is left as it is between ramps (it is only ever read by the next
@@ -42,10 +42,10 @@
 //! own read-modify-write to be atomic (on the shared stripe) or unobserved by any
 //! other writer (on an owned one).
 
+use crate::stripe::START_OR_RAMP_SUM;
 use crate::stripe::{StripeRef, Stripes};
 use crate::sync::{Ordering, RAMP_SUMS, with_ramp_sums};
 use crate::util::splitmix64;
-use crate::window::RAMP_SUM;
 
 /// A whole call: shares are fractions of this.
 pub(crate) const ONE: u64 = 1 << 16;
@@ -71,7 +71,7 @@ pub(crate) fn share(elapsed: u64, ramp: u64) -> u64 {
 /// for this breaker and says whether it passed a multiple of [`ONE`].
 #[inline]
 pub(crate) fn admit(r: StripeRef<'_>, seed: u64, share: u64) -> bool {
-    let sum = Stripes::scratch(r, RAMP_SUM);
+    let sum = Stripes::scratch(r, START_OR_RAMP_SUM);
     let key = (sum as *const _ as u64) ^ seed;
     let before = match (local(key, share), r.as_owned()) {
         (Some(before), _) => before,
@@ -172,7 +172,7 @@ mod tests {
             assert_tracks(&shares, &admitted, 10);
         }
         assert_eq!(
-            Stripes::scratch(stripes.stripe(0), RAMP_SUM).load(Ordering::Relaxed),
+            Stripes::scratch(stripes.stripe(0), START_OR_RAMP_SUM).load(Ordering::Relaxed),
             0,
             "a thread that owns no stripe wrote nothing shared"
         );
@@ -212,7 +212,7 @@ mod tests {
         std::thread::spawn(|| {
             let stripes = Stripes::new(0);
             let r = stripes.stripe(crate::stripe::SHARED);
-            let key = |seed: u64| Stripes::scratch(r, RAMP_SUM) as *const _ as u64 ^ seed;
+            let key = |seed: u64| Stripes::scratch(r, START_OR_RAMP_SUM) as *const _ as u64 ^ seed;
             let slot = |seed: u64| splitmix64(key(seed)) % RAMP_SUMS as u64;
             // A second seed whose entry is another (this thread's table is empty).
             let second = (2..).find(|&seed| slot(seed) != slot(1)).unwrap();

@@ -207,6 +207,7 @@ fn owned_for(cores: usize) -> usize {
 /// environment variable `CUTOUT_TEST_PARALLELISM` does when read (once, at the first
 /// breaker). Returns `false`, changing nothing, once a breaker has been built (or
 /// under loom).
+#[cfg(feature = "__test-hooks")]
 pub fn simulate_parallelism(cores: usize) -> bool {
     simulate_owned_stripes(owned_for(cores))
 }
@@ -216,6 +217,7 @@ pub fn simulate_parallelism(cores: usize) -> bool {
 /// machine gets, so that a few threads reach the shared stripes. Returns whether
 /// every breaker now has room for `n`: `false`, changing nothing, once a breaker
 /// has been built with another count (or under loom).
+#[cfg(feature = "__test-hooks")]
 pub fn simulate_owned_stripes(n: usize) -> bool {
     let n = n.clamp(2, crate::stripe::MAX_OWNED_STRIPES);
     !crate::sync::LOOM && fix_owned(n) == n
@@ -224,6 +226,7 @@ pub fn simulate_owned_stripes(n: usize) -> bool {
 /// **For tests and benchmarks only; not part of the API.** The owned stripes every
 /// breaker in this process has room for (see [`simulate_owned_stripes`]); asking
 /// fixes the count, as building a breaker does.
+#[cfg(feature = "__test-hooks")]
 pub fn owned_stripes_per_breaker() -> usize {
     owned_stripes()
 }

@@ -14,9 +14,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
+mod fallback;
 mod hold;
 #[cfg(all(feature = "http", feature = "registry"))]
 pub(crate) mod keyed;
+
+pub use fallback::{FallbackFn, FallbackFuture, FallbackLayer, FallbackService, fallback_fn};
 use hold::Hold;
 
 /// A tower [`Layer`] that puts one shared breaker in front of a service.

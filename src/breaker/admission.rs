@@ -66,7 +66,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// The rejection of a call at clock reading `reading` by the Open phase `s`,
     /// whose deadline is tick `deadline`, if its cooldown is not over. A thread that
     /// owns its stripe keeps the deadline, as a clock reading, in its stripe (see
-    /// [`OPEN_DEADLINE`]): its next rejections in this phase take the lean path,
+    /// [`NEWEST_OR_DEADLINE`]): its next rejections in this phase take the lean path,
     /// [`reject_cached`](Self::reject_cached).
     pub(super) fn reject_in_cooldown(
         &self,
@@ -81,7 +81,7 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         if let Some(o) = r.as_owned() {
             // Relaxed: private to the owner (see `reject_cached`).
-            o.scratch(OPEN_DEADLINE).store(at, Ordering::Relaxed);
+            o.scratch(NEWEST_OR_DEADLINE).store(at, Ordering::Relaxed);
             o.scratch(PHASE_KEY)
                 .store(s.key().to_bits(), Ordering::Relaxed);
         }
@@ -152,7 +152,7 @@ impl<C: Clock> CircuitBreaker<C> {
             return None;
         }
         let now = self.clock.now_if_cheap()?;
-        let at = o.scratch(OPEN_DEADLINE).load(Ordering::Relaxed);
+        let at = o.scratch(NEWEST_OR_DEADLINE).load(Ordering::Relaxed);
         // `at - now` is at least 1 here: its milliseconds, rounded up, are one more
         // than those of one nanosecond less, rounded down.
         (now < at)
@@ -182,10 +182,7 @@ impl<C: Clock> CircuitBreaker<C> {
                     if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, reading) {
                         return Err(rejected);
                     }
-                    let update = self.transition(s, |cur| {
-                        (cur == s).then(|| (cur.next(State::HalfOpen, cur.level()), now))
-                    });
-                    self.announce(update, Reason::CooldownElapsed, WindowCounts::default(), 0)
+                    self.to_half_open(s, now)
                 }
                 State::HalfOpen => {
                     let now = self.ticks();
@@ -253,9 +250,6 @@ impl<C: Clock> CircuitBreaker<C> {
         if now < started.saturating_add(length).min(self.ticks_max) {
             return Ok(ramp::admit(r, self.seed, ramp::share(elapsed, length)));
         }
-        let update = self.transition(s, |cur| {
-            (cur == s).then(|| (cur.next(State::Closed, 0), now))
-        });
-        Err(self.announce(update, Reason::RampCompleted, WindowCounts::default(), 0))
+        Err(self.close(s, now))
     }
 }

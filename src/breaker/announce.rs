@@ -1,53 +1,9 @@
-//! Applying and announcing a decision: the transition (the state word's CAS, the
-//! new phase's tagged words started empty), and its delivery to the built-in
+//! Announcing a transition (see `transitions.rs`): its delivery to the built-in
 //! observers and the user's listener, after the CAS and with nothing held.
 
 use super::*;
 
 impl<C: Clock> CircuitBreaker<C> {
-    /// [`StateWord::transition`] on this breaker's word and time slot.
-    /// A closed or recovering phase starts with an empty streak and a half-open
-    /// phase with an empty round: the winner re-tags the word it starts (see
-    /// [`TaggedWord::begin`]), so no phase ever reads data tagged by an earlier one,
-    /// even one a whole generation cycle back. An Open phase starts with no
-    /// counts that tripped it (a trip then keeps its own: see
-    /// [`keep_tripped_by`](Self::keep_tripped_by)).
-    pub(super) fn transition(
-        &self,
-        seen: Snapshot,
-        mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
-    ) -> Update {
-        // What each attempt saw of the word its phase starts, just before its CAS.
-        let mut before = 0;
-        let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
-            let next = f(cur)?;
-            before = match next.0.state() {
-                State::Closed | State::Recovering => {
-                    // Before the CAS: whoever sees the new phase sees its predecessor's
-                    // failure budget withdrawn (a loser's withdrawal costs only reads).
-                    if let Some(w) = &self.window {
-                        w.withdraw_grant();
-                    }
-                    self.phase.streak.raw()
-                }
-                State::HalfOpen => self.phase.round.raw(),
-                _ => 0,
-            };
-            Some(next)
-        });
-        if let Update::Moved { to, .. } = update {
-            match to.state() {
-                State::Closed | State::Recovering => {
-                    self.phase.streak.begin(before, to.generation())
-                }
-                State::HalfOpen => self.phase.round.begin(before, to.generation()),
-                State::Open => self.keep_tripped_by(update, WindowCounts::default()),
-                _ => {}
-            }
-        }
-        update
-    }
-
     /// Counts and delivers a transition this thread made, after its CAS and with
     /// nothing held. Returns the newest word either way.
     pub(super) fn announce(

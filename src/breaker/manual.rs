@@ -14,7 +14,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn force_open(&self) {
-        self.manual(State::ForcedOpen, Reason::ForcedOpen);
+        self.to_forced_open();
     }
 
     /// Switches the breaker off until [`reset`](Self::reset): every call is admitted
@@ -30,7 +30,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn disable(&self) {
-        self.manual(State::Disabled, Reason::Disabled);
+        self.to_disabled();
     }
 
     /// Closes the breaker afresh, from any state: a new generation (calls in flight
@@ -45,11 +45,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn reset(&self) {
-        let now = self.ticks();
-        let update = self.transition(self.hot.word.load(), |s| {
-            Some((s.next(State::Closed, 0), now))
-        });
-        self.announce(update, Reason::Reset, WindowCounts::default(), 0);
+        self.to_reset();
     }
 
     /// Opens a Closed breaker for `duration` from now, reported as
@@ -101,34 +97,6 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         let now = self.ticks();
         let deadline = now.saturating_add(ticks).min(self.ticks_max);
-        // An Open phase's time is its start plus the cooldown of its level and
-        // generation (`time_of`, which every thread computes alike): so the phase
-        // is given the start that puts its deadline where it was asked, as a trip
-        // at that start would have. Ticks count from one longest cooldown before
-        // the build (`bias`), so that start is never before tick 0.
-        let update = self.transition(self.hot.word.load(), |cur| {
-            cur.is_closed().then(|| {
-                let next = cur.next(State::Open, cur.level());
-                let cooldown = self.cooldown(next.level(), next.generation());
-                (next, deadline.saturating_sub(cooldown))
-            })
-        });
-        let moved = matches!(update, Update::Moved { .. });
-        let _ = self.deliver(
-            update,
-            Reason::External,
-            WindowCounts::default(),
-            0,
-            |_, _| now,
-        );
-        moved
-    }
-
-    pub(super) fn manual(&self, to: State, reason: Reason) {
-        let now = self.ticks();
-        let update = self.transition(self.hot.word.load(), |s| {
-            (s.state() != to).then(|| (s.next(to, s.level()), now))
-        });
-        self.announce(update, reason, WindowCounts::default(), 0);
+        self.open_until(deadline, now)
     }
 }

@@ -145,15 +145,7 @@ impl<C: Clock> CircuitBreaker<C> {
             return; // the round is over; this success is stale
         };
         if policy::round_closes(&self.config, Round::from_data(new).succeeded) {
-            let now = self.ticks();
-            // With a ramp, the breaker recovers at the round's level: a trip during
-            // the ramp reopens at the next one.
-            let (to, level) = match self.config.ramp_up {
-                Some(_) => (State::Recovering, s.level()),
-                None => (State::Closed, 0),
-            };
-            let update = self.transition(s, |cur| (cur == s).then(|| (cur.next(to, level), now)));
-            let _ = self.announce(update, Reason::ProbesSucceeded, WindowCounts::default(), 0);
+            let _ = self.recover(s, self.ticks());
         }
     }
 
@@ -193,15 +185,6 @@ impl<C: Clock> CircuitBreaker<C> {
             failures,
             slow,
         })
-    }
-
-    /// HalfOpen `s` → Open at the next backoff level. Returns the newest word.
-    /// (`now` was read by the caller; the clock is checked for the next reading.)
-    pub(super) fn reopen(&self, s: Snapshot, now: u64, reason: Reason) -> Snapshot {
-        self.revive_clock();
-        let level = self.next_level(s);
-        let update = self.transition(s, |cur| (cur == s).then(|| self.opened(cur, level, now)));
-        self.announce(update, reason, WindowCounts::default(), 0)
     }
 
     /// The backoff level a reopening of `s` moves to.

@@ -180,9 +180,7 @@ impl<C: Clock> CircuitBreaker<C> {
             if s.is(State::Recovering) {
                 (level, reason) = (self.next_level(s), Reason::RampFailed);
             }
-            let update = self.transition(s, |cur| (cur == s).then(|| self.opened(cur, level, now)));
-            self.keep_tripped_by(update, window);
-            let _ = self.announce(update, reason, window, streak);
+            let _ = self.trip(s, level, now, reason, window, streak);
         }
     }
 }

@@ -91,19 +91,17 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Heap bytes this breaker holds: the room for its stripes (a pointer each),
     /// the stripes its threads have written (one per thread that called it, each
     /// allocated on that thread's first call), its backoff table, with a window
-    /// the window's line (its shape and failure budget), and once it has published
-    /// its metrics (the feature `metrics`) the counts it last published.
+    /// the window's line (its shape and failure budget), and once an integration
+    /// has kept state beside it, that state (the feature `metrics`: the counts it
+    /// last published).
     pub fn heap_bytes(&self) -> usize {
         let window = self
             .window
             .as_ref()
             .map_or(0, |w| std::mem::size_of_val(&**w));
-        #[cfg(feature = "metrics")]
-        let published = self.published.heap_bytes();
-        #[cfg(not(feature = "metrics"))]
-        let published = 0;
+        let attached = self.attached.heap_bytes();
         let cooldowns = std::mem::size_of_val(&*self.config.cooldowns);
-        self.hot.stripes.heap_bytes() + cooldowns + window + published
+        self.hot.stripes.heap_bytes() + cooldowns + window + attached
     }
 }
 

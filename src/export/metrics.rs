@@ -48,25 +48,22 @@
 //! # Ok::<(), cutout::ConfigError>(())
 //! ```
 
+use crate::attach::Attachment;
 use crate::event::Transition;
-use crate::sync::{AtomicU64, OnceBox, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 use crate::{CircuitBreaker, Clock, State};
 use ::metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 use std::borrow::Cow;
 
 /// How many lifetime counters a breaker publishes: five outcomes, slow,
 /// rejected.
-pub(crate) const COUNTED: usize = 7;
+const COUNTED: usize = 7;
 
-/// `N` counters as their publisher last published them, so that each
-/// publication adds their growth since, and a lock that puts one publication of
-/// the publisher after another: allocated at the first (a breaker never
-/// published holds a null pointer).
-#[derive(Default)]
-pub(crate) struct Published<const N: usize>(OnceBox<Last<N>>);
-
-/// What [`Published`] allocates.
-struct Last<const N: usize> {
+/// What this exporter keeps beside a breaker (or a registry), in its
+/// [`Attachment`], from its first publication: `N` counters as it last published
+/// them, so that each publication adds their growth since, and a lock that puts
+/// one publication of the publisher after another.
+struct Marks<const N: usize> {
     counts: [AtomicU64; N],
     /// Held by a publication from its snapshot to its last write: the gauges are
     /// set, not added to, so two publications interleaved could leave one gauge
@@ -75,24 +72,14 @@ struct Last<const N: usize> {
     publishing: std::sync::Mutex<()>,
 }
 
-impl<const N: usize> Published<N> {
-    /// The bytes its counts and lock take on the heap: none until the first
-    /// publication.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.0.get().map_or(0, std::mem::size_of_val)
-    }
-
-    /// Whether anything has been published.
-    pub(crate) fn any(&self) -> bool {
-        self.0.get().is_some()
-    }
-
-    fn last(&self) -> &Last<N> {
-        self.0.get_or_init(|| {
-            Box::new(Last {
-                counts: std::array::from_fn(|_| AtomicU64::new(0)),
-                publishing: std::sync::Mutex::new(()),
-            })
+impl<const N: usize> Marks<N> {
+    /// The exporter's state in `attached`, attached now if this is the first
+    /// publication. `None` only if another integration took the attachment, which
+    /// none of this crate does.
+    fn of(attached: &Attachment) -> Option<&Marks<N>> {
+        attached.get_or_init(|| Marks {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            publishing: std::sync::Mutex::new(()),
         })
     }
 
@@ -100,7 +87,6 @@ impl<const N: usize> Published<N> {
     fn publish<R>(&self, publication: impl FnOnce() -> R) -> R {
         // A publication that panicked (in the recorder) left nothing to repair.
         let _one_at_a_time = self
-            .last()
             .publishing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -113,7 +99,15 @@ impl<const N: usize> Published<N> {
         // Relaxed: `fetch_max` splits the growth between racing publishers, each
         // part published once (and a reading older than one published adds
         // nothing); it orders no other memory.
-        now.saturating_sub(self.last().counts[i].fetch_max(now, Ordering::Relaxed))
+        now.saturating_sub(self.counts[i].fetch_max(now, Ordering::Relaxed))
+    }
+}
+
+#[cfg(feature = "registry")]
+impl<K, C: Clock, S> crate::Registry<K, C, S> {
+    /// The registry's attachment, where this exporter keeps its state.
+    fn attachment(&self) -> &Attachment {
+        &self.attached
     }
 }
 
@@ -226,14 +220,17 @@ impl<C: Clock> CircuitBreaker<C> {
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
-        self.published.publish(|| {
+        let Some(published) = Marks::<COUNTED>::of(&self.attached) else {
+            return;
+        };
+        published.publish(|| {
             let m = self.metrics();
             let name = self.name_cow().clone();
             for state in STATES {
                 gauge!(STATE, BREAKER_LABEL => name.clone(), "state" => state.as_str())
                     .set(if state == m.state { 1.0 } else { 0.0 });
             }
-            self.publish_counts(name.clone(), m.lifetime);
+            publish_counts(published, name.clone(), m.lifetime);
             gauge!(FAILURE_RATE, BREAKER_LABEL => name.clone()).set(m.window.failure_rate());
             gauge!(SLOW_CALL_RATE, BREAKER_LABEL => name.clone()).set(m.window.slow_call_rate());
             // Window counts are far below 2^53, where f64 stops being exact.
@@ -246,30 +243,32 @@ impl<C: Clock> CircuitBreaker<C> {
     /// [`Registry::publish_metrics`](crate::Registry::publish_metrics)).
     #[cfg(feature = "registry")]
     pub(crate) fn publish_counters(&self) {
-        self.published
-            .publish(|| self.publish_counts(self.name_cow().clone(), self.metrics().lifetime));
-    }
-
-    /// Adds to each counter of `l`, under `name`, its growth since its last
-    /// publication.
-    fn publish_counts(&self, name: Cow<'static, str>, l: crate::Lifetime) {
-        let grown = |i, n| self.published.growth(i, n);
-        for (i, (outcome, n)) in [
-            ("success", l.successes),
-            ("failure", l.failures),
-            ("ignored", l.ignored),
-            ("stale", l.stale),
-            ("dropped", l.dropped),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            counter!(CALLS, BREAKER_LABEL => name.clone(), "outcome" => outcome)
-                .increment(grown(i, n));
+        if let Some(published) = Marks::<COUNTED>::of(&self.attached) {
+            published.publish(|| {
+                publish_counts(published, self.name_cow().clone(), self.metrics().lifetime)
+            });
         }
-        counter!(SLOW_CALLS, BREAKER_LABEL => name.clone()).increment(grown(5, l.slow));
-        counter!(REJECTED_CALLS, BREAKER_LABEL => name.clone()).increment(grown(6, l.rejected));
     }
+}
+
+/// Adds to each counter of `l`, under `name`, its growth since its last
+/// publication (in `published`).
+fn publish_counts(published: &Marks<COUNTED>, name: Cow<'static, str>, l: crate::Lifetime) {
+    let grown = |i, n| published.growth(i, n);
+    for (i, (outcome, n)) in [
+        ("success", l.successes),
+        ("failure", l.failures),
+        ("ignored", l.ignored),
+        ("stale", l.stale),
+        ("dropped", l.dropped),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        counter!(CALLS, BREAKER_LABEL => name.clone(), "outcome" => outcome).increment(grown(i, n));
+    }
+    counter!(SLOW_CALLS, BREAKER_LABEL => name.clone()).increment(grown(5, l.slow));
+    counter!(REJECTED_CALLS, BREAKER_LABEL => name.clone()).increment(grown(6, l.rejected));
 }
 
 /// Counts one transition; called by the thread that made it, after its CAS.
@@ -316,21 +315,23 @@ where
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish_metrics(&self) {
-        self.published.publish(|| {
+        let Some(published) = Marks::<2>::of(self.attachment()) else {
+            return;
+        };
+        published.publish(|| {
             self.for_each(|_, breaker| breaker.publish_metrics());
             if let Some(overflow) = self.overflow() {
                 overflow.publish_metrics();
-                counter!(REGISTRY_OVERFLOWED)
-                    .increment(self.published.growth(0, self.overflowed()));
+                counter!(REGISTRY_OVERFLOWED).increment(published.growth(0, self.overflowed()));
             }
-            counter!(REGISTRY_ORPHANED).increment(self.published.growth(1, self.orphaned()));
+            counter!(REGISTRY_ORPHANED).increment(published.growth(1, self.orphaned()));
         });
     }
 
     /// A breaker leaving the registry: publishes its counters if the registry has
     /// ever published (see [`publish_metrics`](Self::publish_metrics)).
     pub(crate) fn publish_departed(&self, breaker: &CircuitBreaker<C>) {
-        if self.published.any() {
+        if self.attachment().get::<Marks<2>>().is_some() {
             breaker.publish_counters();
         }
     }

@@ -256,8 +256,7 @@ where
             initial: self.initial,
             cap,
             orphaned: AtomicU64::new(0),
-            #[cfg(feature = "metrics")]
-            published: Default::default(),
+            attached: Default::default(),
         })
     }
 }

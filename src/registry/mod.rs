@@ -274,9 +274,9 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
     cap: Option<Cap<C>>,
     /// Outcomes of calls whose breaker left the registry while they ran.
     orphaned: AtomicU64,
-    /// `overflowed` and `orphaned` as `publish_metrics` last published them.
-    #[cfg(feature = "metrics")]
-    pub(crate) published: crate::export::metrics::Published<2>,
+    /// What an integration keeps beside the registry (see
+    /// [`Attachment`](crate::attach::Attachment)).
+    pub(crate) attached: crate::attach::Attachment,
 }
 
 impl<K, C> Registry<K, C>

@@ -5,8 +5,8 @@
 //! so it owns a strong `Arc`. Cloning one for each call and dropping it when the
 //! call ends writes the `Arc`'s count twice a call with a locked instruction, on
 //! one line that every thread calling the breaker writes: the shared written line
-//! the closed path was built to avoid (on issue 16's Intel machine, 66 ns a call at
-//! two threads against 37 ns at one).
+//! the closed path was built to avoid (on one Intel machine, 66 ns a call at two
+//! threads against 37 ns at one).
 //!
 //! A [`Hold`] is such an `Arc`; what differs is where it comes from and where it
 //! goes. A new hold is a *spare* this thread kept of the same breaker, if it has
