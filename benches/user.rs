@@ -16,13 +16,18 @@
 //! - `closed, 2 threads/<breaker>` and `open, 2 threads/<breaker>`: criterion's
 //!   `iter_custom`, two threads each in the same loop (each thread's time per
 //!   call; the slower thread's);
+//! - `transitions/...`: a round of three transitions on a manual clock, with and
+//!   without a listener;
 //! - `tower/<...>`: a ready service, `svc.ready().await?.call(1).await` through
 //!   cutout's layer and tower-resilience's, against `breaker.call_async(..)` and
-//!   `breaker.call(..)`, each driven by a `block_on` that polls with a no-op waker.
+//!   `breaker.call(..)`, each driven by a `block_on` that polls with a no-op waker
+//!   (and the same shapes without a breaker, which the compiler folds away).
 //!
-//! Short by default (0.5 s warm-up, 1 s measurement a row):
-//! `cargo bench --bench user --features tower`; criterion's own flags
+//! Short by default (0.5 s warm-up, 1 s measurement a row, about 3 minutes in
+//! all): `cargo bench --bench user --features tower`; criterion's own flags
 //! (`-- --measurement-time 5`, a filter such as `-- closed/`) still apply.
+//! `CUTOUT_BENCH_CPU_TIME=1` measures the thread's CPU time instead of wall time,
+//! for a machine other work keeps busy. Figures: `docs/perf-user.md`.
 
 use criterion::Criterion;
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
