@@ -264,7 +264,8 @@ impl<C: Clock> CircuitBreaker<C> {
     /// assert_eq!(body, "200 OK");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    // Always inlined, as `call_with` is: see there.
+    #[inline(always)]
     pub fn call<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, Error<E>> {
         self.call_with(Outcome::of, f)
     }
@@ -291,7 +292,17 @@ impl<C: Clock> CircuitBreaker<C> {
     /// assert_eq!(breaker.state(), cutout::State::Closed); // a 404 is not a failure
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
-    #[inline]
+    // Always inlined: an instantiation called from several places (the same `fn`
+    // item or classifier at each) is otherwise a function of its own, whose
+    // `Result` (24 bytes for a `u64` and an `Error<&str>`) comes back through
+    // memory, written a word at a time and read back at once by a wider load
+    // where the caller keeps it whole (as criterion's `black_box` does): a
+    // store-forwarding stall, 8-10 ns a closed call against 2 inlined
+    // (`benches/user.rs`, "not inlined"; `docs/perf-user.md`). Inlined, the
+    // `Result` is made where the caller keeps it. The lean path is small:
+    // everything else is out of line (`call_off_lean`, `record_success_off_lean`,
+    // `record_general`).
+    #[inline(always)]
     pub fn call_with<T, E>(
         &self,
         classify: impl FnOnce(&Result<T, E>) -> Outcome,
