@@ -321,6 +321,8 @@ mod registry;
 #[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 mod retry;
 mod saved;
+#[cfg(feature = "serde")]
+mod settings;
 mod slot;
 mod state;
 mod stripe;
@@ -352,6 +354,9 @@ pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
 pub use saved::{SavedState, SavedWindow};
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use settings::Settings;
 #[doc(hidden)]
 pub use slot::{owned_stripes_per_breaker, simulate_owned_stripes, simulate_parallelism};
 pub use state::State;
