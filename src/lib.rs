@@ -317,6 +317,9 @@ mod policy;
 mod ramp;
 #[cfg(feature = "registry")]
 mod registry;
+#[cfg(feature = "replay")]
+#[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
+pub mod replay;
 #[cfg(feature = "retry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 mod retry;
