@@ -113,6 +113,8 @@ struct Inner {
 pub struct Recorder {
     tick: Duration,
     inner: Mutex<Inner>,
+    /// The calls tried, for `--record` (see `trace.rs`); `None` records none.
+    pub attempts: Option<crate::trace::Attempts>,
 }
 
 impl Recorder {
@@ -124,6 +126,15 @@ impl Recorder {
                 ticks: vec![Tick::default(); scenario.ticks().max(1)],
                 totals: Totals::default(),
             }),
+            attempts: None,
+        }
+    }
+
+    /// The same recorder, keeping every call tried too (`--record`).
+    pub fn recording(self) -> Recorder {
+        Recorder {
+            attempts: Some(crate::trace::Attempts::default()),
+            ..self
         }
     }
 

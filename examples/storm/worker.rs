@@ -135,6 +135,9 @@ impl<C: Clock> Worker<C> {
                 return Some(now + LOCAL_WORK);
             }
             let response = ctx.dependency.respond(phase.behaviour, self.id, self.next);
+            if let Some(attempts) = &ctx.recorder.attempts {
+                attempts.push(now, response);
+            }
             let permit = match &self.breaker {
                 None => None,
                 Some(breaker) => match breaker.try_acquire_owned() {
@@ -257,6 +260,12 @@ pub struct Simulated {
 /// [`ManualClock`]: no threads, no sleeps, the same script and the same dependency
 /// as the live demo.
 pub fn simulate(scenario: &Scenario, seed: u64) -> Simulated {
+    simulate_into(scenario, seed, Recorder::new(scenario))
+}
+
+/// [`simulate`], the run with the breaker recorded by `with` (a
+/// [`Recorder::recording`] for `--record`).
+pub fn simulate_into(scenario: &Scenario, seed: u64, with: Recorder) -> Simulated {
     let clock = ManualClock::new();
     let log = TransitionLog::default();
     let breaker = Arc::new(
@@ -267,7 +276,6 @@ pub fn simulate(scenario: &Scenario, seed: u64) -> Simulated {
             .expect("the demo's breaker configuration is valid"),
     );
     let dependency = Dependency::new(seed);
-    let with = Recorder::new(scenario);
     let without = Recorder::new(scenario);
     simulate_one(scenario, dependency, &with, Some(&breaker), &clock);
     simulate_one(scenario, dependency, &without, None, &ManualClock::new());
