@@ -428,8 +428,10 @@ mod tests {
 
     #[test]
     fn settings_made_in_code_with_half_a_pair_are_refused_by_the_build() {
-        let mut settings = Settings::default();
-        settings.slow_calls = Some(Duration::from_millis(100));
+        let settings = Settings {
+            slow_calls: Some(Duration::from_millis(100)),
+            ..Settings::default()
+        };
         let err = Builder::from_settings(&settings).build().unwrap_err();
         assert_eq!(err.field(), "slow_calls");
     }

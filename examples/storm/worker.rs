@@ -259,6 +259,7 @@ pub struct Simulated {
 /// Runs the storm twice, with and without the breaker, as discrete events on a
 /// [`ManualClock`]: no threads, no sleeps, the same script and the same dependency
 /// as the live demo.
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn simulate(scenario: &Scenario, seed: u64) -> Simulated {
     simulate_into(scenario, seed, Recorder::new(scenario))
 }

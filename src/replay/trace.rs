@@ -469,7 +469,7 @@ fn plain_decimal(number: &str) -> String {
     let digits = format!("{whole}{fraction}");
     // The decimal point's position in `digits`.
     let point = i64::try_from(whole.len()).unwrap_or(0) + i64::from(exponent);
-    let plain = if point <= 0 {
+    if point <= 0 {
         let zeros = usize::try_from(-point).unwrap_or(0);
         format!("0.{}{digits}", "0".repeat(zeros))
     } else {
@@ -479,8 +479,7 @@ fn plain_decimal(number: &str) -> String {
         } else {
             format!("{}.{}", &digits[..point], &digits[point..])
         }
-    };
-    plain
+    }
 }
 
 fn outcome_of(line: usize, text: &str) -> Result<Outcome, TraceError> {

@@ -44,7 +44,7 @@ pub(crate) fn format_duration(d: Duration) -> String {
     }
     let (name, unit) = UNITS
         .iter()
-        .find(|(_, unit)| nanos % u128::from(*unit) == 0)
+        .find(|(_, unit)| nanos.is_multiple_of(u128::from(*unit)))
         .unwrap_or(&("ns", 1));
     format!("{}{name}", nanos / u128::from(*unit))
 }
@@ -95,7 +95,7 @@ fn decimal(number: &str, unit: u64) -> Result<u64, String> {
     let mut place = unit;
     for b in fraction.bytes() {
         let digit = u64::from(b - b'0');
-        if place % 10 != 0 {
+        if !place.is_multiple_of(10) {
             if digit != 0 {
                 return Err(format!("`{number}` is finer than a nanosecond"));
             }

@@ -72,7 +72,7 @@ fn respond(t: Duration, rng: &mut Rng) -> (Duration, Outcome) {
         };
         (latency, outcome)
     };
-    if s < 8.0 || s >= 19.0 {
+    if !(8.0..19.0).contains(&s) {
         healthy(rng)
     } else if s < 10.0 {
         let latency = millis(200.0, 1200.0, rng);

@@ -182,6 +182,32 @@ impl Summary {
     }
 }
 
+impl Summary {
+    /// The table's rows: each title and this column's cell.
+    fn cells(&self) -> [(&'static str, String); 8] {
+        let seconds = |d: Duration| format!("{:.2}", d.as_secs_f64());
+        [
+            ("admitted", self.admitted.to_string()),
+            ("rejected", self.rejected.to_string()),
+            (
+                "failures let through",
+                self.failures_let_through.to_string(),
+            ),
+            ("failures spared", self.failures_spared.to_string()),
+            (
+                "successes turned away",
+                self.successes_turned_away.to_string(),
+            ),
+            ("times opened", self.opened.to_string()),
+            (
+                "first opened at (s)",
+                self.first_opened.map_or("never".into(), seconds),
+            ),
+            ("time not closed (s)", seconds(self.not_closed)),
+        ]
+    }
+}
+
 /// Replays `trace` under `candidate`'s settings.
 ///
 /// # Errors
@@ -228,26 +254,7 @@ pub fn table(label: &str, trace: &Trace, columns: &[(&str, Summary)]) -> String 
         .max()
         .unwrap_or(0)
         .max(9);
-    let count = |f: fn(&Summary) -> u64| -> Box<dyn Fn(&Summary) -> String> {
-        Box::new(move |s| f(s).to_string())
-    };
-    let seconds = |d: Duration| format!("{:.2}", d.as_secs_f64());
-    let rows: [(&str, Box<dyn Fn(&Summary) -> String>); 8] = [
-        ("admitted", count(|s| s.admitted)),
-        ("rejected", count(|s| s.rejected)),
-        ("failures let through", count(|s| s.failures_let_through)),
-        ("failures spared", count(|s| s.failures_spared)),
-        ("successes turned away", count(|s| s.successes_turned_away)),
-        ("times opened", count(|s| s.opened)),
-        (
-            "first opened at (s)",
-            Box::new(move |s| s.first_opened.map_or("never".into(), seconds)),
-        ),
-        (
-            "time not closed (s)",
-            Box::new(move |s| seconds(s.not_closed)),
-        ),
-    ];
+    let cells: Vec<[(&str, String); 8]> = columns.iter().map(|(_, s)| s.cells()).collect();
     let _ = write!(out, "{:<22}", "");
     for (name, _) in columns {
         let _ = write!(out, " | {name:>width$}");
@@ -258,10 +265,10 @@ pub fn table(label: &str, trace: &Trace, columns: &[(&str, Summary)]) -> String 
         let _ = write!(out, "-+-{:-<width$}", "");
     }
     let _ = writeln!(out);
-    for (title, cell) in &rows {
+    for (r, (title, _)) in Summary::default().cells().iter().enumerate() {
         let _ = write!(out, "{title:<22}");
-        for (_, summary) in columns {
-            let _ = write!(out, " | {:>width$}", cell(summary));
+        for column in &cells {
+            let _ = write!(out, " | {:>width$}", column[r].1);
         }
         let _ = writeln!(out);
     }
