@@ -302,3 +302,152 @@ fn a_bad_builder_is_its_config_error_and_an_empty_trace_replays_to_nothing() {
         (0, 0, 0)
     );
 }
+
+mod recorder {
+    use cutout::Outcome;
+    use cutout::replay::{Call, Recorder, Trace};
+    use std::io::{self, Write};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("cutout-recorder-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn recorded_calls_read_back_as_the_same_trace_in_csv_and_json_lines() {
+        for name in ["t.csv", "t.jsonl"] {
+            let path = temp(name);
+            let recorder = Recorder::to_file(&path, 64).unwrap();
+            recorder.record_at(ms(20), ms(5), Outcome::Success, None);
+            recorder.record_at(ms(30), ms(25), Outcome::Failure, Some("db"));
+            recorder.record_at(ms(31), ms(40), Outcome::Ignored, Some("a,b"));
+            recorder.flush().unwrap();
+            assert_eq!((recorder.written(), recorder.dropped()), (3, 0));
+            let file = std::fs::File::open(&path).unwrap();
+            let trace = if name.ends_with("jsonl") {
+                Trace::from_json_lines(file).unwrap()
+            } else {
+                Trace::from_csv(file).unwrap()
+            };
+            // A latency past the start is cut to it; CSV cannot hold a comma in a key.
+            let key = if name.ends_with("jsonl") {
+                "a,b"
+            } else {
+                "a_b"
+            };
+            let expected = Trace::from_calls(vec![
+                Call::new(ms(20), ms(5), Outcome::Success),
+                Call::new(ms(30), ms(25), Outcome::Failure).with_key("db"),
+                Call::new(ms(31), ms(31), Outcome::Ignored).with_key(key),
+            ])
+            .unwrap();
+            assert_eq!(trace, expected, "{name}");
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// A writer stuck until the test lets it go.
+    struct Gate(mpsc::Receiver<()>);
+
+    impl Write for Gate {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            // Bounded: the test opens the gate, or fails and ends.
+            let _ = self.0.recv_timeout(Duration::from_secs(30));
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_and_never_blocks_the_caller() {
+        let (open, gate) = mpsc::channel();
+        let recorder = Recorder::to_writer(Gate(gate), false, 2).unwrap();
+        // The writer is stuck on the header: two calls fit in the queue, the
+        // other eight are dropped at once.
+        for i in 0..10 {
+            recorder.record_at(ms(i), Duration::ZERO, Outcome::Success, None);
+        }
+        assert_eq!(recorder.dropped(), 8);
+        for _ in 0..64 {
+            let _ = open.send(());
+        }
+        recorder.flush().unwrap();
+        assert_eq!((recorder.written(), recorder.dropped()), (2, 8));
+    }
+
+    struct Broken;
+
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::other("disk full"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Err(io::Error::other("disk full"))
+        }
+    }
+
+    #[test]
+    fn a_writer_that_fails_stops_and_later_calls_count_as_dropped() {
+        let recorder = Recorder::to_writer(Broken, true, 4).unwrap();
+        recorder.record_at(ms(1), Duration::ZERO, Outcome::Success, None);
+        // The writer stopped at its first write: the flush says so.
+        assert!(recorder.flush().is_err());
+        recorder.record_at(ms(2), Duration::ZERO, Outcome::Success, None);
+        assert_eq!(recorder.written(), 0);
+        assert!(recorder.dropped() >= 1);
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn the_layer_records_each_call_that_reaches_the_service() {
+        use cutout::replay::RecordLayer;
+        use tower::{Layer, Service, ServiceExt, service_fn};
+
+        let path = temp("layer.csv");
+        let recorder = Recorder::to_file(&path, 64).unwrap();
+        let layer =
+            RecordLayer::new(recorder.clone())
+                .key("billing")
+                .classify(|r: &Result<u32, &str>| match r {
+                    Ok(404) => Outcome::Ignored,
+                    Ok(_) => Outcome::Success,
+                    Err(_) => Outcome::Failure,
+                });
+        let mut service = layer.layer(service_fn(|n: u32| async move {
+            match n {
+                0 => Err("down"),
+                n => Ok(n),
+            }
+        }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            for n in [200, 0, 404] {
+                let _ = service.ready().await.unwrap().call(n).await;
+            }
+        });
+        recorder.flush().unwrap();
+        let trace = Trace::from_csv(std::fs::File::open(&path).unwrap()).unwrap();
+        let mut outcomes: Vec<_> = trace.calls().iter().map(|c| c.outcome).collect();
+        outcomes.sort_by_key(|o| *o as u8);
+        assert_eq!(
+            outcomes,
+            [Outcome::Success, Outcome::Failure, Outcome::Ignored]
+        );
+        assert!(
+            trace
+                .calls()
+                .iter()
+                .all(|c| c.key.as_deref() == Some("billing"))
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+}

@@ -8,7 +8,9 @@
 //! returns a [`Report`]: the transitions, the calls admitted and rejected, the
 //! failures the breaker spared the dependency and the successes it turned away.
 //! With [`Report::opened_within`] a recorded incident becomes a test that the
-//! breaker opens in time.
+//! breaker opens in time. A [`Recorder`] writes such a trace from a running
+//! service, without blocking its calls; with the `tower` feature,
+//! `RecordLayer` records the calls that reach a service.
 //!
 //! # The replay rule
 //! Each call is admitted at `at - latency` and ends at `at`, holding a permit in
@@ -36,8 +38,15 @@
 //! decisions, up to the breaker's jitter (a random seed per breaker) and to
 //! events at the very same instant that the recorded run ordered otherwise.
 
+#[cfg(feature = "tower")]
+mod layer;
+mod record;
 mod trace;
 
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use layer::{RecordFuture, RecordLayer, RecordService};
+pub use record::Recorder;
 pub use trace::{Call, Trace, TraceError};
 
 use crate::{Builder, CircuitBreaker, Clock, ConfigError, ManualClock, Outcome, Reason, State};

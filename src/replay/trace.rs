@@ -331,24 +331,7 @@ impl Trace {
             if keyed { ",key" } else { "" }
         )?;
         for call in self.by_end() {
-            write!(
-                w,
-                "{},{},{}",
-                format_millis(call.at),
-                format_millis(call.latency),
-                outcome_name(call.outcome)
-            )?;
-            if keyed {
-                let key = call.key.as_deref().unwrap_or_default();
-                if key.contains([',', '"', '\n', '\r']) {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("the key {key:?} cannot be written to CSV; use JSON lines"),
-                    ));
-                }
-                write!(w, ",{key}")?;
-            }
-            writeln!(w)?;
+            write_csv_row(&mut w, call, keyed)?;
         }
         Ok(())
     }
@@ -371,18 +354,7 @@ impl Trace {
     /// ```
     pub fn write_json_lines(&self, mut w: impl Write) -> io::Result<()> {
         for call in self.by_end() {
-            // The milliseconds as the CSV writes them: exact, not through a float.
-            write!(
-                w,
-                r#"{{"{AT}":{},"{LATENCY}":{},"{OUTCOME}":"{}""#,
-                format_millis(call.at),
-                format_millis(call.latency),
-                outcome_name(call.outcome)
-            )?;
-            if let Some(key) = &call.key {
-                write!(w, r#","{KEY}":{}"#, serde_json::Value::from(key.as_str()))?;
-            }
-            writeln!(w, "}}")?;
+            write_json_line(&mut w, call)?;
         }
         Ok(())
     }
@@ -422,6 +394,44 @@ impl Trace {
         calls.sort_by_key(|c| c.at);
         calls
     }
+}
+
+/// One CSV row (with a `key` field if `keyed`).
+pub(super) fn write_csv_row(mut w: impl Write, call: &Call, keyed: bool) -> io::Result<()> {
+    write!(
+        w,
+        "{},{},{}",
+        format_millis(call.at),
+        format_millis(call.latency),
+        outcome_name(call.outcome)
+    )?;
+    if keyed {
+        let key = call.key.as_deref().unwrap_or_default();
+        if key.contains([',', '"', '\n', '\r']) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the key {key:?} cannot be written to CSV; use JSON lines"),
+            ));
+        }
+        write!(w, ",{key}")?;
+    }
+    writeln!(w)
+}
+
+/// One JSON line.
+pub(super) fn write_json_line(mut w: impl Write, call: &Call) -> io::Result<()> {
+    // The milliseconds as the CSV writes them: exact, not through a float.
+    write!(
+        w,
+        r#"{{"{AT}":{},"{LATENCY}":{},"{OUTCOME}":"{}""#,
+        format_millis(call.at),
+        format_millis(call.latency),
+        outcome_name(call.outcome)
+    )?;
+    if let Some(key) = &call.key {
+        write!(w, r#","{KEY}":{}"#, serde_json::Value::from(key.as_str()))?;
+    }
+    writeln!(w, "}}")
 }
 
 /// The column names of a CSV header, checked: each known, none twice, the three
