@@ -126,24 +126,8 @@ fn run(args: &Args) -> Result<(), String> {
         color: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     };
     // Fail on an unwritable plot or trace path now, not after the run.
-    let record_file = args
-        .record
-        .as_ref()
-        .map(|path| {
-            std::fs::File::create(path)
-                .map(|f| (path, f))
-                .map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))
-        })
-        .transpose()?;
-    let plot_file = args
-        .plot
-        .as_ref()
-        .map(|path| {
-            std::fs::File::create(path)
-                .map(|f| (path, f))
-                .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))
-        })
-        .transpose()?;
+    let record_file = create(args.record.as_ref(), "trace")?;
+    let plot_file = create(args.plot.as_ref(), "plot")?;
 
     if let Some(n) = args.fleet {
         return fleet::run(&scenario, args.seed, usize::from(n), args.redis.as_deref());
@@ -203,6 +187,20 @@ fn run(args: &Args) -> Result<(), String> {
     }
     println!("Done in {:.1} s.", elapsed.as_secs_f64());
     Ok(())
+}
+
+/// Creates the file at `path`, if one is given, naming `what` it was for in the
+/// error.
+fn create<'a>(
+    path: Option<&'a PathBuf>,
+    what: &str,
+) -> Result<Option<(&'a PathBuf, std::fs::File)>, String> {
+    path.map(|path| {
+        std::fs::File::create(path)
+            .map(|f| (path, f))
+            .map_err(|e| format!("cannot write the {what} to {}: {e}", path.display()))
+    })
+    .transpose()
 }
 
 /// The demo: real threads, real sleeps, a live timeline.
