@@ -6,7 +6,9 @@
 //! dependency would have done with it (its latency and outcome are drawn before
 //! the breaker is asked): a replay under other settings may admit it. The trace
 //! is exact to the nanosecond, so a replay under the demo's own settings makes
-//! the demo's decisions (up to the jitter: see `cutout::replay`).
+//! the demo's decisions (up to the jitter: see `cutout::replay`). Two recordings
+//! of one seed differ a little: the jitter's seed is random, and a call turned
+//! away frees its worker sooner, so the later requests come at other times.
 
 use crate::sim::Response;
 use std::io::{self, Write};
