@@ -281,8 +281,6 @@
 //!   `fallback.rs`: fallbacks, sync, async and tower;
 //!   `registry.rs`: breakers by key on a `papaya` map (feature `registry`);
 //!   `saved.rs`: save and restore, and the `serde` format (feature `serde`);
-//!   `settings.rs`: `Settings`, the builder's settings as a config file (feature `serde`);
-//!   `replay/`: recorded traces replayed on a `ManualClock` (feature `replay`);
 //!   `retry.rs`: backoff and the retry loops.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]

@@ -65,12 +65,6 @@ struct Args {
     #[arg(long)]
     simulate: bool,
 
-    /// With `--simulate`: also write the calls the run with the breaker tried to
-    /// make (those it turned away included) to this file, as a trace that
-    /// `cutout::replay` and the tuner (`tune/`) replay: CSV, `at_ms,latency_ms,outcome`.
-    #[arg(long, value_name = "FILE", requires = "simulate")]
-    record: Option<PathBuf>,
-
     /// Fleet mode: N instances, each with its own breaker, run twice side by side,
     /// with and without a fleet view shared over Redis (`cutout-fleet`, quorum 2);
     /// reports the calls that reached the sick dependency and the convergence
@@ -88,6 +82,12 @@ struct Args {
     /// of closing at once (cutout's `Builder::ramp_up`).
     #[arg(long)]
     ramp_up: bool,
+
+    /// With `--simulate`: also write the calls the run with the breaker tried to
+    /// make (those it turned away included) to this file, as a trace that
+    /// `cutout::replay` and the tuner (`tune/`) replay: CSV, `at_ms,latency_ms,outcome`.
+    #[arg(long, value_name = "FILE", requires = "simulate")]
+    record: Option<PathBuf>,
 }
 
 fn parse_scale(s: &str) -> Result<f64, String> {
