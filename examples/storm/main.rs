@@ -140,9 +140,8 @@ fn run(args: &Args) -> Result<(), String> {
         live(&scenario, args.seed, style, terminal)?
     };
     let elapsed = wall.elapsed();
-    if let (Some((path, file)), Some(attempts)) = (record_file, &finished.with.attempts) {
-        attempts
-            .write_csv(std::io::BufWriter::new(file))
+    if let (Some((path, file)), Some(attempts)) = (record_file, finished.with.attempts()) {
+        trace::write_csv(&attempts, std::io::BufWriter::new(file))
             .map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
         println!("Trace written to {}", path.display());
     }
@@ -568,8 +567,8 @@ mod tests {
         use cutout::replay::{Trace, replay};
         let sim = worker::simulate_into(scenario, seed, Recorder::new(scenario).recording());
         let mut csv = Vec::new();
-        let attempts = sim.with.attempts.as_ref().expect("recording");
-        attempts.write_csv(&mut csv).expect("written to memory");
+        let attempts = sim.with.attempts().expect("recording");
+        trace::write_csv(&attempts, &mut csv).expect("written to memory");
         let trace = Trace::from_csv(csv.as_slice()).expect("the storm writes a valid trace");
         let report = replay(scenario.breaker(CircuitBreaker::builder()), &trace)
             .expect("the demo's breaker configuration is valid");

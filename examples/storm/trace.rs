@@ -10,61 +10,23 @@
 //! of one seed differ a little: the jitter's seed is random, and a call turned
 //! away frees its worker sooner, so the later requests come at other times.
 
-use crate::sim::Response;
+use crate::stats::Attempt;
 use std::io::{self, Write};
-use std::sync::Mutex;
 use std::time::Duration;
 
-/// One call the run tried to make.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Attempt {
-    /// When it was admitted (or turned away), in run time.
-    pub admitted: Duration,
-    /// How long it ran, or would have.
-    pub latency: Duration,
-    /// Whether it succeeded, or would have.
-    pub ok: bool,
-}
-
-/// The attempts of one run, from every worker.
-#[derive(Debug, Default)]
-pub struct Attempts(Mutex<Vec<Attempt>>);
-
-impl Attempts {
-    /// A worker is about to call the dependency at `now`, which will answer
-    /// `response` (if the breaker admits the call).
-    pub fn push(&self, now: Duration, response: Response) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Attempt {
-                admitted: now,
-                latency: response.latency,
-                ok: response.ok,
-            });
+/// Writes `attempts` (in the order the calls end) as a CSV trace.
+pub fn write_csv(attempts: &[Attempt], mut w: impl Write) -> io::Result<()> {
+    writeln!(w, "at_ms,latency_ms,outcome")?;
+    for a in attempts {
+        let outcome = if a.ok { "success" } else { "failure" };
+        writeln!(
+            w,
+            "{},{},{outcome}",
+            millis(a.admitted + a.latency),
+            millis(a.latency)
+        )?;
     }
-
-    /// Every attempt so far, in the order the calls end (then as recorded).
-    pub fn sorted(&self) -> Vec<Attempt> {
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        v.sort_by_key(|a| a.admitted + a.latency);
-        v
-    }
-
-    /// Writes the trace as CSV.
-    pub fn write_csv(&self, mut w: impl Write) -> io::Result<()> {
-        writeln!(w, "at_ms,latency_ms,outcome")?;
-        for a in self.sorted() {
-            let outcome = if a.ok { "success" } else { "failure" };
-            writeln!(
-                w,
-                "{},{},{outcome}",
-                millis(a.admitted + a.latency),
-                millis(a.latency)
-            )?;
-        }
-        Ok(())
-    }
+    w.flush()
 }
 
 /// `d` as decimal milliseconds, exact to the nanosecond, no trailing zeros.
@@ -83,25 +45,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_csv_is_exact_and_in_end_order() {
-        let attempts = Attempts::default();
-        let at = |nanos| Duration::from_nanos(nanos);
-        attempts.push(
-            at(10_000_000),
-            Response {
-                latency: at(500_000_000),
-                ok: false,
-            },
-        );
-        attempts.push(
-            at(20_000_001),
-            Response {
+    fn the_csv_is_exact_to_the_nanosecond() {
+        let at = Duration::from_nanos;
+        let attempts = [
+            Attempt {
+                admitted: at(20_000_001),
                 latency: at(4_250_000),
                 ok: true,
             },
-        );
+            Attempt {
+                admitted: at(10_000_000),
+                latency: at(500_000_000),
+                ok: false,
+            },
+        ];
         let mut out = Vec::new();
-        attempts.write_csv(&mut out).unwrap();
+        write_csv(&attempts, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "at_ms,latency_ms,outcome\n24.250001,4.25,success\n510,500,failure\n"

@@ -135,9 +135,7 @@ impl<C: Clock> Worker<C> {
                 return Some(now + LOCAL_WORK);
             }
             let response = ctx.dependency.respond(phase.behaviour, self.id, self.next);
-            if let Some(attempts) = &ctx.recorder.attempts {
-                attempts.push(now, response);
-            }
+            ctx.recorder.attempted(now, response);
             let permit = match &self.breaker {
                 None => None,
                 Some(breaker) => match breaker.try_acquire_owned() {
