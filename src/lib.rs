@@ -127,6 +127,9 @@ mod policy;
 mod ramp;
 #[cfg(feature = "registry")]
 mod registry;
+#[cfg(feature = "replay")]
+#[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
+pub mod replay;
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
@@ -134,6 +137,8 @@ pub mod reqwest;
 #[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 mod retry;
 mod saved;
+#[cfg(feature = "serde")]
+mod settings;
 mod slot;
 mod state;
 mod stripe;
@@ -162,6 +167,9 @@ pub use retry::{
     RetryAny, RetryPolicy, RetryPolicyBuilder, Retryable, retry, retry_async, retry_with_sleep,
 };
 pub use saved::{SavedState, SavedWindow};
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use settings::Settings;
 #[cfg(feature = "__test-hooks")]
 #[doc(hidden)]
 pub use slot::{owned_stripes_per_breaker, simulate_owned_stripes, simulate_parallelism};

@@ -101,7 +101,7 @@ impl Metrics {
     /// breaker.reset();
     /// let m = breaker.metrics();
     /// assert_eq!(m.total_transitions(), 2);
-    /// assert_eq!(m.total_transitions(), Reason::iter().map(|r| m.transitions(r)).sum());
+    /// assert_eq!(m.total_transitions(), Reason::iter().map(|r| m.transitions(r)).sum::<u64>());
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn total_transitions(&self) -> u64 {

@@ -13,6 +13,7 @@ mod plot;
 mod report;
 mod sim;
 mod stats;
+mod trace;
 mod worker;
 
 use clap::Parser;
@@ -68,6 +69,12 @@ struct Args {
     /// of closing at once (cutout's `Builder::ramp_up`).
     #[arg(long)]
     ramp_up: bool,
+
+    /// With `--simulate`: also write the calls the run with the breaker tried to
+    /// make (those it turned away included) to this file, as a trace that
+    /// `cutout::replay` and the tuner (`tune/`) replay: CSV, `at_ms,latency_ms,outcome`.
+    #[arg(long, value_name = "FILE", requires = "simulate")]
+    record: Option<PathBuf>,
 }
 
 fn parse_scale(s: &str) -> Result<f64, String> {
@@ -105,25 +112,23 @@ fn run(args: &Args) -> Result<(), String> {
     let style = Style {
         color: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     };
-    // Fail on an unwritable plot path now, not after the run.
-    let plot_file = args
-        .plot
-        .as_ref()
-        .map(|path| {
-            std::fs::File::create(path)
-                .map(|f| (path, f))
-                .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))
-        })
-        .transpose()?;
+    // Fail on an unwritable plot or trace path now, not after the run.
+    let record_file = create(args.record.as_ref(), "trace")?;
+    let plot_file = create(args.plot.as_ref(), "plot")?;
 
     println!("{}", report::intro(&scenario, args.seed, style));
     let wall = Instant::now();
     let finished = if args.simulate {
-        simulated(&scenario, args.seed, style)
+        simulated(&scenario, args.seed, style, record_file.is_some())
     } else {
         live(&scenario, args.seed, style, terminal)?
     };
     let elapsed = wall.elapsed();
+    if let (Some((path, file)), Some(attempts)) = (record_file, finished.with.attempts()) {
+        trace::write_csv(&attempts, std::io::BufWriter::new(file))
+            .map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
+        println!("Trace written to {}", path.display());
+    }
 
     let (ticks_with, with) = finished.with.finish();
     let (ticks_without, without) = finished.without.finish();
@@ -165,6 +170,20 @@ fn run(args: &Args) -> Result<(), String> {
     }
     println!("Done in {:.1} s.", elapsed.as_secs_f64());
     Ok(())
+}
+
+/// Creates the file at `path`, if one is given, naming `what` it was for in the
+/// error.
+fn create<'a>(
+    path: Option<&'a PathBuf>,
+    what: &str,
+) -> Result<Option<(&'a PathBuf, std::fs::File)>, String> {
+    path.map(|path| {
+        std::fs::File::create(path)
+            .map(|f| (path, f))
+            .map_err(|e| format!("cannot write the {what} to {}: {e}", path.display()))
+    })
+    .transpose()
 }
 
 /// The demo: real threads, real sleeps, a live timeline.
@@ -284,9 +303,13 @@ fn timeline(
 }
 
 /// The same storm on a `ManualClock`, at once; prints the timeline afterwards.
-fn simulated(scenario: &Scenario, seed: u64, style: Style) -> Finished {
+fn simulated(scenario: &Scenario, seed: u64, style: Style, record: bool) -> Finished {
     let overhead = overhead::measure(scenario);
-    let sim = worker::simulate(scenario, seed);
+    let with = match record {
+        true => Recorder::new(scenario).recording(),
+        false => Recorder::new(scenario),
+    };
+    let sim = worker::simulate_into(scenario, seed, with);
     println!("{}\n", report::legend());
     println!("{}", report::header(style));
     let mut phase = None;
@@ -518,6 +541,106 @@ mod tests {
         }
     }
 
+    /// The transitions of a simulated storm, and those of a replay of its
+    /// recorded trace under the same settings: (time, from, to, reason).
+    #[cfg(feature = "replay")]
+    fn storm_and_replay(
+        scenario: &Scenario,
+        seed: u64,
+    ) -> [Vec<(Duration, State, State, cutout::Reason)>; 2] {
+        use cutout::replay::{Trace, replay};
+        let sim = worker::simulate_into(scenario, seed, Recorder::new(scenario).recording());
+        let mut csv = Vec::new();
+        let attempts = sim.with.attempts().expect("recording");
+        trace::write_csv(&attempts, &mut csv).expect("written to memory");
+        let trace = Trace::from_csv(csv.as_slice()).expect("the storm writes a valid trace");
+        let report = replay(scenario.breaker(CircuitBreaker::builder()), &trace)
+            .expect("the demo's breaker configuration is valid");
+        // Every request that needed the dependency was tried once, and the replay
+        // admits and rejects as many as the breaker did.
+        let m = sim.breaker.metrics();
+        assert_eq!(
+            trace.calls().len() as u64,
+            m.lifetime.admitted + m.lifetime.rejected
+        );
+        if scenario.jitter == 0.0 {
+            assert_eq!(
+                (report.admitted, report.rejected),
+                (m.lifetime.admitted, m.lifetime.rejected)
+            );
+        }
+        let demo = sim
+            .log
+            .entries()
+            .iter()
+            .map(|l| {
+                (
+                    l.at,
+                    l.transition.from,
+                    l.transition.to,
+                    l.transition.reason,
+                )
+            })
+            .collect();
+        let replayed = report
+            .transitions
+            .iter()
+            .map(|t| (t.at, t.from, t.to, t.reason))
+            .collect();
+        [demo, replayed]
+    }
+
+    /// A replay of the storm's own recorded trace under the storm's settings makes
+    /// the storm's transitions, at the same nanosecond, once the jitter (a random
+    /// seed per breaker) is off: the demo's scale and a small one, three seeds.
+    #[cfg(feature = "replay")]
+    #[test]
+    fn a_replay_of_the_recorded_storm_reproduces_its_transitions() {
+        for scenario in [Scenario::new(32, 1.0), Scenario::new(16, 0.5)] {
+            for seed in [1, 7, 42] {
+                let [demo, replayed] = storm_and_replay(&scenario.clone().without_jitter(), seed);
+                assert!(demo.len() > 4, "seed {seed}: {demo:?}");
+                assert_eq!(replayed, demo, "seed {seed}");
+            }
+        }
+    }
+
+    /// With the demo's jitter, the two breakers draw different cooldowns: the
+    /// replay agrees up to the first cooldown, and both open in the spike and
+    /// in the outage (whether the partial recovery reopens depends on the draws).
+    #[cfg(feature = "replay")]
+    #[test]
+    fn a_jittered_replay_agrees_up_to_the_first_cooldown() {
+        let scenario = Scenario::new(32, 1.0);
+        for seed in [1, 7, 42] {
+            let [demo, replayed] = storm_and_replay(&scenario, seed);
+            assert_eq!(replayed[0], demo[0], "seed {seed}");
+            let opened_in = |log: &[(Duration, State, State, cutout::Reason)], phase: usize| {
+                let p = &scenario.phases[phase];
+                log.iter()
+                    .any(|t| t.2 == State::Open && p.start <= t.0 && t.0 < p.end)
+            };
+            assert!(
+                opened_in(&demo, 1) && opened_in(&replayed, 1),
+                "seed {seed}"
+            );
+            assert!(
+                opened_in(&demo, 2) && opened_in(&replayed, 2),
+                "seed {seed}"
+            );
+            let same = replayed
+                .iter()
+                .zip(&demo)
+                .take_while(|(a, b)| a == b)
+                .count();
+            eprintln!(
+                "seed {seed}: {} transitions in the demo, {} in the replay, the first {same} identical",
+                demo.len(),
+                replayed.len()
+            );
+        }
+    }
+
     #[test]
     fn bad_flags_are_errors_not_panics() {
         assert!(Args::try_parse_from(["storm", "--threads", "0"]).is_err());
@@ -525,6 +648,9 @@ mod tests {
         assert!(Args::try_parse_from(["storm", "--scale", "0"]).is_err());
         assert!(Args::try_parse_from(["storm", "--scale", "NaN"]).is_err());
         assert!(Args::try_parse_from(["storm", "--bogus"]).is_err());
+        // A trace is recorded from the simulated run only.
+        assert!(Args::try_parse_from(["storm", "--record", "t.csv"]).is_err());
+        assert!(Args::try_parse_from(["storm", "--simulate", "--record", "t.csv"]).is_ok());
         let ok = Args::try_parse_from([
             "storm", "-t", "4", "-s", "0.5", "--seed", "9", "--plot", "x.svg",
         ])

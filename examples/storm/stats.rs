@@ -113,6 +113,19 @@ struct Inner {
 pub struct Recorder {
     tick: Duration,
     inner: Mutex<Inner>,
+    /// The calls tried, for `--record` (see `trace.rs`); `None` records none.
+    attempts: Option<Mutex<Vec<Attempt>>>,
+}
+
+/// One dependency call the run tried to make, for `--record`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// When it was admitted (or turned away), in run time.
+    pub admitted: Duration,
+    /// How long it ran, or would have.
+    pub latency: Duration,
+    /// Whether it succeeded, or would have.
+    pub ok: bool,
 }
 
 impl Recorder {
@@ -124,7 +137,40 @@ impl Recorder {
                 ticks: vec![Tick::default(); scenario.ticks().max(1)],
                 totals: Totals::default(),
             }),
+            attempts: None,
         }
+    }
+
+    /// The same recorder, keeping every call tried too (`--record`).
+    pub fn recording(self) -> Recorder {
+        Recorder {
+            attempts: Some(Mutex::default()),
+            ..self
+        }
+    }
+
+    /// A worker is about to call the dependency at `now`, which will answer
+    /// `response` if the breaker admits the call: kept if recording.
+    pub fn attempted(&self, now: Duration, response: Response) {
+        if let Some(attempts) = &self.attempts {
+            attempts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Attempt {
+                    admitted: now,
+                    latency: response.latency,
+                    ok: response.ok,
+                });
+        }
+    }
+
+    /// Every call tried, if recording, in the order the calls end (then as
+    /// recorded).
+    pub fn attempts(&self) -> Option<Vec<Attempt>> {
+        let attempts = self.attempts.as_ref()?;
+        let mut v = attempts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.sort_by_key(|a| a.admitted + a.latency);
+        Some(v)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

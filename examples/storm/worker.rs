@@ -135,6 +135,7 @@ impl<C: Clock> Worker<C> {
                 return Some(now + LOCAL_WORK);
             }
             let response = ctx.dependency.respond(phase.behaviour, self.id, self.next);
+            ctx.recorder.attempted(now, response);
             let permit = match &self.breaker {
                 None => None,
                 Some(breaker) => match breaker.try_acquire_owned() {
@@ -256,7 +257,14 @@ pub struct Simulated {
 /// Runs the storm twice, with and without the breaker, as discrete events on a
 /// [`ManualClock`]: no threads, no sleeps, the same script and the same dependency
 /// as the live demo.
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn simulate(scenario: &Scenario, seed: u64) -> Simulated {
+    simulate_into(scenario, seed, Recorder::new(scenario))
+}
+
+/// [`simulate`], the run with the breaker recorded by `with` (a
+/// [`Recorder::recording`] for `--record`).
+pub fn simulate_into(scenario: &Scenario, seed: u64, with: Recorder) -> Simulated {
     let clock = ManualClock::new();
     let log = TransitionLog::default();
     let breaker = Arc::new(
@@ -267,7 +275,6 @@ pub fn simulate(scenario: &Scenario, seed: u64) -> Simulated {
             .expect("the demo's breaker configuration is valid"),
     );
     let dependency = Dependency::new(seed);
-    let with = Recorder::new(scenario);
     let without = Recorder::new(scenario);
     simulate_one(scenario, dependency, &with, Some(&breaker), &clock);
     simulate_one(scenario, dependency, &without, None, &ManualClock::new());

@@ -1,0 +1,180 @@
+//! [`RecordLayer`]: a tower layer that records each call reaching its service
+//! to a [`Recorder`] (features `replay` and `tower`).
+
+use super::Recorder;
+use crate::{Classify, ErrIsFailure};
+use pin_project_lite::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tower::{Layer, Service};
+
+/// Records every call that reaches the inner service, with its latency (from
+/// `call` to the response) and its outcome by a [`Classify`] (default: `Err` is
+/// a failure), to a [`Recorder`], which never blocks the call.
+///
+/// Put it inside the breaker's layer to record the calls the dependency saw
+/// (breaker, then recorder, then the service). A replay needs the calls a
+/// breaker would have been asked about: record with the breaker
+/// [`disable`](crate::CircuitBreaker::disable)d, or in front of a dependency
+/// without one, to capture all of them. A call whose future is dropped before
+/// it completes (a timeout outside, a cancelled request) is not recorded.
+///
+/// # Examples
+/// ```
+/// use cutout::replay::{RecordLayer, Recorder};
+/// use tower::{Layer, Service, ServiceExt, service_fn};
+///
+/// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+/// let recorder = Recorder::to_writer(std::io::sink(), false, 1024)?;
+/// let layer = RecordLayer::new(recorder.clone()).key("billing");
+/// let mut service = layer.layer(service_fn(|n: u32| async move {
+///     if n % 2 == 0 { Ok(n) } else { Err("odd") }
+/// }));
+/// for n in 0..4 {
+///     let _ = service.ready().await?.call(n).await;
+/// }
+/// recorder.flush()?;
+/// assert_eq!(recorder.written() + recorder.dropped(), 4);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RecordLayer<F = ErrIsFailure> {
+    recorder: Recorder,
+    classify: F,
+    key: Option<Arc<str>>,
+}
+
+impl RecordLayer {
+    /// Records to `recorder`, an `Err` as a failure, with no key.
+    ///
+    /// # Examples
+    /// See [`RecordLayer`].
+    pub fn new(recorder: Recorder) -> RecordLayer {
+        RecordLayer {
+            recorder,
+            classify: ErrIsFailure,
+            key: None,
+        }
+    }
+}
+
+impl<F> RecordLayer<F> {
+    /// Each call's outcome by `classify` instead.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::Outcome;
+    /// use cutout::replay::{RecordLayer, Recorder};
+    ///
+    /// let recorder = Recorder::to_writer(std::io::sink(), false, 16)?;
+    /// let layer = RecordLayer::new(recorder).classify(|r: &Result<u16, ()>| match r {
+    ///     Ok(status) if *status >= 500 => Outcome::Failure,
+    ///     Ok(_) => Outcome::Success,
+    ///     Err(_) => Outcome::Failure,
+    /// });
+    /// # let _ = layer;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn classify<F2>(self, classify: F2) -> RecordLayer<F2> {
+        RecordLayer {
+            recorder: self.recorder,
+            classify,
+            key: self.key,
+        }
+    }
+
+    /// Each call's key in the trace (the dependency's name).
+    ///
+    /// # Examples
+    /// See [`RecordLayer`].
+    pub fn key(self, key: impl Into<Arc<str>>) -> RecordLayer<F> {
+        RecordLayer {
+            key: Some(key.into()),
+            ..self
+        }
+    }
+}
+
+impl<S, F: Clone> Layer<S> for RecordLayer<F> {
+    type Service = RecordService<S, F>;
+
+    fn layer(&self, inner: S) -> RecordService<S, F> {
+        RecordService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service of a [`RecordLayer`].
+///
+/// # Examples
+/// See [`RecordLayer`].
+#[derive(Clone, Debug)]
+pub struct RecordService<S, F = ErrIsFailure> {
+    inner: S,
+    layer: RecordLayer<F>,
+}
+
+impl<S, F, Request> Service<Request> for RecordService<S, F>
+where
+    S: Service<Request>,
+    F: Classify<S::Response, S::Error> + Clone,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = RecordFuture<S::Future, F>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        RecordFuture {
+            start: Instant::now(),
+            inner: self.inner.call(request),
+            layer: Some(self.layer.clone()),
+        }
+    }
+}
+
+pin_project! {
+    /// The future of a [`RecordService`]: the inner future, recorded when it
+    /// completes.
+    ///
+    /// # Examples
+    /// See [`RecordLayer`].
+    #[derive(Debug)]
+    pub struct RecordFuture<Fut, F> {
+        #[pin]
+        inner: Fut,
+        start: Instant,
+        // Taken when the call is recorded.
+        layer: Option<RecordLayer<F>>,
+    }
+}
+
+impl<Fut, T, E, F> Future for RecordFuture<Fut, F>
+where
+    Fut: Future<Output = Result<T, E>>,
+    F: Classify<T, E>,
+{
+    type Output = Result<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, E>> {
+        let this = self.project();
+        let result = std::task::ready!(this.inner.poll(cx));
+        if let Some(layer) = this.layer.take() {
+            let outcome = layer.classify.classify(&result);
+            layer
+                .recorder
+                .record(this.start.elapsed(), outcome, layer.key.as_deref());
+        }
+        Poll::Ready(result)
+    }
+}

@@ -1,0 +1,286 @@
+//! Replay a recorded trace of calls through a breaker's settings, on a
+//! [`ManualClock`]: which calls would it have turned away, when would it have
+//! opened? (feature `replay`)
+//!
+//! A [`Trace`] is read from CSV or JSON lines (see [`Trace`] for the format: a
+//! call's end time, its latency and its outcome, and optionally a key), from a
+//! recorder or from an access log. [`replay()`] runs any [`Builder`] over it and
+//! returns a [`Report`]: the transitions, the calls admitted and rejected, the
+//! failures the breaker spared the dependency and the successes it turned away.
+//! With [`Report::opened_within`] a recorded incident becomes a test that the
+//! breaker opens in time. A [`Recorder`] writes such a trace from a running
+//! service, without blocking its calls; with the `tower` feature,
+//! `RecordLayer` records the calls that reach a service.
+//!
+//! # The replay rule
+//! Each call is admitted at `at - latency` and ends at `at`, holding a permit in
+//! between, as it did in the recorded run: calls overlap as they overlapped then.
+//! One event queue orders the whole replay:
+//! - each call has two events: its admission (`try_acquire` at `at - latency`)
+//!   and, if admitted, its end (its outcome recorded on its permit at `at`);
+//! - events run in time order; at the same instant, ends run before admissions
+//!   (an outcome known at `t` counts for a call admitted at `t`), ends in their
+//!   calls' admission order, admissions in the trace's admission order; a call
+//!   with no latency is recorded at once on admission;
+//! - the clock is moved to each event's time before it runs, so the breaker sees
+//!   each call's real latency (the slow-call policy judges it) and each cooldown
+//!   elapses as it would have.
+//!
+//! A rejected call has no end: it did not run. Its recorded outcome is what the
+//! dependency did, or would have done, with it: a rejected failure is a failure
+//! spared, a rejected success a success turned away.
+//!
+//! The trace is replayed open-loop: the calls come when they came in the
+//! recorded run, whatever the breaker decides. Traffic that reacts to
+//! rejections (callers that retry, or workers freed early by a fast rejection and
+//! taking the next request sooner) would have come at other times under other
+//! settings; a replay under the recorded run's own settings reproduces its
+//! decisions, up to the breaker's jitter (a random seed per breaker) and to
+//! events at the very same instant that the recorded run ordered otherwise.
+
+#[cfg(feature = "tower")]
+mod layer;
+mod record;
+mod trace;
+
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use layer::{RecordFuture, RecordLayer, RecordService};
+pub use record::Recorder;
+pub use trace::{Call, Trace, TraceError};
+
+use crate::{Builder, CircuitBreaker, Clock, ConfigError, ManualClock, Outcome, Reason, State};
+use std::collections::HashMap;
+use std::ops::RangeBounds;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One transition in a replay.
+///
+/// # Examples
+/// ```
+/// use cutout::replay::{Trace, replay};
+/// use cutout::{CircuitBreaker, State};
+///
+/// let trace = Trace::from_csv("at_ms,latency_ms,outcome\n10,5,failure\n".as_bytes())?;
+/// let report = replay(CircuitBreaker::builder().consecutive_failures(1), &trace)?;
+/// let t = &report.transitions[0];
+/// assert_eq!((t.at.as_millis(), t.from, t.to), (10, State::Closed, State::Open));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Replayed {
+    /// When, from the trace's time zero, to the nanosecond.
+    pub at: Duration,
+    /// The key of the breaker that moved, in a keyed trace.
+    pub key: Option<String>,
+    /// The state before.
+    pub from: State,
+    /// The state after.
+    pub to: State,
+    /// Why.
+    pub reason: Reason,
+}
+
+/// What a [`replay()`] did with a trace.
+///
+/// # Examples
+/// ```
+/// use cutout::replay::{Trace, replay};
+/// use cutout::CircuitBreaker;
+/// use std::time::Duration;
+///
+/// let csv = "at_ms,latency_ms,outcome\n10,5,failure\n20,5,failure\n30,5,success\n";
+/// let trace = Trace::from_csv(csv.as_bytes())?;
+/// let report = replay(CircuitBreaker::builder().consecutive_failures(2), &trace)?;
+/// assert_eq!((report.admitted, report.rejected), (2, 1));
+/// assert_eq!(report.successes_turned_away, 1);
+/// assert!(report.opened_within(..Duration::from_millis(25)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Report {
+    /// Every transition, in the order they happened.
+    pub transitions: Vec<Replayed>,
+    /// Calls the breaker admitted.
+    pub admitted: u64,
+    /// Calls it rejected.
+    pub rejected: u64,
+    /// Rejected calls that had failed: failures the dependency was spared.
+    pub failures_spared: u64,
+    /// Rejected calls that had succeeded: successes turned away.
+    pub successes_turned_away: u64,
+    /// Whether each call of the trace was admitted, in [`Trace::calls`] order.
+    admitted_calls: Vec<bool>,
+}
+
+impl Report {
+    /// Whether a breaker opened (moved to [`State::Open`] by a trip or a failed
+    /// probe round) at a time within `range`, counted from the trace's time zero.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::replay::{Trace, replay};
+    /// use cutout::CircuitBreaker;
+    /// use std::time::Duration;
+    ///
+    /// let trace = Trace::from_csv("at_ms,latency_ms,outcome\n1500,5,failure\n".as_bytes())?;
+    /// let report = replay(CircuitBreaker::builder().consecutive_failures(1), &trace)?;
+    /// let s = Duration::from_secs;
+    /// assert!(report.opened_within(s(1)..s(2)));
+    /// assert!(!report.opened_within(..s(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn opened_within(&self, range: impl RangeBounds<Duration>) -> bool {
+        self.transitions
+            .iter()
+            .any(|t| t.to == State::Open && range.contains(&t.at))
+    }
+
+    /// Whether call `i` of [`Trace::calls`] was admitted (`None` past the end).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::replay::{Trace, replay};
+    /// use cutout::CircuitBreaker;
+    ///
+    /// let trace = Trace::from_csv("at_ms,latency_ms,outcome\n10,5,failure\n20,5,success\n".as_bytes())?;
+    /// let report = replay(CircuitBreaker::builder().consecutive_failures(1), &trace)?;
+    /// assert_eq!(
+    ///     (report.was_admitted(0), report.was_admitted(1), report.was_admitted(2)),
+    ///     (Some(true), Some(false), None)
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn was_admitted(&self, i: usize) -> Option<bool> {
+        self.admitted_calls.get(i).copied()
+    }
+}
+
+/// What the replay's event queue holds, in the order events at one instant run.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    End,
+    Admit,
+}
+
+/// Replays `trace` through breakers built from `builder`, one per key (one for a
+/// trace without keys), on a [`ManualClock`] that starts at the trace's time zero.
+/// See the [module docs](self) for the rule that orders the calls.
+///
+/// The builder's clock is replaced by the manual one, and its
+/// [`on_transition`](Builder::on_transition) listener by the replay's own.
+///
+/// # Errors
+/// The [`ConfigError`] of an invalid `builder`.
+///
+/// # Examples
+/// ```
+/// use cutout::replay::{Trace, replay};
+/// use cutout::{Builder, Settings, State};
+/// use std::time::Duration;
+///
+/// // An incident: every call fails for a second, from t = 1 s.
+/// let mut csv = String::from("at_ms,latency_ms,outcome\n");
+/// for i in 0..200 {
+///     let outcome = if (100..200).contains(&i) { "failure" } else { "success" };
+///     csv.push_str(&format!("{},{},{outcome}\n", i * 10 + 5, 5));
+/// }
+/// let trace = Trace::from_csv(csv.as_bytes())?;
+/// let settings: Settings = serde_json::from_str(r#"{"consecutive_failures": 5}"#)?;
+/// let report = replay(Builder::from_settings(&settings), &trace)?;
+/// let ms = Duration::from_millis;
+/// assert!(report.opened_within(ms(1000)..ms(1100)));
+/// assert!(report.failures_spared > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn replay<C: Clock>(builder: Builder<C>, trace: &Trace) -> Result<Report, ConfigError> {
+    let clock = ManualClock::new();
+    let builder = builder.clock(clock.clone());
+    let log: Arc<Mutex<Vec<Replayed>>> = Arc::default();
+    let mut breakers: HashMap<Option<&str>, Arc<CircuitBreaker<ManualClock>>> = HashMap::new();
+    let keys = std::iter::once(None)
+        .filter(|_| trace.calls().is_empty())
+        .chain(trace.calls().iter().map(|c| c.key.as_deref()));
+    for key in keys {
+        if breakers.contains_key(&key) {
+            continue;
+        }
+        let (log, time, owned) = (log.clone(), clock.clone(), key.map(str::to_owned));
+        let breaker = builder
+            .clone()
+            .on_transition(move |t| {
+                log.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(Replayed {
+                        at: time.elapsed(),
+                        key: owned.clone(),
+                        from: t.from,
+                        to: t.to,
+                        reason: t.reason,
+                    });
+            })
+            .build()?;
+        breakers.insert(key, Arc::new(breaker));
+    }
+
+    let calls = trace.calls();
+    let mut events: Vec<(Duration, Event, usize)> = Vec::with_capacity(calls.len() * 2);
+    for (i, call) in calls.iter().enumerate() {
+        events.push((call.admitted(), Event::Admit, i));
+        if !call.latency.is_zero() {
+            events.push((call.at, Event::End, i));
+        }
+    }
+    events.sort_unstable();
+
+    let mut permits: Vec<Option<crate::OwnedPermit<ManualClock>>> = Vec::new();
+    permits.resize_with(calls.len(), || None);
+    let mut report = Report {
+        transitions: Vec::new(),
+        admitted: 0,
+        rejected: 0,
+        failures_spared: 0,
+        successes_turned_away: 0,
+        admitted_calls: vec![false; calls.len()],
+    };
+    for (at, event, i) in events {
+        clock.advance(at.saturating_sub(clock.elapsed()));
+        let call = &calls[i];
+        match event {
+            Event::End => {
+                if let Some(permit) = permits[i].take() {
+                    permit.record(call.outcome);
+                }
+            }
+            Event::Admit => {
+                let Some(breaker) = breakers.get(&call.key.as_deref()) else {
+                    continue;
+                };
+                match breaker.try_acquire_owned() {
+                    Ok(permit) => {
+                        report.admitted += 1;
+                        report.admitted_calls[i] = true;
+                        if call.latency.is_zero() {
+                            permit.record(call.outcome);
+                        } else {
+                            permits[i] = Some(permit);
+                        }
+                    }
+                    Err(_) => {
+                        report.rejected += 1;
+                        match call.outcome {
+                            Outcome::Failure => report.failures_spared += 1,
+                            Outcome::Success => report.successes_turned_away += 1,
+                            Outcome::Ignored => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+    report.transitions = std::mem::take(&mut *log.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(report)
+}

@@ -1,0 +1,453 @@
+//! `cutout::replay`: traces read from CSV and JSON lines (bad ones refused by
+//! line and field, never a panic), and replays that follow the documented rule:
+//! calls hold permits from admission to end, overlapping as recorded.
+
+use cutout::replay::{Call, Trace, replay};
+use cutout::{Builder, CircuitBreaker, Outcome, Reason, Settings, State};
+use std::time::Duration;
+
+const HEADER: &str = "at_ms,latency_ms,outcome\n";
+
+fn csv(rows: &str) -> Trace {
+    Trace::from_csv(format!("{HEADER}{rows}").as_bytes()).unwrap()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn csv_and_json_lines_read_the_same_trace_and_write_it_back() {
+    let rows = "120,20,success,\n640.5,500,failure,\n90,0.000001,ignored,\n";
+    let a = Trace::from_csv(format!("at_ms,latency_ms,outcome,key\n{rows}").as_bytes()).unwrap();
+    let json = r#"{"at_ms": 120, "latency_ms": 20, "outcome": "success"}
+
+{"at_ms": 640.5, "latency_ms": 500, "outcome": "failure", "key": null}
+{"outcome": "ignored", "latency_ms": 0.000001, "at_ms": 90}
+"#;
+    let b = Trace::from_json_lines(json.as_bytes()).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.calls()[0].latency, Duration::from_nanos(1)); // admitted first
+    assert_eq!(a.calls()[2].at, Duration::from_micros(640_500));
+    assert_eq!(a.end(), Duration::from_micros(640_500));
+
+    let mut out = Vec::new();
+    a.write_csv(&mut out).unwrap();
+    let text = String::from_utf8(out.clone()).unwrap();
+    assert_eq!(
+        text,
+        "at_ms,latency_ms,outcome\n90,0.000001,ignored\n120,20,success\n640.5,500,failure\n"
+    );
+    assert_eq!(Trace::from_csv(out.as_slice()).unwrap(), a);
+    let mut out = Vec::new();
+    a.write_json_lines(&mut out).unwrap();
+    assert_eq!(Trace::from_json_lines(out.as_slice()).unwrap(), a);
+}
+
+#[test]
+fn keys_round_trip_and_a_key_csv_cannot_hold_is_refused() {
+    let trace = Trace::from_calls(vec![
+        Call::new(ms(10), ms(1), Outcome::Success).with_key("db"),
+        Call::new(ms(20), ms(1), Outcome::Failure),
+    ])
+    .unwrap();
+    let mut out = Vec::new();
+    trace.write_csv(&mut out).unwrap();
+    assert_eq!(Trace::from_csv(out.as_slice()).unwrap(), trace);
+    let bad = Trace::from_calls(vec![
+        Call::new(ms(10), ms(1), Outcome::Success).with_key("a,b"),
+    ])
+    .unwrap();
+    assert!(bad.write_csv(Vec::new()).is_err());
+    let mut out = Vec::new();
+    bad.write_json_lines(&mut out).unwrap();
+    assert_eq!(Trace::from_json_lines(out.as_slice()).unwrap(), bad);
+}
+
+#[test]
+fn bad_csv_names_the_line_and_the_field() {
+    for (text, line, field, why) in [
+        ("", 1, None, "empty"),
+        ("at_ms,latency_ms\n", 1, Some("outcome"), "missing"),
+        (
+            "at_ms,latency_ms,outcome,when\n",
+            1,
+            Some("when"),
+            "unknown",
+        ),
+        (
+            "at_ms,at_ms,latency_ms,outcome\n",
+            1,
+            Some("at_ms"),
+            "twice",
+        ),
+        (
+            "at_ms,latency_ms,outcome\n1,1,success\n\n5,x,success\n",
+            4,
+            Some("latency_ms"),
+            "decimal",
+        ),
+        (
+            "at_ms,latency_ms,outcome\n-5,1,success\n",
+            2,
+            Some("at_ms"),
+            "decimal",
+        ),
+        (
+            "at_ms,latency_ms,outcome\n5,1,succes\n",
+            2,
+            Some("outcome"),
+            "succes",
+        ),
+        ("at_ms,latency_ms,outcome\n5,1\n", 2, None, "fields"),
+        (
+            "at_ms,latency_ms,outcome\n5,6,success\n",
+            2,
+            Some("latency_ms"),
+            "before time zero",
+        ),
+        (
+            "at_ms,latency_ms,outcome\n5,1,success,db\n",
+            2,
+            None,
+            "fields",
+        ),
+        (
+            "at_ms,latency_ms,outcome\n99999999999999999,1,success\n",
+            2,
+            Some("at_ms"),
+            "584 years",
+        ),
+    ] {
+        let err = Trace::from_csv(text.as_bytes()).unwrap_err();
+        assert_eq!((err.line(), err.field()), (line, field), "{text:?}: {err}");
+        assert!(err.to_string().contains(why), "{text:?}: {err}");
+        assert!(
+            err.to_string().starts_with(&format!("line {line}")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn bad_json_lines_name_the_line_and_the_field() {
+    let good = r#"{"at_ms": 5, "latency_ms": 1, "outcome": "success"}"#;
+    for (bad, field, why) in [
+        ("{", None, "not JSON"),
+        ("[1, 2]", None, "not a JSON object"),
+        (
+            r#"{"at_ms": 5, "latency_ms": 1}"#,
+            Some("outcome"),
+            "missing",
+        ),
+        (
+            r#"{"at_ms": "5", "latency_ms": 1, "outcome": "success"}"#,
+            Some("at_ms"),
+            "not a number",
+        ),
+        (
+            r#"{"at_ms": -5, "latency_ms": 1, "outcome": "success"}"#,
+            Some("at_ms"),
+            "decimal",
+        ),
+        (
+            r#"{"at_ms": 5, "latency_ms": 1, "outcome": 1}"#,
+            Some("outcome"),
+            "not a string",
+        ),
+        (
+            r#"{"at_ms": 5, "latency_ms": 1, "outcome": "ok"}"#,
+            Some("outcome"),
+            "not success",
+        ),
+        (
+            r#"{"at_ms": 5, "latency_ms": 1, "outcome": "success", "key": 3}"#,
+            Some("key"),
+            "not a string",
+        ),
+        (
+            r#"{"at_ms": 5, "latency_ms": 1, "outcome": "success", "host": "a"}"#,
+            Some("host"),
+            "unknown",
+        ),
+        (
+            r#"{"at_ms": 5, "latency_ms": 9, "outcome": "success"}"#,
+            Some("latency_ms"),
+            "before time zero",
+        ),
+    ] {
+        let text = format!("{good}\n{good}\n{bad}\n{good}\n");
+        let err = Trace::from_json_lines(text.as_bytes()).unwrap_err();
+        assert_eq!((err.line(), err.field()), (3, field), "{bad}: {err}");
+        assert!(err.to_string().contains(why), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn a_recorded_incident_opens_the_breaker_in_time() {
+    // 100 calls a second; every call fails from 2 s to 4 s.
+    let mut rows = String::new();
+    for i in 0..600 {
+        let outcome = if (200..400).contains(&i) {
+            "failure"
+        } else {
+            "success"
+        };
+        rows.push_str(&format!("{},5,{outcome}\n", i * 10 + 5));
+    }
+    let trace = csv(&rows);
+    let settings: Settings = serde_json::from_str(
+        r#"{"consecutive_failures": 5, "open_duration": "500ms", "half_open_probes": 2}"#,
+    )
+    .unwrap();
+    let report = replay(Builder::from_settings(&settings), &trace).unwrap();
+    assert!(
+        report.opened_within(ms(2000)..ms(2100)),
+        "{:?}",
+        report.transitions
+    );
+    assert!(!report.opened_within(..ms(2000)));
+    assert!(!report.opened_within(ms(4100)..));
+    assert_eq!(report.transitions[0].reason, Reason::ConsecutiveFailures);
+    // The fifth failure, ending at 2045 ms, trips it.
+    assert_eq!(report.transitions[0].at, ms(2045));
+    assert_eq!(report.admitted + report.rejected, 600);
+    assert!(report.failures_spared > 150, "{report:?}");
+    // Closed again after the incident (the backoff doubled the cooldown through
+    // it: 0.5 s, 1 s, 2 s), and it stays closed.
+    let last = report.transitions.last().unwrap();
+    assert_eq!(last.to, State::Closed);
+    assert!(last.at > ms(4000) && last.at < ms(6000), "{last:?}");
+    assert_eq!(report.was_admitted(599), Some(true));
+}
+
+#[test]
+fn overlapping_calls_hold_their_permits_across_time() {
+    // Two probes' worth: the slow call admitted first holds the only half-open
+    // slot while a second call arrives; the second is rejected though it ends first.
+    let builder = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(ms(100))
+        .half_open_probes(1);
+    let trace = csv("10,0,failure\n400,290,success\n150,30,success\n");
+    let report = replay(builder, &trace).unwrap();
+    let admitted: Vec<_> = (0..3).map(|i| report.was_admitted(i).unwrap()).collect();
+    // In admission order: the failure (10), the slow probe (110), the fast call (120).
+    assert_eq!(admitted, [true, true, false]);
+    assert_eq!(report.successes_turned_away, 1);
+    let states: Vec<_> = report.transitions.iter().map(|t| (t.at, t.to)).collect();
+    assert_eq!(
+        states,
+        [
+            (ms(10), State::Open),
+            (ms(110), State::HalfOpen),
+            (ms(400), State::Closed)
+        ]
+    );
+}
+
+#[test]
+fn latencies_are_replayed_so_the_slow_call_policy_judges_them() {
+    let builder = CircuitBreaker::builder()
+        .slow_calls(ms(100), 0.5)
+        .window(Duration::from_secs(10), 10)
+        .minimum_calls(4);
+    // Four successes, three of them slow: the rate trips on the fourth end.
+    let trace = csv("50,50,success\n300,250,success\n420,300,success\n500,101,success\n");
+    let report = replay(builder, &trace).unwrap();
+    assert_eq!(report.transitions.len(), 1, "{:?}", report.transitions);
+    assert_eq!(report.transitions[0].reason, Reason::SlowCallRate);
+    assert_eq!(report.transitions[0].at, ms(500));
+}
+
+#[test]
+fn an_end_and_an_admission_at_one_instant_count_the_end_first() {
+    let builder = CircuitBreaker::builder().consecutive_failures(1);
+    // The failure ends at 100; the call admitted at 100 sees the breaker open.
+    let report = replay(builder, &csv("100,50,failure\n120,20,success\n")).unwrap();
+    assert_eq!(report.was_admitted(1), Some(false));
+}
+
+#[test]
+fn each_key_is_replayed_through_a_breaker_of_its_own() {
+    let trace = Trace::from_calls(
+        (0..10)
+            .flat_map(|i| {
+                [
+                    Call::new(ms(i * 10 + 5), ms(1), Outcome::Failure).with_key("sick"),
+                    Call::new(ms(i * 10 + 5), ms(1), Outcome::Success).with_key("fine"),
+                ]
+            })
+            .collect(),
+    )
+    .unwrap();
+    let report = replay(CircuitBreaker::builder().consecutive_failures(3), &trace).unwrap();
+    assert_eq!(report.transitions.len(), 1);
+    assert_eq!(report.transitions[0].key.as_deref(), Some("sick"));
+    assert_eq!((report.admitted, report.rejected), (13, 7));
+    assert_eq!(report.failures_spared, 7);
+}
+
+#[test]
+fn a_bad_builder_is_its_config_error_and_an_empty_trace_replays_to_nothing() {
+    let err = replay(
+        CircuitBreaker::builder().half_open_probes(0),
+        &Trace::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.field(), "half_open_probes");
+    let report = replay(CircuitBreaker::builder(), &Trace::default()).unwrap();
+    assert_eq!(
+        (report.admitted, report.rejected, report.transitions.len()),
+        (0, 0, 0)
+    );
+}
+
+mod recorder {
+    use cutout::Outcome;
+    use cutout::replay::{Call, Recorder, Trace};
+    use std::io::{self, Write};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("cutout-recorder-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn recorded_calls_read_back_as_the_same_trace_in_csv_and_json_lines() {
+        for name in ["t.csv", "t.jsonl"] {
+            let path = temp(name);
+            let recorder = Recorder::to_file(&path, 64).unwrap();
+            recorder.record_at(ms(20), ms(5), Outcome::Success, None);
+            recorder.record_at(ms(30), ms(25), Outcome::Failure, Some("db"));
+            recorder.record_at(ms(31), ms(40), Outcome::Ignored, Some("a,b"));
+            recorder.flush().unwrap();
+            assert_eq!((recorder.written(), recorder.dropped()), (3, 0));
+            let file = std::fs::File::open(&path).unwrap();
+            let trace = if name.ends_with("jsonl") {
+                Trace::from_json_lines(file).unwrap()
+            } else {
+                Trace::from_csv(file).unwrap()
+            };
+            // A latency past the start is cut to it; CSV cannot hold a comma in a key.
+            let key = if name.ends_with("jsonl") {
+                "a,b"
+            } else {
+                "a_b"
+            };
+            let expected = Trace::from_calls(vec![
+                Call::new(ms(20), ms(5), Outcome::Success),
+                Call::new(ms(30), ms(25), Outcome::Failure).with_key("db"),
+                Call::new(ms(31), ms(31), Outcome::Ignored).with_key(key),
+            ])
+            .unwrap();
+            assert_eq!(trace, expected, "{name}");
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// A writer stuck until the test lets it go.
+    struct Gate(mpsc::Receiver<()>);
+
+    impl Write for Gate {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            // Bounded: the test opens the gate, or fails and ends.
+            let _ = self.0.recv_timeout(Duration::from_secs(30));
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_and_never_blocks_the_caller() {
+        let (open, gate) = mpsc::channel();
+        let recorder = Recorder::to_writer(Gate(gate), false, 2).unwrap();
+        // The writer is stuck on the header: two calls fit in the queue, the
+        // other eight are dropped at once.
+        for i in 0..10 {
+            recorder.record_at(ms(i), Duration::ZERO, Outcome::Success, None);
+        }
+        assert_eq!(recorder.dropped(), 8);
+        for _ in 0..64 {
+            let _ = open.send(());
+        }
+        recorder.flush().unwrap();
+        assert_eq!((recorder.written(), recorder.dropped()), (2, 8));
+    }
+
+    struct Broken;
+
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::other("disk full"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Err(io::Error::other("disk full"))
+        }
+    }
+
+    #[test]
+    fn a_writer_that_fails_stops_and_later_calls_count_as_dropped() {
+        let recorder = Recorder::to_writer(Broken, true, 4).unwrap();
+        recorder.record_at(ms(1), Duration::ZERO, Outcome::Success, None);
+        // The writer stopped at its first write: the flush says so.
+        assert!(recorder.flush().is_err());
+        recorder.record_at(ms(2), Duration::ZERO, Outcome::Success, None);
+        assert_eq!(recorder.written(), 0);
+        assert!(recorder.dropped() >= 1);
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn the_layer_records_each_call_that_reaches_the_service() {
+        use cutout::replay::RecordLayer;
+        use tower::{Layer, Service, ServiceExt, service_fn};
+
+        let path = temp("layer.csv");
+        let recorder = Recorder::to_file(&path, 64).unwrap();
+        let layer =
+            RecordLayer::new(recorder.clone())
+                .key("billing")
+                .classify(|r: &Result<u32, &str>| match r {
+                    Ok(404) => Outcome::Ignored,
+                    Ok(_) => Outcome::Success,
+                    Err(_) => Outcome::Failure,
+                });
+        let mut service = layer.layer(service_fn(|n: u32| async move {
+            match n {
+                0 => Err("down"),
+                n => Ok(n),
+            }
+        }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            for n in [200, 0, 404] {
+                let _ = service.ready().await.unwrap().call(n).await;
+            }
+        });
+        recorder.flush().unwrap();
+        let trace = Trace::from_csv(std::fs::File::open(&path).unwrap()).unwrap();
+        let mut outcomes: Vec<_> = trace.calls().iter().map(|c| c.outcome).collect();
+        outcomes.sort_by_key(|o| *o as u8);
+        assert_eq!(
+            outcomes,
+            [Outcome::Success, Outcome::Failure, Outcome::Ignored]
+        );
+        assert!(
+            trace
+                .calls()
+                .iter()
+                .all(|c| c.key.as_deref() == Some("billing"))
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+}

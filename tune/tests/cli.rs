@@ -1,0 +1,159 @@
+//! The tuner on its shipped traces: the table's rows, the timelines, the
+//! shipped client trace is its generator's, and bad inputs are errors that name
+//! the file, the line and the field.
+
+use cutout::replay::Trace;
+use cutout_tune::{Candidate, client, evaluate, load_trace};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn here(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn tune(args: &[&Path]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cutout-tune"))
+        .args(args)
+        .output()
+        .expect("the tuner runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The cells of the row titled `title`.
+fn row<'a>(table: &'a str, title: &str) -> Vec<&'a str> {
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(title))
+        .unwrap_or_else(|| panic!("no row {title:?} in\n{table}"));
+    line.split('|').skip(1).map(str::trim).collect()
+}
+
+fn number(cell: &str) -> u64 {
+    cell.parse()
+        .unwrap_or_else(|_| panic!("{cell:?} is not a count"))
+}
+
+#[test]
+fn the_storm_trace_under_two_settings_side_by_side() {
+    let dir = std::env::temp_dir().join(format!("cutout-tune-test-{}", std::process::id()));
+    let (ok, table, err) = tune(&[
+        &here("traces/storm.csv"),
+        &here("settings/storm.toml"),
+        &here("settings/patient.toml"),
+        Path::new("--svg"),
+        &dir,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        table.starts_with(&format!(
+            "{}: 12755 calls over 20.0 s",
+            here("traces/storm.csv").display()
+        )),
+        "{table}"
+    );
+    let header: Vec<&str> = table
+        .lines()
+        .nth(2)
+        .unwrap()
+        .split('|')
+        .skip(1)
+        .map(str::trim)
+        .collect();
+    assert_eq!(header, ["storm", "patient"]);
+    let (admitted, rejected) = (row(&table, "admitted"), row(&table, "rejected"));
+    for i in 0..2 {
+        assert_eq!(number(admitted[i]) + number(rejected[i]), 12755, "{table}");
+    }
+    // The storm's own settings open in the spike (3 s to 7 s), as the demo did;
+    // the patient ones, with a 10 s window, much later and far less.
+    let first = row(&table, "first opened at (s)");
+    let storm_first: f64 = first[0].parse().unwrap();
+    assert!((3.0..7.0).contains(&storm_first), "{table}");
+    assert!(
+        number(row(&table, "failures spared")[0]) > 3 * number(row(&table, "failures spared")[1])
+    );
+    assert!(number(row(&table, "times opened")[0]) > number(row(&table, "times opened")[1]));
+    for title in [
+        "failures let through",
+        "successes turned away",
+        "time not closed (s)",
+    ] {
+        assert_eq!(row(&table, title).len(), 2, "{title}");
+    }
+    for name in ["storm", "patient"] {
+        let svg = std::fs::read_to_string(dir.join(format!("storm-{name}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains(&format!("replayed under {name}")));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_shipped_client_trace_is_its_generators() {
+    let shipped = load_trace(&here("traces/client.csv")).unwrap();
+    assert_eq!(shipped, client::outage());
+}
+
+#[test]
+fn every_shipped_setting_replays_the_client_outage_and_opens_in_it() {
+    let trace = client::outage();
+    for entry in std::fs::read_dir(here("settings")).unwrap() {
+        let path = entry.unwrap().path();
+        let candidate = Candidate::load(&path).unwrap();
+        let (summary, report) = evaluate(&trace, &candidate).unwrap();
+        // The server stalls at 8 s and is gone until 18 s.
+        assert!(
+            report.opened_within(Duration::from_secs(8)..Duration::from_secs(18)),
+            "{}: {summary:?}",
+            path.display()
+        );
+        assert_eq!(
+            summary.admitted + summary.rejected,
+            trace.calls().len() as u64
+        );
+    }
+}
+
+#[test]
+fn bad_inputs_name_the_file_the_line_and_the_field() {
+    let dir = std::env::temp_dir().join(format!("cutout-tune-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("bad.csv");
+    std::fs::write(
+        &trace,
+        "at_ms,latency_ms,outcome\n10,5,success\n20,5,maybe\n",
+    )
+    .unwrap();
+    let (ok, _, err) = tune(&[&trace, &here("settings/storm.toml")]);
+    assert!(!ok);
+    assert!(err.contains("bad.csv: line 3, outcome"), "{err}");
+
+    let settings = dir.join("typo.toml");
+    std::fs::write(
+        &settings,
+        "consecutive_failures = 5\nopen_duraton = \"1s\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = tune(&[&here("traces/client.csv"), &settings]);
+    assert!(!ok);
+    assert!(
+        err.contains("typo.toml") && err.contains("open_duraton"),
+        "{err}"
+    );
+
+    let zero = dir.join("zero.toml");
+    std::fs::write(&zero, "half_open_probes = 0\n").unwrap();
+    let (ok, _, err) = tune(&[&here("traces/client.csv"), &zero]);
+    assert!(!ok);
+    assert!(
+        err.contains("zero") && err.contains("half_open_probes"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    assert!(Trace::from_csv("".as_bytes()).is_err());
+}
