@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Names this machine's CPU in one line, for the header of every table the bench
 # scripts print: `lscpu`'s model name alone ("AMD EPYC") does not tell a Zen 3
-# from a Zen 4, whose lean-path timings differ (docs/PERFORMANCE.md, "Issue 16 on
-# a Zen 3"), so the family, model and stepping follow it, and the CPU count.
+# from a Zen 4, whose lean-path timings differ (docs/PERFORMANCE.md, one section
+# per CPU), so the family, model and stepping follow it, and the CPU count.
 #
 # Usage: benches/cpu.sh      (or `source` it and call `cpu_line`)
 cpu_line() {

@@ -7,12 +7,12 @@
 # takes about six minutes on 16 cores.
 #
 # Suites: contended at 1, 2, 4, 8 and 16 threads (twice), closed_success and
-# open_reject (single-threaded, every peer), shapes (issue 16's call shapes,
+# open_reject (single-threaded, every peer), shapes (the call shapes,
 # the crowd and the tower layer), and examples/paired (the shapes in pairs).
 # With LAYOUT_ONLY=1: benches/layout.sh's sweep and a second look at the shapes;
 # with TOWER_ONLY=1: the tower shapes alone (paired and criterion);
-# with ADDRS_ONLY=1: the layout sweep with every address printed (the runs of
-# docs/PERFORMANCE.md, "Issue 16 on an Intel Xeon, 16 cores").
+# with ADDRS_ONLY=1: the layout sweep with every address printed (to tell a
+# layout's effect from the machine's; docs/PERFORMANCE.md, "How it is measured").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case ${1:-} in
@@ -54,8 +54,8 @@ run)
         exit 0
     fi
     if [[ -n ${TOWER_ONLY:-} ]]; then
-        # The fourth run: the tower shapes, each polling a future type of its own
-        # (docs/PERFORMANCE.md, "The tower layer inlined").
+        # The tower shapes, each polling a future type of its own, so that each
+        # future's poll is inlined as in an application.
         timeout 60 .devbench/paired 400 20000 async >"$out/paired_async.log" 2>&1 ||
             echo "paired async: rc $?" >>"$out/machine.txt"
         timeout 150 .devbench/shapes "${b[@]}" 'tower/' \

@@ -6,7 +6,7 @@
 //! its own without that hint, which the compiler called: the future was built in
 //! the loop's frame and moved into the helper's, and its output moved back, a
 //! round trip through memory that cost 1.9x `call` on a Zen 4 and 3.9-4.2x on a Zen 1
-//! (`docs/PERFORMANCE.md`, "Issue 16 on a Zen 1").
+//! (`docs/PERFORMANCE.md`, "Call shapes").
 
 #[allow(dead_code)]
 mod common;

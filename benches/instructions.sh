@@ -93,7 +93,7 @@ for name in $("$BIN" list contended); do
     echo "$row"
 done
 
-# The call shapes and thread histories of issue 16 (SHAPE in examples/instructions.rs).
+# The call shapes and thread histories (SHAPE in examples/instructions.rs).
 for shape in helper dyn crowd fresh; do
     case $shape in
         helper) scenario=closed; title="closed success, through one shared generic helper (not inlined)" ;;

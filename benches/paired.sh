@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 16's call-shape ratios (a shared helper, a `&dyn Fn`, against the inlined
+# The call-shape ratios (a shared helper, a `&dyn Fn`, against the inlined
 # call) under several stack positions: `examples/paired.rs` at each position (the
 # environment padded 0-3584 bytes, 512 apart, under `setarch -R`), each run the
 # ratio of its fastest rounds. Prints, for each ratio, the most common value and
 # the range over the positions. For code layouts, build the example with other
-# RUSTFLAGS (PERFORMANCE.md, "Issue 16, fifth pass", names the four used) and pass
-# its path as BIN.
+# RUSTFLAGS (for example `-C llvm-args=-align-loops=64`, `-align-all-functions=6`,
+# `-align-all-nofallthru-blocks=5` or `-align-loops=32`) and pass its path as BIN.
 #
 # Usage: benches/paired.sh      env: BIN (default: a fresh bench build), ROUNDS (1000)
 set -euo pipefail

@@ -1,4 +1,4 @@
-//! Issue 16's shapes, wall time, every implementation that can take part:
+//! The call shapes, wall time, every implementation that can take part:
 //!
 //! - `closed/<shape>`: closed success on the default-config breakers (cutout's
 //!   10 s window; failsafe's consecutive policy; recloser's default), the call
@@ -31,7 +31,7 @@
 //!   each request;
 //! - `tower/tower-resilience layer, <n> threads`: the same for tower-resilience
 //!   0.13's `CircuitBreakerLayer` (its defaults: a count-based window of 100 calls),
-//!   the peer the issue measured. Built with `build_with_handle`, so the services
+//!   the tower peer. Built with `build_with_handle`, so the services
 //!   the layer builds share one circuit, as cutout's share one breaker (its plain
 //!   `build` gives each service a circuit of its own). Two differences in how it is
 //!   driven: `poll_ready` before each `call` (its readiness is where its circuit is

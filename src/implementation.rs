@@ -11,7 +11,7 @@
 //! | 0-2    | state      | Closed, Open, HalfOpen, ForcedOpen, Disabled, Recovering |
 //! | 3-8    | level      | backoff level (the cap is reached within 63 levels, or the builder refuses the multiplier) |
 //! | 9-40   | generation | bumped by every transition, wrapping at 2^32 |
-//! | 41-63  | cycles     | bumped each time the generation wraps: a word repeats only after 2^55 transitions |
+//! | 41-63  | cycles     | bumped each time the generation wraps (see The ABA window) |
 //!
 //! Every transition moves the generation on, so a phase has exactly one word: no
 //! thread can see a generation with another state or level. A phase's time (Open:
@@ -22,11 +22,11 @@
 //! that sees the word sees its start, all agree on it, and none waits for another
 //! (see the `state` module's docs). A claim is made only while the word still
 //! holds the candidate's: the slot's tags are 16 bits of the generation, and a
-//! candidate a whole tag cycle behind once overwrote the current phase's start,
-//! which wedged admission for good. Each thread also keeps the deadline of the
+//! candidate a whole tag cycle behind would otherwise overwrite the current
+//! phase's start and wedge admission. Each thread also keeps the deadline of the
 //! Open phase it was last rejected by in its own stripe, keyed by the state word,
-//! so a rejection is a compare of the clock with a word the thread wrote itself. The half-open round's (issued, succeeded)
-//! counts and the consecutive-failure count live in two more words, each tagged with
+//! so a rejection is a compare of the clock with a word the thread wrote itself.
+//! The half-open round's (issued, succeeded) counts and the consecutive-failure count live in two more words, each tagged with
 //! the generation it belongs to, and a transition's winner starts the new phase's
 //! word empty. One rule reads a tag, at any generation distance: the caller's own
 //! generation is its phase's data; any other is an earlier phase's (empty) unless
@@ -219,29 +219,28 @@
 //! from the delay's start (a bucket left alone for most of a cycle shortens the
 //! delay needed, and such a delayed emptying can then also empty the current
 //! phase's counts). `loom-tests/tests/window.rs` checks both races (a stale
-//! writer's increment, a reader during the rotation), which counted an earlier
-//! phase's outcomes in a later phase's window before the counts were tagged, and,
+//! writer's increment, a reader during the rotation), which without the tagged
+//! counts would count an earlier phase's outcomes in a later phase's window, and,
 //! with 3-bit generations, a rotating writer that goes stale before it empties the
 //! counts, one or two stale writers' failures that land after a later phase's
 //! rotation, and a rotating writer delayed after its CAS while the generation comes
-//! round (four reviews found those: in earlier versions of this fix, a generation
-//! cycle later the counts came back).
+//! round: each of them, unhandled, brings the counts back a generation cycle later.
 //!
 //! Within one phase, a rotation to a newer epoch zeroes the counts after its tag's
 //! CAS: an increment by another writer of the phase that lands between the two is
 //! lost, and one that read the old tag but lands after the zeroing is counted in
 //! the new bucket. It empties them before the CAS too: counts carry only the
 //! generation, so a reader that found the new tag before the zeroing took the
-//! whole older bucket for the new epoch's (a review's stress test found it: a
-//! one-bucket window read 50 calls where it held 1, and a budget grant let a trip
-//! come late by dozens of failures); now it finds only what the old tag's writers
-//! counted since the first emptying, one outcome each (unless the rotating writer
+//! whole older bucket for the new epoch's (in a stress test, a one-bucket window
+//! read 50 calls where it held 1, and a budget grant let a trip come late by
+//! dozens of failures); with the first emptying it finds only what the old tag's
+//! writers counted since then, one outcome each (unless the rotating writer
 //! is delayed between the two). The first emptying is made only while the tag
 //! still reads as the one the writer rotates from: a writer that read an older
 //! epoch's tag before another's rotation would otherwise erase the new epoch's
 //! counts (it still can if delayed between that check and its emptying, as a
-//! rotating writer delayed between its CAS and its zeroing can). So per rotation of a shared bucket, at most one outcome per
-//! other thread writing the shared stripe at that instant is counted in the newer
+//! rotating writer delayed between its CAS and its zeroing can). So per rotation of
+//! a shared bucket, at most one outcome per other thread writing the shared stripe at that instant is counted in the newer
 //! bucket, always in its own phase, and the outcomes the others count in the new
 //! bucket before the zeroing are lost: one each, unless the rotating writer is
 //! delayed between its CAS and the zeroing (then every one they count meanwhile,

@@ -54,7 +54,7 @@ macro_rules! fail {
 #[allow(unused_imports)] // as `succeed`
 pub(crate) use fail;
 
-/// The call shapes of issue 16 that the harnesses share, each a loop of its own
+/// The call shapes that the harnesses share, each a loop of its own
 /// that is never inlined (callgrind collects inside `*drive_*` only): `calls`
 /// successful calls through `s` written at the call site, inlined into the loop.
 /// Returns how many ran.
@@ -90,7 +90,7 @@ pub fn drive_helper<S: Subject>(s: &S, calls: u64) -> u64 {
 /// back: a CPU without memory renaming (a Zen 1, for one) forwards that store to
 /// the load in about six cycles, at the head of every load the call makes, and
 /// so charges the harness's round trip to the shape (`docs/PERFORMANCE.md`,
-/// "Issue 16 on a Zen 1"). A volatile read of a slot written once is as opaque to
+/// "Call shapes"). A volatile read of a slot written once is as opaque to
 /// the compiler, so no load of the breaker's is hoisted out of the loop.
 #[inline(always)]
 pub fn loaded<'s, S>(slot: &&'s S) -> &'s S {
@@ -131,8 +131,8 @@ pub fn drive_helper_loaded<S: Subject>(s: &S, calls: u64) -> u64 {
 /// more than one target is predicted another way (from the branch history, not the
 /// target it last had), most likely, which on the Zen 4 costs up to 3 cycles a
 /// call, breaker or none: the consecutive policy's call measured 2.98 ns through a
-/// shared site and 2.17 ns through its own (`docs/PERFORMANCE.md`, "A `dyn` call site of
-/// its own"). [`drive_dyn_shared`] keeps the shared site, to show that cost.
+/// shared site and 2.17 ns through its own (`docs/PERFORMANCE.md`, "Call shapes").
+/// [`drive_dyn_shared`] keeps the shared site, to show that cost.
 #[inline(never)]
 pub fn drive_dyn<S>(f: &dyn Fn() -> bool, calls: u64) -> u64 {
     black_box(std::any::type_name::<S>()); // a constant of `S`'s: not merged
@@ -221,8 +221,7 @@ where
 /// polling `call_async`'s does, so that each is a future type of its own: with one
 /// type for all, the layer's `poll` is one function, its address taken for the
 /// as-a-task rows, and the compiler does not inline it into the loops of the
-/// others (170 instructions a call in the loop, not 117; `docs/PERFORMANCE.md`,
-/// "The tower layer inlined"). The harnesses use `()` in a loop, `u8` as a task,
+/// others (170 instructions a call in the loop, not 117). The harnesses use `()` in a loop, `u8` as a task,
 /// `u16` for a clone per request and `u32` out of line.
 pub fn echo<E: Send + 'static>()
 -> impl tower::Service<u64, Response = u64, Error = E, Future = std::future::Ready<Result<u64, E>>>
@@ -234,7 +233,7 @@ pub fn echo<E: Send + 'static>()
 
 /// Runs `measure` on a thread started while a crowd of threads held every owned
 /// stripe slot of `s` (as many as cutout has: twice the cores, 16 to 64), after the crowd
-/// exited: the "after a crowd" shape of issue 16 (a thread's slot history). Each
+/// exited: the "after a crowd" shape (a thread's slot history). Each
 /// thread, the measured one too, makes one call first, which takes its slot.
 pub fn after_a_crowd<S: Subject, R: Send>(s: &S, measure: impl FnOnce() -> R + Send) -> R {
     crowded(s, true, measure)

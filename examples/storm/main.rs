@@ -8,7 +8,6 @@
 //! - `stats.rs`: per-tick and total counts. `report.rs`: the text. `plot.rs`: the SVG.
 //! - `overhead.rs`: the breaker's cost per call against a direct call.
 
-mod fleet;
 mod overhead;
 mod plot;
 mod report;
@@ -64,18 +63,6 @@ struct Args {
     #[arg(long)]
     simulate: bool,
 
-    /// Fleet mode: N instances, each with its own breaker, run twice side by side,
-    /// with and without a fleet view shared over Redis (`cutout-fleet`, quorum 2);
-    /// reports the calls that reached the sick dependency and the convergence
-    /// time. Needs `redis-server` installed, or `--redis`.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..=16), conflicts_with_all = ["plot", "simulate"])]
-    fleet: Option<u16>,
-
-    /// With `--fleet`: the Redis to use (default: start a `redis-server` on a free
-    /// loopback port for the run).
-    #[arg(long, value_name = "URL", requires = "fleet")]
-    redis: Option<String>,
-
     /// Recover progressively: after a successful probe round the breaker admits
     /// 10% of the calls, rising to 100% over 1 s (stretched by --scale), instead
     /// of closing at once (cutout's `Builder::ramp_up`).
@@ -129,9 +116,6 @@ fn run(args: &Args) -> Result<(), String> {
         })
         .transpose()?;
 
-    if let Some(n) = args.fleet {
-        return fleet::run(&scenario, args.seed, usize::from(n), args.redis.as_deref());
-    }
     println!("{}", report::intro(&scenario, args.seed, style));
     let wall = Instant::now();
     let finished = if args.simulate {
@@ -503,7 +487,7 @@ mod tests {
         sums
     }
 
-    /// Issue 18's measure: with `--ramp-up` the partial-recovery phase reopens the
+    /// The ramp's measure: with `--ramp-up` the partial-recovery phase reopens the
     /// breaker no more often than without: no more trips, no more failed probe
     /// rounds; and the ramp sheds calls.
     #[test]

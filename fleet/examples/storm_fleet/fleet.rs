@@ -1,8 +1,4 @@
-//! `--fleet N`: the same storm served by N instances, each with its own breaker,
-//! twice side by side: once with the instances sharing a fleet view over Redis
-//! (`cutout-fleet`, quorum 2, a separate Redis client per instance), once with N
-//! breakers that each learn alone. Reports the calls that reached the sick
-//! dependency and how long the instances took to agree it was sick.
+//! The fleet run: the instances, their breakers and fleets, and the report.
 
 use crate::sim::{Dependency, Scenario};
 use crate::stats::Recorder;
@@ -45,7 +41,9 @@ fn start_redis() -> Result<(String, OwnRedis), String> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| {
-            format!("--fleet needs redis-server (apt-get install redis-server) or --redis URL: {e}")
+            format!(
+                "storm_fleet needs redis-server (apt-get install redis-server) or --redis URL: {e}"
+            )
         })?;
     let own = OwnRedis { child, dir };
     let deadline = Instant::now() + Duration::from_secs(10);
