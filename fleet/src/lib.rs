@@ -160,6 +160,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod config;
+mod control;
 mod fleet;
 mod held;
 mod message;
@@ -168,6 +169,7 @@ mod sign;
 mod view;
 
 pub use config::{FleetConfig, FleetError};
+pub use control::{MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode};
 pub use fleet::Fleet;
 pub use message::{
     Heartbeat, Invalid, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message,
@@ -193,6 +195,7 @@ pub use view::{FleetStats, FleetView, MAX_KEYS_PER_PEER, MAX_PEERS, OpenReport};
 ///     sent_at: wall + Duration::from_secs(86_400),
 ///     open: Vec::new(),
 ///     more: false,
+///     overrides: Vec::new(),
 /// });
 /// // A day ahead of this host's clock: refused, and counted.
 /// view.apply(&beat.encode(), now, wall);
@@ -242,6 +245,10 @@ pub mod testing {
             wall: SystemTime,
         ) -> Option<SystemTime> {
             self.0.verdict(key, quorum, now, wall).map(|v| v.0)
+        }
+        /// The fleet-wide override in force for `key` at `wall`, if any.
+        pub fn override_of(&self, key: &str, wall: SystemTime) -> Option<crate::OverrideMode> {
+            self.0.override_mode(key, wall)
         }
         /// How many peers are live at `now`.
         pub fn live_peers(&self, now: Instant) -> usize {

@@ -4,6 +4,7 @@
 
 use super::Inner;
 use crate::config::FleetError;
+use crate::control::Override;
 use crate::held::Held;
 use crate::message::{
     Heartbeat, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry,
@@ -24,6 +25,7 @@ pub(super) fn heartbeat(
     instance: &str,
     now: SystemTime,
     mut open: Vec<OpenEntry>,
+    overrides: Vec<Override>,
     key: Option<&SigningKey>,
 ) -> Vec<u8> {
     open.retain(|e| e.key.len() <= MAX_NAME_BYTES);
@@ -37,6 +39,7 @@ pub(super) fn heartbeat(
             sent_at: now,
             open: open.clone(),
             more: count < held,
+            overrides: overrides.clone(),
         });
         let bytes = encode(&beat, key);
         if bytes.len() <= MAX_MESSAGE_BYTES || count == 0 {
@@ -202,12 +205,36 @@ pub(super) fn publish_loop(inner: &Inner) {
                 }
             }
         }
+        // Overrides issued here: sent at once, if Redis is there (if not, the
+        // heartbeats relay them).
+        let issued =
+            std::mem::take(&mut *inner.outbox.lock().unwrap_or_else(PoisonError::into_inner));
+        for o in issued {
+            if let Some(c) = con.as_mut() {
+                let bytes = encode(&Message::Control(o), inner.signer.as_ref());
+                let sent: redis::RedisResult<i64> =
+                    redis::cmd("PUBLISH").arg(&channel).arg(bytes).query(c);
+                if sent.is_ok() {
+                    Counters::bump(&inner.counters.published);
+                } else {
+                    Counters::bump(&inner.counters.redis_errors);
+                    con = None;
+                    retry_at = later(backoff.wait());
+                }
+            }
+        }
+        // Overrides that ended are acted on here, Redis or not.
+        let override_end = inner.sync_overrides().map(|end| {
+            let left = end.duration_since(SystemTime::now()).unwrap_or_default();
+            later(left)
+        });
         if Instant::now() >= next_heartbeat {
             let now = SystemTime::now();
             held.prune(Instant::now(), now);
             if let Some(c) = con.as_mut() {
                 let key = inner.signer.as_ref();
-                let bytes = heartbeat(&config.instance_id, now, held.open(), key);
+                let relay = inner.view.lock().relay_overrides(now);
+                let bytes = heartbeat(&config.instance_id, now, held.open(), relay, key);
                 let ttl = u64::try_from(config.live_after.as_millis()).unwrap_or(u64::MAX);
                 let sent: redis::RedisResult<()> = redis::pipe()
                     .cmd("SET")
@@ -236,6 +263,7 @@ pub(super) fn publish_loop(inner: &Inner) {
         } else {
             retry_at.min(next_heartbeat)
         };
+        let wake = override_end.map_or(wake, |end| end.min(wake));
         if inner.queue.is_empty() {
             thread::park_timeout(wake.saturating_duration_since(Instant::now()));
         }
@@ -334,6 +362,7 @@ fn apply(inner: &Inner, bytes: &[u8]) {
     if !changed.is_empty() {
         inner.apply_quorum(&changed);
     }
+    inner.sync_overrides();
 }
 
 #[cfg(test)]
@@ -370,7 +399,7 @@ mod tests {
             .map(|i| entry(i, MAX_NAME_BYTES))
             .collect();
         open.push(entry(0, MAX_NAME_BYTES + 1));
-        let bytes = heartbeat("a", now, open.clone(), None);
+        let bytes = heartbeat("a", now, open.clone(), Vec::new(), None);
         assert!(bytes.len() <= MAX_MESSAGE_BYTES, "{} bytes", bytes.len());
         let Ok(Message::Heartbeat(sent)) = Message::decode(&bytes, now, Duration::MAX) else {
             panic!("refused");
@@ -379,14 +408,14 @@ mod tests {
         assert!(n > 200 && n < MAX_OPEN_PER_HEARTBEAT, "{n} entries");
         assert_eq!(sent.open, open[..n], "the earliest-ending, in order");
         assert!(sent.more, "it holds more than it lists");
-        let few = heartbeat("a", now, open[..3].to_vec(), None);
+        let few = heartbeat("a", now, open[..3].to_vec(), Vec::new(), None);
         let Ok(Message::Heartbeat(few)) = Message::decode(&few, now, Duration::MAX) else {
             panic!("refused");
         };
         assert_eq!((few.open.len(), few.more), (3, false));
         // Signed, the envelope takes room too: still within the limit.
         let key = SigningKey::new(&[7; 32], "cutout");
-        let signed = heartbeat("a", now, open.clone(), Some(&key));
+        let signed = heartbeat("a", now, open.clone(), Vec::new(), Some(&key));
         assert!(signed.len() <= MAX_MESSAGE_BYTES, "{} bytes", signed.len());
         let Ok(Message::Heartbeat(sent)) = Message::decode(&signed, now, Duration::MAX) else {
             panic!("refused");

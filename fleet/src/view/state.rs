@@ -7,6 +7,7 @@
 
 use super::peers::{self, Admission, Peer};
 use super::{FleetStats, MAX_KEYS_PER_PEER, OpenReport};
+use crate::control::{Override, OverrideMode, Overrides};
 use crate::message::{Decoded, Invalid, Message, OpenEntry};
 use crate::quorum::Quorum;
 use crate::sign::SigningKey;
@@ -23,6 +24,7 @@ pub(crate) struct ViewState {
     /// With a key, only messages it signed are taken.
     key: Option<SigningKey>,
     peers: HashMap<String, Peer>,
+    overrides: Overrides,
     stats: FleetStats,
 }
 
@@ -41,6 +43,7 @@ impl ViewState {
             max_skew: DEFAULT_MAX_SKEW,
             key: None,
             peers: HashMap::new(),
+            overrides: Overrides::default(),
             stats: FleetStats::default(),
         }
     }
@@ -102,7 +105,7 @@ impl ViewState {
     pub(crate) fn apply(&mut self, bytes: &[u8], now: Instant, wall: SystemTime) -> Vec<String> {
         let decoded = Message::decode_counted(bytes, wall, self.max_open, self.key.as_ref());
         let Decoded {
-            message,
+            mut message,
             refused,
             stamp,
             signed,
@@ -121,6 +124,20 @@ impl ViewState {
         }
         if let Some(e) = stamp.and_then(|sent| self.stale(sent, signed, wall)) {
             self.refused(e);
+            return Vec::new();
+        }
+        // Overrides count whoever sends them (a signature, where the fleet has
+        // a key, is the trust): a control message, or a heartbeat's relay.
+        let overrides = match &mut message {
+            Message::Control(o) => vec![o.clone()],
+            Message::Heartbeat(h) => std::mem::take(&mut h.overrides),
+            Message::Transition(_) => Vec::new(),
+        };
+        for o in overrides {
+            self.take_override(o, wall);
+        }
+        if matches!(message, Message::Control(_)) {
+            self.stats.accepted += 1;
             return Vec::new();
         }
         let opens = peers::reports_open(&message, wall);
@@ -179,6 +196,7 @@ impl ViewState {
                 }
                 vec![r.key]
             }
+            Message::Control(_) => return Vec::new(),
             Message::Heartbeat(h) if peer.out_of_order(h.sent_at, now, live_after) => {
                 self.stats.out_of_order += 1;
                 return Vec::new();
@@ -295,6 +313,44 @@ impl ViewState {
         (reports.len() >= needed).then(|| (reports[0].until, reports))
     }
 
+    /// Takes override `o` if it is the key's latest; counted as an overflow if
+    /// the table is full. Whether it was taken.
+    pub(crate) fn take_override(&mut self, o: Override, wall: SystemTime) -> bool {
+        match self.overrides.take(o, wall) {
+            Some(taken) => taken,
+            None => {
+                self.stats.overflow += 1;
+                false
+            }
+        }
+    }
+
+    /// The fleet-wide override in force for `key` at `wall`, if any.
+    pub(crate) fn override_mode(&self, key: &str, wall: SystemTime) -> Option<OverrideMode> {
+        self.overrides.mode(key, wall)
+    }
+
+    /// Forgets the overrides ended by `wall`; then the keys whose override in
+    /// force changed since the last call, and when the next one ends.
+    pub(crate) fn override_changes(
+        &mut self,
+        wall: SystemTime,
+    ) -> (Vec<String>, Option<SystemTime>) {
+        self.overrides.expire(wall);
+        (self.overrides.take_changed(), self.overrides.next_end())
+    }
+
+    /// The overrides a heartbeat relays at `wall`.
+    pub(crate) fn relay_overrides(&self, wall: SystemTime) -> Vec<Override> {
+        self.overrides.relay(wall)
+    }
+
+    /// A release of `key` by `issuer` at `wall` (see [`Overrides::release`]).
+    pub(crate) fn release_override(&self, key: &str, issuer: &str, wall: SystemTime) -> Override {
+        let linger = self.live_after.saturating_mul(2);
+        self.overrides.release(key, issuer, wall, linger)
+    }
+
     /// The view's own counters.
     pub(crate) fn stats(&self) -> FleetStats {
         self.stats
@@ -336,6 +392,7 @@ mod tests {
                 })
                 .collect(),
             more: false,
+            overrides: Vec::new(),
         })
         .encode()
     }
