@@ -210,7 +210,13 @@ impl ViewState {
                 if heard > peer.heard || peer.heard.is_none() {
                     peer.heard = heard;
                 }
-                let mut changed: Vec<String> = peer.open.keys().cloned().collect();
+                // A peer that was not live and is now: each of its reports
+                // counts from now, so each key it held or holds may change its
+                // quorum. A live one: only the keys whose entry changed do (a
+                // heartbeat repeats the picture, and re-deciding each key it
+                // lists, each beat, costs every instance keys x peers a beat).
+                let woke = !live && peer.is_live(now, live_after);
+                let before = std::mem::take(&mut peer.open);
                 let last = h.open.iter().map(|e| e.until).max();
                 let mut open: HashMap<String, OpenEntry> =
                     h.open.into_iter().map(|e| (e.key.clone(), e)).collect();
@@ -219,14 +225,23 @@ impl ViewState {
                     // Open (by transition) that end no sooner than the last listed
                     // stay (keys tied at the cut may be held), within the bound.
                     let beyond = |e: &OpenEntry| last.is_some_and(|last| e.until >= last);
-                    for (key, entry) in peer.open.drain() {
-                        if beyond(&entry) && open.len() < MAX_KEYS_PER_PEER {
-                            open.entry(key).or_insert(entry);
+                    for (key, entry) in &before {
+                        if beyond(entry) && open.len() < MAX_KEYS_PER_PEER {
+                            open.entry(key.clone()).or_insert_with(|| entry.clone());
                         }
                     }
                 }
+                let mut changed: Vec<String> = before
+                    .iter()
+                    .filter(|(key, entry)| woke || open.get(*key) != Some(entry))
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                changed.extend(
+                    open.iter()
+                        .filter(|(key, entry)| woke || before.get(*key) != Some(entry))
+                        .map(|(key, _)| key.clone()),
+                );
                 peer.open = open;
-                changed.extend(peer.open.keys().cloned());
                 changed.sort_unstable();
                 changed.dedup();
                 changed
