@@ -11,6 +11,7 @@ use crate::message::{
 };
 use crate::sign::SigningKey;
 use crate::view::Counters;
+use cutout::{Reason, State};
 use std::sync::{Arc, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
@@ -188,6 +189,13 @@ pub(super) fn publish_loop(inner: &Inner) {
             // the peers withdraw the newer one.
             if !held.take(&report, Instant::now()) {
                 Counters::bump(&inner.counters.stale_dropped);
+                continue;
+            }
+            // An open a quorum caused is an echo: no peer counts it, and the
+            // next heartbeat lists it. Published, each trip would cost the
+            // fleet a message per peer's echo, delivered to every peer (peers
+            // squared), and an early heartbeat each.
+            if report.state == State::Open && report.reason == Reason::External.as_str() {
                 continue;
             }
             // The heartbeat key is the picture joiners read: keep it current.

@@ -498,4 +498,39 @@ mod tests {
         assert_eq!(v.live_peers(now), 1);
         assert!(v.open_reports("db", now, wall).is_empty());
     }
+
+    /// A live peer's heartbeat that repeats its picture re-decides no key:
+    /// only a new, changed or withdrawn entry does, or the peer becoming live
+    /// (its reports count from then).
+    #[test]
+    fn a_repeated_heartbeat_re_decides_only_what_changed() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let until = wall + s(60);
+        let both = [("db", until), ("cache", until)];
+        assert_eq!(
+            v.apply(&heartbeat("a", wall, &both), now, wall),
+            ["cache", "db"]
+        );
+        let beat = heartbeat("a", wall + s(1), &both);
+        assert!(v.apply(&beat, now + s(1), wall + s(1)).is_empty());
+        let one = heartbeat("a", wall + s(2), &[("db", until)]);
+        assert_eq!(
+            v.apply(&one, now + s(2), wall + s(2)),
+            ["cache"],
+            "withdrawn"
+        );
+        let later = heartbeat("a", wall + s(3), &[("db", until + s(1))]);
+        assert_eq!(v.apply(&later, now + s(3), wall + s(3)), ["db"], "changed");
+        // Silent past `live_after`, then back: each key it lists counts again.
+        let back = heartbeat("a", wall + s(10), &[("db", until + s(1))]);
+        assert_eq!(
+            v.apply(&back, now + s(10), wall + s(10)),
+            ["db"],
+            "live again"
+        );
+    }
 }
