@@ -18,12 +18,13 @@
 
 use cutout::{CircuitBreaker, Reason, Registry, State};
 use cutout_fleet::{Fleet, FleetConfig};
+use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-type Opens = Arc<Mutex<Vec<(String, Instant)>>>;
+type Opens = Arc<Mutex<HashMap<String, Instant>>>;
 
 struct Instance {
     fleet: Fleet,
@@ -101,35 +102,30 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Waits up to `limit` until every instance but the first two has opened all
-/// of `keys`; when the last did, if all did.
+/// of `keys`; when the last did, if all did. Each instance's log is locked
+/// briefly (its subscriber thread writes it), and polled every 5 ms.
 fn wait_opened(instances: &[Instance], keys: &[String], limit: Duration) -> Option<Instant> {
     let deadline = Instant::now() + limit;
-    loop {
-        let mut last = None;
-        let mut all = true;
-        for i in &instances[2..] {
-            let opens = i.opens.lock().unwrap();
-            for key in keys {
-                match opens.iter().find(|(k, _)| k == key) {
-                    Some((_, at)) => last = last.max(Some(*at)),
-                    None => all = false,
-                }
-                if !all {
-                    break;
-                }
+    let mut last: Option<Instant> = None;
+    let mut next = 2;
+    while next < instances.len() {
+        let found: Option<Option<Instant>> = {
+            let opens = instances[next].opens.lock().unwrap();
+            keys.iter()
+                .map(|k| opens.get(k).copied())
+                .collect::<Option<Vec<Instant>>>()
+                .map(|times| times.into_iter().max())
+        };
+        match found {
+            Some(at) => {
+                last = last.max(at);
+                next += 1;
             }
-            if !all {
-                break;
-            }
+            None if Instant::now() > deadline => return None,
+            None => std::thread::sleep(Duration::from_millis(5)),
         }
-        if all {
-            return last;
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(2));
     }
+    last
 }
 
 fn trip(instance: &Instance, key: &str) {
@@ -181,7 +177,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .on_transition(move |key: &String, t| {
                 publish(key, t);
                 if t.to == State::Open && t.reason == Reason::External {
-                    log.lock().unwrap().push((key.clone(), Instant::now()));
+                    log.lock().unwrap().insert(key.clone(), Instant::now());
                 }
             })
             .initial_state(fleet.initial_state())

@@ -149,7 +149,7 @@ fn force_open_and_release_reach_every_instance() {
     let ns = namespace("control-force");
     let fleets: Vec<Fleet> = ["a", "b", "c"]
         .iter()
-        .map(|id| Fleet::start(config(&redis, &ns, id).signing_key(KEY.to_vec())).unwrap())
+        .map(|id| Fleet::start(config(&redis, &ns, id).signing_key(KEY)).unwrap())
         .collect();
     let breakers: Vec<_> = fleets
         .iter()
