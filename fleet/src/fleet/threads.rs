@@ -181,6 +181,7 @@ pub(super) fn publish_loop(inner: &Inner) {
                 }
             }
         }
+        let mut outgoing = Vec::new();
         // Transitions: each updates what the heartbeat lists, and is published
         // if Redis is there (if not, the next heartbeat carries the picture).
         while let Some(report) = inner.queue.pop() {
@@ -200,26 +201,16 @@ pub(super) fn publish_loop(inner: &Inner) {
             }
             // The heartbeat key is the picture joiners read: keep it current.
             next_heartbeat = Instant::now();
-            if let Some(c) = con.as_mut() {
-                let bytes = encode(&Message::Transition(report), inner.signer.as_ref());
-                let sent: redis::RedisResult<i64> =
-                    redis::cmd("PUBLISH").arg(&channel).arg(bytes).query(c);
-                if sent.is_ok() {
-                    Counters::bump(&inner.counters.published);
-                } else {
-                    Counters::bump(&inner.counters.redis_errors);
-                    con = None;
-                    retry_at = later(backoff.wait());
-                }
-            }
+            outgoing.push(Message::Transition(report));
         }
-        // Overrides issued here: sent at once, if Redis is there (if not, the
+        // Overrides issued here: sent at once too (if Redis is not there, the
         // heartbeats relay them).
         let issued =
             std::mem::take(&mut *inner.outbox.lock().unwrap_or_else(PoisonError::into_inner));
-        for o in issued {
+        outgoing.extend(issued.into_iter().map(Message::Control));
+        for message in outgoing.drain(..) {
             if let Some(c) = con.as_mut() {
-                let bytes = encode(&Message::Control(o), inner.signer.as_ref());
+                let bytes = encode(&message, inner.signer.as_ref());
                 let sent: redis::RedisResult<i64> =
                     redis::cmd("PUBLISH").arg(&channel).arg(bytes).query(c);
                 if sent.is_ok() {
