@@ -37,9 +37,10 @@
 //!   with the same report, which opens nothing), and forgotten once the peer
 //!   reports the key Closed or sends a heartbeat without it, so a peer restarted
 //!   under the same id, whose fresh breaker trips at generation 1 again, makes a
-//!   new report. An open a quorum caused is published
-//!   with its reason, and counts toward no other quorum (it is an echo, not
-//!   evidence). In an attached [`Registry`](cutout::Registry), only a key's own
+//!   new report. An open a quorum caused is an echo, not evidence: it is
+//!   not published as a transition (each trip would cost the fleet a message
+//!   per peer, delivered to every peer), only listed in the heartbeat with its
+//!   reason, and counts toward no other quorum. In an attached [`Registry`](cutout::Registry), only a key's own
 //!   breaker opens: a key without a place at the registry's `max_keys` cap (its
 //!   lookup goes to the overflow breaker every such key shares) is left alone,
 //!   and counted ([`FleetStats::quorum_overflow_skipped`]).
@@ -54,6 +55,19 @@
 //!   does the same per key. **Before the picture is read** (Redis slow or down at
 //!   start), breakers start Closed and decide locally; when the picture arrives,
 //!   the quorum opens the attached ones it concerns.
+//!
+//! - **Takes an operator's override.** [`Fleet::force_open`],
+//!   [`Fleet::disable`] and [`Fleet::release`] set a key's breakers on every
+//!   instance (through the breaker's own `force_open`, `disable` and `reset`),
+//!   for a bounded time ([`MAX_OVERRIDE`]). An override is a control message
+//!   (signed with the fleet's key, if set), and every heartbeat relays the
+//!   overrides its instance knows ([`Heartbeat::overrides`]), so an instance
+//!   that joins later, or missed the message, learns them within a heartbeat.
+//!   Per key, the override issued last wins (by the issuers' wall clocks, ties
+//!   by issuer id); a release is kept as long as the override it ended would
+//!   have lasted, so a stale relay cannot bring that one back. When an
+//!   override ends (released or expired), only a breaker it set, and still
+//!   forced open or disabled, is reset to Closed.
 //!
 //! # What it does not promise
 //! - **Eventual.** A peer's trip reaches this instance after a publish and a
@@ -160,6 +174,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod config;
+mod control;
 mod fleet;
 mod held;
 mod message;
@@ -168,6 +183,7 @@ mod sign;
 mod view;
 
 pub use config::{FleetConfig, FleetError};
+pub use control::{MAX_OVERRIDE, MAX_OVERRIDES, Override, OverrideMode};
 pub use fleet::Fleet;
 pub use message::{
     Heartbeat, Invalid, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message,
@@ -193,6 +209,7 @@ pub use view::{FleetStats, FleetView, MAX_KEYS_PER_PEER, MAX_PEERS, OpenReport};
 ///     sent_at: wall + Duration::from_secs(86_400),
 ///     open: Vec::new(),
 ///     more: false,
+///     overrides: Vec::new(),
 /// });
 /// // A day ahead of this host's clock: refused, and counted.
 /// view.apply(&beat.encode(), now, wall);
@@ -242,6 +259,10 @@ pub mod testing {
             wall: SystemTime,
         ) -> Option<SystemTime> {
             self.0.verdict(key, quorum, now, wall).map(|v| v.0)
+        }
+        /// The fleet-wide override in force for `key` at `wall`, if any.
+        pub fn override_of(&self, key: &str, wall: SystemTime) -> Option<crate::OverrideMode> {
+            self.0.override_mode(key, wall)
         }
         /// How many peers are live at `now`.
         pub fn live_peers(&self, now: Instant) -> usize {

@@ -6,6 +6,7 @@
 //! one whose fields are out of range is an [`Invalid`] that says which rule it
 //! broke, and counts for nothing.
 
+use crate::control::{Override, WireOverride};
 use crate::sign::{self, SigningKey};
 use cutout::State;
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,10 @@ pub struct Heartbeat {
     /// It holds more keys Open than it lists, each ending no sooner than the last
     /// listed: a receiver keeps those it learned from the sender's transitions.
     pub more: bool,
+    /// The fleet-wide overrides it knows (at most
+    /// [`MAX_OVERRIDES`](crate::MAX_OVERRIDES)), relayed so that an instance
+    /// that joins later, or missed one, learns them.
+    pub overrides: Vec<Override>,
 }
 
 /// A message between instances.
@@ -117,6 +122,10 @@ pub enum Message {
     Transition(Report),
     /// An instance's heartbeat.
     Heartbeat(Heartbeat),
+    /// An operator's fleet-wide override, as its issuer sends it (a message of
+    /// kind `control`: code that predates it refuses it as garbage, and reads
+    /// the other kinds as before).
+    Control(Override),
 }
 
 /// A message decoded, with what the receiver checks beyond its shape.
@@ -213,6 +222,15 @@ enum Body {
         open: Vec<WireEntry>,
         #[serde(default, skip_serializing_if = "is_false")]
         more: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        overrides: Vec<WireOverride>,
+    },
+    Control {
+        instance: String,
+        sent_ms: u64,
+        key: String,
+        mode: String,
+        until_ms: u64,
     },
 }
 
@@ -298,7 +316,18 @@ impl Message {
                     })
                     .collect(),
                 more: h.more,
+                overrides: h.overrides.iter().map(WireOverride::from).collect(),
             },
+            Message::Control(o) => {
+                let w = WireOverride::from(o);
+                Body::Control {
+                    instance: o.issuer.clone(),
+                    sent_ms: to_ms(o.issued_at),
+                    key: o.key.clone(),
+                    mode: o.mode.as_str().to_owned(),
+                    until_ms: w.until_ms(),
+                }
+            }
         };
         // Serializing plain strings and integers into a Vec cannot fail; an empty
         // message would be refused by every reader, never acted on.
@@ -323,6 +352,7 @@ impl Message {
     ///     sent_at: SystemTime::now(),
     ///     open: Vec::new(),
     ///     more: false,
+    ///     overrides: Vec::new(),
     /// });
     /// let bytes = beat.encode_signed(key, "checkout");
     /// // `decode` reads it, checking no signature: a receiver with the key
@@ -406,6 +436,7 @@ impl Message {
         match self {
             Message::Transition(r) => r.sent_at,
             Message::Heartbeat(h) => Some(h.sent_at),
+            Message::Control(o) => Some(o.issued_at),
         }
     }
 
@@ -460,13 +491,27 @@ impl Message {
                 };
                 Ok((Message::Transition(report), Vec::new()))
             }
+            Body::Control {
+                instance,
+                sent_ms,
+                key,
+                mode,
+                until_ms,
+            } => {
+                let wire = WireOverride::new(key, mode, instance, sent_ms, until_ms);
+                Ok((Message::Control(wire.read(now)?), Vec::new()))
+            }
             Body::Heartbeat {
                 instance,
                 sent_ms,
                 open,
                 more,
+                overrides,
             } => {
-                if !name_ok(&instance) || open.len() > MAX_OPEN_PER_HEARTBEAT {
+                if !name_ok(&instance)
+                    || open.len() > MAX_OPEN_PER_HEARTBEAT
+                    || overrides.len() > crate::MAX_OVERRIDES
+                {
                     return Err(Invalid::Field);
                 }
                 let sent_at = from_ms(sent_ms).ok_or(Invalid::FromFuture)?;
@@ -487,11 +532,16 @@ impl Message {
                         entry.map_err(|invalid| refused.push(invalid)).ok()
                     })
                     .collect();
+                let overrides = overrides
+                    .into_iter()
+                    .filter_map(|w| w.read(now).map_err(|e| refused.push(e)).ok())
+                    .collect();
                 let heartbeat = Heartbeat {
                     instance,
                     sent_at,
                     open,
                     more,
+                    overrides,
                 };
                 Ok((Message::Heartbeat(heartbeat), refused))
             }
@@ -503,6 +553,7 @@ impl Message {
         match self {
             Message::Transition(r) => &r.instance,
             Message::Heartbeat(h) => &h.instance,
+            Message::Control(o) => &o.issuer,
         }
     }
 }
@@ -530,6 +581,7 @@ mod tests {
                 external: true,
             }],
             more: true,
+            overrides: Vec::new(),
         });
         assert_eq!(Message::decode(&h.encode(), at(1_000), MAX), Ok(h));
     }
@@ -569,5 +621,58 @@ mod tests {
         );
         let big = vec![b' '; MAX_MESSAGE_BYTES + 1];
         assert_eq!(Message::decode(&big, now, MAX), Err(Invalid::TooLarge));
+    }
+
+    /// The control message's wire form, pinned: unsigned, it is a message of
+    /// [`VERSION`] of kind `control`, which code that predates it refuses as
+    /// garbage; a heartbeat relays overrides in a field such code ignores.
+    #[test]
+    fn a_control_message_keeps_its_wire_form() {
+        use crate::control::{Override, OverrideMode};
+        let o = Override {
+            key: "db".into(),
+            mode: OverrideMode::ForceOpen,
+            issuer: "ops".into(),
+            issued_at: at(1_000),
+            until: at(61_000),
+        };
+        let bytes = Message::Control(o.clone()).encode();
+        assert_eq!(
+            String::from_utf8_lossy(&bytes),
+            r#"{"v":1,"kind":"control","instance":"ops","sent_ms":1000,"key":"db","mode":"force_open","until_ms":61000}"#
+        );
+        assert_eq!(
+            Message::decode(&bytes, at(1_000), MAX),
+            Ok(Message::Control(o.clone()))
+        );
+        let beat = Message::Heartbeat(Heartbeat {
+            instance: "a".into(),
+            sent_at: at(2_000),
+            open: Vec::new(),
+            more: false,
+            overrides: vec![o],
+        });
+        let text = String::from_utf8(beat.encode()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"v":1,"kind":"heartbeat","instance":"a","sent_ms":2000,"open":[],"overrides":[{"key":"db","mode":"force_open","issuer":"ops","issued_ms":1000,"until_ms":61000}]}"#
+        );
+        // A field a reader does not know is ignored, as older code ignores
+        // `overrides`.
+        let unknown = text.replace(r#""overrides""#, r#""later""#);
+        let Ok(Message::Heartbeat(h)) = Message::decode(unknown.as_bytes(), at(2_000), MAX) else {
+            panic!("refused");
+        };
+        assert!(h.overrides.is_empty());
+        let far = r#"{"v":1,"kind":"control","instance":"ops","sent_ms":1000,"key":"db","mode":"disable","until_ms":999999999999}"#;
+        assert_eq!(
+            Message::decode(far.as_bytes(), at(1_000), MAX),
+            Err(Invalid::DeadlineTooFar)
+        );
+        let odd = far.replace("disable", "ajar");
+        assert_eq!(
+            Message::decode(odd.as_bytes(), at(1_000), MAX),
+            Err(Invalid::Field)
+        );
     }
 }

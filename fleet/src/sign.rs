@@ -144,6 +144,7 @@ mod tests {
             sent_at: at,
             open: Vec::new(),
             more: false,
+            overrides: Vec::new(),
         })
     }
 

@@ -56,6 +56,7 @@ fn listing(id: &str, sent_at: SystemTime, open: &[(&str, SystemTime, u32)], more
             })
             .collect(),
         more,
+        overrides: Vec::new(),
     })
     .encode()
 }

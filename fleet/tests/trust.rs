@@ -44,6 +44,7 @@ fn heartbeat(id: &str, sent_at: SystemTime, open: &[(&str, SystemTime)]) -> Mess
             })
             .collect(),
         more: false,
+        overrides: Vec::new(),
     })
 }
 

@@ -638,6 +638,7 @@ fn encode_heartbeat(peer: usize, sent: i64, listed: &[(usize, MEntry)], more: bo
             })
             .collect(),
         more,
+        overrides: Vec::new(),
     })
     .encode()
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 /// A `redis-server` this demo started (on a free loopback port, in a temporary
 /// directory), stopped on drop.
-struct OwnRedis {
+pub struct OwnRedis {
     child: Child,
     dir: std::path::PathBuf,
 }
@@ -25,7 +25,7 @@ impl Drop for OwnRedis {
     }
 }
 
-fn start_redis() -> Result<(String, OwnRedis), String> {
+pub fn start_redis() -> Result<(String, OwnRedis), String> {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

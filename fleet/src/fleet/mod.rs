@@ -6,6 +6,7 @@ mod targets;
 mod threads;
 
 use crate::config::{FleetConfig, FleetError};
+use crate::control::{MAX_OVERRIDE, Override, OverrideMode};
 use crate::message::Report;
 use crate::sign::SigningKey;
 use crate::view::{Counters, FleetView, ViewState};
@@ -29,6 +30,8 @@ struct Inner {
     view: FleetView,
     counters: Arc<Counters>,
     queue: ArrayQueue<Report>,
+    /// Overrides issued here, for the publisher to send.
+    outbox: Mutex<Vec<Override>>,
     publisher: OnceLock<Thread>,
     stop: AtomicBool,
     attached: Mutex<Attached>,
@@ -205,6 +208,80 @@ impl Fleet {
         if let Some(left) = self.inner.verdict_for(key) {
             Target::open_for(&**breaker, key, left).count(&self.inner.counters);
         }
+        let mode = self.inner.view.lock().override_mode(key, SystemTime::now());
+        if mode.is_some() {
+            self.inner.lock_attached().overridden.insert(key.to_owned());
+            Target::set_override(&**breaker, key, mode);
+        }
+    }
+
+    /// Forces `key`'s breakers open on every instance of the fleet for
+    /// `duration` (or until [`release`](Self::release)): every call is
+    /// rejected. Here at once; on the other instances when the message
+    /// arrives (about a millisecond over loopback), and on an instance that
+    /// joins later from the heartbeats. Signed when the fleet has a
+    /// [`signing_key`](FleetConfig::signing_key). Per key, the override issued
+    /// last (by the issuers' wall clocks) wins.
+    ///
+    /// # Errors
+    /// [`FleetError::Config`] for a `duration` of zero or over [`MAX_OVERRIDE`],
+    /// or a `key` over [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES).
+    pub fn force_open(&self, key: &str, duration: Duration) -> Result<(), FleetError> {
+        self.issue(key, OverrideMode::ForceOpen, duration)
+    }
+
+    /// Disables `key`'s breakers on every instance of the fleet for `duration`
+    /// (or until [`release`](Self::release)): every call is admitted, nothing
+    /// trips. Reaches the fleet as [`force_open`](Self::force_open) does.
+    ///
+    /// # Errors
+    /// As [`force_open`](Self::force_open).
+    pub fn disable(&self, key: &str, duration: Duration) -> Result<(), FleetError> {
+        self.issue(key, OverrideMode::Disable, duration)
+    }
+
+    /// Ends `key`'s fleet-wide override everywhere: a breaker the override set
+    /// (forced open or disabled, and still so) is reset to Closed, and its own
+    /// policies decide again. A breaker no override touched is left alone.
+    ///
+    /// # Errors
+    /// [`FleetError::Config`] for a `key` over
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES).
+    pub fn release(&self, key: &str) -> Result<(), FleetError> {
+        check_key(key)?;
+        let wall = SystemTime::now();
+        let release = self
+            .inner
+            .view
+            .lock()
+            .release_override(key, self.instance_id(), wall);
+        self.inner.send(release, wall);
+        Ok(())
+    }
+
+    fn issue(&self, key: &str, mode: OverrideMode, duration: Duration) -> Result<(), FleetError> {
+        check_key(key)?;
+        if duration.is_zero() || duration > MAX_OVERRIDE {
+            return Err(FleetError::Config {
+                field: "duration",
+                why: "must be above zero and at most MAX_OVERRIDE (24 h)",
+            });
+        }
+        let wall = SystemTime::now();
+        let o = Override {
+            key: key.to_owned(),
+            mode,
+            issuer: self.instance_id().to_owned(),
+            issued_at: wall,
+            until: wall.checked_add(duration).unwrap_or(wall),
+        };
+        self.inner.send(o, wall);
+        Ok(())
+    }
+
+    /// The fleet-wide override in force for `key`, as this instance knows it.
+    pub fn override_of(&self, key: &str) -> Option<OverrideMode> {
+        self.inner.view.lock().override_mode(key, SystemTime::now())
     }
 
     /// Lets the quorum open any key of `registry` (held weakly). A key that a
@@ -231,6 +308,15 @@ impl Fleet {
                 target.open_for(&key, left).count(&self.inner.counters);
             }
         }
+        let wall = SystemTime::now();
+        let overrides = self.inner.view.lock().relay_overrides(wall);
+        for o in overrides {
+            let mode = self.inner.view.lock().override_mode(&o.key, wall);
+            if mode.is_some() {
+                self.inner.lock_attached().overridden.insert(o.key.clone());
+                target.set_override(&o.key, mode);
+            }
+        }
     }
 }
 
@@ -255,7 +341,34 @@ impl Drop for Fleet {
     }
 }
 
+/// A key an override may name: one every receiver takes.
+fn check_key(key: &str) -> Result<(), FleetError> {
+    match key.is_empty() || key.len() > crate::MAX_NAME_BYTES {
+        true => Err(FleetError::Config {
+            field: "key",
+            why: "must be 1 to MAX_NAME_BYTES (200) bytes",
+        }),
+        false => Ok(()),
+    }
+}
+
 impl Inner {
+    /// Takes override `o`, issued here at `wall`: acted on here at once, and
+    /// handed to the publisher.
+    fn send(&self, o: Override, wall: SystemTime) {
+        if !self.view.lock().take_override(o.clone(), wall) {
+            return;
+        }
+        self.sync_overrides();
+        self.outbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(o);
+        if let Some(publisher) = self.publisher.get() {
+            publisher.unpark();
+        }
+    }
+
     /// The fleet's shared state, before its threads start.
     fn new(config: FleetConfig) -> Result<Inner, FleetError> {
         config.validate()?;
@@ -273,6 +386,7 @@ impl Inner {
         Ok(Inner {
             signer,
             queue: ArrayQueue::new(config.queue_capacity),
+            outbox: Mutex::new(Vec::new()),
             config,
             client,
             view,

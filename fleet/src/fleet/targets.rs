@@ -2,8 +2,9 @@
 //! how a quorum of peers' reports opens them, once per fresh set of reports.
 
 use super::Inner;
+use crate::control::OverrideMode;
 use crate::view::Counters;
-use cutout::{CircuitBreaker, Clock, Registry};
+use cutout::{CircuitBreaker, Clock, Registry, State};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::panic::{self, AssertUnwindSafe};
@@ -37,9 +38,25 @@ impl Opened {
 pub(super) trait Target: Send + Sync {
     /// Opens `key`'s own breaker for `duration` if it is Closed.
     fn open_for(&self, key: &str, duration: Duration) -> Opened;
+    /// Sets `key`'s own breaker as a fleet-wide override says: forced open,
+    /// disabled, or (`None`, the override over) reset to Closed if it is still
+    /// forced open or disabled.
+    fn set_override(&self, key: &str, mode: Option<OverrideMode>);
 }
 
 impl<C: Clock> Target for CircuitBreaker<C> {
+    fn set_override(&self, _key: &str, mode: Option<OverrideMode>) {
+        match mode {
+            Some(OverrideMode::ForceOpen) => self.force_open(),
+            Some(OverrideMode::Disable) => self.disable(),
+            Some(OverrideMode::Release) | None => {
+                if matches!(self.state(), State::ForcedOpen | State::Disabled) {
+                    self.reset();
+                }
+            }
+        }
+    }
+
     fn open_for(&self, _key: &str, duration: Duration) -> Opened {
         if CircuitBreaker::open_for(self, duration) {
             Opened::Yes
@@ -50,6 +67,15 @@ impl<C: Clock> Target for CircuitBreaker<C> {
 }
 
 impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String, C, S> {
+    fn set_override(&self, key: &str, mode: Option<OverrideMode>) {
+        self.with(key, |b| {
+            // The overflow breaker is every other key's too: left alone.
+            if !self.overflow().is_some_and(|o| std::ptr::eq(o, b)) {
+                Target::set_override(b, key, mode);
+            }
+        });
+    }
+
     fn open_for(&self, key: &str, duration: Duration) -> Opened {
         self.with(key, |b| {
             // At the cap, the lookup of a key without a place gives the overflow
@@ -79,6 +105,9 @@ pub(super) struct Attached {
     prune_at: usize,
     /// Registries: every key.
     pub(super) registries: Vec<Weak<dyn Target>>,
+    /// Keys a fleet-wide override was applied to here, and not yet released:
+    /// only these are reset when it ends.
+    pub(super) overridden: HashSet<String>,
     /// Per key, the reports (instance, generation) a quorum was applied from, each
     /// kept while its peer holds it (live or not): the same reports do not open a
     /// breaker again after its own probes closed it.
@@ -103,6 +132,41 @@ impl Attached {
 }
 
 impl Inner {
+    /// Acts on the fleet-wide overrides whose mode in force changed (or ended
+    /// by now) on the attached breakers and registries; when the next one ends.
+    pub(super) fn sync_overrides(&self) -> Option<SystemTime> {
+        let wall = SystemTime::now();
+        let (keys, next) = self.view.lock().override_changes(wall);
+        for key in keys {
+            let mode = self.view.lock().override_mode(&key, wall);
+            let targets: Vec<Arc<dyn Target>> = {
+                let mut attached = self.lock_attached();
+                // A release resets only where an override was applied.
+                let applied = match mode {
+                    Some(_) => {
+                        attached.overridden.insert(key.clone());
+                        true
+                    }
+                    None => attached.overridden.remove(&key),
+                };
+                if !applied {
+                    continue;
+                }
+                let breakers = attached.breakers.get(&key).into_iter().flatten();
+                breakers
+                    .filter_map(Weak::upgrade)
+                    .chain(attached.registries.iter().filter_map(Weak::upgrade))
+                    .collect()
+            };
+            // With no lock held: the breaker's listener runs inside (see
+            // `apply_quorum`).
+            for target in targets {
+                let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(&key, mode)));
+            }
+        }
+        next
+    }
+
     /// Opens, for each of `keys`, the attached breakers that a quorum of live
     /// peers says should be Open, once per fresh set of reports: the reports a
     /// quorum was already applied from do not open a breaker again after its own
@@ -249,7 +313,7 @@ mod tests {
             ids
         };
         for id in ["a", "b"] {
-            let beat = heartbeat(id, wall, Vec::new(), None);
+            let beat = heartbeat(id, wall, Vec::new(), Vec::new(), None);
             assert!(inner.view.lock().apply(&beat, now, wall).is_empty());
         }
         apply(&transition("b", 1, true));

@@ -4,12 +4,14 @@
 
 use super::Inner;
 use crate::config::FleetError;
+use crate::control::Override;
 use crate::held::Held;
 use crate::message::{
     Heartbeat, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry,
 };
 use crate::sign::SigningKey;
 use crate::view::Counters;
+use cutout::{Reason, State};
 use std::sync::{Arc, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
@@ -24,6 +26,7 @@ pub(super) fn heartbeat(
     instance: &str,
     now: SystemTime,
     mut open: Vec<OpenEntry>,
+    overrides: Vec<Override>,
     key: Option<&SigningKey>,
 ) -> Vec<u8> {
     open.retain(|e| e.key.len() <= MAX_NAME_BYTES);
@@ -37,6 +40,7 @@ pub(super) fn heartbeat(
             sent_at: now,
             open: open.clone(),
             more: count < held,
+            overrides: overrides.clone(),
         });
         let bytes = encode(&beat, key);
         if bytes.len() <= MAX_MESSAGE_BYTES || count == 0 {
@@ -177,6 +181,7 @@ pub(super) fn publish_loop(inner: &Inner) {
                 }
             }
         }
+        let mut outgoing = Vec::new();
         // Transitions: each updates what the heartbeat lists, and is published
         // if Redis is there (if not, the next heartbeat carries the picture).
         while let Some(report) = inner.queue.pop() {
@@ -187,10 +192,25 @@ pub(super) fn publish_loop(inner: &Inner) {
                 Counters::bump(&inner.counters.stale_dropped);
                 continue;
             }
+            // An open a quorum caused is an echo: no peer counts it, and the
+            // next heartbeat lists it. Published, each trip would cost the
+            // fleet a message per peer's echo, delivered to every peer (peers
+            // squared), and an early heartbeat each.
+            if report.state == State::Open && report.reason == Reason::External.as_str() {
+                continue;
+            }
             // The heartbeat key is the picture joiners read: keep it current.
             next_heartbeat = Instant::now();
+            outgoing.push(Message::Transition(report));
+        }
+        // Overrides issued here: sent at once too (if Redis is not there, the
+        // heartbeats relay them).
+        let issued =
+            std::mem::take(&mut *inner.outbox.lock().unwrap_or_else(PoisonError::into_inner));
+        outgoing.extend(issued.into_iter().map(Message::Control));
+        for message in outgoing.drain(..) {
             if let Some(c) = con.as_mut() {
-                let bytes = encode(&Message::Transition(report), inner.signer.as_ref());
+                let bytes = encode(&message, inner.signer.as_ref());
                 let sent: redis::RedisResult<i64> =
                     redis::cmd("PUBLISH").arg(&channel).arg(bytes).query(c);
                 if sent.is_ok() {
@@ -202,12 +222,18 @@ pub(super) fn publish_loop(inner: &Inner) {
                 }
             }
         }
+        // Overrides that ended are acted on here, Redis or not.
+        let override_end = inner.sync_overrides().map(|end| {
+            let left = end.duration_since(SystemTime::now()).unwrap_or_default();
+            later(left)
+        });
         if Instant::now() >= next_heartbeat {
             let now = SystemTime::now();
             held.prune(Instant::now(), now);
             if let Some(c) = con.as_mut() {
                 let key = inner.signer.as_ref();
-                let bytes = heartbeat(&config.instance_id, now, held.open(), key);
+                let relay = inner.view.lock().relay_overrides(now);
+                let bytes = heartbeat(&config.instance_id, now, held.open(), relay, key);
                 let ttl = u64::try_from(config.live_after.as_millis()).unwrap_or(u64::MAX);
                 let sent: redis::RedisResult<()> = redis::pipe()
                     .cmd("SET")
@@ -236,6 +262,7 @@ pub(super) fn publish_loop(inner: &Inner) {
         } else {
             retry_at.min(next_heartbeat)
         };
+        let wake = override_end.map_or(wake, |end| end.min(wake));
         if inner.queue.is_empty() {
             thread::park_timeout(wake.saturating_duration_since(Instant::now()));
         }
@@ -334,6 +361,7 @@ fn apply(inner: &Inner, bytes: &[u8]) {
     if !changed.is_empty() {
         inner.apply_quorum(&changed);
     }
+    inner.sync_overrides();
 }
 
 #[cfg(test)]
@@ -370,7 +398,7 @@ mod tests {
             .map(|i| entry(i, MAX_NAME_BYTES))
             .collect();
         open.push(entry(0, MAX_NAME_BYTES + 1));
-        let bytes = heartbeat("a", now, open.clone(), None);
+        let bytes = heartbeat("a", now, open.clone(), Vec::new(), None);
         assert!(bytes.len() <= MAX_MESSAGE_BYTES, "{} bytes", bytes.len());
         let Ok(Message::Heartbeat(sent)) = Message::decode(&bytes, now, Duration::MAX) else {
             panic!("refused");
@@ -379,14 +407,14 @@ mod tests {
         assert!(n > 200 && n < MAX_OPEN_PER_HEARTBEAT, "{n} entries");
         assert_eq!(sent.open, open[..n], "the earliest-ending, in order");
         assert!(sent.more, "it holds more than it lists");
-        let few = heartbeat("a", now, open[..3].to_vec(), None);
+        let few = heartbeat("a", now, open[..3].to_vec(), Vec::new(), None);
         let Ok(Message::Heartbeat(few)) = Message::decode(&few, now, Duration::MAX) else {
             panic!("refused");
         };
         assert_eq!((few.open.len(), few.more), (3, false));
         // Signed, the envelope takes room too: still within the limit.
         let key = SigningKey::new(&[7; 32], "cutout");
-        let signed = heartbeat("a", now, open.clone(), Some(&key));
+        let signed = heartbeat("a", now, open.clone(), Vec::new(), Some(&key));
         assert!(signed.len() <= MAX_MESSAGE_BYTES, "{} bytes", signed.len());
         let Ok(Message::Heartbeat(sent)) = Message::decode(&signed, now, Duration::MAX) else {
             panic!("refused");

@@ -80,6 +80,7 @@ pub(crate) fn reports_open(message: &Message, wall: SystemTime) -> bool {
             evidence(r.reason == cutout::Reason::External.as_str(), until, wall)
         }),
         Message::Heartbeat(h) => h.open.iter().any(|e| evidence(e.external, e.until, wall)),
+        Message::Control(_) => false,
     }
 }
 

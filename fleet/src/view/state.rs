@@ -7,6 +7,7 @@
 
 use super::peers::{self, Admission, Peer};
 use super::{FleetStats, MAX_KEYS_PER_PEER, OpenReport};
+use crate::control::{Override, OverrideMode, Overrides};
 use crate::message::{Decoded, Invalid, Message, OpenEntry};
 use crate::quorum::Quorum;
 use crate::sign::SigningKey;
@@ -23,6 +24,7 @@ pub(crate) struct ViewState {
     /// With a key, only messages it signed are taken.
     key: Option<SigningKey>,
     peers: HashMap<String, Peer>,
+    overrides: Overrides,
     stats: FleetStats,
 }
 
@@ -41,6 +43,7 @@ impl ViewState {
             max_skew: DEFAULT_MAX_SKEW,
             key: None,
             peers: HashMap::new(),
+            overrides: Overrides::default(),
             stats: FleetStats::default(),
         }
     }
@@ -102,7 +105,7 @@ impl ViewState {
     pub(crate) fn apply(&mut self, bytes: &[u8], now: Instant, wall: SystemTime) -> Vec<String> {
         let decoded = Message::decode_counted(bytes, wall, self.max_open, self.key.as_ref());
         let Decoded {
-            message,
+            mut message,
             refused,
             stamp,
             signed,
@@ -121,6 +124,20 @@ impl ViewState {
         }
         if let Some(e) = stamp.and_then(|sent| self.stale(sent, signed, wall)) {
             self.refused(e);
+            return Vec::new();
+        }
+        // Overrides count whoever sends them (a signature, where the fleet has
+        // a key, is the trust): a control message, or a heartbeat's relay.
+        let overrides = match &mut message {
+            Message::Control(o) => vec![o.clone()],
+            Message::Heartbeat(h) => std::mem::take(&mut h.overrides),
+            Message::Transition(_) => Vec::new(),
+        };
+        for o in overrides {
+            self.take_override(o, wall);
+        }
+        if matches!(message, Message::Control(_)) {
+            self.stats.accepted += 1;
             return Vec::new();
         }
         let opens = peers::reports_open(&message, wall);
@@ -179,6 +196,7 @@ impl ViewState {
                 }
                 vec![r.key]
             }
+            Message::Control(_) => return Vec::new(),
             Message::Heartbeat(h) if peer.out_of_order(h.sent_at, now, live_after) => {
                 self.stats.out_of_order += 1;
                 return Vec::new();
@@ -192,7 +210,13 @@ impl ViewState {
                 if heard > peer.heard || peer.heard.is_none() {
                     peer.heard = heard;
                 }
-                let mut changed: Vec<String> = peer.open.keys().cloned().collect();
+                // A peer that was not live and is now: each of its reports
+                // counts from now, so each key it held or holds may change its
+                // quorum. A live one: only the keys whose entry changed do (a
+                // heartbeat repeats the picture, and re-deciding each key it
+                // lists, each beat, costs every instance keys x peers a beat).
+                let woke = !live && peer.is_live(now, live_after);
+                let before = std::mem::take(&mut peer.open);
                 let last = h.open.iter().map(|e| e.until).max();
                 let mut open: HashMap<String, OpenEntry> =
                     h.open.into_iter().map(|e| (e.key.clone(), e)).collect();
@@ -201,14 +225,23 @@ impl ViewState {
                     // Open (by transition) that end no sooner than the last listed
                     // stay (keys tied at the cut may be held), within the bound.
                     let beyond = |e: &OpenEntry| last.is_some_and(|last| e.until >= last);
-                    for (key, entry) in peer.open.drain() {
-                        if beyond(&entry) && open.len() < MAX_KEYS_PER_PEER {
-                            open.entry(key).or_insert(entry);
+                    for (key, entry) in &before {
+                        if beyond(entry) && open.len() < MAX_KEYS_PER_PEER {
+                            open.entry(key.clone()).or_insert_with(|| entry.clone());
                         }
                     }
                 }
+                let mut changed: Vec<String> = before
+                    .iter()
+                    .filter(|(key, entry)| woke || open.get(*key) != Some(entry))
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                changed.extend(
+                    open.iter()
+                        .filter(|(key, entry)| woke || before.get(*key) != Some(entry))
+                        .map(|(key, _)| key.clone()),
+                );
                 peer.open = open;
-                changed.extend(peer.open.keys().cloned());
                 changed.sort_unstable();
                 changed.dedup();
                 changed
@@ -295,6 +328,44 @@ impl ViewState {
         (reports.len() >= needed).then(|| (reports[0].until, reports))
     }
 
+    /// Takes override `o` if it is the key's latest; counted as an overflow if
+    /// the table is full. Whether it was taken.
+    pub(crate) fn take_override(&mut self, o: Override, wall: SystemTime) -> bool {
+        match self.overrides.take(o, wall) {
+            Some(taken) => taken,
+            None => {
+                self.stats.overflow += 1;
+                false
+            }
+        }
+    }
+
+    /// The fleet-wide override in force for `key` at `wall`, if any.
+    pub(crate) fn override_mode(&self, key: &str, wall: SystemTime) -> Option<OverrideMode> {
+        self.overrides.mode(key, wall)
+    }
+
+    /// Forgets the overrides ended by `wall`; then the keys whose override in
+    /// force changed since the last call, and when the next one ends.
+    pub(crate) fn override_changes(
+        &mut self,
+        wall: SystemTime,
+    ) -> (Vec<String>, Option<SystemTime>) {
+        self.overrides.expire(wall);
+        (self.overrides.take_changed(), self.overrides.next_end())
+    }
+
+    /// The overrides a heartbeat relays at `wall`.
+    pub(crate) fn relay_overrides(&self, wall: SystemTime) -> Vec<Override> {
+        self.overrides.relay(wall)
+    }
+
+    /// A release of `key` by `issuer` at `wall` (see [`Overrides::release`]).
+    pub(crate) fn release_override(&self, key: &str, issuer: &str, wall: SystemTime) -> Override {
+        let linger = self.live_after.saturating_mul(2);
+        self.overrides.release(key, issuer, wall, linger)
+    }
+
     /// The view's own counters.
     pub(crate) fn stats(&self) -> FleetStats {
         self.stats
@@ -336,6 +407,7 @@ mod tests {
                 })
                 .collect(),
             more: false,
+            overrides: Vec::new(),
         })
         .encode()
     }
@@ -425,5 +497,40 @@ mod tests {
         v.apply(&heartbeat("b", wall, &[("db", wall - LIVE)]), now, wall);
         assert_eq!(v.live_peers(now), 1);
         assert!(v.open_reports("db", now, wall).is_empty());
+    }
+
+    /// A live peer's heartbeat that repeats its picture re-decides no key:
+    /// only a new, changed or withdrawn entry does, or the peer becoming live
+    /// (its reports count from then).
+    #[test]
+    fn a_repeated_heartbeat_re_decides_only_what_changed() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let until = wall + s(60);
+        let both = [("db", until), ("cache", until)];
+        assert_eq!(
+            v.apply(&heartbeat("a", wall, &both), now, wall),
+            ["cache", "db"]
+        );
+        let beat = heartbeat("a", wall + s(1), &both);
+        assert!(v.apply(&beat, now + s(1), wall + s(1)).is_empty());
+        let one = heartbeat("a", wall + s(2), &[("db", until)]);
+        assert_eq!(
+            v.apply(&one, now + s(2), wall + s(2)),
+            ["cache"],
+            "withdrawn"
+        );
+        let later = heartbeat("a", wall + s(3), &[("db", until + s(1))]);
+        assert_eq!(v.apply(&later, now + s(3), wall + s(3)), ["db"], "changed");
+        // Silent past `live_after`, then back: each key it lists counts again.
+        let back = heartbeat("a", wall + s(10), &[("db", until + s(1))]);
+        assert_eq!(
+            v.apply(&back, now + s(10), wall + s(10)),
+            ["db"],
+            "live again"
+        );
     }
 }

@@ -351,6 +351,7 @@ impl Peer {
                 })
                 .collect(),
             more: false,
+            overrides: Vec::new(),
         }));
         let key = format!("{}:hb:{}", self.ns, self.id);
         let _: () = redis::cmd("SET")

@@ -1,0 +1,332 @@
+//! Fleet-wide manual control: an operator's override of one key (force it open,
+//! disable it, release it), and the table each instance keeps of them.
+//!
+//! An override travels as a control message when issued, and every instance's
+//! heartbeat relays the overrides it knows, so an instance that joins later, or
+//! one that missed the message, learns them within a heartbeat. Per key, the
+//! latest issued wins (by the issuer's wall clock, then by issuer id): a release
+//! is an override too, kept until the override it ended would have ended, so an
+//! instance that still relays the older one cannot bring it back.
+
+use crate::message::Invalid;
+use crate::message::{MAX_NAME_BYTES, from_ms, to_ms};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+/// The longest an override may last.
+pub const MAX_OVERRIDE: Duration = Duration::from_secs(24 * 3600);
+/// The most overrides (releases included) one instance keeps, and one heartbeat
+/// relays; a new key's override beyond it is refused and counted
+/// ([`FleetStats::overflow`](crate::FleetStats::overflow)).
+pub const MAX_OVERRIDES: usize = 64;
+
+/// What an override does to a key's breakers on every instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OverrideMode {
+    /// Forced open ([`CircuitBreaker::force_open`](cutout::CircuitBreaker::force_open)):
+    /// every call rejected.
+    ForceOpen,
+    /// Disabled ([`CircuitBreaker::disable`](cutout::CircuitBreaker::disable)):
+    /// every call admitted, nothing trips.
+    Disable,
+    /// The override ended: a breaker the override set is reset to Closed, and
+    /// its own policies decide again.
+    Release,
+}
+
+impl OverrideMode {
+    /// A snake_case name, as on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OverrideMode::ForceOpen => "force_open",
+            OverrideMode::Disable => "disable",
+            OverrideMode::Release => "release",
+        }
+    }
+
+    fn parse(s: &str) -> Option<OverrideMode> {
+        [
+            OverrideMode::ForceOpen,
+            OverrideMode::Disable,
+            OverrideMode::Release,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+    }
+}
+
+/// An operator's override of one key, fleet-wide.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Override {
+    /// The breaker's name (its key in a registry).
+    pub key: String,
+    /// What it does.
+    pub mode: OverrideMode,
+    /// The instance that issued it.
+    pub issuer: String,
+    /// When it was issued, by the issuer's wall clock: per key, the latest wins.
+    pub issued_at: SystemTime,
+    /// When it ends; for a release, when it is forgotten.
+    pub until: SystemTime,
+}
+
+impl Override {
+    /// The order in which overrides of one key win: the later issued, then the
+    /// greater issuer id.
+    fn rank(&self) -> (SystemTime, &str) {
+        (self.issued_at, &self.issuer)
+    }
+
+    /// The mode in force at `wall`: `None` once it ended, or if it is a release.
+    fn in_force(&self, wall: SystemTime) -> Option<OverrideMode> {
+        (self.until > wall && self.mode != OverrideMode::Release).then_some(self.mode)
+    }
+}
+
+/// An override on the wire (in a heartbeat's `overrides`).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct WireOverride {
+    key: String,
+    mode: String,
+    issuer: String,
+    issued_ms: u64,
+    until_ms: u64,
+}
+
+impl WireOverride {
+    pub(crate) fn new(
+        key: String,
+        mode: String,
+        issuer: String,
+        issued_ms: u64,
+        until_ms: u64,
+    ) -> WireOverride {
+        WireOverride {
+            key,
+            mode,
+            issuer,
+            issued_ms,
+            until_ms,
+        }
+    }
+
+    pub(crate) fn until_ms(&self) -> u64 {
+        self.until_ms
+    }
+
+    pub(crate) fn from(o: &Override) -> WireOverride {
+        WireOverride {
+            key: o.key.clone(),
+            mode: o.mode.as_str().to_owned(),
+            issuer: o.issuer.clone(),
+            issued_ms: to_ms(o.issued_at),
+            until_ms: to_ms(o.until),
+        }
+    }
+
+    /// The override, if it keeps the rules: names within [`MAX_NAME_BYTES`], a
+    /// known mode, an end no further than [`MAX_OVERRIDE`] after `now`.
+    pub(crate) fn read(self, now: SystemTime) -> Result<Override, Invalid> {
+        let name = |s: &str| !s.is_empty() && s.len() <= MAX_NAME_BYTES;
+        let mode = OverrideMode::parse(&self.mode).ok_or(Invalid::Field)?;
+        if !name(&self.key) || !name(&self.issuer) {
+            return Err(Invalid::Field);
+        }
+        let issued_at = from_ms(self.issued_ms).ok_or(Invalid::FromFuture)?;
+        let until = from_ms(self.until_ms).ok_or(Invalid::DeadlineTooFar)?;
+        if now
+            .checked_add(MAX_OVERRIDE)
+            .is_some_and(|last| until > last)
+        {
+            return Err(Invalid::DeadlineTooFar);
+        }
+        Ok(Override {
+            key: self.key,
+            mode,
+            issuer: self.issuer,
+            issued_at,
+            until,
+        })
+    }
+}
+
+/// The overrides an instance knows, per key the latest issued.
+#[derive(Debug, Default)]
+pub(crate) struct Overrides {
+    by_key: HashMap<String, Override>,
+    /// Keys whose mode in force changed, not yet acted on.
+    changed: Vec<String>,
+}
+
+impl Overrides {
+    /// The mode in force for `key` at `wall`.
+    pub(crate) fn mode(&self, key: &str, wall: SystemTime) -> Option<OverrideMode> {
+        self.by_key.get(key)?.in_force(wall)
+    }
+
+    /// Takes `o` if it is newer than the key's; whether it was taken, or `None`
+    /// if the table is full.
+    pub(crate) fn take(&mut self, o: Override, wall: SystemTime) -> Option<bool> {
+        if o.until <= wall {
+            return Some(false);
+        }
+        let before = self.mode(&o.key, wall);
+        match self.by_key.get(&o.key) {
+            Some(cur) if cur.rank() >= o.rank() => return Some(false),
+            Some(_) => {}
+            None if self.by_key.len() >= MAX_OVERRIDES => {
+                self.expire(wall);
+                if self.by_key.len() >= MAX_OVERRIDES {
+                    return None;
+                }
+            }
+            None => {}
+        }
+        let key = o.key.clone();
+        self.by_key.insert(key.clone(), o);
+        if self.mode(&key, wall) != before {
+            self.changed.push(key);
+        }
+        Some(true)
+    }
+
+    /// Forgets the overrides that ended by `wall`; a key whose mode was in
+    /// force is marked changed.
+    pub(crate) fn expire(&mut self, wall: SystemTime) {
+        let changed = &mut self.changed;
+        self.by_key.retain(|key, o| {
+            let keep = o.until > wall;
+            if !keep && o.mode != OverrideMode::Release {
+                changed.push(key.clone());
+            }
+            keep
+        });
+    }
+
+    /// The keys whose mode in force changed since the last call.
+    pub(crate) fn take_changed(&mut self) -> Vec<String> {
+        let mut keys = std::mem::take(&mut self.changed);
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// Every override not ended at `wall`, for a heartbeat to relay.
+    pub(crate) fn relay(&self, wall: SystemTime) -> Vec<Override> {
+        let mut all: Vec<Override> = self
+            .by_key
+            .values()
+            .filter(|o| o.until > wall)
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all
+    }
+
+    /// When the next override ends, if any does.
+    pub(crate) fn next_end(&self) -> Option<SystemTime> {
+        self.by_key.values().map(|o| o.until).min()
+    }
+
+    /// A release of `key` issued by `issuer` at `wall`: kept until the override
+    /// it ends would have ended, and at least `linger`, so that an instance
+    /// still relaying that override cannot bring it back.
+    pub(crate) fn release(
+        &self,
+        key: &str,
+        issuer: &str,
+        wall: SystemTime,
+        linger: Duration,
+    ) -> Override {
+        let floor = wall.checked_add(linger).unwrap_or(wall);
+        let until = self.by_key.get(key).map_or(floor, |o| o.until.max(floor));
+        Override {
+            key: key.to_owned(),
+            mode: OverrideMode::Release,
+            issuer: issuer.to_owned(),
+            issued_at: wall,
+            until,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn at(s: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_800_000_000 + s)
+    }
+
+    fn o(mode: OverrideMode, issuer: &str, issued: u64, until: u64) -> Override {
+        Override {
+            key: "db".into(),
+            mode,
+            issuer: issuer.into(),
+            issued_at: at(issued),
+            until: at(until),
+        }
+    }
+
+    /// The latest issued wins; a stale relay of an older override, after its
+    /// release, changes nothing; the override ends at its deadline.
+    #[test]
+    fn the_latest_issued_wins_and_a_release_holds_off_stale_relays() {
+        let mut t = Overrides::default();
+        let force = o(OverrideMode::ForceOpen, "a", 10, 100);
+        assert_eq!(t.take(force.clone(), at(10)), Some(true));
+        assert_eq!(t.mode("db", at(11)), Some(OverrideMode::ForceOpen));
+        assert_eq!(t.take_changed(), ["db"]);
+        let release = t.release("db", "b", at(20), Duration::from_secs(3));
+        assert_eq!(release.until, at(100), "kept as long as what it ended");
+        assert_eq!(t.take(release, at(20)), Some(true));
+        assert_eq!(t.mode("db", at(21)), None);
+        assert_eq!(t.take(force, at(30)), Some(false), "a stale relay");
+        assert_eq!(t.mode("db", at(31)), None);
+        assert_eq!(t.take_changed(), ["db"]);
+        let disable = o(OverrideMode::Disable, "a", 40, 50);
+        assert_eq!(t.take(disable, at(40)), Some(true));
+        t.expire(at(49));
+        assert_eq!(t.mode("db", at(49)), Some(OverrideMode::Disable));
+        t.expire(at(50));
+        assert_eq!(t.mode("db", at(50)), None);
+        assert_eq!(t.take_changed(), ["db"]);
+        assert!(t.relay(at(50)).is_empty());
+    }
+
+    /// Two overrides issued in the same millisecond are ordered by issuer, so
+    /// every instance settles on the same one whatever order they arrive in.
+    #[test]
+    fn a_tie_is_broken_by_issuer_alike_everywhere() {
+        let (x, y) = (
+            o(OverrideMode::ForceOpen, "a", 10, 100),
+            o(OverrideMode::Disable, "b", 10, 100),
+        );
+        for order in [[x.clone(), y.clone()], [y, x]] {
+            let mut t = Overrides::default();
+            for ov in order {
+                t.take(ov, at(10));
+            }
+            assert_eq!(t.mode("db", at(11)), Some(OverrideMode::Disable));
+        }
+    }
+
+    /// The table is bounded: a new key past the bound is refused, unless an
+    /// ended override makes room.
+    #[test]
+    fn the_table_is_bounded() {
+        let mut t = Overrides::default();
+        for i in 0..MAX_OVERRIDES as u64 {
+            let mut ov = o(OverrideMode::ForceOpen, "a", 1, 10 + i);
+            ov.key = format!("k{i}");
+            assert_eq!(t.take(ov, at(1)), Some(true));
+        }
+        let mut late = o(OverrideMode::ForceOpen, "a", 2, 500);
+        late.key = "late".into();
+        assert_eq!(t.take(late.clone(), at(2)), None);
+        assert_eq!(t.take(late, at(11)), Some(true), "k0 and k1 ended by 11");
+        assert_eq!(t.next_end(), Some(at(12)));
+    }
+}

@@ -1,0 +1,218 @@
+//! Fleet-wide manual control: an override reaches every instance, a release
+//! ends it everywhere, an instance that joins later learns it from the
+//! heartbeats, and it ends at its deadline. The view's rules through
+//! `ViewHarness`; the whole path against a real redis-server.
+
+mod common;
+
+use common::{Redis, builder, config, namespace, redis_available, wait_for};
+use cutout::State;
+use cutout_fleet::testing::ViewHarness;
+use cutout_fleet::{Fleet, FleetError, Heartbeat, Message, Override, OverrideMode};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const LIVE: Duration = Duration::from_secs(3);
+const MAX_OPEN: Duration = Duration::from_secs(600);
+const KEY: &[u8] = b"the fleet's shared key, 32 bytes";
+
+fn t0() -> (Instant, SystemTime) {
+    (
+        Instant::now(),
+        UNIX_EPOCH + Duration::from_millis(1_800_000_000_000),
+    )
+}
+
+fn ov(mode: OverrideMode, issuer: &str, issued: SystemTime, until: SystemTime) -> Override {
+    Override {
+        key: "db".into(),
+        mode,
+        issuer: issuer.into(),
+        issued_at: issued,
+        until,
+    }
+}
+
+fn relay(id: &str, sent_at: SystemTime, overrides: Vec<Override>) -> Message {
+    Message::Heartbeat(Heartbeat {
+        instance: id.into(),
+        sent_at,
+        open: Vec::new(),
+        more: false,
+        overrides,
+    })
+}
+
+/// A control message sets the key's override; a heartbeat relaying its later
+/// release ends it; a peer that still relays the older override cannot bring
+/// it back; an override ends at its deadline.
+#[test]
+fn the_latest_override_wins_and_ends_at_its_deadline() {
+    let (now, wall) = t0();
+    let s = Duration::from_secs;
+    let mut view = ViewHarness::new("me", LIVE, MAX_OPEN);
+    let force = ov(OverrideMode::ForceOpen, "ops", wall, wall + s(60));
+    view.apply(&Message::Control(force.clone()).encode(), now, wall);
+    assert_eq!(view.override_of("db", wall), Some(OverrideMode::ForceOpen));
+    assert_eq!(view.override_of("other", wall), None);
+    let release = ov(OverrideMode::Release, "ops", wall + s(1), wall + s(60));
+    let beat = relay("a", wall + s(1), vec![release]);
+    view.apply(&beat.encode(), now + s(1), wall + s(1));
+    assert_eq!(view.override_of("db", wall + s(1)), None, "released");
+    let stale = relay("b", wall + s(2), vec![force]);
+    view.apply(&stale.encode(), now + s(2), wall + s(2));
+    assert_eq!(view.override_of("db", wall + s(2)), None, "a stale relay");
+    let disable = ov(OverrideMode::Disable, "ops", wall + s(3), wall + s(10));
+    view.apply(&Message::Control(disable).encode(), now + s(3), wall + s(3));
+    assert_eq!(
+        view.override_of("db", wall + s(9)),
+        Some(OverrideMode::Disable)
+    );
+    assert_eq!(view.override_of("db", wall + s(10)), None, "ended");
+}
+
+/// An instance that joins later learns an override from any heartbeat that
+/// relays it, and the view counts the control message it took.
+#[test]
+fn a_joiner_learns_an_override_from_a_heartbeat() {
+    let (now, wall) = t0();
+    let until = wall + Duration::from_secs(30);
+    let mut joiner = ViewHarness::new("late", LIVE, MAX_OPEN);
+    let beat = relay(
+        "a",
+        wall,
+        vec![ov(OverrideMode::Disable, "ops", wall, until)],
+    );
+    joiner.apply(&beat.encode(), now, wall);
+    assert_eq!(joiner.override_of("db", wall), Some(OverrideMode::Disable));
+    assert_eq!(joiner.live_peers(now), 1, "the heartbeat counts as one");
+}
+
+/// With a fleet key, an unsigned or wrongly signed override changes nothing;
+/// a signed one is taken; a signed one replayed past `live_after` is refused.
+#[test]
+fn with_a_key_only_a_fresh_signed_override_counts() {
+    let (now, wall) = t0();
+    let mut view = ViewHarness::new("me", LIVE, MAX_OPEN).signing_key(KEY, "ns");
+    let force = Message::Control(ov(
+        OverrideMode::ForceOpen,
+        "ops",
+        wall,
+        wall + Duration::from_secs(60),
+    ));
+    view.apply(&force.encode(), now, wall);
+    view.apply(
+        &force.encode_signed(b"another key, 16 bytes+", "ns"),
+        now,
+        wall,
+    );
+    assert_eq!(view.override_of("db", wall), None);
+    assert_eq!((view.stats().unsigned, view.stats().bad_signature), (1, 1));
+    let late = wall + LIVE + Duration::from_secs(1);
+    view.apply(&force.encode_signed(KEY, "ns"), now, late);
+    assert_eq!(view.override_of("db", late), None);
+    assert_eq!(view.stats().replayed, 1);
+    view.apply(&force.encode_signed(KEY, "ns"), now, wall);
+    assert_eq!(view.override_of("db", wall), Some(OverrideMode::ForceOpen));
+}
+
+/// A duration of zero or over a day, or an empty key, is refused by name.
+#[test]
+fn a_bad_override_is_refused_by_name() {
+    let fleet = Fleet::start(
+        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let field = |r: Result<(), FleetError>| match r {
+        Err(FleetError::Config { field, .. }) => field,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(field(fleet.force_open("db", Duration::ZERO)), "duration");
+    assert_eq!(
+        field(fleet.disable("db", Duration::from_secs(90_000))),
+        "duration"
+    );
+    assert_eq!(field(fleet.release("")), "key");
+    // Redis unreachable: still in force here at once.
+    fleet.force_open("db", Duration::from_secs(60)).unwrap();
+    assert_eq!(fleet.override_of("db"), Some(OverrideMode::ForceOpen));
+}
+
+/// Forced open from one instance, every instance's breaker is ForcedOpen
+/// within a second; released, every one is Closed and trips again on its own
+/// policy; signed throughout.
+#[test]
+fn force_open_and_release_reach_every_instance() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("control-force");
+    let fleets: Vec<Fleet> = ["a", "b", "c"]
+        .iter()
+        .map(|id| Fleet::start(config(&redis, &ns, id).signing_key(KEY)).unwrap())
+        .collect();
+    let breakers: Vec<_> = fleets
+        .iter()
+        .map(|f| f.breaker("db", builder()).unwrap())
+        .collect();
+    for f in &fleets {
+        wait_for("peers live", Duration::from_secs(5), || {
+            f.view().live_peers() == 2
+        });
+    }
+    fleets[0].force_open("db", Duration::from_secs(60)).unwrap();
+    for b in &breakers {
+        wait_for("forced open", Duration::from_secs(1), || {
+            b.state() == State::ForcedOpen
+        });
+        assert!(b.try_acquire().is_err());
+    }
+    fleets[1].release("db").unwrap();
+    for b in &breakers {
+        wait_for("released", Duration::from_secs(1), || {
+            b.state() == State::Closed
+        });
+    }
+    // Its own policy decides again: one failure trips it.
+    let _ = breakers[2].call(|| Err::<(), _>("down"));
+    assert_eq!(breakers[2].state(), State::Open);
+    assert_eq!(
+        breakers[0].state(),
+        State::Closed,
+        "one report is no quorum"
+    );
+}
+
+/// An instance that joins while a disable is in force starts its breaker
+/// Disabled, from the heartbeats; at the deadline every instance's breaker is
+/// Closed again.
+#[test]
+fn a_joiner_learns_a_disable_and_it_ends_at_its_deadline() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("control-join");
+    let a = Fleet::start(config(&redis, &ns, "a")).unwrap();
+    let db_a = a.breaker("db", builder()).unwrap();
+    let b = Fleet::start(config(&redis, &ns, "b")).unwrap();
+    let db_b = b.breaker("db", builder()).unwrap();
+    wait_for("b live at a", Duration::from_secs(5), || {
+        a.view().live_peers() == 1
+    });
+    a.disable("db", Duration::from_secs(3)).unwrap();
+    wait_for("disabled at b", Duration::from_secs(1), || {
+        db_b.state() == State::Disabled
+    });
+    let late = Fleet::start(config(&redis, &ns, "late")).unwrap();
+    let db_late = late.breaker("db", builder()).unwrap();
+    assert_eq!(late.override_of("db"), Some(OverrideMode::Disable));
+    assert_eq!(db_late.state(), State::Disabled, "from the picture");
+    let _ = db_late.call(|| Err::<(), _>("down"));
+    assert_eq!(db_late.state(), State::Disabled, "nothing trips");
+    for db in [&db_a, &db_b, &db_late] {
+        wait_for("ended", Duration::from_secs(5), || {
+            db.state() == State::Closed
+        });
+    }
+}
