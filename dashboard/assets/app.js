@@ -78,16 +78,18 @@
     c.el.className = "breaker " + row.state;
     c.q(".state").textContent = STATES[row.state] || row.state;
     c.q(".since").textContent = "for " + duration(row.time_in_state_ms);
+    // While Open the window counts afresh: show the counts that tripped it.
+    const t = row.tripped_by;
+    const w = t && row.window.calls === 0 ? t : row.window;
     const rates = c.el.querySelectorAll(".rate");
-    rate(row, rates[0], row.failure_rate, row.failure_threshold);
-    rate(row, rates[1], row.slow_call_rate, row.slow_threshold);
+    rate(row, rates[0], w.calls ? w.failures / w.calls : 0, row.failure_threshold);
+    rate(row, rates[1], w.calls ? w.slow / w.calls : 0, row.slow_threshold);
     c.q(".admitted").textContent = row.admitted_per_s.toFixed(1) + " admitted/s";
     c.q(".rejected").textContent = row.rejected_per_s.toFixed(1) + " rejected/s";
     chart(c.q("canvas"), row.history);
     c.q(".backoff").textContent = "backoff level " + row.level;
     c.q(".cooldown").textContent = row.retry_after_ms == null ? "until reset"
       : row.retry_after_ms > 0 ? "retry in " + duration(row.retry_after_ms) : "";
-    const t = row.tripped_by;
     c.q(".tripped").textContent = t
       ? "tripped by " + t.failures + " failed, " + t.slow + " slow of " + t.calls : "";
     const list = c.q(".recent");
