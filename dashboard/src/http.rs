@@ -85,7 +85,7 @@ async fn snapshot(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     shared.ensure_started();
     let query = Query::parse(uri.query());
     let frame = shared.frames.borrow().clone();
-    let body = view::page(&frame, &query, shared.source.controls).to_string();
+    let body = shared.render(&frame, &query).to_string();
     (
         [
             (header::CONTENT_TYPE, "application/json"),

@@ -3,9 +3,10 @@
 //! sorted [`Frame`] that every client renders its own page from.
 
 use crate::source::{Source, Thresholds};
+use crate::view::{self, Query};
 use cutout::{Reason, State, WindowCounts};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
@@ -29,6 +30,8 @@ pub(crate) struct Event {
 #[derive(Clone, Debug)]
 pub(crate) struct Row {
     pub(crate) name: Arc<str>,
+    /// The name in lower case, for the filter.
+    pub(crate) lower: Arc<str>,
     pub(crate) state: State,
     pub(crate) generation: u32,
     pub(crate) level: u8,
@@ -63,6 +66,7 @@ pub(crate) fn rank(state: State) -> u8 {
 
 /// What the sampler remembers of a breaker between ticks.
 struct Track {
+    lower: Arc<str>,
     admitted: u64,
     rejected: u64,
     transitions: Vec<u64>,
@@ -110,6 +114,7 @@ impl Sampler {
                 None => Arc::from(name),
             };
             let track = tracks.entry(key.clone()).or_insert_with(|| Track {
+                lower: Arc::from(name.to_lowercase()),
                 admitted: m.lifetime.admitted,
                 rejected: m.lifetime.rejected,
                 transitions: counts.clone(),
@@ -159,6 +164,7 @@ impl Sampler {
             track.seen = tick;
             rows.push(Row {
                 name: key,
+                lower: track.lower.clone(),
                 state: m.state,
                 generation: m.generation,
                 level: m.level,
@@ -190,7 +196,13 @@ pub(crate) struct Shared {
     pub(crate) source: Source,
     pub(crate) frames: watch::Sender<Arc<Frame>>,
     started: std::sync::Once,
+    /// The pages rendered from the newest frame, by query: clients that ask for
+    /// the same page share one rendering.
+    pages: Mutex<(u64, HashMap<Query, Arc<str>>)>,
 }
+
+/// The most distinct pages kept per frame; others are rendered per client.
+const CACHED_PAGES: usize = 256;
 
 impl Shared {
     pub(crate) fn new(source: Source) -> Shared {
@@ -198,7 +210,28 @@ impl Shared {
             source,
             frames: watch::Sender::new(Arc::new(Frame::default())),
             started: std::sync::Once::new(),
+            pages: Mutex::new((0, HashMap::new())),
         }
+    }
+
+    /// `query`'s page of `frame` as JSON, rendered once per frame and query.
+    pub(crate) fn render(&self, frame: &Frame, query: &Query) -> Arc<str> {
+        let controls = self.source.controls;
+        {
+            let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+            if pages.0 != frame.tick {
+                *pages = (frame.tick, HashMap::new());
+            }
+            if let Some(page) = pages.1.get(query) {
+                return page.clone();
+            }
+        }
+        let page: Arc<str> = Arc::from(view::page(frame, query, controls).to_string());
+        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        if pages.0 == frame.tick && pages.1.len() < CACHED_PAGES {
+            pages.1.insert(query.clone(), page.clone());
+        }
+        page
     }
 
     /// Starts the sampler on the first request (the router may be built outside
@@ -216,8 +249,17 @@ impl Shared {
                 loop {
                     every.tick().await;
                     let Some(shared) = weak.upgrade() else { return };
-                    let frame = sampler.sample(&shared.source);
-                    shared.frames.send_replace(Arc::new(frame));
+                    // Off the async workers: a tick over thousands of breakers
+                    // takes milliseconds.
+                    let done = tokio::task::spawn_blocking(move || {
+                        let frame = sampler.sample(&shared.source);
+                        shared.frames.send_replace(Arc::new(frame));
+                        sampler
+                    });
+                    match done.await {
+                        Ok(back) => sampler = back,
+                        Err(_) => return,
+                    }
                 }
             });
         });

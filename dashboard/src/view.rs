@@ -12,7 +12,7 @@ pub(crate) const MAX_PER_PAGE: usize = 200;
 const MAX_FILTER: usize = 200;
 
 /// What a client asked to see.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Query {
     /// Keep the names that contain this, case-insensitively.
     pub(crate) filter: String,
@@ -53,7 +53,7 @@ impl Query {
 
     fn keeps(&self, row: &Row) -> bool {
         (!self.sick || rank(row.state) < 3)
-            && (self.filter.is_empty() || row.name.to_lowercase().contains(&self.filter))
+            && (self.filter.is_empty() || row.lower.contains(&self.filter))
     }
 }
 
