@@ -5,7 +5,6 @@
 //!
 //! `cargo run --release -p cutout-dashboard --example load`
 
-#[allow(dead_code)]
 #[path = "../tests/common/mod.rs"]
 mod common;
 
@@ -36,7 +35,7 @@ async fn main() {
     );
     for i in 0..BREAKERS {
         let breaker = registry.get(&format!("service-{i:05}"));
-        if i % 100 == 0 {
+        if i.is_multiple_of(100) {
             breaker.force_open();
         }
     }
@@ -50,10 +49,16 @@ async fn main() {
             // Relaxed: a stop flag, read once per call.
             while !stop.load(Ordering::Relaxed) {
                 let key = format!("service-{:05}", n % BREAKERS as u64);
-                let _ = registry.call(&key, || if n % 10 == 0 { Err(()) } else { Ok(()) });
+                let _ = registry.call(&key, || {
+                    if n.is_multiple_of(10) {
+                        Err(())
+                    } else {
+                        Ok(())
+                    }
+                });
                 n += 1;
                 // About 100,000 calls a second, leaving the server its share.
-                if n % 1_000 == 0 {
+                if n.is_multiple_of(1_000) {
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
