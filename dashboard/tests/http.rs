@@ -201,3 +201,26 @@ async fn controls_take_same_origin_posts_only() {
     let bad = "/breakers/api/control?name=db&action=explode";
     assert_eq!(request(addr, "POST", bad, &same_site).await.status, 400);
 }
+
+#[tokio::test]
+async fn a_page_is_bounded_and_removed_breakers_leave_it() {
+    let keys: Vec<String> = (0..300).map(|i| format!("k{i:03}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let reg = registry(&keys);
+    let addr = serve(app(Source::new().registry(reg.clone()))).await;
+    let page = get(addr, "/breakers/api/snapshot?per_page=1000")
+        .await
+        .json();
+    assert_eq!(
+        page["breakers"].as_array().unwrap().len(),
+        200,
+        "at most 200 rows a page"
+    );
+    assert_eq!(
+        (page["total"].as_u64(), page["pages"].as_u64()),
+        (Some(300), Some(2))
+    );
+    reg.remove("k000");
+    let later = snapshot_until(addr, "/breakers/api/snapshot?q=k000", |v| v["total"] == 299).await;
+    assert!(names(&later).is_empty());
+}
