@@ -46,9 +46,24 @@
     }
   }
 
+  // The first answer sets the controls to the server's settings (another tab
+  // or a script may have changed them).
+  let synced = false;
+  function sync(s) {
+    $("failure").value = Math.round(s.failure * 100);
+    $("latency").value = s.latency_ms;
+    $("timeout").value = s.timeout_ms;
+    for (const id of Object.keys(sliders)) $(id + "-out").textContent = sliders[id](Number($(id).value))[1];
+    $("failure_threshold").value = Math.round(s.failure_threshold * 100);
+    $("minimum_calls").value = s.minimum_calls;
+    $("open_ms").value = s.open_ms;
+    synced = true;
+  }
+
   async function poll() {
     try {
       const data = await (await fetch("api/lanes")).json();
+      if (!synced) sync(data.settings);
       $("state").textContent = STATES[data.state] || data.state;
       $("state").className = data.state;
       $("rate").textContent = data.rate + " calls/s per lane";
