@@ -92,6 +92,8 @@
       : row.retry_after_ms > 0 ? "retry in " + duration(row.retry_after_ms) : "";
     c.q(".tripped").textContent = t
       ? "tripped by " + t.failures + " failed, " + t.slow + " slow of " + t.calls : "";
+    c.q(".peers").textContent = row.fleet_open > 0
+      ? row.fleet_open + (row.fleet_open > 1 ? " peers report" : " peer reports") + " it Open" : "";
     const list = c.q(".recent");
     const items = row.recent.slice().reverse().map((e) => {
       const li = document.createElement("li");
@@ -106,7 +108,9 @@
     last = frame;
     document.body.classList.toggle("nocontrols", !frame.controls);
     $("summary").textContent = frame.total + " breakers, " + frame.sick + " sick" +
-      (frame.matched !== frame.total ? ", " + frame.matched + " shown by the filter" : "");
+      (frame.matched !== frame.total ? ", " + frame.matched + " shown by the filter" : "") +
+      (frame.fleet ? "; fleet: " + frame.fleet.live_peers + " live peers, " +
+        frame.fleet.quorum_opens + " quorum opens" : "");
     $("pageinfo").textContent = "page " + (frame.page + 1) + " of " + frame.pages;
     $("prev").disabled = frame.page === 0;
     $("next").disabled = frame.page + 1 >= frame.pages;

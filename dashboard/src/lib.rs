@@ -51,17 +51,24 @@
 //! let app: axum::Router = axum::Router::new().nest("/admin/breakers", admin);
 //! ```
 //!
+//! # A fleet
+//! [`Source::fleet`] adds a fleet's picture: live peers and quorum opens in the
+//! header, and per breaker how many live peers report it Open. With the `fleet`
+//! feature, cutout-fleet's `FleetView` is a [`FleetSource`].
+//!
 //! Key names are shown as text: the page builds no HTML from data, and its
 //! content security policy allows no inline script.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod fleet;
 mod http;
 mod sampler;
 mod source;
 mod view;
 
 pub use axum::Router;
+pub use fleet::FleetSource;
 pub use source::{Breakers, Source, Thresholds};
 
 use std::sync::Arc;

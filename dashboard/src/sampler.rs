@@ -2,6 +2,7 @@
 //! counters into rates and transition counts into events, and publishes one
 //! sorted [`Frame`] that every client renders its own page from.
 
+use crate::fleet::MAX_FLEET_KEYS;
 use crate::source::{Source, Thresholds};
 use crate::view::{self, Query};
 use cutout::{Reason, State, WindowCounts};
@@ -44,6 +45,8 @@ pub(crate) struct Row {
     pub(crate) rejected_per_s: f64,
     pub(crate) history: Arc<[(f32, f32)]>,
     pub(crate) recent: Arc<[Event]>,
+    /// Live fleet peers that report this breaker's name Open.
+    pub(crate) fleet_open: usize,
 }
 
 /// Every breaker, sick first.
@@ -51,6 +54,8 @@ pub(crate) struct Row {
 pub(crate) struct Frame {
     pub(crate) tick: u64,
     pub(crate) rows: Vec<Row>,
+    /// With a fleet: its live peers and this instance's quorum opens.
+    pub(crate) fleet: Option<(usize, u64)>,
 }
 
 /// Sick first: open, then half-open and recovering, then the rest.
@@ -104,6 +109,14 @@ impl Sampler {
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        let mut fleet_open: HashMap<String, usize> = HashMap::new();
+        let fleet = source.fleet.as_ref().map(|f| {
+            for key in f.open_keys().into_iter().take(MAX_FLEET_KEYS) {
+                let n = f.open_reports(&key);
+                fleet_open.insert(key, n);
+            }
+            (f.live_peers(), f.quorum_opens())
+        });
         let mut rows = Vec::with_capacity(self.tracks.len());
         let tracks = &mut self.tracks;
         source.for_each(&mut |name, breaker, thresholds| {
@@ -177,6 +190,7 @@ impl Sampler {
                 rejected_per_s,
                 history: track.history.iter().copied().collect(),
                 recent: track.recent_shared.clone(),
+                fleet_open: fleet_open.get(name).copied().unwrap_or(0),
             });
         });
         // Breakers gone from the source (evicted, removed) are forgotten.
@@ -187,7 +201,7 @@ impl Sampler {
                 .then(b.window.failure_rate().total_cmp(&a.window.failure_rate()))
                 .then_with(|| a.name.cmp(&b.name))
         });
-        Frame { tick, rows }
+        Frame { tick, rows, fleet }
     }
 }
 

@@ -1,5 +1,6 @@
 //! What the dashboard shows: [`Source`], a set of [`Breakers`] with names.
 
+use crate::fleet::FleetSource;
 use cutout::{CircuitBreaker, Registry};
 use std::fmt::{Display, Write};
 use std::hash::Hash;
@@ -80,6 +81,7 @@ pub struct Source {
     named: Vec<(String, Arc<CircuitBreaker>, Thresholds)>,
     thresholds: Thresholds,
     pub(crate) controls: bool,
+    pub(crate) fleet: Option<Arc<dyn FleetSource>>,
 }
 
 impl std::fmt::Debug for Source {
@@ -88,6 +90,7 @@ impl std::fmt::Debug for Source {
             .field("sets", &self.sets.len())
             .field("named", &self.named.len())
             .field("controls", &self.controls)
+            .field("fleet", &self.fleet.is_some())
             .finish()
     }
 }
@@ -107,6 +110,7 @@ impl Source {
             named: Vec::new(),
             thresholds: Thresholds::default(),
             controls: false,
+            fleet: None,
         }
     }
 
@@ -145,6 +149,14 @@ impl Source {
     #[must_use]
     pub fn breakers(mut self, set: Arc<dyn Breakers>) -> Self {
         self.sets.push(set);
+        self
+    }
+
+    /// Shows `fleet`'s picture beside the breakers: live peers and quorum opens,
+    /// and per breaker (matched by name) how many live peers report it Open.
+    #[must_use]
+    pub fn fleet(mut self, fleet: Arc<dyn FleetSource>) -> Self {
+        self.fleet = Some(fleet);
         self
     }
 

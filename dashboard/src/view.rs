@@ -106,6 +106,7 @@ fn row_json(row: &Row) -> Value {
         "admitted_per_s": row.admitted_per_s,
         "rejected_per_s": row.rejected_per_s,
         "history": row.history.iter().map(|&(a, r)| [a, r]).collect::<Vec<_>>(),
+        "fleet_open_reports": row.fleet_open,
         "recent": row.recent.iter().map(|e| json!({
             "at_ms": e.at_ms, "reason": e.reason.as_str(), "count": e.count,
         })).collect::<Vec<_>>(),
@@ -139,6 +140,7 @@ pub(crate) fn page(frame: &Frame, query: &Query, controls: bool) -> Value {
         "per_page": query.per_page,
         "pages": matched.div_ceil(query.per_page).max(1),
         "controls": controls,
+        "fleet": frame.fleet.map(|(live, opens)| json!({"live_peers": live, "quorum_opens": opens})),
         "breakers": rows,
     })
 }

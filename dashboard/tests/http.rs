@@ -224,3 +224,36 @@ async fn a_page_is_bounded_and_removed_breakers_leave_it() {
     let later = snapshot_until(addr, "/breakers/api/snapshot?q=k000", |v| v["total"] == 299).await;
     assert!(names(&later).is_empty());
 }
+
+/// A fleet of three live peers, two of which report `db` Open.
+struct Peers;
+
+impl cutout_dashboard::FleetSource for Peers {
+    fn live_peers(&self) -> usize {
+        3
+    }
+    fn open_keys(&self) -> Vec<String> {
+        vec!["db".into(), "elsewhere".into()]
+    }
+    fn open_reports(&self, key: &str) -> usize {
+        if key == "db" { 2 } else { 1 }
+    }
+    fn quorum_opens(&self) -> u64 {
+        1
+    }
+}
+
+#[tokio::test]
+async fn a_fleets_picture_shows_beside_the_breakers() {
+    let reg = registry(&["db", "cache"]);
+    let addr = serve(app(Source::new().registry(reg).fleet(Arc::new(Peers)))).await;
+    let page = get(addr, "/breakers/api/snapshot").await.json();
+    assert_eq!(page["fleet"]["live_peers"], 3);
+    assert_eq!(page["fleet"]["quorum_opens"], 1);
+    for row in page["breakers"].as_array().unwrap() {
+        let want = if row["name"] == "db" { 2 } else { 0 };
+        assert_eq!(row["fleet_open_reports"], want, "{row}");
+    }
+    let alone = serve(app(Source::new().registry(registry(&["db"])))).await;
+    assert!(get(alone, "/breakers/api/snapshot").await.json()["fleet"].is_null());
+}
