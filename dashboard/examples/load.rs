@@ -104,10 +104,12 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let during = rss_mib();
+    // Relaxed: a stop flag; the join below waits for the thread.
     stop.store(true, Ordering::Relaxed);
     traffic.join().unwrap();
     trips.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    // Relaxed: a count, read once; a late increment does not matter.
     let received = frames.load(Ordering::Relaxed) as f64;
     println!("{BREAKERS} breakers, {STREAMS} streams, {SECONDS} s, traffic on every breaker");
     println!(

@@ -71,6 +71,7 @@ impl Lane {
     fn finish(&self, counter: &AtomicU64, took: Duration) {
         // Relaxed: plain statistics, read once a tick.
         counter.fetch_add(1, Ordering::Relaxed);
+        // Relaxed: as above; the tick may split a call's count from its latency.
         self.latency_us
             .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
     }
@@ -78,10 +79,13 @@ impl Lane {
     /// Moves the counters into one history point: [ok/s, failed/s, rejected/s,
     /// mean latency ms].
     fn tick(&self, secs: f64) {
-        // Relaxed: plain statistics.
+        // Relaxed: plain statistics, each swapped on its own.
         let ok = self.ok.swap(0, Ordering::Relaxed) as f64;
+        // Relaxed: as above.
         let failed = self.failed.swap(0, Ordering::Relaxed) as f64;
+        // Relaxed: as above.
         let rejected = self.rejected.swap(0, Ordering::Relaxed) as f64;
+        // Relaxed: as above.
         let latency = self.latency_us.swap(0, Ordering::Relaxed) as f64;
         let n = ok + failed + rejected;
         let mean = if n > 0.0 { latency / n / 1000.0 } else { 0.0 };
