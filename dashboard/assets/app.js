@@ -1,0 +1,148 @@
+// The dashboard page. Everything from the server is set with textContent or
+// style properties: the page never builds HTML from data.
+"use strict";
+(() => {
+  const base = new URL(".", document.currentScript.src);
+  const $ = (id) => document.getElementById(id);
+  const main = $("breakers");
+  const template = $("card");
+  const cards = new Map();
+  let query = { q: "", sick: false, page: 0 };
+  let source = null;
+  let last = null;
+
+  const STATES = { closed: "Closed", open: "Open", half_open: "Half-open",
+    forced_open: "Forced open", disabled: "Disabled", recovering: "Recovering" };
+
+  function duration(ms) {
+    if (ms < 1000) return ms + " ms";
+    const s = ms / 1000;
+    if (s < 60) return s.toFixed(1) + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min " + Math.floor(s % 60) + " s";
+    return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  }
+  const pct = (x) => (100 * x).toFixed(1) + "%";
+
+  function connect() {
+    if (source) source.close();
+    const url = new URL("api/stream", base);
+    if (query.q) url.searchParams.set("q", query.q);
+    if (query.sick) url.searchParams.set("sick", "1");
+    url.searchParams.set("page", String(query.page));
+    source = new EventSource(url);
+    source.addEventListener("frame", (e) => render(JSON.parse(e.data)));
+    source.onopen = () => $("live").className = "live on";
+    source.onerror = () => $("live").className = "live";
+  }
+
+  function card(name) {
+    let c = cards.get(name);
+    if (c) return c;
+    const el = template.content.firstElementChild.cloneNode(true);
+    el.querySelector(".name").textContent = name;
+    for (const button of el.querySelectorAll(".controls button")) {
+      button.addEventListener("click", () => control(name, button.dataset.action));
+    }
+    c = { el, q: (s) => el.querySelector(s) };
+    cards.set(name, c);
+    return c;
+  }
+
+  function rate(row, el, value, threshold) {
+    el.querySelector(".fill").style.width = pct(Math.min(1, value));
+    const mark = el.querySelector(".mark");
+    if (threshold == null) { mark.style.display = "none"; }
+    else { mark.style.display = "block"; mark.style.left = pct(Math.min(1, threshold)); }
+    el.querySelector(".value").textContent =
+      pct(value) + (threshold == null ? "" : " / " + pct(threshold));
+  }
+
+  function chart(canvas, history) {
+    const g = canvas.getContext("2d");
+    const w = canvas.width, h = canvas.height;
+    g.clearRect(0, 0, w, h);
+    let top = 1;
+    for (const [a, r] of history) top = Math.max(top, a, r);
+    const step = w / 39;
+    for (const [i, color] of [[0, "#1f9d55"], [1, "#d64545"]]) {
+      g.strokeStyle = color; g.lineWidth = 1.5; g.beginPath();
+      history.forEach((p, k) => {
+        const x = w - (history.length - 1 - k) * step, y = h - 2 - (p[i] / top) * (h - 4);
+        k ? g.lineTo(x, y) : g.moveTo(x, y);
+      });
+      g.stroke();
+    }
+  }
+
+  function update(c, row) {
+    c.el.className = "breaker " + row.state;
+    c.q(".state").textContent = STATES[row.state] || row.state;
+    c.q(".since").textContent = "for " + duration(row.time_in_state_ms);
+    // While Open the window counts afresh: show the counts that tripped it.
+    const t = row.tripped_by;
+    const w = t && row.window.calls === 0 ? t : row.window;
+    const rates = c.el.querySelectorAll(".rate");
+    rate(row, rates[0], w.calls ? w.failures / w.calls : 0, row.failure_threshold);
+    rate(row, rates[1], w.calls ? w.slow / w.calls : 0, row.slow_threshold);
+    c.q(".admitted").textContent = row.admitted_per_s.toFixed(1) + " admitted/s";
+    c.q(".rejected").textContent = row.rejected_per_s.toFixed(1) + " rejected/s";
+    chart(c.q("canvas"), row.history);
+    c.q(".backoff").textContent = "backoff level " + row.level;
+    c.q(".cooldown").textContent = row.retry_after_ms == null ? "until reset"
+      : row.retry_after_ms > 0 ? "retry in " + duration(row.retry_after_ms) : "";
+    c.q(".tripped").textContent = t
+      ? "tripped by " + t.failures + " failed, " + t.slow + " slow of " + t.calls : "";
+    c.q(".peers").textContent = row.fleet_open > 0
+      ? row.fleet_open + (row.fleet_open > 1 ? " peers report" : " peer reports") + " it Open" : "";
+    const list = c.q(".recent");
+    const items = row.recent.slice().reverse().map((e) => {
+      const li = document.createElement("li");
+      li.textContent = new Date(e.at_ms).toLocaleTimeString() + "  " +
+        e.reason.replace(/_/g, " ") + (e.count > 1 ? " ×" + e.count : "");
+      return li;
+    });
+    list.replaceChildren(...items);
+  }
+
+  function render(frame) {
+    last = frame;
+    document.body.classList.toggle("nocontrols", !frame.controls);
+    $("summary").textContent = frame.total + " breakers, " + frame.sick + " sick" +
+      (frame.matched !== frame.total ? ", " + frame.matched + " shown by the filter" : "") +
+      (frame.fleet ? "; fleet: " + frame.fleet.live_peers + " live peers, " +
+        frame.fleet.quorum_opens + " quorum opens" : "");
+    $("pageinfo").textContent = "page " + (frame.page + 1) + " of " + frame.pages;
+    $("prev").disabled = frame.page === 0;
+    $("next").disabled = frame.page + 1 >= frame.pages;
+    const keep = new Set();
+    const order = [];
+    for (const row of frame.breakers) {
+      const c = card(row.name);
+      update(c, row);
+      keep.add(row.name);
+      order.push(c.el);
+    }
+    for (const [name, c] of cards) if (!keep.has(name)) { c.el.remove(); cards.delete(name); }
+    order.forEach((el, i) => { if (main.children[i] !== el) main.insertBefore(el, main.children[i] || null); });
+  }
+
+  async function control(name, action) {
+    const url = new URL("api/control", base);
+    url.searchParams.set("name", name);
+    url.searchParams.set("action", action);
+    const response = await fetch(url, { method: "POST" });
+    if (!response.ok) $("summary").textContent = action + " failed: " + response.status;
+  }
+
+  let typing = null;
+  $("filter").addEventListener("input", (e) => {
+    clearTimeout(typing);
+    typing = setTimeout(() => { query.q = e.target.value; query.page = 0; connect(); }, 200);
+  });
+  $("sick").addEventListener("change", (e) => { query.sick = e.target.checked; query.page = 0; connect(); });
+  $("prev").addEventListener("click", () => { if (query.page > 0) { query.page--; connect(); } });
+  $("next").addEventListener("click", () => {
+    if (last && query.page + 1 < last.pages) { query.page++; connect(); }
+  });
+  connect();
+})();

@@ -1,0 +1,91 @@
+//! A live web dashboard for [`cutout`] circuit breakers.
+//!
+//! [`router`] returns an axum [`Router`] to mount at any path. It serves one page
+//! (HTML, CSS and JavaScript from this binary, nothing fetched from elsewhere),
+//! a server-sent-events stream of snapshots four times a second
+//! (`api/stream`), and the same snapshot as JSON for scripts (`api/snapshot`).
+//!
+//! ```no_run
+//! use cutout::{CircuitBreaker, Registry};
+//! use std::sync::Arc;
+//!
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry: Arc<Registry<String>> = Arc::new(Registry::new(CircuitBreaker::builder())?);
+//! let source = cutout_dashboard::Source::new().registry(registry.clone());
+//! let app = axum::Router::new().nest("/breakers", cutout_dashboard::router(source));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What it reads
+//! Nothing on the call path: one sampler per router reads every breaker's
+//! [`metrics`](cutout::CircuitBreaker::metrics) each tick (250 ms), turns the
+//! lifetime counters into admitted and rejected per second, and the per-reason
+//! transition counts into events, so a transition between two ticks is never
+//! missed (several of one reason in one tick show as one event with a count).
+//! Each client renders its own page of that one sorted frame (sick first,
+//! filtered by name, at most 200 rows), and holds one frame at a time: a slow
+//! client skips frames instead of queueing them.
+//!
+//! # Query
+//! `api/snapshot` and `api/stream` take `q` (a name filter, case-insensitive),
+//! `sick=1` (only breakers not Closed or Disabled), `page` (from 0) and
+//! `per_page` (1 to 200, default 50).
+//!
+//! # Controls
+//! With [`Source::controls`]`(true)` the page offers force open, disable and reset
+//! per breaker: `POST api/control?name=N&action=force_open|disable|reset`. A
+//! request is refused unless the browser marks it `Sec-Fetch-Site: same-origin`
+//! or its `Origin` matches its `Host`; `GET` changes nothing. The dashboard has no
+//! authentication of its own: mount a router with controls behind the
+//! application's, for example
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # let registry: Arc<cutout::Registry<String>> = todo!();
+//! # async fn require_operator(r: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response { next.run(r).await }
+//! let admin = cutout_dashboard::router(cutout_dashboard::Source::new().registry(registry).controls(true))
+//!     .layer(axum::middleware::from_fn(require_operator));
+//! let app: axum::Router = axum::Router::new().nest("/admin/breakers", admin);
+//! ```
+//!
+//! # A fleet
+//! [`Source::fleet`] adds a fleet's picture: live peers and quorum opens in the
+//! header, and per breaker how many live peers report it Open. With the `fleet`
+//! feature, cutout-fleet's `FleetView` is a [`FleetSource`].
+//!
+//! Key names are shown as text: the page builds no HTML from data, and its
+//! content security policy allows no inline script.
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+mod fleet;
+mod http;
+mod sampler;
+mod source;
+mod view;
+
+pub use axum::Router;
+pub use fleet::FleetSource;
+pub use source::{Breakers, Source, Thresholds};
+
+use std::sync::Arc;
+
+/// The dashboard for `source`, to mount with [`Router::nest`] (or serve as it is).
+///
+/// # Examples
+/// ```
+/// use cutout::CircuitBreaker;
+/// use std::sync::Arc;
+///
+/// let db = Arc::new(CircuitBreaker::builder().build()?);
+/// let app: axum::Router = axum::Router::new()
+///     .nest("/breakers", cutout_dashboard::router(cutout_dashboard::Source::new().breaker("db", db)));
+/// # drop(app);
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+pub fn router(source: Source) -> Router {
+    http::routes(Arc::new(sampler::Shared::new(source.finish())))
+}

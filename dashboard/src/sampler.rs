@@ -1,0 +1,281 @@
+//! The one sampler per router: reads every breaker's metrics each tick, turns
+//! counters into rates and transition counts into events, and publishes one
+//! sorted [`Frame`] that every client renders its own page from.
+
+use crate::fleet::MAX_FLEET_KEYS;
+use crate::source::{Source, Thresholds};
+use crate::view::{self, Query};
+use cutout::{Reason, State, WindowCounts};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+
+/// How often the sampler reads the breakers.
+pub(crate) const TICK: Duration = Duration::from_millis(250);
+/// Points kept per breaker for its chart (10 s at four ticks a second).
+pub(crate) const HISTORY: usize = 40;
+/// Transitions kept per breaker.
+pub(crate) const RECENT: usize = 8;
+
+/// One transition (or several of one reason within a tick).
+#[derive(Clone, Debug)]
+pub(crate) struct Event {
+    /// Wall-clock milliseconds since the Unix epoch, at the tick that saw it.
+    pub(crate) at_ms: u64,
+    pub(crate) reason: Reason,
+    pub(crate) count: u64,
+}
+
+/// A breaker as of the last tick.
+#[derive(Clone, Debug)]
+pub(crate) struct Row {
+    pub(crate) name: Arc<str>,
+    /// The name in lower case, for the filter.
+    pub(crate) lower: Arc<str>,
+    pub(crate) state: State,
+    pub(crate) generation: u32,
+    pub(crate) level: u8,
+    pub(crate) time_in_state: Duration,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) window: WindowCounts,
+    pub(crate) tripped_by: Option<WindowCounts>,
+    pub(crate) thresholds: Thresholds,
+    pub(crate) admitted_per_s: f64,
+    pub(crate) rejected_per_s: f64,
+    pub(crate) history: Arc<[(f32, f32)]>,
+    pub(crate) recent: Arc<[Event]>,
+    /// Live fleet peers that report this breaker's name Open.
+    pub(crate) fleet_open: usize,
+}
+
+/// Every breaker, sick first.
+#[derive(Debug, Default)]
+pub(crate) struct Frame {
+    pub(crate) tick: u64,
+    pub(crate) rows: Vec<Row>,
+    /// With a fleet: its live peers and this instance's quorum opens.
+    pub(crate) fleet: Option<(usize, u64)>,
+}
+
+/// Sick first: open, then half-open and recovering, then the rest.
+pub(crate) fn rank(state: State) -> u8 {
+    match state {
+        State::Open | State::ForcedOpen => 0,
+        State::HalfOpen => 1,
+        State::Recovering => 2,
+        State::Disabled => 3,
+        _ => 4,
+    }
+}
+
+/// What the sampler remembers of a breaker between ticks.
+struct Track {
+    lower: Arc<str>,
+    admitted: u64,
+    rejected: u64,
+    transitions: Vec<u64>,
+    history: VecDeque<(f32, f32)>,
+    recent: VecDeque<Event>,
+    recent_shared: Arc<[Event]>,
+    seen: u64,
+}
+
+/// The sampler's state, owned by its task.
+pub(crate) struct Sampler {
+    tracks: HashMap<Arc<str>, Track>,
+    last: Option<Instant>,
+    tick: u64,
+}
+
+impl Sampler {
+    pub(crate) fn new() -> Sampler {
+        Sampler {
+            tracks: HashMap::new(),
+            last: None,
+            tick: 0,
+        }
+    }
+
+    /// Reads every breaker once and returns the sorted frame.
+    pub(crate) fn sample(&mut self, source: &Source) -> Frame {
+        let now = Instant::now();
+        let secs = self
+            .last
+            .map_or(0.0, |last| now.duration_since(last).as_secs_f64());
+        self.last = Some(now);
+        self.tick += 1;
+        let tick = self.tick;
+        let at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut fleet_open: HashMap<String, usize> = HashMap::new();
+        let fleet = source.fleet.as_ref().map(|f| {
+            for key in f.open_keys().into_iter().take(MAX_FLEET_KEYS) {
+                let n = f.open_reports(&key);
+                fleet_open.insert(key, n);
+            }
+            (f.live_peers(), f.quorum_opens())
+        });
+        let mut rows = Vec::with_capacity(self.tracks.len());
+        let tracks = &mut self.tracks;
+        source.for_each(&mut |name, breaker, thresholds| {
+            let m = breaker.metrics();
+            let counts: Vec<u64> = Reason::iter().map(|r| m.transitions(r)).collect();
+            let key: Arc<str> = match tracks.get_key_value(name) {
+                Some((k, _)) => k.clone(),
+                None => Arc::from(name),
+            };
+            let track = tracks.entry(key.clone()).or_insert_with(|| Track {
+                lower: Arc::from(name.to_lowercase()),
+                admitted: m.lifetime.admitted,
+                rejected: m.lifetime.rejected,
+                transitions: counts.clone(),
+                history: VecDeque::with_capacity(HISTORY),
+                recent: VecDeque::with_capacity(RECENT),
+                recent_shared: Arc::from(Vec::new()),
+                seen: tick,
+            });
+            let rate = |now: u64, before: u64| {
+                if secs > 0.0 {
+                    now.saturating_sub(before) as f64 / secs
+                } else {
+                    0.0
+                }
+            };
+            let admitted_per_s = rate(m.lifetime.admitted, track.admitted);
+            let rejected_per_s = rate(m.lifetime.rejected, track.rejected);
+            track.admitted = m.lifetime.admitted;
+            track.rejected = m.lifetime.rejected;
+            // Every transition since the last tick, by reason: the counters only
+            // grow, so none between two ticks goes unseen.
+            let mut changed = false;
+            for (i, reason) in Reason::iter().enumerate() {
+                let delta = counts[i].saturating_sub(track.transitions[i]);
+                if delta > 0 {
+                    if track.recent.len() == RECENT {
+                        track.recent.pop_front();
+                    }
+                    track.recent.push_back(Event {
+                        at_ms,
+                        reason,
+                        count: delta,
+                    });
+                    changed = true;
+                }
+            }
+            track.transitions = counts;
+            if changed {
+                track.recent_shared = track.recent.iter().cloned().collect();
+            }
+            if track.history.len() == HISTORY {
+                track.history.pop_front();
+            }
+            track
+                .history
+                .push_back((admitted_per_s as f32, rejected_per_s as f32));
+            track.seen = tick;
+            rows.push(Row {
+                name: key,
+                lower: track.lower.clone(),
+                state: m.state,
+                generation: m.generation,
+                level: m.level,
+                time_in_state: m.time_in_state,
+                retry_after: m.retry_after,
+                window: m.window,
+                tripped_by: m.tripped_by,
+                thresholds,
+                admitted_per_s,
+                rejected_per_s,
+                history: track.history.iter().copied().collect(),
+                recent: track.recent_shared.clone(),
+                fleet_open: fleet_open.get(name).copied().unwrap_or(0),
+            });
+        });
+        // Breakers gone from the source (evicted, removed) are forgotten.
+        tracks.retain(|_, t| t.seen == tick);
+        rows.sort_by(|a, b| {
+            rank(a.state)
+                .cmp(&rank(b.state))
+                .then(b.window.failure_rate().total_cmp(&a.window.failure_rate()))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        Frame { tick, rows, fleet }
+    }
+}
+
+/// The router's shared state: the source and the latest frame.
+pub(crate) struct Shared {
+    pub(crate) source: Source,
+    pub(crate) frames: watch::Sender<Arc<Frame>>,
+    started: std::sync::Once,
+    /// The pages rendered from the newest frame, by query: clients that ask for
+    /// the same page share one rendering.
+    pages: Mutex<(u64, HashMap<Query, Arc<str>>)>,
+}
+
+/// The most distinct pages kept per frame; others are rendered per client.
+const CACHED_PAGES: usize = 256;
+
+impl Shared {
+    pub(crate) fn new(source: Source) -> Shared {
+        Shared {
+            source,
+            frames: watch::Sender::new(Arc::new(Frame::default())),
+            started: std::sync::Once::new(),
+            pages: Mutex::new((0, HashMap::new())),
+        }
+    }
+
+    /// `query`'s page of `frame` as JSON, rendered once per frame and query.
+    pub(crate) fn render(&self, frame: &Frame, query: &Query) -> Arc<str> {
+        let controls = self.source.controls;
+        {
+            let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+            if pages.0 != frame.tick {
+                *pages = (frame.tick, HashMap::new());
+            }
+            if let Some(page) = pages.1.get(query) {
+                return page.clone();
+            }
+        }
+        let page: Arc<str> = Arc::from(view::page(frame, query, controls).to_string());
+        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        if pages.0 == frame.tick && pages.1.len() < CACHED_PAGES {
+            pages.1.insert(query.clone(), page.clone());
+        }
+        page
+    }
+
+    /// Starts the sampler on the first request (the router may be built outside
+    /// a runtime). The task holds the state weakly and ends with the router.
+    pub(crate) fn ensure_started(self: &Arc<Shared>) {
+        self.started.call_once(|| {
+            let mut sampler = Sampler::new();
+            self.frames
+                .send_replace(Arc::new(sampler.sample(&self.source)));
+            let weak: Weak<Shared> = Arc::downgrade(self);
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(TICK);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                every.tick().await;
+                loop {
+                    every.tick().await;
+                    let Some(shared) = weak.upgrade() else { return };
+                    // Off the async workers: a tick over thousands of breakers
+                    // takes milliseconds.
+                    let done = tokio::task::spawn_blocking(move || {
+                        let frame = sampler.sample(&shared.source);
+                        shared.frames.send_replace(Arc::new(frame));
+                        sampler
+                    });
+                    match done.await {
+                        Ok(back) => sampler = back,
+                        Err(_) => return,
+                    }
+                }
+            });
+        });
+    }
+}

@@ -1,0 +1,187 @@
+//! What the dashboard shows: [`Source`], a set of [`Breakers`] with names.
+
+use crate::fleet::FleetSource;
+use cutout::{CircuitBreaker, Registry};
+use std::fmt::{Display, Write};
+use std::hash::Hash;
+use std::sync::Arc;
+
+/// The thresholds a breaker's rates are drawn against. A breaker does not report
+/// its configuration, so the source states them; `None` draws no line.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Thresholds {
+    /// The failure-rate threshold, 0 to 1.
+    pub failure_rate: Option<f64>,
+    /// The slow-call-rate threshold, 0 to 1.
+    pub slow_call_rate: Option<f64>,
+}
+
+/// Breakers with names, as the dashboard reads them once per tick.
+///
+/// Implemented for a [`Registry`] (through [`Source::registry`]) and for a list
+/// of named breakers (through [`Source::breaker`]); implement it for anything
+/// else that holds breakers, for example a breaker that is rebuilt at run time.
+pub trait Breakers: Send + Sync + 'static {
+    /// Calls `f` once per breaker with its name and thresholds.
+    fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds));
+}
+
+struct FromRegistry<K: Hash + Eq + Send + Sync + 'static> {
+    registry: Arc<Registry<K>>,
+    thresholds: Thresholds,
+}
+
+impl<K> Breakers for FromRegistry<K>
+where
+    K: Display + Hash + Eq + Clone + Send + Sync + 'static,
+{
+    fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds)) {
+        let mut name = String::new();
+        self.registry.for_each(|key, breaker| {
+            name.clear();
+            // A Display into a String cannot fail.
+            let _ = write!(name, "{key}");
+            f(&name, breaker, self.thresholds);
+        });
+    }
+}
+
+struct Named {
+    list: Vec<(String, Arc<CircuitBreaker>, Thresholds)>,
+}
+
+impl Breakers for Named {
+    fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds)) {
+        for (name, breaker, thresholds) in &self.list {
+            f(name, breaker, *thresholds);
+        }
+    }
+}
+
+/// What a dashboard shows, and whether it offers controls: pass it to
+/// [`router`](crate::router).
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, Registry};
+/// use std::sync::Arc;
+///
+/// let registry: Arc<Registry<String>> = Arc::new(Registry::new(CircuitBreaker::builder())?);
+/// let payments = Arc::new(CircuitBreaker::builder().name("payments").build()?);
+/// let source = cutout_dashboard::Source::new()
+///     .thresholds(Some(0.5), None)
+///     .registry(registry)
+///     .breaker("payments", payments);
+/// let app: axum::Router = axum::Router::new().nest("/breakers", cutout_dashboard::router(source));
+/// # drop(app);
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+pub struct Source {
+    pub(crate) sets: Vec<Arc<dyn Breakers>>,
+    named: Vec<(String, Arc<CircuitBreaker>, Thresholds)>,
+    thresholds: Thresholds,
+    pub(crate) controls: bool,
+    pub(crate) fleet: Option<Arc<dyn FleetSource>>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("sets", &self.sets.len())
+            .field("named", &self.named.len())
+            .field("controls", &self.controls)
+            .field("fleet", &self.fleet.is_some())
+            .finish()
+    }
+}
+
+impl Default for Source {
+    fn default() -> Self {
+        Source::new()
+    }
+}
+
+impl Source {
+    /// An empty source, without controls.
+    #[must_use]
+    pub fn new() -> Source {
+        Source {
+            sets: Vec::new(),
+            named: Vec::new(),
+            thresholds: Thresholds::default(),
+            controls: false,
+            fleet: None,
+        }
+    }
+
+    /// The thresholds drawn for the breakers added after this call.
+    #[must_use]
+    pub fn thresholds(mut self, failure_rate: Option<f64>, slow_call_rate: Option<f64>) -> Self {
+        self.thresholds = Thresholds {
+            failure_rate,
+            slow_call_rate,
+        };
+        self
+    }
+
+    /// Every breaker of `registry`, named by its key's `Display`.
+    #[must_use]
+    pub fn registry<K>(mut self, registry: Arc<Registry<K>>) -> Self
+    where
+        K: Display + Hash + Eq + Clone + Send + Sync + 'static,
+    {
+        let thresholds = self.thresholds;
+        self.sets.push(Arc::new(FromRegistry {
+            registry,
+            thresholds,
+        }));
+        self
+    }
+
+    /// One breaker under `name`.
+    #[must_use]
+    pub fn breaker(mut self, name: impl Into<String>, breaker: Arc<CircuitBreaker>) -> Self {
+        self.named.push((name.into(), breaker, self.thresholds));
+        self
+    }
+
+    /// Breakers from a [`Breakers`] of the application's own.
+    #[must_use]
+    pub fn breakers(mut self, set: Arc<dyn Breakers>) -> Self {
+        self.sets.push(set);
+        self
+    }
+
+    /// Shows `fleet`'s picture beside the breakers: live peers and quorum opens,
+    /// and per breaker (matched by name) how many live peers report it Open.
+    #[must_use]
+    pub fn fleet(mut self, fleet: Arc<dyn FleetSource>) -> Self {
+        self.fleet = Some(fleet);
+        self
+    }
+
+    /// With `true`, the page offers force open, disable and reset per breaker, and
+    /// the router accepts them as same-origin `POST`s. Mount such a router behind
+    /// the application's own authentication: see the crate docs.
+    #[must_use]
+    pub fn controls(mut self, on: bool) -> Self {
+        self.controls = on;
+        self
+    }
+
+    /// Every set, the named breakers last.
+    pub(crate) fn finish(mut self) -> Source {
+        if !self.named.is_empty() {
+            let list = std::mem::take(&mut self.named);
+            self.sets.push(Arc::new(Named { list }));
+        }
+        self
+    }
+
+    /// Calls `f` for every breaker of every set.
+    pub(crate) fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds)) {
+        for set in &self.sets {
+            set.for_each(f);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! One client's page of a [`Frame`]: the query it asked for, and the JSON it gets.
+
+use crate::sampler::{Frame, Row, rank};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Rows per page unless the query says otherwise.
+pub(crate) const PER_PAGE: usize = 50;
+/// The most rows a page carries.
+pub(crate) const MAX_PER_PAGE: usize = 200;
+/// The longest filter kept (longer ones are cut).
+const MAX_FILTER: usize = 200;
+
+/// What a client asked to see.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Query {
+    /// Keep the names that contain this, case-insensitively.
+    pub(crate) filter: String,
+    /// Keep only the sick (not Closed and not Disabled).
+    pub(crate) sick: bool,
+    /// Zero-based page.
+    pub(crate) page: usize,
+    pub(crate) per_page: usize,
+}
+
+impl Query {
+    /// Reads `q`, `sick`, `page` and `per_page` from a query string; anything
+    /// unreadable is left at its default.
+    pub(crate) fn parse(query: Option<&str>) -> Query {
+        let mut q = Query {
+            per_page: PER_PAGE,
+            ..Query::default()
+        };
+        for pair in query.unwrap_or("").split('&') {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = decode(v);
+            match k {
+                "q" => {
+                    q.filter = v
+                        .chars()
+                        .take(MAX_FILTER)
+                        .collect::<String>()
+                        .to_lowercase()
+                }
+                "sick" => q.sick = v == "1" || v == "true",
+                "page" => q.page = v.parse().unwrap_or(0),
+                "per_page" => q.per_page = v.parse().unwrap_or(PER_PAGE).clamp(1, MAX_PER_PAGE),
+                _ => {}
+            }
+        }
+        q
+    }
+
+    fn keeps(&self, row: &Row) -> bool {
+        (!self.sick || rank(row.state) < 3)
+            && (self.filter.is_empty() || row.lower.contains(&self.filter))
+    }
+}
+
+/// Percent-decoding, `+` as a space; a bad escape is kept as it is.
+pub(crate) fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h << 4 | l);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+fn row_json(row: &Row) -> Value {
+    let counts =
+        |c: cutout::WindowCounts| json!({"calls": c.calls, "failures": c.failures, "slow": c.slow});
+    json!({
+        "name": &*row.name,
+        "state": row.state.as_str(),
+        "generation": row.generation,
+        "level": row.level,
+        "time_in_state_ms": ms(row.time_in_state),
+        "retry_after_ms": row.retry_after.map(ms),
+        "window": counts(row.window),
+        "failure_rate": row.window.failure_rate(),
+        "slow_call_rate": row.window.slow_call_rate(),
+        "failure_threshold": row.thresholds.failure_rate,
+        "slow_threshold": row.thresholds.slow_call_rate,
+        "tripped_by": row.tripped_by.map(counts),
+        "admitted_per_s": row.admitted_per_s,
+        "rejected_per_s": row.rejected_per_s,
+        "history": row.history.iter().map(|&(a, r)| [a, r]).collect::<Vec<_>>(),
+        "fleet_open_reports": row.fleet_open,
+        "recent": row.recent.iter().map(|e| json!({
+            "at_ms": e.at_ms, "reason": e.reason.as_str(), "count": e.count,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The page `query` asks for, with the totals a pager needs.
+pub(crate) fn page(frame: &Frame, query: &Query, controls: bool) -> Value {
+    let mut matched = 0usize;
+    let mut sick = 0usize;
+    let first = query.page.saturating_mul(query.per_page);
+    let mut rows = Vec::with_capacity(query.per_page.min(frame.rows.len()));
+    for row in &frame.rows {
+        if rank(row.state) < 3 {
+            sick += 1;
+        }
+        if !query.keeps(row) {
+            continue;
+        }
+        if matched >= first && rows.len() < query.per_page {
+            rows.push(row_json(row));
+        }
+        matched += 1;
+    }
+    json!({
+        "tick": frame.tick,
+        "total": frame.rows.len(),
+        "sick": sick,
+        "matched": matched,
+        "page": query.page,
+        "per_page": query.per_page,
+        "pages": matched.div_ceil(query.per_page).max(1),
+        "controls": controls,
+        "fleet": frame.fleet.map(|(live, opens)| json!({"live_peers": live, "quorum_opens": opens})),
+        "breakers": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_reads_its_fields_and_clamps_the_page_size() {
+        let q = Query::parse(Some("q=Pay%20Ments&sick=1&page=3&per_page=100000&x=y"));
+        assert_eq!(q.filter, "pay ments");
+        assert!(q.sick);
+        assert_eq!((q.page, q.per_page), (3, MAX_PER_PAGE));
+        assert_eq!(Query::parse(None).per_page, PER_PAGE);
+        assert_eq!(decode("a%3Cb%zz%4"), "a<b%zz%4");
+    }
+}

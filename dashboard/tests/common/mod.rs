@@ -1,0 +1,134 @@
+//! Loopback helpers: serve a router on a free port, send one request, read a
+//! server-sent event; every wait bounded.
+#![allow(dead_code)]
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+
+/// The longest any single wait in these tests lasts.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub async fn serve(app: axum::Router) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap()
+    }
+}
+
+async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> hyper::Response<hyper::body::Incoming> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let request = request.body(Empty::<Bytes>::new()).unwrap();
+    tokio::time::timeout(WAIT, sender.send_request(request))
+        .await
+        .expect("no answer in time")
+        .unwrap()
+}
+
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let response = send(addr, method, path, headers).await;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = tokio::time::timeout(WAIT, response.into_body().collect())
+        .await
+        .expect("no body in time")
+        .unwrap()
+        .to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    }
+}
+
+pub async fn get(addr: SocketAddr, path: &str) -> Reply {
+    request(addr, "GET", path, &[]).await
+}
+
+/// The first `frame` event of the stream at `path` for which `accept` holds,
+/// within [`WAIT`].
+pub async fn stream_until(
+    addr: SocketAddr,
+    path: &str,
+    mut accept: impl FnMut(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let response = send(addr, "GET", path, &[]).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.into_body();
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .expect("no matching event in time")
+            .expect("stream ended")
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            text.push_str(std::str::from_utf8(&data).unwrap());
+        }
+        while let Some(end) = text.find("\n\n") {
+            let event: String = text.drain(..end + 2).collect();
+            if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
+                let value: serde_json::Value = serde_json::from_str(data).unwrap();
+                if accept(&value) {
+                    return value;
+                }
+            }
+        }
+    }
+}
+
+/// Polls `api/snapshot` under `prefix` until `accept` holds, within [`WAIT`].
+pub async fn snapshot_until(
+    addr: SocketAddr,
+    path: &str,
+    mut accept: impl FnMut(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let value = get(addr, path).await.json();
+        if accept(&value) {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not seen in time: {value}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

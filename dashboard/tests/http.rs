@@ -1,0 +1,259 @@
+//! The router over loopback: the page and its files, the JSON snapshot, the
+//! stream, and the controls.
+
+mod common;
+
+use common::{get, request, serve, snapshot_until, stream_until};
+use cutout::{CircuitBreaker, Registry, State};
+use cutout_dashboard::Source;
+use std::sync::Arc;
+
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+fn registry(keys: &[&str]) -> Arc<Registry<String>> {
+    let registry: Registry<String> = Registry::new(CircuitBreaker::builder()).unwrap();
+    for key in keys {
+        registry.get(*key);
+    }
+    Arc::new(registry)
+}
+
+fn app(source: Source) -> axum::Router {
+    axum::Router::new().nest("/breakers", cutout_dashboard::router(source))
+}
+
+fn names(page: &serde_json::Value) -> Vec<String> {
+    page["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_page_links_its_files_where_it_is_mounted_and_carries_no_data() {
+    let source = || Source::new().registry(registry(&[HOSTILE, "db"]));
+    let addr = serve(app(source())).await;
+    let root = serve(cutout_dashboard::router(source())).await;
+    for (addr, path, link) in [
+        (addr, "/breakers", "\"breakers/app.js"),
+        (root, "/", "\"app.js"),
+    ] {
+        let page = get(addr, path).await;
+        assert_eq!(page.status, 200, "{path}");
+        assert!(page.body.contains(link), "{path}: {}", page.body);
+        let policy = page.headers["content-security-policy"].to_str().unwrap();
+        assert!(policy.contains("script-src 'self'") && !policy.contains("unsafe-inline"));
+        // The page is the same whatever the breakers are: no name reaches the HTML.
+        assert!(!page.body.contains("alert") && !page.body.contains("db"));
+    }
+    let script = get(addr, "/breakers/app.js").await;
+    assert_eq!(script.status, 200);
+    assert!(
+        script.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+    assert!(script.body.contains("textContent"));
+    for sink in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+    ] {
+        assert!(!script.body.contains(sink), "the script uses {sink}");
+    }
+    assert_eq!(get(addr, "/breakers/app.css").await.status, 200);
+}
+
+#[tokio::test]
+async fn the_snapshot_sorts_the_sick_first_filters_and_pages() {
+    let keys = ["a", "b", "c", "d", "e"];
+    let reg = registry(&keys);
+    reg.get("d").force_open();
+    reg.get(HOSTILE).disable();
+    let addr = serve(app(Source::new().registry(reg.clone()))).await;
+    let all = get(addr, "/breakers/api/snapshot").await;
+    assert_eq!(all.status, 200);
+    assert_eq!(all.headers["content-type"], "application/json");
+    let all = all.json();
+    assert_eq!(
+        (all["total"].as_u64(), all["sick"].as_u64()),
+        (Some(6), Some(1))
+    );
+    let order = names(&all);
+    assert_eq!(order[0], "d", "{order:?}");
+    assert_eq!(order[1], HOSTILE, "disabled comes before closed: {order:?}");
+    assert_eq!(all["breakers"][0]["state"], "forced_open");
+    assert!(all["breakers"][0]["retry_after_ms"].is_null());
+
+    let page = get(addr, "/breakers/api/snapshot?per_page=2&page=1")
+        .await
+        .json();
+    assert_eq!(names(&page), ["a", "b"]);
+    assert_eq!(
+        (page["pages"].as_u64(), page["matched"].as_u64()),
+        (Some(3), Some(6))
+    );
+    let filtered = get(addr, "/breakers/api/snapshot?q=%3CSCRIPT").await.json();
+    assert_eq!(names(&filtered), [HOSTILE]);
+    let sick = get(addr, "/breakers/api/snapshot?sick=1").await.json();
+    assert_eq!(names(&sick), ["d"]);
+}
+
+#[tokio::test]
+async fn transitions_between_two_ticks_are_all_reported() {
+    let db = Arc::new(CircuitBreaker::builder().build().unwrap());
+    let addr = serve(app(Source::new().breaker("db", db.clone()))).await;
+    // The sampler starts with the first request, from the state as it is then.
+    get(addr, "/breakers/api/snapshot").await;
+    db.force_open();
+    db.reset();
+    let seen = snapshot_until(addr, "/breakers/api/snapshot", |v| {
+        v["breakers"][0]["recent"].as_array().unwrap().len() >= 2
+    })
+    .await;
+    let mut reasons: Vec<&str> = seen["breakers"][0]["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    reasons.sort_unstable();
+    assert_eq!(reasons, ["forced_open", "reset"]);
+    assert_eq!(seen["breakers"][0]["state"], "closed");
+}
+
+#[tokio::test]
+async fn the_stream_sends_the_clients_page_and_follows_changes() {
+    let reg = registry(&["alpha", "beta"]);
+    let addr = serve(app(Source::new().registry(reg.clone()))).await;
+    let first = stream_until(addr, "/breakers/api/stream?q=bet", |_| true).await;
+    assert_eq!(names(&first), ["beta"]);
+    reg.get("beta").force_open();
+    let later = stream_until(addr, "/breakers/api/stream?q=bet", |v| {
+        v["breakers"][0]["state"] == "forced_open"
+    })
+    .await;
+    assert_eq!(later["sick"], 1);
+}
+
+#[tokio::test]
+async fn controls_are_absent_unless_asked_for() {
+    let reg = registry(&["db"]);
+    let addr = serve(app(Source::new().registry(reg.clone()))).await;
+    let origin = format!("http://{addr}");
+    let post = request(
+        addr,
+        "POST",
+        "/breakers/api/control?name=db&action=force_open",
+        &[("origin", &origin)],
+    )
+    .await;
+    assert_eq!(post.status, 404);
+    assert_eq!(reg.get("db").state(), State::Closed);
+    assert_eq!(
+        get(addr, "/breakers/api/snapshot").await.json()["controls"],
+        false
+    );
+}
+
+#[tokio::test]
+async fn controls_take_same_origin_posts_only() {
+    let reg = registry(&["db", HOSTILE]);
+    let addr = serve(app(Source::new().registry(reg.clone()).controls(true))).await;
+    let path = "/breakers/api/control?name=db&action=force_open";
+    let origin = format!("http://{addr}");
+    // No side effect on GET, and none from another origin or without one.
+    assert_eq!(get(addr, path).await.status, 405);
+    for headers in [
+        vec![],
+        vec![("origin", "http://evil.example")],
+        vec![
+            ("sec-fetch-site", "cross-site"),
+            ("origin", origin.as_str()),
+        ],
+    ] {
+        assert_eq!(
+            request(addr, "POST", path, &headers).await.status,
+            403,
+            "{headers:?}"
+        );
+    }
+    assert_eq!(reg.get("db").state(), State::Closed);
+
+    let ok = request(addr, "POST", path, &[("origin", &origin)]).await;
+    assert_eq!(ok.status, 204);
+    assert_eq!(reg.get("db").state(), State::ForcedOpen);
+    let same_site = [("sec-fetch-site", "same-origin")];
+    let disable = "/breakers/api/control?name=%3Cscript%3Ealert(1)%3C%2Fscript%3E&action=disable";
+    assert_eq!(request(addr, "POST", disable, &same_site).await.status, 204);
+    assert_eq!(reg.get(HOSTILE).state(), State::Disabled);
+    let reset = "/breakers/api/control?name=db&action=reset";
+    assert_eq!(request(addr, "POST", reset, &same_site).await.status, 204);
+    assert_eq!(reg.get("db").state(), State::Closed);
+
+    let unknown = "/breakers/api/control?name=nobody&action=reset";
+    assert_eq!(request(addr, "POST", unknown, &same_site).await.status, 404);
+    let bad = "/breakers/api/control?name=db&action=explode";
+    assert_eq!(request(addr, "POST", bad, &same_site).await.status, 400);
+}
+
+#[tokio::test]
+async fn a_page_is_bounded_and_removed_breakers_leave_it() {
+    let keys: Vec<String> = (0..300).map(|i| format!("k{i:03}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let reg = registry(&keys);
+    let addr = serve(app(Source::new().registry(reg.clone()))).await;
+    let page = get(addr, "/breakers/api/snapshot?per_page=1000")
+        .await
+        .json();
+    assert_eq!(
+        page["breakers"].as_array().unwrap().len(),
+        200,
+        "at most 200 rows a page"
+    );
+    assert_eq!(
+        (page["total"].as_u64(), page["pages"].as_u64()),
+        (Some(300), Some(2))
+    );
+    reg.remove("k000");
+    let later = snapshot_until(addr, "/breakers/api/snapshot?q=k000", |v| v["total"] == 299).await;
+    assert!(names(&later).is_empty());
+}
+
+/// A fleet of three live peers, two of which report `db` Open.
+struct Peers;
+
+impl cutout_dashboard::FleetSource for Peers {
+    fn live_peers(&self) -> usize {
+        3
+    }
+    fn open_keys(&self) -> Vec<String> {
+        vec!["db".into(), "elsewhere".into()]
+    }
+    fn open_reports(&self, key: &str) -> usize {
+        if key == "db" { 2 } else { 1 }
+    }
+    fn quorum_opens(&self) -> u64 {
+        1
+    }
+}
+
+#[tokio::test]
+async fn a_fleets_picture_shows_beside_the_breakers() {
+    let reg = registry(&["db", "cache"]);
+    let addr = serve(app(Source::new().registry(reg).fleet(Arc::new(Peers)))).await;
+    let page = get(addr, "/breakers/api/snapshot").await.json();
+    assert_eq!(page["fleet"]["live_peers"], 3);
+    assert_eq!(page["fleet"]["quorum_opens"], 1);
+    for row in page["breakers"].as_array().unwrap() {
+        let want = if row["name"] == "db" { 2 } else { 0 };
+        assert_eq!(row["fleet_open_reports"], want, "{row}");
+    }
+    let alone = serve(app(Source::new().registry(registry(&["db"])))).await;
+    assert!(get(alone, "/breakers/api/snapshot").await.json()["fleet"].is_null());
+}
