@@ -27,7 +27,7 @@
 //! all): `cargo bench --bench user --features tower`; criterion's own flags
 //! (`-- --measurement-time 5`, a filter such as `-- closed/`) still apply.
 //! `CUTOUT_BENCH_CPU_TIME=1` measures the thread's CPU time instead of wall time,
-//! for a machine other work keeps busy. Figures: `docs/perf-user.md`.
+//! for a machine other work keeps busy. Figures: `docs/PERFORMANCE.md`, "The user's shape".
 
 use criterion::Criterion;
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};

@@ -298,7 +298,7 @@ impl<C: Clock> CircuitBreaker<C> {
     // memory, written a word at a time and read back at once by a wider load
     // where the caller keeps it whole (as criterion's `black_box` does): a
     // store-forwarding stall, 8-10 ns a closed call against 2 inlined
-    // (`benches/user.rs`, "not inlined"; `docs/perf-user.md`). Inlined, the
+    // (`benches/user.rs`, "not inlined"; `docs/PERFORMANCE.md`). Inlined, the
     // `Result` is made where the caller keeps it. The lean path is small:
     // everything else is out of line (`call_off_lean`, `record_success_off_lean`,
     // `record_general`).
