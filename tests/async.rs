@@ -542,6 +542,29 @@ fn block_on_gives_up_on_a_future_that_never_completes() {
     block_on(std::future::pending::<()>());
 }
 
+/// One gated `call_async` on `b`: `before` passes on `clock` before its first poll,
+/// `took` between that poll (its admission) and the one that completes it, whose
+/// result this returns.
+fn timed_call(
+    b: &CircuitBreaker<ManualClock>,
+    clock: &ManualClock,
+    result: Result<u32, &'static str>,
+    before: Duration,
+    took: Duration,
+) -> Poll<Result<u32, Error<&'static str>>> {
+    let (open, polls) = (Cell::new(false), Cell::new(0));
+    let mut f = pin!(b.call_async(Gate {
+        open: &open,
+        polls: &polls,
+        result,
+    }));
+    clock.advance(before);
+    assert!(poll_once(f.as_mut()).is_pending());
+    clock.advance(took);
+    open.set(true);
+    poll_once(f.as_mut())
+}
+
 /// The slow-call threshold of `a_call_is_timed_from_its_first_poll_to_its_last`.
 const SLOW: Duration = Duration::from_millis(100);
 
@@ -556,47 +579,25 @@ fn a_call_is_timed_from_its_first_poll_to_its_last() {
             .slow_calls(SLOW, 1.0)
             .minimum_calls(100),
     );
-    let polls = Cell::new(0);
-    let open = Cell::new(false);
-    let mut f = pin!(b.call_async(Gate {
-        open: &open,
-        polls: &polls,
-        result: Ok(1)
-    }));
-    clock.advance(SLOW * 10); // before admission: not the call's time
-    assert!(poll_once(f.as_mut()).is_pending());
-    clock.advance(SLOW / 2);
-    open.set(true);
-    assert!(matches!(poll_once(f.as_mut()), Poll::Ready(Ok(1))));
+    // Before admission: not the call's time.
+    let done = timed_call(&b, &clock, Ok(1), SLOW * 10, SLOW / 2);
+    assert!(matches!(done, Poll::Ready(Ok(1))));
     let m = b.metrics();
     assert_eq!((m.window.calls, m.window.slow, m.lifetime.slow), (1, 0, 0));
 
-    let open = Cell::new(false);
-    let mut f = pin!(b.call_async(Gate {
-        open: &open,
-        polls: &polls,
-        result: Ok(2)
-    }));
-    assert!(poll_once(f.as_mut()).is_pending());
-    clock.advance(SLOW + Duration::from_nanos(1));
-    open.set(true);
-    assert!(matches!(poll_once(f.as_mut()), Poll::Ready(Ok(2))));
+    let done = timed_call(
+        &b,
+        &clock,
+        Ok(2),
+        Duration::ZERO,
+        SLOW + Duration::from_nanos(1),
+    );
+    assert!(matches!(done, Poll::Ready(Ok(2))));
     let m = b.metrics();
     assert_eq!((m.window.calls, m.window.slow, m.lifetime.slow), (2, 1, 1));
     // exactly the threshold is not slow
-    let open = Cell::new(false);
-    let mut f = pin!(b.call_async(Gate {
-        open: &open,
-        polls: &polls,
-        result: Err("x")
-    }));
-    assert!(poll_once(f.as_mut()).is_pending());
-    clock.advance(SLOW);
-    open.set(true);
-    assert!(matches!(
-        poll_once(f.as_mut()),
-        Poll::Ready(Err(Error::Inner("x")))
-    ));
+    let done = timed_call(&b, &clock, Err("x"), Duration::ZERO, SLOW);
+    assert!(matches!(done, Poll::Ready(Err(Error::Inner("x")))));
     let m = b.metrics();
     assert_eq!(
         (m.window.calls, m.window.slow, m.window.failures),

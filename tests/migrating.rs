@@ -2,6 +2,9 @@
 //! Polly: one test per difference that docs/MIGRATING.md lists, named for it, on
 //! `ManualClock`. The page names each test; a test renamed here is renamed there.
 
+mod common;
+
+use common::on_manual_clock;
 use cutout::{
     CircuitBreaker, Dropped, Error, ManualClock, Reason, SavedState, State, WindowCounts,
 };
@@ -9,11 +12,6 @@ use std::time::{Duration, UNIX_EPOCH};
 
 const SEC: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
-
-fn built(b: cutout::Builder) -> (CircuitBreaker<ManualClock>, ManualClock) {
-    let clock = ManualClock::new();
-    (b.clock(clock.clone()).build().unwrap(), clock)
-}
 
 fn ok<C: cutout::Clock>(b: &CircuitBreaker<C>) -> bool {
     b.call(|| Ok::<_, ()>(())).is_ok()
@@ -45,7 +43,7 @@ fn success_bringing_the_window_to_minimum_calls_trips() {
     // Failure, failure, failure, success, success at 50% over at least 5 calls:
     // the second success makes 5 calls at 60%, and trips, as Resilience4j and
     // recloser do.
-    let (b, _) = built(CircuitBreaker::builder().failure_rate(0.5, 5));
+    let (b, _) = on_manual_clock(CircuitBreaker::builder().failure_rate(0.5, 5));
     for _ in 0..3 {
         fail(&b);
     }
@@ -61,7 +59,7 @@ fn success_bringing_the_window_to_minimum_calls_trips() {
 
 #[test]
 fn success_bringing_the_window_to_minimum_calls_trips_on_the_slow_rate() {
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .slow_calls(Duration::from_millis(100), 0.5)
             .minimum_calls(4),
@@ -79,7 +77,7 @@ fn success_bringing_the_window_to_minimum_calls_trips_on_the_slow_rate() {
 fn success_below_the_rate_at_minimum_calls_does_not_trip() {
     // 2 failures of 5 calls is 40%: the success that brings the window to 5 calls
     // checks, and the breaker stays Closed; so do the successes after it.
-    let (b, _) = built(CircuitBreaker::builder().failure_rate(0.5, 5));
+    let (b, _) = on_manual_clock(CircuitBreaker::builder().failure_rate(0.5, 5));
     fail(&b);
     fail(&b);
     for _ in 0..10 {
@@ -93,7 +91,7 @@ fn success_below_the_rate_at_minimum_calls_does_not_trip() {
 fn slow_success_raises_the_slow_rate_and_trips() {
     // With the window past minimum_calls, a slow success can raise the slow rate
     // to its threshold: it trips on that success.
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .slow_calls(Duration::from_millis(100), 0.5)
             .minimum_calls(4),
@@ -114,7 +112,7 @@ fn slow_success_raises_the_slow_rate_and_trips() {
 fn half_open_verdict_is_all_probes_succeed() {
     // Resilience4j judges 10 probes at 50% and closes with 4 failed; cutout
     // reopens on the first failed probe, as gobreaker does.
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .consecutive_failures(1)
             .half_open_probes(10)
@@ -142,7 +140,7 @@ fn half_open_verdict_is_all_probes_succeed() {
 fn half_open_admits_only_its_probes() {
     // failsafe-rs and recloser admit every call while half-open; cutout admits
     // `half_open_probes` calls and rejects the rest until the round ends.
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .consecutive_failures(1)
             .half_open_probes(2)
@@ -164,7 +162,7 @@ fn outcome_counts_in_bucket_of_record_time() {
     // A call admitted in one bucket and recorded 10.5 s later, past the 10 s
     // window's end for its admission: gobreaker would discard it (it straddles an
     // interval); cutout counts it where it is recorded.
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .window(10 * SEC, 10)
             .failure_rate(0.5, 100),
@@ -183,7 +181,7 @@ fn outcome_counts_in_bucket_of_record_time() {
 fn window_reads_zero_after_a_trip_and_tripped_by_keeps_the_figures() {
     // Resilience4j and gobreaker dashboards show the tripping figures while Open;
     // cutout's window starts again at each phase, and `tripped_by` keeps them.
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .slow_calls(Duration::from_millis(100), 0.6)
             .minimum_calls(5),
@@ -206,7 +204,7 @@ fn state_is_a_pure_read() {
     // Resilience4j's and gobreaker's state getters move an Open breaker whose
     // cooldown is over to HalfOpen; cutout's `state()` reads, and the next call
     // moves it.
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .consecutive_failures(1)
             .open_duration(SEC),
@@ -227,7 +225,7 @@ fn state_is_a_pure_read() {
 fn probe_admitted_at_exactly_the_cooldown() {
     // gobreaker, failsafe-rs and recloser admit a probe strictly after the
     // cooldown's end; cutout admits one at exactly its end.
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .consecutive_failures(1)
             .open_duration(SEC),
@@ -250,14 +248,14 @@ fn panic_counts_as_ignored_by_default() {
         }));
         assert!(caught.is_err());
     };
-    let (b, _) = built(CircuitBreaker::builder().consecutive_failures(1));
+    let (b, _) = on_manual_clock(CircuitBreaker::builder().consecutive_failures(1));
     panicking(&b);
     let m = b.metrics();
     assert_eq!(m.state, State::Closed);
     assert_eq!((m.lifetime.dropped, m.lifetime.failures), (1, 0));
     assert_eq!(m.consecutive_failures, 0);
 
-    let (b, _) = built(
+    let (b, _) = on_manual_clock(
         CircuitBreaker::builder()
             .consecutive_failures(1)
             .on_drop(Dropped::Failure),
@@ -271,7 +269,7 @@ fn window_is_time_based_not_count_based() {
     // A count-based window (Resilience4j's COUNT_BASED, recloser's ring) keeps
     // the last N outcomes however old; cutout's window keeps the last `length`
     // of time, so old failures age out with no call at all.
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .window(10 * SEC, 10)
             .failure_rate(0.5, 4),
@@ -309,7 +307,7 @@ fn restore_sets_the_initial_state() {
 
 #[test]
 fn tripped_by_lasts_as_long_as_the_open_phase_of_the_trip() {
-    let (b, clock) = built(
+    let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .window(10 * SEC, 10)
             .failure_rate(0.5, 2)
