@@ -7,7 +7,7 @@
 mod common;
 
 use common::{on_manual_clock, trips_after};
-use cutout::{CircuitBreaker, Clock, DefaultClock, ManualClock, StdClock};
+use cutout::{CircuitBreaker, Clock, DefaultClock, StdClock};
 use std::time::Duration;
 
 fn clock_threads() -> usize {
@@ -38,7 +38,7 @@ fn only_the_default_clock_starts_the_refresh_thread() {
     let _ = (manual.metrics(), std.metrics());
     #[cfg(feature = "registry")]
     {
-        let registry: cutout::Registry<String, ManualClock> =
+        let registry: cutout::Registry<String, cutout::ManualClock> =
             cutout::Registry::new(CircuitBreaker::builder().clock(clock.clone())).unwrap();
         let _ = registry.call("a", || Ok::<_, ()>(()));
     }

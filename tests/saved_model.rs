@@ -27,7 +27,7 @@
 
 mod common;
 
-use common::{rate_window, with_policies};
+use common::with_policies;
 use cutout::{
     Builder, CircuitBreaker, ManualClock, Permit, Reason, SavedState, State, WindowCounts,
 };
@@ -1402,7 +1402,7 @@ fn serde_checks(
 #[cfg(feature = "serde")]
 #[test]
 fn a_saved_window_length_round_trips_through_json() {
-    let builder = || rate_window(ms(50), 3, 0.5, 4).clock(ManualClock::new());
+    let builder = || common::rate_window(ms(50), 3, 0.5, 4).clock(ManualClock::new());
     let b = builder().build().unwrap();
     let _ = b.call(|| Err::<(), _>("down"));
     let saved = b.save_at(t0());
