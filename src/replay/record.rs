@@ -31,7 +31,7 @@ enum Message {
 /// writing what it was handed. A key in CSV has its commas, quotes and line
 /// breaks replaced by `_`.
 ///
-/// With the `tower` feature, [`RecordLayer`](super::RecordLayer) records the
+/// With the `tower` feature, `replay::RecordLayer` records the
 /// calls that reach a service.
 ///
 /// # Examples
