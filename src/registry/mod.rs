@@ -275,7 +275,9 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
     /// Outcomes of calls whose breaker left the registry while they ran.
     orphaned: AtomicU64,
     /// What an integration keeps beside the registry (see
-    /// [`Attachment`](crate::attach::Attachment)).
+    /// [`Attachment`](crate::attach::Attachment)). Unread in a build whose
+    /// integrations keep nothing per registry.
+    #[allow(dead_code)]
     pub(crate) attached: crate::attach::Attachment,
 }
 
