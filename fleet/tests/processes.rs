@@ -73,17 +73,10 @@ fn redis_dies_local_decisions_go_on_and_the_view_recovers() {
     }
 
     redis.kill();
-    // Local decisions continue, and no call blocks: the slowest of the three
-    // failing calls (the third trips) stays far below any network timeout.
-    let answer = c.ask("fail 3", 5 * SECOND);
-    let slowest_us: u64 = answer
-        .strip_prefix("done open ")
-        .and_then(|us| us.parse().ok())
-        .unwrap_or_else(|| panic!("{answer}"));
-    assert!(
-        slowest_us < 50_000,
-        "a call took {slowest_us} µs with Redis down"
-    );
+    // Local decisions continue, and no call waits on Redis: the listener only
+    // pushes onto the fleet's bounded queue (`force_push`), so the third failing
+    // call trips the breaker and the answer comes within the bounded wait.
+    assert_eq!(c.ask("fail 3", 5 * SECOND), "done open");
     assert_eq!(c.ask("call", 5 * SECOND), "rejected open");
     assert_eq!(a.ask("call", 5 * SECOND), "admitted closed");
     // The view ages out (live_after is 1 s in the nodes).
