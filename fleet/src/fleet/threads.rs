@@ -150,35 +150,66 @@ pub(super) fn spawn(
         })
 }
 
+/// The publisher's connection to Redis, and when to try another once it is gone.
+struct Link {
+    con: Option<redis::Connection>,
+    backoff: Backoff,
+    retry_at: Instant,
+}
+
+impl Link {
+    /// Runs `send` on the connection, if there is one, and counts it published, or
+    /// counts the error and drops the connection (see `failed`).
+    fn send<T>(
+        &mut self,
+        inner: &Inner,
+        send: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) {
+        let Some(con) = self.con.as_mut() else {
+            return;
+        };
+        match send(con) {
+            Ok(_) => Counters::bump(&inner.counters.published),
+            Err(_) => self.failed(inner),
+        }
+    }
+
+    /// Counts a Redis error, drops the connection, and backs off before the next.
+    fn failed(&mut self, inner: &Inner) {
+        Counters::bump(&inner.counters.redis_errors);
+        self.con = None;
+        self.retry_at = later(self.backoff.wait());
+    }
+}
+
 pub(super) fn publish_loop(inner: &Inner) {
     let config = &inner.config;
     let channel = config.channel();
     let hb_key = config.heartbeat_key(&config.instance_id);
-    let mut con: Option<redis::Connection> = None;
-    let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
-    let mut retry_at = Instant::now();
+    let mut link = Link {
+        con: None,
+        backoff: Backoff::new(config.reconnect_min, config.reconnect_max),
+        retry_at: Instant::now(),
+    };
     let mut next_heartbeat = Instant::now();
     // The keys this instance holds Open, as its own transitions said, taken in
     // generation order per key.
     let mut held = Held::new(config.max_open);
     loop {
         if inner.stopping() {
-            if let Some(con) = con.as_mut() {
+            if let Some(con) = link.con.as_mut() {
                 let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&hb_key).query(con);
             }
             return;
         }
-        if con.is_none() && Instant::now() >= retry_at {
-            con = connect(inner);
-            match con {
+        if link.con.is_none() && Instant::now() >= link.retry_at {
+            link.con = connect(inner);
+            match link.con {
                 Some(_) => {
-                    backoff.reset();
+                    link.backoff.reset();
                     next_heartbeat = Instant::now();
                 }
-                None => {
-                    Counters::bump(&inner.counters.redis_errors);
-                    retry_at = later(backoff.wait());
-                }
+                None => link.failed(inner),
             }
         }
         let mut outgoing = Vec::new();
@@ -209,18 +240,13 @@ pub(super) fn publish_loop(inner: &Inner) {
             std::mem::take(&mut *inner.outbox.lock().unwrap_or_else(PoisonError::into_inner));
         outgoing.extend(issued.into_iter().map(Message::Control));
         for message in outgoing.drain(..) {
-            if let Some(c) = con.as_mut() {
-                let bytes = encode(&message, inner.signer.as_ref());
-                let sent: redis::RedisResult<i64> =
-                    redis::cmd("PUBLISH").arg(&channel).arg(bytes).query(c);
-                if sent.is_ok() {
-                    Counters::bump(&inner.counters.published);
-                } else {
-                    Counters::bump(&inner.counters.redis_errors);
-                    con = None;
-                    retry_at = later(backoff.wait());
-                }
-            }
+            let bytes = encode(&message, inner.signer.as_ref());
+            link.send(inner, |c| {
+                redis::cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg(bytes)
+                    .query::<i64>(c)
+            });
         }
         // Overrides that ended are acted on here, Redis or not.
         let override_end = inner.sync_overrides().map(|end| {
@@ -230,37 +256,32 @@ pub(super) fn publish_loop(inner: &Inner) {
         if Instant::now() >= next_heartbeat {
             let now = SystemTime::now();
             held.prune(Instant::now(), now);
-            if let Some(c) = con.as_mut() {
+            if link.con.is_some() {
                 let key = inner.signer.as_ref();
                 let relay = inner.view.lock().relay_overrides(now);
                 let bytes = heartbeat(&config.instance_id, now, held.open(), relay, key);
                 let ttl = u64::try_from(config.live_after.as_millis()).unwrap_or(u64::MAX);
-                let sent: redis::RedisResult<()> = redis::pipe()
-                    .cmd("SET")
-                    .arg(&hb_key)
-                    .arg(&bytes)
-                    .arg("PX")
-                    .arg(ttl)
-                    .ignore()
-                    .cmd("PUBLISH")
-                    .arg(&channel)
-                    .arg(&bytes)
-                    .ignore()
-                    .query(c);
-                if sent.is_ok() {
-                    Counters::bump(&inner.counters.published);
-                } else {
-                    Counters::bump(&inner.counters.redis_errors);
-                    con = None;
-                    retry_at = later(backoff.wait());
-                }
+                link.send(inner, |c| {
+                    redis::pipe()
+                        .cmd("SET")
+                        .arg(&hb_key)
+                        .arg(&bytes)
+                        .arg("PX")
+                        .arg(ttl)
+                        .ignore()
+                        .cmd("PUBLISH")
+                        .arg(&channel)
+                        .arg(&bytes)
+                        .ignore()
+                        .query::<()>(c)
+                });
             }
             next_heartbeat = later(config.heartbeat_every);
         }
-        let wake = if con.is_some() {
+        let wake = if link.con.is_some() {
             next_heartbeat
         } else {
-            retry_at.min(next_heartbeat)
+            link.retry_at.min(next_heartbeat)
         };
         let wake = override_end.map_or(wake, |end| end.min(wake));
         if inner.queue.is_empty() {
