@@ -120,9 +120,7 @@ impl<F> RecordLayer<F> {
             ..self
         }
     }
-}
 
-impl<F> RecordLayer<F> {
     /// Records `result`, which took `latency`, as a call that ends now.
     fn record<T, E>(&self, latency: Duration, result: &Result<T, E>)
     where
@@ -139,7 +137,7 @@ impl<S, F: Clone> Layer<S> for RecordLayer<F> {
     fn layer(&self, inner: S) -> RecordService<S, F> {
         RecordService {
             inner,
-            layer: self.clone(),
+            layer: Arc::new(self.clone()),
         }
     }
 }
@@ -151,13 +149,15 @@ impl<S, F: Clone> Layer<S> for RecordLayer<F> {
 #[derive(Clone, Debug)]
 pub struct RecordService<S, F = ErrIsFailure> {
     inner: S,
-    layer: RecordLayer<F>,
+    // Shared with each call's future: one count written a call, not the
+    // recorder's, the key's and the classifier's.
+    layer: Arc<RecordLayer<F>>,
 }
 
 impl<S, F, Request> Service<Request> for RecordService<S, F>
 where
     S: Service<Request>,
-    F: Classify<S::Response, S::Error> + Clone,
+    F: Classify<S::Response, S::Error>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -195,7 +195,7 @@ pin_project! {
         inner: Fut,
         start: Instant,
         // Taken when the call is recorded.
-        layer: Option<RecordLayer<F>>,
+        layer: Option<Arc<RecordLayer<F>>>,
     }
 }
 
