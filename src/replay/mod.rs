@@ -19,14 +19,16 @@
 //! `reqwest`). Each call the breaker admitted becomes one row when it ends: its
 //! end time, its latency, the outcome the layer's classifier gave the breaker
 //! (`success`, `failure` or `ignored`), and its key (the breaker's name for the
-//! single-breaker layers, the backend's registry key for the keyed ones).
+//! single-breaker layers, the backend's registry key for the keyed ones). In
+//! the single-breaker layers, an error from the service's readiness (a refused
+//! connection) is a row too, with no latency.
 //!
 //! A trace is what the dependency did, so a call the breaker rejected is no
 //! row: it never reached the dependency, and nothing says how it would have
-//! ended. A trace recorded behind a breaker therefore thins out while the
-//! breaker is open, and a replay sees fewer calls there than the dependency
-//! would have had: a replay that opens later than the recorded breaker did
-//! finds no calls to judge in that gap. To record all of a dependency's calls,
+//! ended. A trace recorded behind a breaker therefore has a gap while the
+//! breaker was open: a replay under settings that would have stayed closed
+//! there sees none of the calls they would have let through. To record all of
+//! a dependency's calls,
 //! record before it has a breaker, with `RecordLayer` (feature `tower`) alone
 //! around its service, or with the breaker
 //! [`disable`](crate::CircuitBreaker::disable)d. A call whose future is dropped
@@ -35,7 +37,7 @@
 //!
 //! Without a recorder a layer's path is as it was: the single-breaker layers
 //! add the recording as an inner layer only when asked, and the keyed ones
-//! hold an `Option` that costs one check.
+//! hold an `Option` that costs one check (nothing without this feature).
 //!
 //! # The replay rule
 //! Each call is admitted at `at - latency` and ends at `at`, holding a permit in
