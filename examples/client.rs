@@ -10,6 +10,11 @@
 //! opens, A gets no more calls, the frontend answers `503` with `Retry-After` at
 //! once, and B's breaker stays closed. `tests/client.rs` drives the same servers
 //! over loopback.
+//!
+//! With `--record PATH` (and the `replay` feature: `cargo run --example client
+//! --features reqwest,http,replay -- --record PATH`) the middleware also records
+//! each call a breaker admitted to `PATH`, keyed by backend: a trace that
+//! `cutout-tune` replays (`tune/traces/client.csv` is one).
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -68,6 +73,18 @@ pub fn client<C>(breakers: Arc<Registry<String, C>>, timeout: Duration) -> Clien
 where
     C: Clock + Clone + Send + Sync + 'static,
 {
+    client_with(CircuitBreakerMiddleware::new(breakers), timeout)
+}
+
+/// [`client`] with `breakers`, a middleware set up by the caller (one that
+/// records, for `--record`).
+pub fn client_with<C>(
+    breakers: CircuitBreakerMiddleware<C>,
+    timeout: Duration,
+) -> ClientWithMiddleware
+where
+    C: Clock + Clone + Send + Sync + 'static,
+{
     let retry = ExponentialBackoff::builder()
         .retry_bounds(Duration::from_millis(10), Duration::from_millis(50))
         .build_with_max_retries(2);
@@ -77,7 +94,7 @@ where
         .expect("a client without TLS builds");
     ClientBuilder::new(client)
         .with(RetryTransientMiddleware::new_with_policy(retry))
-        .with(CircuitBreakerMiddleware::new(breakers))
+        .with(breakers)
         .build()
 }
 
@@ -132,13 +149,54 @@ pub fn frontend(frontend: Frontend) -> Router {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let breakers = breakers(cutout::DefaultClock::new())?;
+    let middleware = CircuitBreakerMiddleware::new(breakers.clone());
+    match std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
+        [] => demo(breakers, middleware).await,
+        [flag, path] if flag == "--record" => record(breakers, middleware, path).await,
+        _ => Err("usage: client [--record PATH]".into()),
+    }
+}
+
+/// `--record PATH`: the demo, its middleware recording to `PATH`.
+#[cfg(feature = "replay")]
+async fn record(
+    breakers: Arc<Registry<String>>,
+    middleware: CircuitBreakerMiddleware,
+    path: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let recorder = cutout::replay::Recorder::to_file(path, 1024)?;
+    demo(breakers, middleware.record(recorder.clone())).await?;
+    recorder.flush()?;
+    println!(
+        "recorded {} calls to {path} ({} dropped)",
+        recorder.written(),
+        recorder.dropped()
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "replay"))]
+async fn record(
+    _: Arc<Registry<String>>,
+    _: CircuitBreakerMiddleware,
+    _: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    Err("--record needs the replay feature: --features reqwest,http,replay".into())
+}
+
+/// The script: A healthy, then failing until its breaker opens, B well
+/// throughout, then A hung behind its open breaker.
+async fn demo(
+    breakers: Arc<Registry<String>>,
+    middleware: CircuitBreakerMiddleware,
+) -> Result<(), Box<dyn std::error::Error>> {
     let (a, b) = (Arc::new(Backend::default()), Arc::new(Backend::default()));
     let backends = [
         spawn_backend(a.clone()).await?,
         spawn_backend(b.clone()).await?,
     ];
-    let breakers = breakers(cutout::DefaultClock::new())?;
-    let client = client(breakers.clone(), Duration::from_millis(300));
+    let client = client_with(middleware, Duration::from_millis(300));
     let addr = serve(frontend(Frontend { client, backends })).await?;
     let outside = reqwest::Client::new();
     let script = [

@@ -237,6 +237,40 @@ impl<C: Clock + 'static, K> HttpLayer<C, K> {
     pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
         self.inner.breaker()
     }
+
+    /// This layer over a [`RecordLayer`](crate::replay::RecordLayer) that
+    /// records each call the breaker admitted to `recorder`, as this layer's
+    /// classifier judged it, keyed by the breaker's
+    /// [`name`](CircuitBreaker::name) (feature `replay`); as
+    /// [`CircuitBreakerLayer::record`]. A request answered `503` by the breaker
+    /// reached no service and is not recorded.
+    ///
+    /// # Examples
+    /// ```
+    /// use axum::{Router, routing::get};
+    /// use cutout::{CircuitBreaker, http::HttpLayer, replay::Recorder};
+    /// use std::sync::Arc;
+    ///
+    /// let recorder = Recorder::to_writer(std::io::sink(), false, 1024)?;
+    /// let breaker = Arc::new(CircuitBreaker::builder().name("orders").build()?);
+    /// let app: Router = Router::new()
+    ///     .route("/orders", get(|| async { "orders" }))
+    ///     .route_layer(HttpLayer::new(breaker).record(recorder));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "replay")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
+    pub fn record(
+        self,
+        recorder: crate::replay::Recorder,
+    ) -> ::tower::layer::util::Stack<crate::replay::RecordLayer<K>, Self>
+    where
+        K: Clone,
+    {
+        let record =
+            crate::replay::RecordLayer::behind(recorder, self.breaker(), &self.inner.classify);
+        ::tower::layer::util::Stack::new(record, self)
+    }
 }
 
 impl<C: Clock + 'static, K: Clone> Clone for HttpLayer<C, K> {

@@ -125,6 +125,8 @@ mod metrics;
 mod permit;
 mod policy;
 mod ramp;
+#[cfg(any(all(feature = "http", feature = "registry"), feature = "reqwest"))]
+mod recording;
 #[cfg(feature = "registry")]
 mod registry;
 #[cfg(feature = "replay")]

@@ -83,6 +83,7 @@
 use crate::classify::Classify;
 use crate::clock::{Clock, DefaultClock};
 use crate::permit::Outcome;
+use crate::recording::Recorder;
 use crate::{Registry, Rejected};
 use ::http::Extensions;
 use ::reqwest::{Request, Response, Url};
@@ -125,6 +126,7 @@ pub struct CircuitBreakerMiddleware<
     registry: Arc<Registry<String, C, S>>,
     key: Option<Arc<KeyFn>>,
     classify: K,
+    recorder: Option<Recorder>,
 }
 
 impl<C: Clock, S> CircuitBreakerMiddleware<C, S> {
@@ -135,6 +137,7 @@ impl<C: Clock, S> CircuitBreakerMiddleware<C, S> {
             registry,
             key: None,
             classify: DefaultClassifier,
+            recorder: None,
         }
     }
 }
@@ -179,6 +182,44 @@ impl<C: Clock, S, K> CircuitBreakerMiddleware<C, S, K> {
             registry: self.registry,
             key: self.key,
             classify,
+            recorder: self.recorder,
+        }
+    }
+
+    /// Records each request a breaker admitted to `recorder`: when it ended, its
+    /// latency (from the breaker's admission to the response head or the error),
+    /// the outcome the classifier gave the breaker, and its registry key
+    /// (features `replay` and `reqwest`). A rejected request was never sent and
+    /// is not recorded (see [`replay`](crate::replay#what-a-layer-records)); nor is
+    /// one whose future was dropped before it ended. Recording never blocks a
+    /// request: a call that finds the recorder's queue full is dropped and
+    /// counted ([`Recorder::dropped`](crate::replay::Recorder::dropped)).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, reqwest::CircuitBreakerMiddleware};
+    /// use cutout::replay::Recorder;
+    /// use std::sync::Arc;
+    ///
+    /// let path = std::env::temp_dir().join(format!("client-doc-{}.csv", std::process::id()));
+    /// let recorder = Recorder::to_file(&path, 4096)?;
+    /// let breakers = Arc::new(Registry::new(CircuitBreaker::builder())?);
+    /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+    ///     .with(CircuitBreakerMiddleware::new(breakers).record(recorder.clone()))
+    ///     .build();
+    /// // client.get("http://orders.internal:8080/orders").send().await ...
+    /// recorder.flush()?; // at_ms,latency_ms,outcome,key rows, one a request
+    /// # let _ = client;
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "replay")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
+    #[must_use]
+    pub fn record(self, recorder: Recorder) -> Self {
+        CircuitBreakerMiddleware {
+            recorder: Some(recorder),
+            ..self
         }
     }
 
@@ -194,6 +235,7 @@ impl<C: Clock, S, K: Clone> Clone for CircuitBreakerMiddleware<C, S, K> {
             registry: self.registry.clone(),
             key: self.key.clone(),
             classify: self.classify.clone(),
+            recorder: self.recorder.clone(),
         }
     }
 }
@@ -254,9 +296,14 @@ where
                 }));
             }
         };
+        let tap = self.recorder.as_ref().map(|r| r.start(&key));
         drop(key);
         let result = next.run(request, extensions).await;
-        permit.record(self.classify.classify(&result));
+        let outcome = self.classify.classify(&result);
+        permit.record(outcome);
+        if let Some(tap) = tap {
+            tap.finish(outcome);
+        }
         result
     }
 }

@@ -105,7 +105,7 @@ pub struct CircuitBreakerLayer<C: Clock + 'static = DefaultClock, K = ErrIsFailu
     /// A hold, as a service's is: the layer's drop gives it back, so the layer
     /// going last still drops its thread's spares of an otherwise unheld breaker.
     hold: Hold<C>,
-    classify: K,
+    pub(crate) classify: K,
 }
 
 impl<C: Clock + 'static> CircuitBreakerLayer<C> {
@@ -139,6 +139,57 @@ impl<C: Clock + 'static, K> CircuitBreakerLayer<C, K> {
     /// The shared breaker.
     pub fn breaker(&self) -> &Arc<CircuitBreaker<C>> {
         self.hold.breaker()
+    }
+
+    /// This layer over a [`RecordLayer`](crate::replay::RecordLayer) that
+    /// records to `recorder` each call the breaker admitted, as this layer's
+    /// classifier judged it, keyed by the breaker's [`name`](CircuitBreaker::name)
+    /// (feature `replay`). Calls the breaker rejected never reached the service
+    /// and are not recorded (see [`replay`](crate::replay#what-a-layer-records)).
+    /// The services it makes are this layer's around a
+    /// [`RecordService`](crate::replay::RecordService); without it, nothing on
+    /// their path changes.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, CircuitBreakerLayer, Outcome};
+    /// use cutout::replay::{Recorder, Trace};
+    /// use std::sync::Arc;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #     }
+    /// # }
+    ///
+    /// let path = std::env::temp_dir().join(format!("layer-doc-{}.csv", std::process::id()));
+    /// let recorder = Recorder::to_file(&path, 1024)?;
+    /// let breaker = Arc::new(CircuitBreaker::builder().name("billing").build()?);
+    /// let backend = service_fn(|n: u32| async move { if n > 0 { Ok(n) } else { Err("down") } });
+    /// let service = CircuitBreakerLayer::new(breaker).record(recorder.clone()).layer(backend);
+    /// let _ = block_on(service.clone().oneshot(0));
+    /// let _ = block_on(service.oneshot(7));
+    /// recorder.flush()?;
+    /// let trace = Trace::from_csv(std::fs::File::open(&path)?)?;
+    /// let outcomes: Vec<_> = trace.calls().iter().map(|c| c.outcome).collect();
+    /// assert_eq!(outcomes, [Outcome::Failure, Outcome::Success]);
+    /// assert_eq!(trace.calls()[0].key.as_deref(), Some("billing"));
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "replay")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
+    pub fn record(
+        self,
+        recorder: crate::replay::Recorder,
+    ) -> ::tower::layer::util::Stack<crate::replay::RecordLayer<K>, Self>
+    where
+        K: Clone,
+    {
+        let record = crate::replay::RecordLayer::behind(recorder, self.breaker(), &self.classify);
+        ::tower::layer::util::Stack::new(record, self)
     }
 }
 

@@ -1,6 +1,10 @@
 //! `cutout::replay`: traces read from CSV and JSON lines (bad ones refused by
 //! line and field, never a panic), and replays that follow the documented rule:
-//! calls hold permits from admission to end, overlapping as recorded.
+//! calls hold permits from admission to end, overlapping as recorded. The
+//! recorder on its own and at the edges (the tower layer, the http layers; the
+//! reqwest middleware's is in `tests/reqwest.rs`): rows read back with the
+//! breaker's outcomes and keys, rejected calls are no rows, and a full queue
+//! drops and counts without blocking a call.
 
 use cutout::replay::{Call, Trace, replay};
 use cutout::{Builder, CircuitBreaker, Outcome, Reason, Settings, State};
@@ -449,5 +453,257 @@ mod recorder {
                 .all(|c| c.key.as_deref() == Some("billing"))
         );
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// Reads back what `recorder` wrote to `path`, then removes the file.
+    #[cfg(feature = "tower")]
+    fn read_back(recorder: &Recorder, path: &std::path::Path) -> Trace {
+        recorder.flush().unwrap();
+        let trace = Trace::from_csv(std::fs::File::open(path).unwrap()).unwrap();
+        let _ = std::fs::remove_file(path);
+        trace
+    }
+
+    #[cfg(feature = "tower")]
+    fn outcomes_and_keys(trace: &Trace) -> Vec<(Outcome, &str)> {
+        let calls = trace.calls().iter();
+        calls
+            .map(|c| (c.outcome, c.key.as_deref().unwrap_or("")))
+            .collect()
+    }
+
+    #[cfg(feature = "tower")]
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(f)
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn the_tower_layer_records_what_its_breaker_admitted_as_its_classifier_judged_it() {
+        use cutout::{CircuitBreaker, CircuitBreakerLayer, Error, ManualClock};
+        use std::sync::Arc;
+        use tower::{Layer, ServiceExt, service_fn};
+
+        let path = temp("tower.csv");
+        let recorder = Recorder::to_file(&path, 64).unwrap();
+        let breaker = CircuitBreaker::builder()
+            .name("billing")
+            .consecutive_failures(2)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        let service = CircuitBreakerLayer::new(Arc::new(breaker))
+            .classify(|r: &Result<u32, &str>| match r {
+                Ok(404) => Outcome::Ignored,
+                Ok(_) => Outcome::Success,
+                Err(_) => Outcome::Failure,
+            })
+            .record(recorder.clone())
+            .layer(service_fn(|n: u32| async move {
+                match n {
+                    0 => Err("down"),
+                    n => Ok(n),
+                }
+            }));
+        block_on(async {
+            for n in [200, 404, 0, 0] {
+                let _ = service.clone().oneshot(n).await;
+            }
+            // Two failures in a row opened it: this call never reaches the
+            // service, and is no row.
+            let rejected = service.clone().oneshot(200).await;
+            assert!(matches!(rejected, Err(Error::Rejected(_))));
+        });
+        let trace = read_back(&recorder, &path);
+        use Outcome::{Failure, Ignored, Success};
+        assert_eq!(
+            outcomes_and_keys(&trace),
+            [
+                (Success, "billing"),
+                (Ignored, "billing"),
+                (Failure, "billing"),
+                (Failure, "billing")
+            ]
+        );
+        assert_eq!(recorder.dropped(), 0);
+    }
+
+    /// A service whose readiness fails: a refused connection.
+    #[cfg(feature = "tower")]
+    #[derive(Clone)]
+    struct Refusing;
+
+    #[cfg(feature = "tower")]
+    impl tower::Service<u32> for Refusing {
+        type Response = u32;
+        type Error = &'static str;
+        type Future = std::future::Ready<Result<u32, &'static str>>;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), &'static str>> {
+            std::task::Poll::Ready(Err("connection refused"))
+        }
+
+        fn call(&mut self, n: u32) -> Self::Future {
+            std::future::ready(Ok(n))
+        }
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn a_readiness_error_is_a_row_that_ended_at_once_as_the_breaker_counted_it() {
+        use cutout::{CircuitBreaker, CircuitBreakerLayer, ManualClock};
+        use std::sync::Arc;
+        use tower::{Layer, ServiceExt};
+
+        let path = temp("ready.csv");
+        let recorder = Recorder::to_file(&path, 64).unwrap();
+        let breaker = Arc::new(
+            CircuitBreaker::builder()
+                .clock(ManualClock::new())
+                .build()
+                .unwrap(),
+        );
+        let layer = CircuitBreakerLayer::new(breaker.clone()).record(recorder.clone());
+        let refused = block_on(layer.layer(Refusing).oneshot(1));
+        assert!(refused.is_err());
+        assert_eq!(breaker.metrics().lifetime.failures, 1);
+        let trace = read_back(&recorder, &path);
+        assert_eq!(outcomes_and_keys(&trace), [(Outcome::Failure, "default")]);
+        assert_eq!(trace.calls()[0].latency, Duration::ZERO);
+    }
+
+    #[cfg(feature = "tower")]
+    #[test]
+    fn a_full_queue_behind_a_layer_drops_and_counts_and_every_call_completes() {
+        use cutout::{CircuitBreaker, CircuitBreakerLayer, ManualClock};
+        use std::sync::Arc;
+        use tower::{Layer, ServiceExt, service_fn};
+
+        let (open, gate) = mpsc::channel();
+        let recorder = Recorder::to_writer(Gate(gate), false, 2).unwrap();
+        let breaker = CircuitBreaker::builder()
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        let service = CircuitBreakerLayer::new(Arc::new(breaker))
+            .record(recorder.clone())
+            .layer(service_fn(|n: u32| async move { Ok::<_, ()>(n) }));
+        // The writer is stuck on the header: every call still completes, two
+        // rows wait in the queue and the other eight are dropped.
+        let answers: Vec<_> = block_on(async {
+            let mut answers = Vec::new();
+            for n in 0..10 {
+                answers.push(service.clone().oneshot(n).await.unwrap());
+            }
+            answers
+        });
+        assert_eq!(answers, (0..10).collect::<Vec<_>>());
+        assert_eq!(recorder.dropped(), 8);
+        for _ in 0..64 {
+            let _ = open.send(());
+        }
+        recorder.flush().unwrap();
+        assert_eq!((recorder.written(), recorder.dropped()), (2, 8));
+    }
+
+    #[cfg(feature = "http")]
+    #[test]
+    fn the_http_layer_records_responses_by_status_and_no_row_for_its_503() {
+        use cutout::{CircuitBreaker, ManualClock, Rejected, http::HttpLayer};
+        use http::{Request, Response, StatusCode};
+        use std::convert::Infallible;
+        use std::sync::Arc;
+        use tower::{Layer, ServiceExt, service_fn};
+
+        let path = temp("http.csv");
+        let recorder = Recorder::to_file(&path, 64).unwrap();
+        let breaker = CircuitBreaker::builder()
+            .name("orders")
+            .consecutive_failures(2)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        let service = HttpLayer::new(Arc::new(breaker))
+            .record(recorder.clone())
+            .layer(service_fn(|request: Request<()>| async move {
+                let mut response = Response::new(());
+                *response.status_mut() = match request.uri().path() {
+                    "/down" => StatusCode::BAD_GATEWAY,
+                    "/missing" => StatusCode::NOT_FOUND,
+                    _ => StatusCode::OK,
+                };
+                Ok::<_, Infallible>(response)
+            }));
+        let get = |path: &str| Request::get(path).body(()).unwrap();
+        block_on(async {
+            for path in ["/", "/missing", "/down", "/down"] {
+                service.clone().oneshot(get(path)).await.unwrap();
+            }
+            let shed = service.clone().oneshot(get("/")).await.unwrap();
+            assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(shed.extensions().get::<Rejected>().is_some());
+        });
+        let trace = read_back(&recorder, &path);
+        use Outcome::{Failure, Success};
+        assert_eq!(
+            outcomes_and_keys(&trace),
+            [
+                (Success, "orders"),
+                (Success, "orders"), // a 404 says the dependency is up
+                (Failure, "orders"),
+                (Failure, "orders")
+            ]
+        );
+    }
+
+    #[cfg(all(feature = "http", feature = "registry"))]
+    #[test]
+    fn the_backend_layer_records_each_call_under_its_backends_key() {
+        use cutout::{CircuitBreaker, Error, ManualClock, Registry, http::BackendLayer};
+        use http::{Request, Response, StatusCode};
+        use std::convert::Infallible;
+        use std::sync::Arc;
+        use tower::{Layer, ServiceExt, service_fn};
+
+        let path = temp("backend.csv");
+        let recorder = Recorder::to_file(&path, 64).unwrap();
+        let builder = CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(ManualClock::new());
+        let breakers = Arc::new(Registry::new(builder).unwrap());
+        // Backend "a" is sick, "b" is well.
+        let client = BackendLayer::new(breakers)
+            .record(recorder.clone())
+            .layer(service_fn(|request: Request<()>| async move {
+                let mut response = Response::new(());
+                if request.uri().host() == Some("a") {
+                    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                }
+                Ok::<_, Infallible>(response)
+            }));
+        let get = |uri: &str| Request::get(uri).body(()).unwrap();
+        block_on(async {
+            client.clone().oneshot(get("http://b:80/x")).await.unwrap();
+            client
+                .clone()
+                .oneshot(get("http://a:8080/x"))
+                .await
+                .unwrap();
+            let rejected = client.clone().oneshot(get("http://a:8080/y")).await;
+            assert!(matches!(rejected, Err(Error::Rejected(_))));
+            client.clone().oneshot(get("http://b:80/y")).await.unwrap();
+        });
+        let trace = read_back(&recorder, &path);
+        use Outcome::{Failure, Success};
+        assert_eq!(
+            outcomes_and_keys(&trace),
+            [(Success, "b:80"), (Failure, "a:8080"), (Success, "b:80")]
+        );
     }
 }

@@ -2,8 +2,9 @@
 //! `reqwest-middleware` (keys, classification, rejections whose sources reach
 //! `Rejected`, and `reqwest-retry` outside the breaker, stopped at once by an open
 //! breaker); and the `http` feature's `BackendLayer` around hyper-util's client,
-//! one breaker per backend authority. Backends are `examples/client.rs`'s, served
-//! on 127.0.0.1; breakers run on a `ManualClock`.
+//! one breaker per backend authority. With the `replay` feature, the middleware's
+//! recorder. Backends are `examples/client.rs`'s, served on 127.0.0.1; breakers
+//! run on a `ManualClock`.
 
 #[allow(dead_code)]
 #[path = "../examples/client.rs"]
@@ -244,4 +245,57 @@ async fn the_backend_layer_keys_hyper_utils_client_by_authority() {
     clock.advance(COOLDOWN);
     assert_eq!(get(a_addr).await.unwrap().status(), 200);
     assert_eq!(registry.get(&a_addr.to_string()).state(), State::Closed);
+}
+
+#[cfg(feature = "replay")]
+#[tokio::test]
+async fn the_middleware_records_each_sent_request_by_key_and_outcome() {
+    use cutout::Outcome::{Failure, Ignored, Success};
+    use cutout::replay::{Recorder, Trace};
+
+    let path = std::env::temp_dir().join(format!("cutout-reqwest-{}.csv", std::process::id()));
+    let recorder = Recorder::to_file(&path, 64).unwrap();
+    let clock = ManualClock::new();
+    let registry = breakers(&clock, 2);
+    let (_, well) = backend(Mode::Healthy).await;
+    let (sick, sick_addr) = backend(Mode::Failing).await;
+    let busy = axum::Router::new().fallback(|| async { axum::http::StatusCode::TOO_MANY_REQUESTS });
+    let busy = example::serve(busy).await.unwrap();
+    let client = client(CircuitBreakerMiddleware::new(registry).record(recorder.clone()));
+    for addr in [well, busy, sick_addr, sick_addr] {
+        client
+            .get(format!("http://{addr}/work"))
+            .send()
+            .await
+            .unwrap();
+    }
+    // Two failures opened the sick backend's breaker: this request is never
+    // sent, and is no row.
+    let error = client
+        .get(format!("http://{sick_addr}/work"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(rejected(&error).is_some());
+    assert_eq!(sick.calls(), 2);
+
+    recorder.flush().unwrap();
+    let trace = Trace::from_csv(std::fs::File::open(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let rows: Vec<_> = trace
+        .calls()
+        .iter()
+        .map(|c| (c.outcome, c.key.clone().unwrap_or_default()))
+        .collect();
+    let (well, busy, sick) = (well.to_string(), busy.to_string(), sick_addr.to_string());
+    assert_eq!(
+        rows,
+        [
+            (Success, well),
+            (Ignored, busy),
+            (Failure, sick.clone()),
+            (Failure, sick)
+        ]
+    );
+    assert_eq!(recorder.dropped(), 0);
 }

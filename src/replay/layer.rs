@@ -1,26 +1,31 @@
 //! [`RecordLayer`]: a tower layer that records each call reaching its service
-//! to a [`Recorder`] (features `replay` and `tower`).
+//! to a [`Recorder`] (features `replay` and `tower`); the breaker's layers record
+//! through one (`CircuitBreakerLayer::record`, `HttpLayer::record`).
 
 use super::Recorder;
-use crate::{Classify, ErrIsFailure};
+use crate::{CircuitBreaker, Classify, Clock, ErrIsFailure};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tower::{Layer, Service};
 
 /// Records every call that reaches the inner service, with its latency (from
 /// `call` to the response) and its outcome by a [`Classify`] (default: `Err` is
-/// a failure), to a [`Recorder`], which never blocks the call.
+/// a failure), to a [`Recorder`], which never blocks the call. An error from
+/// the inner service's readiness (a refused connection) is recorded as a call
+/// that ended at once, classified as a response's `Err` would be.
 ///
-/// Put it inside the breaker's layer to record the calls the dependency saw
-/// (breaker, then recorder, then the service). A replay needs the calls a
-/// breaker would have been asked about: record with the breaker
-/// [`disable`](crate::CircuitBreaker::disable)d, or in front of a dependency
-/// without one, to capture all of them. A call whose future is dropped before
-/// it completes (a timeout outside, a cancelled request) is not recorded.
+/// The breaker's layers record through one placed inside them:
+/// [`CircuitBreakerLayer::record`](crate::CircuitBreakerLayer::record) gives it
+/// the layer's classifier and the breaker's name. Use it on its own to record a
+/// dependency that has no breaker yet: every call then reaches it, so the trace
+/// holds all of them, which a replay under candidate settings needs (a trace
+/// recorded behind a breaker lacks the calls it rejected). A call whose future
+/// is dropped before it completes (a timeout outside, a cancelled request) is
+/// not recorded.
 ///
 /// # Examples
 /// ```
@@ -64,6 +69,23 @@ impl RecordLayer {
 }
 
 impl<F> RecordLayer<F> {
+    /// The layer that records inside a breaker's: its classifier, the breaker's
+    /// name as the key.
+    pub(crate) fn behind<C: Clock>(
+        recorder: Recorder,
+        breaker: &CircuitBreaker<C>,
+        classify: &F,
+    ) -> RecordLayer<F>
+    where
+        F: Clone,
+    {
+        RecordLayer {
+            recorder,
+            classify: classify.clone(),
+            key: Some(breaker.name().into()),
+        }
+    }
+
     /// Each call's outcome by `classify` instead.
     ///
     /// # Examples
@@ -98,6 +120,15 @@ impl<F> RecordLayer<F> {
             ..self
         }
     }
+
+    /// Records `result`, which took `latency`, as a call that ends now.
+    fn record<T, E>(&self, latency: Duration, result: &Result<T, E>)
+    where
+        F: Classify<T, E>,
+    {
+        let outcome = self.classify.classify(result);
+        self.recorder.record(latency, outcome, self.key.as_deref());
+    }
 }
 
 impl<S, F: Clone> Layer<S> for RecordLayer<F> {
@@ -106,7 +137,7 @@ impl<S, F: Clone> Layer<S> for RecordLayer<F> {
     fn layer(&self, inner: S) -> RecordService<S, F> {
         RecordService {
             inner,
-            layer: self.clone(),
+            layer: Arc::new(self.clone()),
         }
     }
 }
@@ -118,20 +149,29 @@ impl<S, F: Clone> Layer<S> for RecordLayer<F> {
 #[derive(Clone, Debug)]
 pub struct RecordService<S, F = ErrIsFailure> {
     inner: S,
-    layer: RecordLayer<F>,
+    // Shared with each call's future: one count written a call, not the
+    // recorder's, the key's and the classifier's.
+    layer: Arc<RecordLayer<F>>,
 }
 
 impl<S, F, Request> Service<Request> for RecordService<S, F>
 where
     S: Service<Request>,
-    F: Classify<S::Response, S::Error> + Clone,
+    F: Classify<S::Response, S::Error>,
 {
     type Response = S::Response;
     type Error = S::Error;
     type Future = RecordFuture<S::Future, F>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
+        match std::task::ready!(self.inner.poll_ready(cx)) {
+            Ok(()) => Poll::Ready(Ok(())),
+            Err(e) => {
+                let result: Result<S::Response, S::Error> = Err(e);
+                self.layer.record(Duration::ZERO, &result);
+                Poll::Ready(result.map(drop))
+            }
+        }
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
@@ -155,7 +195,7 @@ pin_project! {
         inner: Fut,
         start: Instant,
         // Taken when the call is recorded.
-        layer: Option<RecordLayer<F>>,
+        layer: Option<Arc<RecordLayer<F>>>,
     }
 }
 
@@ -170,10 +210,7 @@ where
         let this = self.project();
         let result = std::task::ready!(this.inner.poll(cx));
         if let Some(layer) = this.layer.take() {
-            let outcome = layer.classify.classify(&result);
-            layer
-                .recorder
-                .record(this.start.elapsed(), outcome, layer.key.as_deref());
+            layer.record(this.start.elapsed(), &result);
         }
         Poll::Ready(result)
     }

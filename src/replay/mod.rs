@@ -9,8 +9,35 @@
 //! failures the breaker spared the dependency and the successes it turned away.
 //! With [`Report::opened_within`] a recorded incident becomes a test that the
 //! breaker opens in time. A [`Recorder`] writes such a trace from a running
-//! service, without blocking its calls; with the `tower` feature,
-//! `RecordLayer` records the calls that reach a service.
+//! service, without blocking its calls.
+//!
+//! # What a layer records
+//! The integrations take a recorder with `record(recorder)`:
+//! `CircuitBreakerLayer::record` and `http::HttpLayer::record` (with the
+//! `tower` and `http` features), `http::BackendLayer::record` and
+//! `reqwest::CircuitBreakerMiddleware::record` (with `http` and `registry`, or
+//! `reqwest`). Each call the breaker admitted becomes one row when it ends: its
+//! end time, its latency, the outcome the layer's classifier gave the breaker
+//! (`success`, `failure` or `ignored`), and its key (the breaker's name for the
+//! single-breaker layers, the backend's registry key for the keyed ones). In
+//! the single-breaker layers, an error from the service's readiness (a refused
+//! connection) is a row too, with no latency.
+//!
+//! A trace is what the dependency did, so a call the breaker rejected is no
+//! row: it never reached the dependency, and nothing says how it would have
+//! ended. A trace recorded behind a breaker therefore has a gap while the
+//! breaker was open: a replay under settings that would have stayed closed
+//! there sees none of the calls they would have let through. To record all of
+//! a dependency's calls,
+//! record before it has a breaker, with `RecordLayer` (feature `tower`) alone
+//! around its service, or with the breaker
+//! [`disable`](crate::CircuitBreaker::disable)d. A call whose future is dropped
+//! before it ends (a timeout outside the layer, a caller that went away) is no
+//! row either: it has no outcome.
+//!
+//! Without a recorder a layer's path is as it was: the single-breaker layers
+//! add the recording as an inner layer only when asked, and the keyed ones
+//! hold an `Option` that costs one check (nothing without this feature).
 //!
 //! # The replay rule
 //! Each call is admitted at `at - latency` and ends at `at`, holding a permit in
@@ -47,6 +74,8 @@ mod trace;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{RecordFuture, RecordLayer, RecordService};
 pub use record::Recorder;
+#[cfg(all(feature = "http", feature = "registry"))]
+pub(crate) use record::Timed;
 pub use trace::{Call, Trace, TraceError};
 
 use crate::{Builder, CircuitBreaker, Clock, ConfigError, ManualClock, Outcome, Reason, State};

@@ -31,8 +31,10 @@ enum Message {
 /// writing what it was handed. A key in CSV has its commas, quotes and line
 /// breaks replaced by `_`.
 ///
-/// With the `tower` feature, `replay::RecordLayer` records the
-/// calls that reach a service.
+/// The integrations record through one: `record(recorder)` on the tower
+/// layer, the http layers and the reqwest middleware writes each call their
+/// breaker admitted, as their classifier judged it; `replay::RecordLayer` (with
+/// the `tower` feature) records the calls that reach a service with no breaker.
 ///
 /// # Examples
 /// ```
@@ -194,6 +196,39 @@ impl Recorder {
     pub fn written(&self) -> u64 {
         // Relaxed: a count, read on its own.
         self.shared.written.load(Ordering::Relaxed)
+    }
+}
+
+/// A call an integration admitted, timed from its start; [`finish`](Self::finish)
+/// records it with the breaker's outcome. Boxed where it is held (8 bytes in a
+/// future, `None` when its layer has no recorder).
+#[cfg(any(all(feature = "http", feature = "registry"), feature = "reqwest"))]
+pub(crate) struct Timed {
+    recorder: Recorder,
+    start: Instant,
+    key: String,
+}
+
+#[cfg(any(all(feature = "http", feature = "registry"), feature = "reqwest"))]
+impl Recorder {
+    /// Starts timing a call to the dependency `key`.
+    #[cold]
+    pub(crate) fn start(&self, key: &str) -> Box<Timed> {
+        Box::new(Timed {
+            recorder: self.clone(),
+            start: Instant::now(),
+            key: key.to_owned(),
+        })
+    }
+}
+
+#[cfg(any(all(feature = "http", feature = "registry"), feature = "reqwest"))]
+impl Timed {
+    /// Records the call as ending now, with `outcome`; never blocks.
+    #[cold]
+    pub(crate) fn finish(self, outcome: Outcome) {
+        self.recorder
+            .record(self.start.elapsed(), outcome, Some(&self.key));
     }
 }
 

@@ -6,6 +6,7 @@ use crate::classify::Classify;
 use crate::clock::{Clock, DefaultClock};
 use crate::http::ServerErrorIsFailure;
 use crate::permit::OwnedPermit;
+use crate::recording::{Recorder, Tap};
 use crate::{Error, Registry, Rejected};
 use ::http::{Request, Response, header};
 use ::tower::{Layer, Service};
@@ -75,6 +76,7 @@ pub struct BackendLayer<
 > {
     registry: Arc<Registry<String, C, S>>,
     classify: K,
+    recorder: Option<Recorder>,
 }
 
 impl<C: Clock, S> BackendLayer<C, S> {
@@ -83,6 +85,7 @@ impl<C: Clock, S> BackendLayer<C, S> {
         BackendLayer {
             registry,
             classify: ServerErrorIsFailure,
+            recorder: None,
         }
     }
 }
@@ -94,6 +97,52 @@ impl<C: Clock, S, K> BackendLayer<C, S, K> {
         BackendLayer {
             registry: self.registry,
             classify,
+            recorder: self.recorder,
+        }
+    }
+
+    /// Records each call a breaker admitted to `recorder`: when it ended, its
+    /// latency (from the request to its response or error), the outcome the
+    /// classifier gave the breaker, and its backend key (features `replay` and
+    /// `http`). A rejected request reached no backend and is not recorded (see
+    /// [`replay`](crate::replay#what-a-layer-records)); nor is one whose future
+    /// was dropped before its response. [`Recorder::record`](crate::replay::Recorder::record)
+    /// never blocks: a call that finds its queue full is dropped and counted.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry, http::BackendLayer};
+    /// use cutout::replay::{Recorder, Trace};
+    /// use http::{Request, Response};
+    /// use std::{convert::Infallible, sync::Arc};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #     }
+    /// # }
+    ///
+    /// let path = std::env::temp_dir().join(format!("backend-doc-{}.csv", std::process::id()));
+    /// let recorder = Recorder::to_file(&path, 1024)?;
+    /// let breakers = Arc::new(Registry::new(CircuitBreaker::builder())?);
+    /// let client = service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(())) });
+    /// let client = BackendLayer::new(breakers).record(recorder.clone()).layer(client);
+    /// block_on(client.oneshot(Request::get("http://orders:8080/x").body(())?))?;
+    /// recorder.flush()?;
+    /// let trace = Trace::from_csv(std::fs::File::open(&path)?)?;
+    /// assert_eq!(trace.calls()[0].key.as_deref(), Some("orders:8080"));
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "replay")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
+    #[must_use]
+    pub fn record(self, recorder: Recorder) -> Self {
+        BackendLayer {
+            recorder: Some(recorder),
+            ..self
         }
     }
 
@@ -108,6 +157,7 @@ impl<C: Clock, S, K: Clone> Clone for BackendLayer<C, S, K> {
         BackendLayer {
             registry: self.registry.clone(),
             classify: self.classify.clone(),
+            recorder: self.recorder.clone(),
         }
     }
 }
@@ -120,6 +170,7 @@ impl<Svc, C: Clock, S, K: Clone> Layer<Svc> for BackendLayer<C, S, K> {
             inner,
             registry: self.registry.clone(),
             classify: self.classify.clone(),
+            recorder: self.recorder.clone(),
         }
     }
 }
@@ -140,6 +191,7 @@ pub struct BackendService<
     inner: Svc,
     registry: Arc<Registry<String, C, S>>,
     classify: K,
+    recorder: Option<Recorder>,
 }
 
 impl<Svc, C: Clock, S, K> BackendService<Svc, C, S, K> {
@@ -187,8 +239,10 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        match self.registry.acquire_owned(backend_key(&request)) {
+        let key = backend_key(&request);
+        match self.registry.acquire_owned(key) {
             Ok(permit) => BackendFuture {
+                tap: self.recorder.as_ref().map(|r| r.start(key)),
                 inner: Some(self.inner.call(request)),
                 permit: Some(permit),
                 rejected: None,
@@ -199,6 +253,7 @@ where
                 permit: None,
                 rejected: Some(rejected),
                 classify: self.classify.clone(),
+                tap: None,
             },
         }
     }
@@ -210,6 +265,7 @@ impl<Svc: Clone, C: Clock, S, K: Clone> Clone for BackendService<Svc, C, S, K> {
             inner: self.inner.clone(),
             registry: self.registry.clone(),
             classify: self.classify.clone(),
+            recorder: self.recorder.clone(),
         }
     }
 }
@@ -237,6 +293,8 @@ pin_project! {
         permit: Option<OwnedPermit<C>>,
         rejected: Option<Rejected>,
         classify: K,
+        // The call's recording, if the layer records.
+        tap: Option<Tap>,
     }
 }
 
@@ -260,7 +318,11 @@ where
         };
         let result = ready!(inner.poll(cx));
         if let Some(permit) = this.permit.take() {
-            permit.record(this.classify.classify(&result));
+            let outcome = this.classify.classify(&result);
+            permit.record(outcome);
+            if let Some(tap) = this.tap.take() {
+                tap.finish(outcome);
+            }
         }
         Poll::Ready(result.map_err(Error::Inner))
     }

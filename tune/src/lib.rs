@@ -17,7 +17,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod client;
 pub mod svg;
 
 use cutout::replay::{Report, Trace, replay};

@@ -1,9 +1,10 @@
 //! The tuner on its shipped traces: the table's rows, the timelines, the
-//! shipped client trace is its generator's, and bad inputs are errors that name
+//! recorded client trace replays the example's decision, and bad inputs are errors that name
 //! the file, the line and the field.
 
-use cutout::replay::Trace;
-use cutout_tune::{Candidate, client, evaluate, load_trace};
+use cutout::replay::{Trace, replay};
+use cutout::{CircuitBreaker, Outcome, State};
+use cutout_tune::{Candidate, evaluate, load_trace};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -92,28 +93,74 @@ fn the_storm_trace_under_two_settings_side_by_side() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn the_shipped_client_trace_is_its_generators() {
-    let shipped = load_trace(&here("traces/client.csv")).unwrap();
-    assert_eq!(shipped, client::outage());
+/// The shipped client trace, recorded by `examples/client.rs --record`: the
+/// calls its breakers admitted, keyed by backend. Backend A answered once, then
+/// failed three times (its breaker opened: no more rows for A); B answered.
+fn recorded_client_trace() -> (Trace, String) {
+    let trace = load_trace(&here("traces/client.csv")).unwrap();
+    let a = trace.calls()[0]
+        .key
+        .clone()
+        .expect("a recorded call has its key");
+    let outcomes = |key: &str| -> Vec<Outcome> {
+        let calls = trace.calls().iter();
+        calls
+            .filter(|c| c.key.as_deref() == Some(key))
+            .map(|c| c.outcome)
+            .collect()
+    };
+    use Outcome::{Failure, Success};
+    assert_eq!(outcomes(&a), [Success, Failure, Failure, Failure]);
+    let b: Vec<_> = trace
+        .calls()
+        .iter()
+        .filter(|c| c.key.as_deref() != Some(&a))
+        .collect();
+    assert!(b.len() == 1 && b[0].outcome == Success && b[0].key.is_some());
+    (trace, a)
 }
 
 #[test]
-fn every_shipped_setting_replays_the_client_outage_and_opens_in_it() {
-    let trace = client::outage();
+fn the_recorded_client_trace_replays_the_examples_decision() {
+    let (trace, a) = recorded_client_trace();
+    // The example's breakers: three failures in a row open one for 10 s.
+    let builder = CircuitBreaker::builder()
+        .consecutive_failures(3)
+        .open_duration(Duration::from_secs(10));
+    let report = replay(builder, &trace).unwrap();
+    let third_failure = trace
+        .calls()
+        .iter()
+        .filter(|c| c.outcome == Outcome::Failure)
+        .nth(2)
+        .unwrap();
+    assert_eq!(report.transitions.len(), 1, "{report:?}");
+    let opened = &report.transitions[0];
+    assert_eq!((opened.from, opened.to), (State::Closed, State::Open));
+    assert_eq!(opened.key.as_deref(), Some(a.as_str()));
+    assert_eq!(opened.at, third_failure.at);
+    assert_eq!((report.admitted, report.rejected), (5, 0));
+}
+
+#[test]
+fn every_shipped_setting_replays_the_recorded_client_trace() {
+    let (trace, _) = recorded_client_trace();
     for entry in std::fs::read_dir(here("settings")).unwrap() {
         let path = entry.unwrap().path();
         let candidate = Candidate::load(&path).unwrap();
         let (summary, report) = evaluate(&trace, &candidate).unwrap();
-        // The server stalls at 8 s and is gone until 18 s.
-        assert!(
-            report.opened_within(Duration::from_secs(8)..Duration::from_secs(18)),
-            "{}: {summary:?}",
-            path.display()
-        );
         assert_eq!(
             summary.admitted + summary.rejected,
             trace.calls().len() as u64
+        );
+        // Three failures in a row open the breakers that count a streak that
+        // short; a failure rate needs more calls in its window than A had.
+        let streak_of_three = matches!(candidate.settings.consecutive_failures, Some(n) if n <= 3);
+        assert_eq!(
+            report.opened_within(..),
+            streak_of_three,
+            "{}: {summary:?}",
+            path.display()
         );
     }
 }
