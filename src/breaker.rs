@@ -42,6 +42,7 @@ mod manual;
 mod phase;
 mod record;
 mod report;
+mod shadow;
 mod time;
 mod transitions;
 
@@ -107,6 +108,9 @@ pub struct CircuitBreaker<C = DefaultClock> {
     /// so that a trip on timed-out calls shows failures. Off the lean paths: only a
     /// drop that `on_drop` makes a failure writes it.
     dropped_failures: AtomicU64,
+    /// A shadow breaker's would-be rejections (see [`Builder::shadow`]): off the
+    /// lean paths, as only a shadow breaker writes it.
+    would_reject: AtomicU64,
     /// What an integration keeps beside the breaker (see [`Attachment`]).
     pub(crate) attached: Attachment,
 }
@@ -150,6 +154,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             dropped_failures: AtomicU64::new(0),
+            would_reject: AtomicU64::new(0),
             attached: Attachment::default(),
             window,
             config,

@@ -59,6 +59,7 @@ pub(crate) const DEFAULT_NAME: &str = "default";
 /// | [`on_drop`]            | [`Dropped::Ignored`] (a slow call stays slow) |
 /// | [`ramp_up`]            | off: a successful round closes at once |
 /// | [`name`]               | `"default"`                          |
+/// | [`shadow`]             | off: the breaker rejects             |
 ///
 /// [`consecutive_failures`]: Builder::consecutive_failures
 /// [`failure_rate`]: Builder::failure_rate
@@ -74,6 +75,7 @@ pub(crate) const DEFAULT_NAME: &str = "default";
 /// [`name`]: Builder::name
 /// [`on_drop`]: Builder::on_drop
 /// [`ramp_up`]: Builder::ramp_up
+/// [`shadow`]: Builder::shadow
 ///
 /// A call whose permit is dropped before its outcome is recorded (a timeout
 /// outside the breaker, a client that went away, a panic) counts as ignored by
@@ -127,6 +129,7 @@ struct Settings {
     half_open_timeout: Duration,
     on_drop: Dropped,
     ramp_up: Option<Duration>,
+    shadow: bool,
 }
 
 impl Builder<DefaultClock> {
@@ -150,6 +153,7 @@ impl Builder<DefaultClock> {
                 half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
                 on_drop: Dropped::Ignored,
                 ramp_up: None,
+                shadow: false,
             },
             on_transition: None,
             restore: Restore::default(),
@@ -416,6 +420,38 @@ impl<C: Clock> Builder<C> {
     /// [`Rejected`]: crate::Rejected
     pub fn ramp_up(mut self, duration: Duration) -> Self {
         self.settings.ramp_up = Some(duration);
+        self
+    }
+
+    /// Shadow mode: the breaker runs its whole state machine and reports it, but
+    /// never rejects. Every call runs; one it would have rejected counts in
+    /// [`Lifetime::would_reject`](crate::Lifetime::would_reject) (and
+    /// [`rejected`](crate::Lifetime::rejected) stays 0), and its outcome counts
+    /// for nothing: under this configuration the call would not have happened.
+    /// Its transitions are delivered with
+    /// [`Transition::shadow`](crate::Transition::shadow) set. Watch first, enforce
+    /// later: drop `.shadow()` once its transitions fall where they should.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock, State};
+    ///
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(2)
+    ///     .shadow()
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// for _ in 0..2 {
+    ///     let _ = breaker.call(|| Err::<(), _>("down"));
+    /// }
+    /// assert_eq!(breaker.state(), State::Open);
+    /// assert_eq!(breaker.call(|| Ok::<_, ()>("runs all the same")), Ok("runs all the same"));
+    /// let lifetime = breaker.metrics().lifetime;
+    /// assert_eq!((lifetime.would_reject, lifetime.rejected), (1, 0));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn shadow(mut self) -> Self {
+        self.settings.shadow = true;
         self
     }
 

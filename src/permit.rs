@@ -59,6 +59,20 @@ pub(crate) struct Ticket {
 }
 
 impl Ticket {
+    /// The ticket of a call a shadow breaker would have rejected and runs all
+    /// the same: its phase is a word no breaker holds, so its outcome reads as
+    /// another phase's, and counts nowhere (see `Builder::shadow`).
+    pub(crate) const SHADOW: Ticket = Ticket {
+        phase: Snapshot::SHADOW,
+        started: 0,
+    };
+
+    /// Whether this is [`Ticket::SHADOW`].
+    #[inline]
+    pub(crate) fn is_shadow(self) -> bool {
+        self.phase == Snapshot::SHADOW
+    }
+
     #[inline]
     pub(crate) fn new(phase: Snapshot, started: u64) -> Ticket {
         Ticket { phase, started }

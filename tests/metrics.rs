@@ -710,3 +710,33 @@ fn the_first_publication_allocates_its_counts_and_heap_bytes_says_so() {
         assert_eq!(b.heap_bytes(), before + published);
     });
 }
+
+#[test]
+fn a_shadow_breakers_transitions_are_labelled_shadow() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let b = CircuitBreaker::builder()
+            .name("watched")
+            .clock(ManualClock::new())
+            .consecutive_failures(1)
+            .shadow()
+            .build()
+            .unwrap();
+        let _ = b.call(|| Err::<(), _>(()));
+        assert!(b.call(|| Ok::<_, ()>(())).is_ok(), "a shadow never rejects");
+        let s = seen(&snapshotter);
+        let trip = |shadow: Option<&str>| {
+            let mut pairs = vec![
+                ("breaker", "watched"),
+                ("from", "closed"),
+                ("to", "open"),
+                ("reason", "consecutive_failures"),
+            ];
+            pairs.extend(shadow.map(|v| ("shadow", v)));
+            counter(&s, names::TRANSITIONS, &pairs)
+        };
+        assert_eq!(trip(Some("true")), Some(1));
+        assert_eq!(trip(None), None, "not counted as a live transition");
+    });
+}

@@ -246,3 +246,23 @@ fn a_registrys_events_name_their_key() {
     let names: Vec<_> = events.iter().map(|e| e.str("breaker")).collect();
     assert_eq!(names, ["payments", "search"]);
 }
+
+#[test]
+fn a_shadow_breakers_events_say_shadow() {
+    let capture = Capture::default();
+    tracing::subscriber::with_default(capture.clone(), || {
+        for shadow in [false, true] {
+            let b = CircuitBreaker::builder()
+                .clock(ManualClock::new())
+                .consecutive_failures(1);
+            let b = match shadow {
+                true => b.shadow(),
+                false => b,
+            };
+            let _ = b.build().unwrap().call(|| Err::<(), _>(()));
+        }
+    });
+    let events = capture.0.lock().unwrap();
+    let shadow: Vec<_> = events.iter().map(|e| e.str("shadow")).collect();
+    assert_eq!(shadow, ["false", "true"]);
+}

@@ -44,6 +44,7 @@ impl<C: Clock> CircuitBreaker<C> {
             level: to.level(),
             window,
             consecutive_failures: streak,
+            shadow: self.config.shadow,
             open_until: to
                 .is(State::Open)
                 .then(|| ticks_to_duration(self.time_of(to, start).saturating_sub(self.bias))),

@@ -19,6 +19,7 @@
 //! | `backoff_level` | u64 | the backoff level after the transition |
 //! | `window_calls`, `window_failures`, `window_slow` | u64 | the window's counts that tripped it (a policy's trip, out of Closed or Recovering; zero otherwise) |
 //! | `failure_rate`, `slow_call_rate` | f64 | the same counts as rates |
+//! | `shadow` | bool | a shadow breaker's transition ([`Transition::shadow`](crate::Transition::shadow)): nothing was rejected |
 //! | `consecutive_failures` | u64 | the failure streak that tripped it (a policy's trip, out of Closed or Recovering; zero otherwise) |
 //!
 //! # Examples
@@ -55,6 +56,7 @@ pub(crate) fn transition(name: &std::borrow::Cow<'static, str>, t: &Transition) 
                 failure_rate = t.window.failure_rate(),
                 slow_call_rate = t.window.slow_call_rate(),
                 consecutive_failures = t.consecutive_failures,
+                shadow = t.shadow,
                 "circuit breaker transition"
             )
         };
