@@ -17,6 +17,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod candidates;
 mod validate;
 
 pub(crate) use validate::{Config, Parts, SlowCalls, WindowConfig};
@@ -110,6 +111,11 @@ pub struct Builder<C = DefaultClock> {
     on_transition: Option<Listener>,
     /// What [`Builder::restore`] gave, if anything (see [`crate::saved`]).
     pub(crate) restore: Restore,
+    /// The what-if candidates (see [`Builder::candidate`]).
+    candidates: Vec<candidates::CandidateSpec>,
+    /// How the candidates get their clock: set by [`Builder::candidate`], which
+    /// asks for a clock that clones; [`Builder::clock`] drops it.
+    clone_clock: Option<fn(&C) -> C>,
 }
 
 /// Every setting as given, checked only in [`Builder::build`].
@@ -157,6 +163,8 @@ impl Builder<DefaultClock> {
             },
             on_transition: None,
             restore: Restore::default(),
+            candidates: Vec::new(),
+            clone_clock: None,
         }
     }
 }
@@ -481,6 +489,8 @@ impl<C: Clock> Builder<C> {
             settings: self.settings,
             on_transition: self.on_transition,
             restore: self.restore,
+            candidates: self.candidates,
+            clone_clock: None,
         }
     }
 
@@ -504,22 +514,16 @@ impl<C: Clock> Builder<C> {
     /// whole milliseconds: about 584 years); a window bucket shorter than the clock's
     /// resolution, or more than 4096 buckets (see [`window`](Self::window)); or, with
     /// [`restore`](Self::restore), one naming `restore` that says why the saved
-    /// state cannot be restored.
+    /// state cannot be restored; or one naming `candidate` for a what-if
+    /// candidate that cannot be built (see [`candidate`](Self::candidate)).
     pub fn build(self) -> Result<CircuitBreaker<C>, ConfigError> {
         let config = self.validate()?;
-        match self.restore.start(&config)? {
-            None => Ok(CircuitBreaker::from_parts(
-                config,
-                self.clock,
-                self.on_transition,
-            )),
-            Some(start) => Ok(CircuitBreaker::restored(
-                config,
-                self.clock,
-                self.on_transition,
-                &start,
-            )),
-        }
+        let candidates = self.candidate_parts()?;
+        let breaker = match self.restore.start(&config)? {
+            None => CircuitBreaker::from_parts(config, self.clock, self.on_transition),
+            Some(start) => CircuitBreaker::restored(config, self.clock, self.on_transition, &start),
+        };
+        Ok(breaker.attach_candidates(candidates))
     }
 
     /// Checks every setting once and keeps what building a breaker needs, so a
@@ -527,6 +531,12 @@ impl<C: Clock> Builder<C> {
     #[cfg_attr(not(feature = "registry"), allow(dead_code))]
     pub(crate) fn into_parts(self) -> Result<Parts<C>, ConfigError> {
         self.restore.refuse_shared()?;
+        if !self.candidates.is_empty() {
+            return Err(ConfigError::new(
+                "candidate",
+                "a registry does not build what-if candidates: attach them to a breaker built on its own",
+            ));
+        }
         Ok(Parts {
             config: self.validate()?,
             skew: self.restore.skew(),
@@ -541,6 +551,7 @@ impl<C> fmt::Debug for Builder<C> {
         f.debug_struct("Builder")
             .field("settings", &self.settings)
             .field("on_transition", &self.on_transition.is_some())
+            .field("candidates", &self.candidates.len())
             .finish_non_exhaustive()
     }
 }

@@ -225,7 +225,7 @@ impl Snapshot {
 
     /// A word no breaker holds (its state field is a code no `State` packs): the
     /// phase of a shadow breaker's would-be rejection's ticket, which no outcome
-    /// may count in (see `Ticket::SHADOW`).
+    /// may count in (see `Ticket::shadow`).
     pub(crate) const SHADOW: Snapshot = Snapshot(mask(STATE_BITS));
 
     fn pack(state: State, level: u8, generation: Generation) -> Snapshot {

@@ -47,8 +47,9 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         match admitted {
             // A shadow breaker runs the call it would have rejected (counted by
-            // `count_rejected`), on a ticket whose outcome counts nowhere.
-            Err(_) if self.config.shadow => Ok(Ticket::SHADOW),
+            // `count_rejected`), on a ticket whose outcome counts nowhere (but
+            // for the candidates it is offered to, which read its start).
+            Err(_) if self.config.shadow => Ok(Ticket::shadow(self.admission_reading())),
             admitted => admitted,
         }
     }
@@ -58,11 +59,21 @@ impl<C: Clock> CircuitBreaker<C> {
     /// taken, or Disabled): its ticket.
     pub(super) fn admit(&self, r: StripeRef<'_>, s: Snapshot) -> Ticket {
         Stripes::bump(r, Counter::Admitted);
-        let started = match self.hot.lean.has(Lean::TIMED | Lean::PRECISE) {
+        Ticket::new(s, self.admission_reading())
+    }
+
+    /// The start of a call admitted now: a clock reading if calls are timed
+    /// (for the slow-call policy, `on_drop`, or candidates), else 0.
+    #[inline]
+    fn admission_reading(&self) -> u64 {
+        match self
+            .hot
+            .lean
+            .has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS)
+        {
             true => self.age_reading(),
             false => 0,
-        };
-        Ticket::new(s, started)
+        }
     }
 
     /// A rejection by `state` that admits a call in `ticks`.

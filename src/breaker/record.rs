@@ -9,6 +9,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// are the common case of a failing dependency.
     #[inline(never)]
     pub(super) fn record_general(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
+        self.offer(ticket, Some(outcome));
         let s = self.hot.word.load();
         if s != ticket.phase() {
             if ticket.is_shadow() {
@@ -56,6 +57,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// it is. Neither: ignored, its probe slot back.
     #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
+        self.offer(ticket, None);
         if ticket.is_shadow() {
             return; // a would-be rejection's: the call would not have happened
         }

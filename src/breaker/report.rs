@@ -43,8 +43,7 @@ impl<C: Clock> CircuitBreaker<C> {
             ignored: total(Counter::Ignored),
             stale: total(Counter::Stale),
             dropped: total(Counter::Dropped),
-            // Relaxed: a statistic, summed like the striped counters.
-            would_reject: self.would_reject.load(Ordering::Relaxed),
+            would_reject: self.would_reject(),
         };
         // If `s` is over already, as if it started now.
         let start = self.phase_start(s).unwrap_or(now);

@@ -19,7 +19,7 @@
 //! | `circuit_breaker_calls_total` | counter | `outcome`: `success`, `failure`, `ignored`, `stale`, `dropped` | [`Lifetime`](crate::Lifetime) outcomes since the breaker was built, by its [one counting rule](crate::Lifetime#one-counting-rule): a dropped call counted as a failure is in `failure` and in `dropped` | `publish_metrics` |
 //! | `circuit_breaker_slow_calls_total` | counter | | successes, failures and dropped calls slower than the slow-call threshold | `publish_metrics` |
 //! | `circuit_breaker_rejected_calls_total` | counter | | calls turned away | `publish_metrics` |
-//! | `circuit_breaker_transitions_total` | counter | `from`, `to` (state names), `reason` ([`Reason::as_str`](crate::Reason::as_str)); `shadow`: `true` on a shadow breaker's ([`Transition::shadow`](crate::Transition::shadow)) | transitions | each transition |
+//! | `circuit_breaker_transitions_total` | counter | `from`, `to` (state names), `reason` ([`Reason::as_str`](crate::Reason::as_str)); `shadow`: `true` on a shadow breaker's ([`Transition::shadow`](crate::Transition::shadow)) and a what-if candidate's, which also has `candidate`: its name ([`Builder::candidate`](crate::Builder::candidate)) | transitions | each transition |
 //! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_window_calls` | gauge | | calls in the sliding window | `publish_metrics` |
@@ -275,20 +275,33 @@ fn publish_counts(published: &Marks<COUNTED>, name: Cow<'static, str>, l: crate:
 // One signature for every observer (see `crate::OBSERVERS`); this one clones the
 // `Cow`, a pointer copy for a static name.
 #[allow(clippy::ptr_arg)]
-pub(crate) fn transition(name: &Cow<'static, str>, t: &Transition) {
+pub(crate) fn transition(
+    name: &Cow<'static, str>,
+    candidate: Option<&Cow<'static, str>>,
+    t: &Transition,
+) {
     let name = name.clone();
     let (from, to, reason) = (t.from.as_str(), t.to.as_str(), t.reason.as_str());
-    let counter = match t.shadow {
-        false => {
+    let counter = match (candidate, t.shadow) {
+        (None, false) => {
             counter!(TRANSITIONS, BREAKER_LABEL => name, "from" => from, "to" => to, "reason" => reason)
         }
-        true => counter!(
+        (None, true) => counter!(
             TRANSITIONS,
             BREAKER_LABEL => name,
             "from" => from,
             "to" => to,
             "reason" => reason,
             "shadow" => "true",
+        ),
+        (Some(candidate), _) => counter!(
+            TRANSITIONS,
+            BREAKER_LABEL => name,
+            "from" => from,
+            "to" => to,
+            "reason" => reason,
+            "shadow" => "true",
+            "candidate" => candidate.clone(),
         ),
     };
     counter.increment(1);
