@@ -449,6 +449,30 @@ mod tests {
     }
 
     #[test]
+    fn shadow_true_builds_a_shadow_breaker() {
+        for (json, shadow) in [
+            (r#"{"shadow": true}"#, true),
+            (r#"{"shadow": false}"#, false),
+            ("{}", false),
+        ] {
+            let settings = parse(json).unwrap();
+            let b = Builder::from_settings(&settings)
+                .consecutive_failures(1)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            let _ = b.call(|| Err::<(), _>("down"));
+            let ran = b.call(|| Ok::<_, ()>(())).is_ok();
+            assert_eq!(ran, shadow, "{json}");
+            assert_eq!(
+                b.metrics().lifetime.would_reject,
+                u64::from(shadow),
+                "{json}"
+            );
+        }
+    }
+
+    #[test]
     fn a_window_given_by_half_keeps_the_default_other_half() {
         // 10 buckets of 100 ms, and 10 s in 4096 buckets would be too fine.
         let settings = parse(r#"{"window": "1s"}"#).unwrap();
