@@ -322,3 +322,233 @@ fn a_candidate_of_a_shadow_breaker_sees_every_call() {
     let r = only(&live);
     assert_eq!((r.state, r.unseen), (State::Open, 0));
 }
+
+#[test]
+fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(5)
+        .clock(clock.clone())
+        .candidate(
+            "impatient",
+            CircuitBreaker::builder()
+                .window(Duration::from_secs(10), 10)
+                .slow_calls(Duration::from_millis(100), 1.0)
+                .minimum_calls(2),
+        )
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let permit = live.try_acquire().unwrap();
+        clock.advance(Duration::from_millis(150)); // the call takes 150 ms
+        permit.success();
+    }
+    assert_eq!(
+        live.metrics().lifetime.slow,
+        0,
+        "the live breaker has no slow-call policy"
+    );
+    let r = only(&live);
+    assert_eq!((r.state, r.opened), (State::Open, 1));
+    assert_eq!(live.state(), State::Closed);
+}
+
+mod model {
+    //! The model: each candidate's report against a reference, a plain breaker
+    //! with the candidate's settings on a clock of its own stepped alike, given
+    //! only the calls the candidate would have admitted, at the time the live
+    //! breaker records them, with the same outcomes.
+
+    use super::*;
+    use cutout::Outcome;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Op {
+        /// A call whose outcome is recorded at once.
+        Call(Outcome),
+        /// A permit dropped unrecorded.
+        Drop,
+        /// A permit taken now, recorded at the next `Finish` (stale for the live
+        /// breaker if it moved on meanwhile).
+        Start,
+        Finish(Outcome),
+        Advance(u64),
+    }
+
+    fn outcome() -> impl Strategy<Value = Outcome> {
+        prop_oneof![
+            4 => Just(Outcome::Failure),
+            3 => Just(Outcome::Success),
+            1 => Just(Outcome::Ignored),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => outcome().prop_map(Op::Call),
+            1 => Just(Op::Drop),
+            1 => Just(Op::Start),
+            1 => outcome().prop_map(Op::Finish),
+            3 => (1u64..1500).prop_map(Op::Advance),
+        ]
+    }
+
+    /// A candidate's settings: (consecutive failures, (buckets, minimum calls) of
+    /// a 1 s failure-rate window at 0.5, cooldown in ms, probes).
+    type Shape = (Option<u32>, Option<(u32, u32)>, u64, u32);
+
+    fn shape() -> impl Strategy<Value = Shape> {
+        (
+            proptest::option::of(1u32..4),
+            proptest::option::of((1u32..4, 1u32..5)),
+            1u64..3000,
+            1u32..3,
+        )
+    }
+
+    fn builder(s: Shape) -> cutout::Builder {
+        let mut b = CircuitBreaker::builder()
+            .open_duration(Duration::from_millis(s.2))
+            .half_open_probes(s.3);
+        if let Some(n) = s.0 {
+            b = b.consecutive_failures(n);
+        }
+        if let Some((buckets, min)) = s.1 {
+            b = b
+                .window(Duration::from_secs(1), buckets)
+                .failure_rate(0.5, min);
+        }
+        b
+    }
+
+    /// A reference: the plain breaker and what it was given.
+    struct Reference {
+        breaker: Live,
+        clock: ManualClock,
+        /// Its transitions: (from, to, at).
+        seen: Arc<Mutex<Vec<(State, State, Duration)>>>,
+        spared: u64,
+        turned_away: u64,
+    }
+
+    impl Reference {
+        fn new(s: Shape) -> Reference {
+            let clock = ManualClock::new();
+            let seen: Arc<Mutex<Vec<_>>> = Arc::default();
+            let log = seen.clone();
+            let breaker = builder(s)
+                .clock(clock.clone())
+                .on_transition(move |t| log.lock().unwrap().push((t.from, t.to, t.at)))
+                .build()
+                .unwrap();
+            Reference {
+                breaker,
+                clock,
+                seen,
+                spared: 0,
+                turned_away: 0,
+            }
+        }
+
+        /// A live call's outcome (`None`: dropped), offered.
+        fn offer(&mut self, outcome: Option<Outcome>) {
+            match (self.breaker.try_acquire(), outcome) {
+                (Ok(permit), Some(outcome)) => permit.record(outcome),
+                (Ok(permit), None) => drop(permit),
+                (Err(_), Some(Outcome::Failure)) => self.spared += 1,
+                (Err(_), Some(Outcome::Success)) => self.turned_away += 1,
+                (Err(_), _) => {}
+            }
+        }
+
+        /// What the report should say at `now` (since the build).
+        fn check(&self, r: &CandidateReport, now: Duration, unseen: u64) {
+            let seen = self.seen.lock().unwrap();
+            let opens: Vec<_> = seen
+                .iter()
+                .filter(|t| t.1 == State::Open)
+                .map(|t| t.2)
+                .collect();
+            let mut open = Duration::ZERO;
+            let mut since = None;
+            for &(from, to, at) in seen.iter() {
+                if from == State::Open {
+                    open += at - since.take().unwrap();
+                }
+                if to == State::Open {
+                    since = Some(at);
+                }
+            }
+            open += since.map_or(Duration::ZERO, |s| now - s);
+            let kept = opens.len().saturating_sub(CandidateReport::OPENED_AT_KEPT);
+            let m = self.breaker.metrics();
+            assert_eq!(r.state, m.state, "{r:?}");
+            assert_eq!(r.opened, opens.len() as u64, "{r:?}");
+            assert_eq!(r.opened_at, opens[kept..], "{r:?}");
+            assert_eq!(r.time_open, open, "{r:?}");
+            assert_eq!(r.would_reject, m.lifetime.rejected, "{r:?}");
+            assert_eq!(
+                (r.failures_spared, r.successes_turned_away),
+                (self.spared, self.turned_away)
+            );
+            assert_eq!(r.unseen, unseen, "{r:?}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn each_candidate_reports_what_a_plain_breaker_given_its_calls_does(
+            live_after in 1u32..6,
+            shapes in proptest::collection::vec(shape(), 1..3),
+            ops in proptest::collection::vec(op(), 1..120),
+        ) {
+            let clock = ManualClock::new();
+            let mut b = CircuitBreaker::builder()
+                .consecutive_failures(live_after)
+                .clock(clock.clone());
+            for (i, s) in shapes.iter().enumerate() {
+                b = b.candidate(format!("c{i}"), builder(*s));
+            }
+            let live = b.build().unwrap();
+            let mut refs: Vec<_> = shapes.iter().map(|s| Reference::new(*s)).collect();
+            let mut now = Duration::ZERO;
+            let mut held = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Call(outcome) => {
+                        if let Ok(permit) = live.try_acquire() {
+                            permit.record(outcome);
+                            refs.iter_mut().for_each(|r| r.offer(Some(outcome)));
+                        }
+                    }
+                    Op::Drop => {
+                        if let Ok(permit) = live.try_acquire() {
+                            drop(permit);
+                            refs.iter_mut().for_each(|r| r.offer(None));
+                        }
+                    }
+                    Op::Start => held.extend(live.try_acquire().ok()),
+                    Op::Finish(outcome) => {
+                        if let Some(permit) = held.pop() {
+                            permit.record(outcome);
+                            refs.iter_mut().for_each(|r| r.offer(Some(outcome)));
+                        }
+                    }
+                    Op::Advance(ms) => {
+                        let step = Duration::from_millis(ms);
+                        now += step;
+                        clock.advance(step);
+                        refs.iter().for_each(|r| r.clock.advance(step));
+                    }
+                }
+                let unseen = live.metrics().lifetime.rejected;
+                for (report, reference) in live.candidates().iter().zip(&refs) {
+                    reference.check(report, now, unseen);
+                }
+            }
+        }
+    }
+}
