@@ -552,3 +552,62 @@ mod model {
         }
     }
 }
+
+/// Counts the calling thread's allocations (tests run on threads of their own).
+struct Counting;
+
+std::thread_local! {
+    static ALLOCATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+// SAFETY: every method forwards to `System` unchanged, and counts in a
+// const-initialized thread-local `Cell`, which needs no allocation.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: the caller upholds `alloc`'s contract.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: the caller upholds `dealloc`'s contract.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn offering_allocates_nothing_once_the_thread_has_its_stripes() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(1000)
+        .clock(clock.clone())
+        .candidate("streak", CircuitBreaker::builder().consecutive_failures(3))
+        .candidate(
+            "rate",
+            CircuitBreaker::builder()
+                .window(Duration::from_secs(10), 10)
+                .failure_rate(0.5, 4),
+        )
+        .build()
+        .unwrap();
+    succeed(&live); // this thread's first call: its stripes
+    let before = ALLOCATIONS.with(|n| n.get());
+    for i in 0..1000 {
+        // Three failures in four: both candidates trip, reject, probe, reopen.
+        match i % 4 {
+            3 => succeed(&live),
+            _ => fail(&live),
+        }
+        drop(live.try_acquire().unwrap());
+        clock.advance(Duration::from_millis(7));
+    }
+    assert_eq!(
+        ALLOCATIONS.with(|n| n.get()),
+        before,
+        "allocations on the call path"
+    );
+    let reports = live.candidates();
+    assert!(reports.iter().all(|r| r.would_reject > 0), "{reports:?}");
+}
