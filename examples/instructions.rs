@@ -174,6 +174,17 @@ struct Drive {
 }
 
 impl Drive {
+    /// `calls` successful calls, inlined, on one thread.
+    fn successes(calls: u64) -> Drive {
+        Drive {
+            shape: Shape::Inline,
+            fail: false,
+            calls,
+            threads: 1,
+            ran: 0,
+        }
+    }
+
     /// One thread's calls. Every thread makes its warm-up call (which takes its
     /// stripe slot) before any starts measuring, so all hold distinct slots.
     fn one<S: Subject>(&self, s: &S, started: &Barrier) -> u64 {
@@ -245,13 +256,7 @@ fn main() {
                 .iter()
                 .find(|(c, _, _)| c == name)
                 .expect("no such candidates implementation");
-            let mut drive = Drive {
-                shape: Shape::Inline,
-                fail: false,
-                calls,
-                threads: 1,
-                ran: 0,
-            };
+            let mut drive = Drive::successes(calls);
             drive.run(&with_candidates(*window, *n));
             assert_eq!(drive.ran, calls, "{name}: calls that ran");
             println!("candidates {name}: {calls} calls");
@@ -267,13 +272,7 @@ fn main() {
                 .iter()
                 .find(|(n, _)| n == name)
                 .expect("no such ramp implementation");
-            let mut drive = Drive {
-                shape: Shape::Inline,
-                fail: false,
-                calls,
-                threads: 1,
-                ran: 0,
-            };
+            let mut drive = Drive::successes(calls);
             drive.run(&ramp(*share));
             let want = share * calls as f64;
             assert!(
