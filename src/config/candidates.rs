@@ -31,7 +31,9 @@ impl<C: Clock + Clone> Builder<C> {
     /// [`on_transition`](Self::on_transition) are used (its clock is this
     /// breaker's); it may have no candidates of its own and no
     /// [`restore`](Self::restore). Set this breaker's [`clock`](Self::clock)
-    /// before its candidates.
+    /// before its candidates. A `Registry` refuses a builder with candidates
+    /// (its build's [`ConfigError`] names `candidate`): build such a breaker on
+    /// its own.
     ///
     /// The counterfactual rule: a candidate decides its own admission of each
     /// call when the live breaker records the call's outcome, and records that
