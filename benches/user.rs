@@ -320,14 +320,26 @@ fn tower(c: &mut Criterion<Clock>) {
     g.bench_function("tower/cutout, layer", |b| {
         b.iter(|| block_on(async { layered.ready().await?.call(1).await }))
     });
+    g.bench_function("tower/cutout, layer, oneshot", |b| {
+        b.iter(|| block_on(layered.clone().oneshot(1)))
+    });
     // The shapes without a breaker: what the executor and tower's `ready()`
-    // cost by themselves.
+    // cost by themselves. Over `echo` the compiler folds the whole call away;
+    // over `opaque` (its response hidden from the compiler) it cannot.
     let mut bare = echo();
+    let opaque = || tower::service_fn(|n: u64| ready(black_box(Ok::<u64, &'static str>(n))));
+    let mut hidden = opaque();
     g.bench_function("tower/no breaker, future", |b| {
         b.iter(|| block_on(ready(op())))
     });
     g.bench_function("tower/no breaker, service", |b| {
         b.iter(|| block_on(async { bare.ready().await?.call(1).await }))
+    });
+    g.bench_function("tower/no breaker, opaque service", |b| {
+        b.iter(|| block_on(async { hidden.ready().await?.call(1).await }))
+    });
+    g.bench_function("tower/no breaker, opaque service, oneshot", |b| {
+        b.iter(|| block_on(hidden.clone().oneshot(1)))
     });
     g.bench_function("tower/tower-resilience, layer", |b| {
         b.iter(|| block_on(async { peer.ready().await?.call(1).await }))
