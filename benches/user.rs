@@ -19,9 +19,11 @@
 //! - `transitions/...`: a round of three transitions on a manual clock, with and
 //!   without a listener;
 //! - `tower/<...>`: a ready service, `svc.ready().await?.call(1).await` through
-//!   cutout's layer and tower-resilience's, against `breaker.call_async(..)` and
-//!   `breaker.call(..)`, each driven by a `block_on` that polls with a no-op waker
-//!   (and the same shapes without a breaker, which the compiler folds away).
+//!   cutout's layer and tower-resilience's, and `svc.clone().oneshot(1)` through
+//!   cutout's, against `breaker.call_async(..)` and `breaker.call(..)`, each driven
+//!   by a `block_on` that polls with a no-op waker; and the same shapes without a
+//!   breaker (over `echo` the compiler folds them away; over `opaque` it cannot:
+//!   what tower's shape and the executor cost by themselves).
 //!
 //! Short by default (0.5 s warm-up, 1 s measurement a row, about 3 minutes in
 //! all): `cargo bench --bench user --features tower`; criterion's own flags
