@@ -341,7 +341,7 @@ fn tower(c: &mut Criterion<Clock>) {
         b.iter(|| block_on(async { hidden.ready().await?.call(1).await }))
     });
     g.bench_function("tower/no breaker, opaque service, oneshot", |b| {
-        b.iter(|| block_on(hidden.clone().oneshot(1)))
+        b.iter(|| block_on(hidden.oneshot(1))) // a copy, as a clone
     });
     g.bench_function("tower/tower-resilience, layer", |b| {
         b.iter(|| block_on(async { peer.ready().await?.call(1).await }))
