@@ -19,9 +19,11 @@
 //! - `transitions/...`: a round of three transitions on a manual clock, with and
 //!   without a listener;
 //! - `tower/<...>`: a ready service, `svc.ready().await?.call(1).await` through
-//!   cutout's layer and tower-resilience's, against `breaker.call_async(..)` and
-//!   `breaker.call(..)`, each driven by a `block_on` that polls with a no-op waker
-//!   (and the same shapes without a breaker, which the compiler folds away).
+//!   cutout's layer and tower-resilience's, and `svc.clone().oneshot(1)` through
+//!   cutout's, against `breaker.call_async(..)` and `breaker.call(..)`, each driven
+//!   by a `block_on` that polls with a no-op waker; and the same shapes without a
+//!   breaker (over `echo` the compiler folds them away; over `opaque` it cannot:
+//!   what tower's shape and the executor cost by themselves).
 //!
 //! Short by default (0.5 s warm-up, 1 s measurement a row, about 3 minutes in
 //! all): `cargo bench --bench user --features tower`; criterion's own flags
@@ -320,14 +322,26 @@ fn tower(c: &mut Criterion<Clock>) {
     g.bench_function("tower/cutout, layer", |b| {
         b.iter(|| block_on(async { layered.ready().await?.call(1).await }))
     });
+    g.bench_function("tower/cutout, layer, oneshot", |b| {
+        b.iter(|| block_on(layered.clone().oneshot(1)))
+    });
     // The shapes without a breaker: what the executor and tower's `ready()`
-    // cost by themselves.
+    // cost by themselves. Over `echo` the compiler folds the whole call away;
+    // over `opaque` (its response hidden from the compiler) it cannot.
     let mut bare = echo();
+    let opaque = || tower::service_fn(|n: u64| ready(black_box(Ok::<u64, &'static str>(n))));
+    let mut hidden = opaque();
     g.bench_function("tower/no breaker, future", |b| {
         b.iter(|| block_on(ready(op())))
     });
     g.bench_function("tower/no breaker, service", |b| {
         b.iter(|| block_on(async { bare.ready().await?.call(1).await }))
+    });
+    g.bench_function("tower/no breaker, opaque service", |b| {
+        b.iter(|| block_on(async { hidden.ready().await?.call(1).await }))
+    });
+    g.bench_function("tower/no breaker, opaque service, oneshot", |b| {
+        b.iter(|| block_on(hidden.oneshot(1))) // a copy, as a clone
     });
     g.bench_function("tower/tower-resilience, layer", |b| {
         b.iter(|| block_on(async { peer.ready().await?.call(1).await }))

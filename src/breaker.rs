@@ -314,8 +314,8 @@ impl<C: Clock> CircuitBreaker<C> {
     // store-forwarding stall, 8-10 ns a closed call against 2 inlined
     // (`benches/user.rs`, "not inlined"; `docs/PERFORMANCE.md`). Inlined, the
     // `Result` is made where the caller keeps it. The lean path is small:
-    // everything else is out of line (`call_off_lean`, `record_success_off_lean`,
-    // `record_general`).
+    // everything else is out of line (`admit_off_lean`, `record_off_lean`,
+    // `record_success_off_lean`, `record_general`).
     #[inline(always)]
     pub fn call_with<T, E>(
         &self,
@@ -325,58 +325,70 @@ impl<C: Clock> CircuitBreaker<C> {
         let s = self.hot.word.load();
         // The lean path: a closed admission by a thread that owns its stripe, timed
         // (if the slow-call policy times calls) by a cheap reading, and a success
-        // recorded by the common case (`record_lean_success`). Everything else is
-        // one out-of-line call: an admission off this path is made and finished by
-        // `call_off_lean`, an outcome off it is recorded by `record_general`. So the
-        // path itself calls nothing but `f`, and keeps few values in registers that
-        // need saving.
-        if !s.is_closed() {
-            // An Open rejection inside the cooldown, inline too: one compare of the
-            // clock with the deadline the thread keeps in its own stripe for this
-            // word (`reject_cached`). Only for a thread that owns its stripe and has
-            // been rejected in this phase before; any other (its first call to
-            // this breaker included) takes `call_off_lean`, which gives it its slot
-            // and stripe and fills that cache. So the path calls nothing, and saves
-            // no registers for a call.
-            if s.is(State::Open) {
-                if let Some(o) = self.hot.stripes.mine_if_owned() {
-                    if let Some(rejected) = self.reject_cached(o, s) {
-                        return Err(Error::Rejected(rejected));
+        // recorded by the common case (`record_lean_success`). Every other
+        // admission is made by `admit_off_lean`, every other outcome recorded by
+        // `record_general`, both out of line. The rare paths hand back only the
+        // admission, never the call's `Result`: it is made in one place, here,
+        // where the caller keeps it (a `Result` from a function of its own came
+        // back through memory and joined the lean one there, and the caller read
+        // it back before matching on it: a `?` cost 1.4x an `.is_ok()`).
+        let admitted = 'lean: {
+            if !s.is_closed() {
+                // An Open rejection inside the cooldown, inline too: one compare of
+                // the clock with the deadline the thread keeps in its own stripe for
+                // this word (`reject_cached`). Only for a thread that owns its stripe
+                // and has been rejected in this phase before; any other (its first
+                // call to this breaker included) takes `admit_off_lean`, which gives
+                // it its slot and stripe and fills that cache. So the path calls
+                // nothing, and saves no registers for a call.
+                if s.is(State::Open) {
+                    if let Some(o) = self.hot.stripes.mine_if_owned() {
+                        if let Some(rejected) = self.reject_cached(o, s) {
+                            return Err(Error::Rejected(rejected));
+                        }
                     }
                 }
+                break 'lean None;
             }
-            return self.call_off_lean(s, classify, f);
-        }
-        // Acquire and record run on this thread: one stripe lookup serves both. A
-        // thread without a slot yet reads as owning no stripe, so it takes
-        // `call_off_lean`, which gives it one.
-        let Some(o) = self.hot.stripes.mine_if_owned() else {
-            return self.call_off_lean(s, classify, f);
-        };
-        let r = o.stripe();
-        let lean = self.hot.lean;
-        let started = match lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
-            false => 0,
-            true => {
-                unlikely(); // the slow-call policy is the least common
-                match self.clock.now_if_cheap() {
-                    Some(now) if !lean.has(Lean::PRECISE) => now,
-                    _ => return self.call_off_lean(s, classify, f),
+            // Acquire and record run on this thread: one stripe lookup serves both.
+            // A thread without a slot yet reads as owning no stripe, so it takes
+            // `admit_off_lean`, which gives it one.
+            let Some(o) = self.hot.stripes.mine_if_owned() else {
+                break 'lean None;
+            };
+            let lean = self.hot.lean;
+            let started = match lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
+                false => 0,
+                true => {
+                    unlikely(); // the slow-call policy is the least common
+                    match self.clock.now_if_cheap() {
+                        Some(now) if !lean.has(Lean::PRECISE) => now,
+                        _ => break 'lean None,
+                    }
                 }
-            }
+            };
+            o.bump(Counter::Admitted);
+            Some((o.stripe(), Ticket::new(s, started), Some(lean)))
         };
-        o.bump(Counter::Admitted);
-        let permit = Permit::new(self, Ticket::new(s, started));
+        let (r, ticket, lean) = match admitted {
+            Some(admitted) => admitted,
+            None => match self.admit_off_lean(s) {
+                Ok((r, ticket)) => (r, ticket, None),
+                Err(rejected) => return Err(Error::Rejected(rejected)),
+            },
+        };
+        let permit = Permit::new(self, ticket);
         let result = f(); // a panic drops the permit: recorded as dropped
         let outcome = classify(&result);
         let ticket = permit.into_ticket();
-        match outcome {
+        match (outcome, lean) {
             // The same word as at admission (every transition moves the generation
             // on): still the phase the call was admitted in.
-            Outcome::Success
+            (Outcome::Success, Some(lean))
                 if self.hot.word.load() == s && self.record_lean_success(r, s, ticket, lean) => {}
-            Outcome::Success => self.record_success_off_lean(r, ticket),
-            _ => self.record_general(r, ticket, outcome),
+            (Outcome::Success, Some(_)) => self.record_success_off_lean(r, ticket),
+            (_, Some(_)) => self.record_general(r, ticket, outcome),
+            (_, None) => self.record_off_lean(r, ticket, outcome),
         }
         result.map_err(Error::Inner)
     }
@@ -389,27 +401,27 @@ impl<C: Clock> CircuitBreaker<C> {
         self.record_general(r, ticket, Outcome::Success);
     }
 
-    /// [`call_with`](Self::call_with) off its lean path: a rejection, a probe, a
-    /// disabled breaker's call, a call timed by a precise reading, or one by a
-    /// thread without a stripe of its own.
+    /// [`record_in`](Self::record_in) for a call [`admit_off_lean`](Self::admit_off_lean)
+    /// admitted.
     #[inline(never)]
     #[cold]
-    fn call_off_lean<T, E>(
-        &self,
-        s: Snapshot,
-        classify: impl FnOnce(&Result<T, E>) -> Outcome,
-        f: impl FnOnce() -> Result<T, E>,
-    ) -> Result<T, Error<E>> {
+    fn record_off_lean(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
+        self.record_in(r, ticket, outcome);
+    }
+
+    /// [`call_with`](Self::call_with)'s admission off its lean path: a rejection,
+    /// a probe, a disabled breaker's call, a call timed by a precise reading, or
+    /// one by a thread without a stripe of its own. The stripe to record in and the
+    /// ticket, or the rejection.
+    #[inline(never)]
+    #[cold]
+    fn admit_off_lean(&self, s: Snapshot) -> Result<(StripeRef<'_>, Ticket), Rejected> {
         let r = self.hot.stripes.mine();
         let ticket = match s.is_closed() {
             true => self.admit(r, s),
-            false => self.acquire_not_closed(r, s).map_err(Error::Rejected)?,
+            false => self.acquire_not_closed(r, s)?,
         };
-        let permit = Permit::new(self, ticket); // recorded as dropped on a panic
-        let result = f();
-        let outcome = classify(&result);
-        self.record_in(r, permit.into_ticket(), outcome);
-        result.map_err(Error::Inner)
+        Ok((r, ticket))
     }
 
     /// Records the success of a call admitted in Closed if it is the common case:
