@@ -96,23 +96,27 @@ async fn snapshot(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
         .into_response()
 }
 
-/// One event per tick, each the client's page of the newest frame. A slow client
-/// skips frames rather than queueing them: it holds one receiver and one frame.
+/// One event per frame, each the client's page of the newest frame (rendered
+/// once per frame and query, whoever asks). A slow client skips frames rather
+/// than queueing them: it holds one receiver and one frame. The stream holds the
+/// router's state weakly, and ends with it.
 async fn stream(State(shared): State<Arc<Shared>>, uri: Uri) -> impl IntoResponse {
     shared.ensure_started();
     let query = Query::parse(uri.query());
-    let controls = shared.source.controls;
     let mut frames = shared.frames.subscribe();
     frames.mark_changed();
+    let weak = Arc::downgrade(&shared);
     drop(shared);
-    let events =
-        futures_util::stream::unfold((frames, query), move |(mut frames, query)| async move {
+    let events = futures_util::stream::unfold((frames, query), move |(mut frames, query)| {
+        let weak = weak.clone();
+        async move {
             frames.changed().await.ok()?;
             let frame = frames.borrow_and_update().clone();
-            let data = view::page(&frame, &query, controls).to_string();
-            let event = Event::default().event("frame").data(data);
+            let data = weak.upgrade()?.render(&frame, &query);
+            let event = Event::default().event("frame").data(&*data);
             Some((Ok::<_, Infallible>(event), (frames, query)))
-        });
+        }
+    });
     (
         [(header::CACHE_CONTROL, "no-store")],
         Sse::new(events).keep_alive(KeepAlive::default()),

@@ -63,13 +63,15 @@
 
 mod fleet;
 mod http;
+mod push;
 mod sampler;
 mod source;
 mod view;
 
 pub use axum::Router;
 pub use fleet::FleetSource;
-pub use source::{Breakers, Source, Thresholds};
+pub use push::PUSH_GAP;
+pub use source::{Breakers, MAX_TICK, MIN_TICK, Source, TICK, Thresholds};
 
 use std::sync::Arc;
 

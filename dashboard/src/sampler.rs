@@ -3,6 +3,7 @@
 //! sorted [`Frame`] that every client renders its own page from.
 
 use crate::fleet::MAX_FLEET_KEYS;
+use crate::push::PUSH_GAP;
 use crate::source::{Source, Thresholds};
 use crate::view::{self, Query};
 use cutout::{Reason, State, WindowCounts};
@@ -11,8 +12,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
-/// How often the sampler reads the breakers.
-pub(crate) const TICK: Duration = Duration::from_millis(250);
 /// Points kept per breaker for its chart (10 s at four ticks a second).
 pub(crate) const HISTORY: usize = 40;
 /// Transitions kept per breaker.
@@ -78,6 +77,8 @@ struct Track {
     history: VecDeque<(f32, f32)>,
     recent: VecDeque<Event>,
     recent_shared: Arc<[Event]>,
+    /// Admitted and rejected per second, as of the last regular tick.
+    per_s: (f64, f64),
     seen: u64,
 }
 
@@ -97,13 +98,17 @@ impl Sampler {
         }
     }
 
-    /// Reads every breaker once and returns the sorted frame.
-    pub(crate) fn sample(&mut self, source: &Source) -> Frame {
+    /// Reads every breaker once and returns the sorted frame. A `pushed` frame
+    /// (a transition woke the sampler early) takes states and transitions only:
+    /// the rates and the charts move on regular ticks, one point per tick.
+    pub(crate) fn sample(&mut self, source: &Source, pushed: bool) -> Frame {
         let now = Instant::now();
         let secs = self
             .last
             .map_or(0.0, |last| now.duration_since(last).as_secs_f64());
-        self.last = Some(now);
+        if !pushed {
+            self.last = Some(now);
+        }
         self.tick += 1;
         let tick = self.tick;
         let at_ms = SystemTime::now()
@@ -134,6 +139,7 @@ impl Sampler {
                 history: VecDeque::with_capacity(HISTORY),
                 recent: VecDeque::with_capacity(RECENT),
                 recent_shared: Arc::from(Vec::new()),
+                per_s: (0.0, 0.0),
                 seen: tick,
             });
             let rate = |now: u64, before: u64| {
@@ -143,10 +149,20 @@ impl Sampler {
                     0.0
                 }
             };
-            let admitted_per_s = rate(m.lifetime.admitted, track.admitted);
-            let rejected_per_s = rate(m.lifetime.rejected, track.rejected);
-            track.admitted = m.lifetime.admitted;
-            track.rejected = m.lifetime.rejected;
+            if !pushed {
+                track.per_s = (
+                    rate(m.lifetime.admitted, track.admitted),
+                    rate(m.lifetime.rejected, track.rejected),
+                );
+                track.admitted = m.lifetime.admitted;
+                track.rejected = m.lifetime.rejected;
+                if track.history.len() == HISTORY {
+                    track.history.pop_front();
+                }
+                let (a, r) = track.per_s;
+                track.history.push_back((a as f32, r as f32));
+            }
+            let (admitted_per_s, rejected_per_s) = track.per_s;
             // Every transition since the last tick, by reason: the counters only
             // grow, so none between two ticks goes unseen.
             let mut changed = false;
@@ -168,12 +184,6 @@ impl Sampler {
             if changed {
                 track.recent_shared = track.recent.iter().cloned().collect();
             }
-            if track.history.len() == HISTORY {
-                track.history.pop_front();
-            }
-            track
-                .history
-                .push_back((admitted_per_s as f32, rejected_per_s as f32));
             track.seen = tick;
             rows.push(Row {
                 name: key,
@@ -254,19 +264,32 @@ impl Shared {
         self.started.call_once(|| {
             let mut sampler = Sampler::new();
             self.frames
-                .send_replace(Arc::new(sampler.sample(&self.source)));
+                .send_replace(Arc::new(sampler.sample(&self.source, false)));
             let weak: Weak<Shared> = Arc::downgrade(self);
+            let push = self.source.push.clone();
+            let tick = self.source.tick;
             tokio::spawn(async move {
-                let mut every = tokio::time::interval(TICK);
+                let mut every = tokio::time::interval(tick);
                 every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 every.tick().await;
+                let mut last = tokio::time::Instant::now();
                 loop {
-                    every.tick().await;
+                    let pushed = tokio::select! {
+                        _ = every.tick() => false,
+                        () = push.poked() => {
+                            tokio::time::sleep_until(last + PUSH_GAP).await;
+                            // The next regular tick a whole tick after this frame.
+                            every.reset();
+                            true
+                        }
+                    };
                     let Some(shared) = weak.upgrade() else { return };
+                    // Before the read: a transition after it wakes the sampler again.
+                    push.clear();
                     // Off the async workers: a tick over thousands of breakers
                     // takes milliseconds.
                     let done = tokio::task::spawn_blocking(move || {
-                        let frame = sampler.sample(&shared.source);
+                        let frame = sampler.sample(&shared.source, pushed);
                         shared.frames.send_replace(Arc::new(frame));
                         sampler
                     });
@@ -274,6 +297,7 @@ impl Shared {
                         Ok(back) => sampler = back,
                         Err(_) => return,
                     }
+                    last = tokio::time::Instant::now();
                 }
             });
         });

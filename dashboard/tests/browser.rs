@@ -148,7 +148,11 @@ fn assert_png(png: &[u8]) {
     let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
     let height = u32::from_be_bytes(png[20..24].try_into().unwrap());
     assert!(width > 0 && height > 0, "{width}x{height}");
-    assert_eq!(&png[png.len() - 8..png.len() - 4], b"IEND", "the end chunk last");
+    assert_eq!(
+        &png[png.len() - 8..png.len() - 4],
+        b"IEND",
+        "the end chunk last"
+    );
 }
 
 /// The state shown on the dashboard's card for `name`, or "" without one.

@@ -3,10 +3,11 @@
 
 mod common;
 
-use common::{get, request, serve, snapshot_until, stream_until};
+use common::{Stream, get, request, serve, snapshot_until, stream_until};
 use cutout::{CircuitBreaker, Registry, State};
 use cutout_dashboard::Source;
 use std::sync::Arc;
+use std::time::Duration;
 
 const HOSTILE: &str = "<script>alert(1)</script>";
 
@@ -256,4 +257,71 @@ async fn a_fleets_picture_shows_beside_the_breakers() {
     }
     let alone = serve(app(Source::new().registry(registry(&["db"])))).await;
     assert!(get(alone, "/breakers/api/snapshot").await.json()["fleet"].is_null());
+}
+
+fn reasons(row: &serde_json::Value) -> Vec<&str> {
+    row["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect()
+}
+
+/// With the source's listener wired in, a transition reaches an open stream in
+/// the very next frame: the tick is a minute, so no regular tick comes between.
+#[tokio::test]
+async fn the_listener_pushes_a_transition_before_the_next_tick() {
+    let source = Source::new().tick(Duration::from_secs(60));
+    let db = Arc::new(
+        CircuitBreaker::builder()
+            .on_transition(source.listener())
+            .build()
+            .unwrap(),
+    );
+    let reg: Arc<Registry<String>> = Arc::new(
+        Registry::builder(CircuitBreaker::builder())
+            .on_transition(source.registry_listener())
+            .build()
+            .unwrap(),
+    );
+    reg.get("cache");
+    let addr = serve(app(source.registry(reg.clone()).breaker("db", db.clone()))).await;
+    let mut stream = Stream::open(addr, "/breakers/api/stream").await;
+    let first = stream.next().await;
+    assert_eq!(names(&first), ["cache", "db"]);
+    assert_eq!(first["sick"], 0);
+
+    db.force_open();
+    let pushed = stream.next().await;
+    assert_eq!(pushed["tick"], first["tick"].as_u64().unwrap() + 1);
+    assert_eq!(names(&pushed), ["db", "cache"], "sick first");
+    assert_eq!(pushed["breakers"][0]["state"], "forced_open");
+    assert_eq!(reasons(&pushed["breakers"][0]), ["forced_open"]);
+
+    reg.get("cache").disable();
+    db.reset();
+    // One pushed frame or two (the sampler may read between the two): each a
+    // tick after the one before, the last showing both.
+    let mut tick = pushed["tick"].as_u64().unwrap();
+    let both = loop {
+        let frame = stream.next().await;
+        tick += 1;
+        assert_eq!(frame["tick"].as_u64(), Some(tick), "only pushed frames");
+        let row = |name: &str| {
+            frame["breakers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["name"] == name)
+                .unwrap()
+                .clone()
+        };
+        if row("cache")["state"] == "disabled" && row("db")["state"] == "closed" {
+            break (row("cache"), row("db"));
+        }
+        assert!(tick < pushed["tick"].as_u64().unwrap() + 3, "{frame}");
+    };
+    assert_eq!(reasons(&both.0), ["disabled"]);
+    assert_eq!(reasons(&both.1), ["forced_open", "reset"]);
 }
