@@ -61,6 +61,7 @@
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod control;
 mod fleet;
 mod http;
 mod push;
@@ -69,7 +70,7 @@ mod source;
 mod view;
 
 pub use axum::Router;
-pub use fleet::FleetSource;
+pub use fleet::{FleetAction, FleetOverride, FleetSource, OVERRIDE_DEFAULT, OVERRIDE_MAX};
 pub use push::PUSH_GAP;
 pub use source::{Breakers, MAX_TICK, MIN_TICK, Source, TICK, Thresholds};
 

@@ -2,7 +2,7 @@
 //! counters into rates and transition counts into events, and publishes one
 //! sorted [`Frame`] that every client renders its own page from.
 
-use crate::fleet::MAX_FLEET_KEYS;
+use crate::fleet::{FleetOverride, MAX_FLEET_KEYS};
 use crate::push::PUSH_GAP;
 use crate::source::{Source, Thresholds};
 use crate::view::{self, Query};
@@ -46,6 +46,8 @@ pub(crate) struct Row {
     pub(crate) recent: Arc<[Event]>,
     /// Live fleet peers that report this breaker's name Open.
     pub(crate) fleet_open: usize,
+    /// The fleet-wide override in force for this breaker's name.
+    pub(crate) fleet_override: Option<FleetOverride>,
 }
 
 /// Every breaker, sick first.
@@ -53,8 +55,18 @@ pub(crate) struct Row {
 pub(crate) struct Frame {
     pub(crate) tick: u64,
     pub(crate) rows: Vec<Row>,
-    /// With a fleet: its live peers and this instance's quorum opens.
-    pub(crate) fleet: Option<(usize, u64)>,
+    /// With a fleet: its picture.
+    pub(crate) fleet: Option<FleetPicture>,
+}
+
+/// A fleet as of the last tick.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FleetPicture {
+    pub(crate) live_peers: usize,
+    /// Opens this instance made on a fleet quorum.
+    pub(crate) quorum_opens: u64,
+    /// Whether the fleet takes the controls.
+    pub(crate) controls: bool,
 }
 
 /// Sick first: open, then half-open and recovering, then the rest.
@@ -120,7 +132,11 @@ impl Sampler {
                 let n = f.open_reports(&key);
                 fleet_open.insert(key, n);
             }
-            (f.live_peers(), f.quorum_opens())
+            FleetPicture {
+                live_peers: f.live_peers(),
+                quorum_opens: f.quorum_opens(),
+                controls: f.controls(),
+            }
         });
         let mut rows = Vec::with_capacity(self.tracks.len());
         let tracks = &mut self.tracks;
@@ -201,6 +217,7 @@ impl Sampler {
                 history: track.history.iter().copied().collect(),
                 recent: track.recent_shared.clone(),
                 fleet_open: fleet_open.get(name).copied().unwrap_or(0),
+                fleet_override: source.fleet.as_ref().and_then(|f| f.override_of(name)),
             });
         });
         // Breakers gone from the source (evicted, removed) are forgotten.

@@ -1,5 +1,6 @@
 //! One client's page of a [`Frame`]: the query it asked for, and the JSON it gets.
 
+use crate::fleet::{FleetOverride, OVERRIDE_DEFAULT, OVERRIDE_MAX};
 use crate::sampler::{Frame, Row, rank};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -107,6 +108,7 @@ fn row_json(row: &Row) -> Value {
         "rejected_per_s": row.rejected_per_s,
         "history": row.history.iter().map(|&(a, r)| [a, r]).collect::<Vec<_>>(),
         "fleet_open_reports": row.fleet_open,
+        "fleet_override": row.fleet_override.map(FleetOverride::as_str),
         "recent": row.recent.iter().map(|e| json!({
             "at_ms": e.at_ms, "reason": e.reason.as_str(), "count": e.count,
         })).collect::<Vec<_>>(),
@@ -140,7 +142,13 @@ pub(crate) fn page(frame: &Frame, query: &Query, controls: bool) -> Value {
         "per_page": query.per_page,
         "pages": matched.div_ceil(query.per_page).max(1),
         "controls": controls,
-        "fleet": frame.fleet.map(|(live, opens)| json!({"live_peers": live, "quorum_opens": opens})),
+        "fleet": frame.fleet.map(|f| json!({
+            "live_peers": f.live_peers,
+            "quorum_opens": f.quorum_opens,
+            "controls": controls && f.controls,
+            "override_default_s": OVERRIDE_DEFAULT.as_secs(),
+            "override_max_s": OVERRIDE_MAX.as_secs(),
+        })),
         "breakers": rows,
     })
 }

@@ -197,6 +197,11 @@ async fn controls_take_same_origin_posts_only() {
     assert_eq!(request(addr, "POST", reset, &same_site).await.status, 204);
     assert_eq!(reg.get("db").state(), State::Closed);
 
+    // A duration is for a fleet's override: refused without one.
+    let timed = "/breakers/api/control?name=db&action=force_open&for_s=60";
+    assert_eq!(request(addr, "POST", timed, &same_site).await.status, 400);
+    assert_eq!(reg.get("db").state(), State::Closed);
+
     let unknown = "/breakers/api/control?name=nobody&action=reset";
     assert_eq!(request(addr, "POST", unknown, &same_site).await.status, 404);
     let bad = "/breakers/api/control?name=db&action=explode";
@@ -255,6 +260,20 @@ async fn a_fleets_picture_shows_beside_the_breakers() {
         let want = if row["name"] == "db" { 2 } else { 0 };
         assert_eq!(row["fleet_open_reports"], want, "{row}");
     }
+    assert_eq!(page["fleet"]["controls"], false);
+    assert!(page["breakers"][0]["fleet_override"].is_null());
+
+    // A fleet that takes no controls leaves them local.
+    let reg = registry(&["db"]);
+    let source = Source::new().registry(reg.clone()).fleet(Arc::new(Peers));
+    let local = serve(app(source.controls(true))).await;
+    let path = "/breakers/api/control?name=db&action=force_open";
+    let same_site = [("sec-fetch-site", "same-origin")];
+    assert_eq!(request(local, "POST", path, &same_site).await.status, 204);
+    assert_eq!(reg.get("db").state(), State::ForcedOpen);
+    let page = get(local, "/breakers/api/snapshot").await.json();
+    assert_eq!(page["fleet"]["controls"], false);
+
     let alone = serve(app(Source::new().registry(registry(&["db"])))).await;
     assert!(get(alone, "/breakers/api/snapshot").await.json()["fleet"].is_null());
 }
