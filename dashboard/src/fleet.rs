@@ -101,6 +101,23 @@ const _: () = assert!(OVERRIDE_MAX.as_secs() == cutout_fleet::MAX_OVERRIDE.as_se
 /// open and disable are `Fleet::force_open` and `Fleet::disable` (which set this
 /// instance's attached breakers at once, and the other instances' when the
 /// message arrives), and a release is `Fleet::release`.
+///
+/// ```no_run
+/// use cutout::CircuitBreaker;
+/// use cutout_fleet::{Fleet, FleetConfig};
+/// use std::sync::Arc;
+///
+/// let fleet = Arc::new(Fleet::start(FleetConfig::new("redis://127.0.0.1:6379/"))?);
+/// // Built through the fleet: attached, so fleet-wide controls move it too.
+/// let payments = fleet.breaker("payments", CircuitBreaker::builder())?;
+/// let source = cutout_dashboard::Source::new()
+///     .breaker("payments", payments)
+///     .fleet(fleet)
+///     .controls(true);
+/// let app: axum::Router = axum::Router::new().nest("/admin/breakers", cutout_dashboard::router(source));
+/// # drop(app);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[cfg(feature = "fleet")]
 impl FleetSource for cutout_fleet::Fleet {
     fn live_peers(&self) -> usize {
