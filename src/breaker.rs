@@ -37,16 +37,19 @@ use std::time::Duration;
 
 mod admission;
 mod announce;
+mod candidates;
 mod layout;
 mod manual;
 mod phase;
 mod record;
 mod report;
+mod shadow;
 mod time;
 mod transitions;
 
 use layout::{Hot, Lean, Phase, unlikely};
 use phase::Probe;
+use shadow::Shadowing;
 use time::ticks_to_duration;
 
 /// A lock-free circuit breaker.
@@ -107,6 +110,10 @@ pub struct CircuitBreaker<C = DefaultClock> {
     /// so that a trip on timed-out calls shows failures. Off the lean paths: only a
     /// drop that `on_drop` makes a failure writes it.
     dropped_failures: AtomicU64,
+    /// What a shadow breaker, a candidate, or a breaker with candidates keeps
+    /// (see [`Shadowing`]); `None` for any other, which then holds one pointer
+    /// for it (the breaker's tail has no room for more).
+    shadowing: Option<Box<Shadowing<C>>>,
     /// What an integration keeps beside the breaker (see [`Attachment`]).
     pub(crate) attached: Attachment,
 }
@@ -128,6 +135,12 @@ impl CircuitBreaker<DefaultClock> {
 impl<C: Clock> CircuitBreaker<C> {
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let origin = clock.now();
+        Self::from_parts_at(config, clock, listener, origin)
+    }
+
+    /// [`from_parts`](Self::from_parts), built at clock reading `origin` (a
+    /// candidate's is its live breaker's, so their times count from one build).
+    fn from_parts_at(config: Config, clock: C, listener: Option<Listener>, origin: u64) -> Self {
         let bias = config.max_cooldown();
         let window = config.window.map(|w| Box::new(Window::new(w, origin)));
         let stripes = Stripes::new(window.as_ref().map_or(0, |w| w.buckets()));
@@ -150,6 +163,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }),
             transitions: std::array::from_fn(|_| AtomicU64::new(0)),
             dropped_failures: AtomicU64::new(0),
+            shadowing: config.shadow.then(|| Box::new(Shadowing::new())),
             attached: Attachment::default(),
             window,
             config,
@@ -341,12 +355,12 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         let r = o.stripe();
         let lean = self.hot.lean;
-        let started = match lean.has(Lean::TIMED | Lean::PRECISE) {
+        let started = match lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
             false => 0,
             true => {
                 unlikely(); // the slow-call policy is the least common
                 match self.clock.now_if_cheap() {
-                    Some(now) if !lean.has(Lean::PRECISE) => now,
+                    Some(now) if !lean.has(Lean::PRECISE | Lean::OFFERS) => now,
                     _ => return self.call_off_lean(s, classify, f),
                 }
             }
@@ -418,15 +432,17 @@ impl<C: Clock> CircuitBreaker<C> {
         if !self.phase.streak.is_empty_relaxed() {
             return false;
         }
-        if lean.has(Lean::WINDOW) {
+        // A breaker with candidates is sent off here, by the masks that test the
+        // slow-call policy: its success is offered to them off the lean path.
+        if lean.has(Lean::WINDOW | Lean::OFFERS) {
             let Some(now) = self.clock.now_if_cheap() else {
                 return false;
             };
             // The slow-call policy always comes with a window, so it is checked here,
             // against the same reading.
-            if lean.has(Lean::TIMED | Lean::PRECISE) {
+            if lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
                 unlikely();
-                if lean.has(Lean::PRECISE)
+                if lean.has(Lean::PRECISE | Lean::OFFERS)
                     || ticket.elapsed(now) >= u64::from(self.hot.lean_slow_nanos)
                 {
                     return false;

@@ -17,6 +17,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod candidates;
 mod validate;
 
 pub(crate) use validate::{Config, Parts, SlowCalls, WindowConfig};
@@ -59,6 +60,7 @@ pub(crate) const DEFAULT_NAME: &str = "default";
 /// | [`on_drop`]            | [`Dropped::Ignored`] (a slow call stays slow) |
 /// | [`ramp_up`]            | off: a successful round closes at once |
 /// | [`name`]               | `"default"`                          |
+/// | [`shadow`]             | off: the breaker rejects             |
 ///
 /// [`consecutive_failures`]: Builder::consecutive_failures
 /// [`failure_rate`]: Builder::failure_rate
@@ -74,6 +76,7 @@ pub(crate) const DEFAULT_NAME: &str = "default";
 /// [`name`]: Builder::name
 /// [`on_drop`]: Builder::on_drop
 /// [`ramp_up`]: Builder::ramp_up
+/// [`shadow`]: Builder::shadow
 ///
 /// A call whose permit is dropped before its outcome is recorded (a timeout
 /// outside the breaker, a client that went away, a panic) counts as ignored by
@@ -108,6 +111,11 @@ pub struct Builder<C = DefaultClock> {
     on_transition: Option<Listener>,
     /// What [`Builder::restore`] gave, if anything (see [`crate::saved`]).
     pub(crate) restore: Restore,
+    /// The what-if candidates (see [`Builder::candidate`]).
+    candidates: Vec<candidates::CandidateSpec>,
+    /// How the candidates get their clock: set by [`Builder::candidate`], which
+    /// asks for a clock that clones; [`Builder::clock`] drops it.
+    clone_clock: Option<fn(&C) -> C>,
 }
 
 /// Every setting as given, checked only in [`Builder::build`].
@@ -127,6 +135,7 @@ struct Settings {
     half_open_timeout: Duration,
     on_drop: Dropped,
     ramp_up: Option<Duration>,
+    shadow: bool,
 }
 
 impl Builder<DefaultClock> {
@@ -150,9 +159,12 @@ impl Builder<DefaultClock> {
                 half_open_timeout: DEFAULT_HALF_OPEN_TIMEOUT,
                 on_drop: Dropped::Ignored,
                 ramp_up: None,
+                shadow: false,
             },
             on_transition: None,
             restore: Restore::default(),
+            candidates: Vec::new(),
+            clone_clock: None,
         }
     }
 }
@@ -419,6 +431,38 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// Shadow mode: the breaker runs its whole state machine and reports it, but
+    /// never rejects. Every call runs; one it would have rejected counts in
+    /// [`Lifetime::would_reject`](crate::Lifetime::would_reject) (and
+    /// [`rejected`](crate::Lifetime::rejected) stays 0), and its outcome counts
+    /// for nothing: under this configuration the call would not have happened.
+    /// Its transitions are delivered with
+    /// [`Transition::shadow`](crate::Transition::shadow) set. Watch first, enforce
+    /// later: drop `.shadow()` once its transitions fall where they should.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock, State};
+    ///
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(2)
+    ///     .shadow()
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// for _ in 0..2 {
+    ///     let _ = breaker.call(|| Err::<(), _>("down"));
+    /// }
+    /// assert_eq!(breaker.state(), State::Open);
+    /// assert_eq!(breaker.call(|| Ok::<_, ()>("runs all the same")), Ok("runs all the same"));
+    /// let lifetime = breaker.metrics().lifetime;
+    /// assert_eq!((lifetime.would_reject, lifetime.rejected), (1, 0));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn shadow(mut self) -> Self {
+        self.settings.shadow = true;
+        self
+    }
+
     /// Call `f` once for every transition, on the thread whose compare-and-swap made
     /// it, after the swap, with nothing held: `f` may use the breaker (`state()`,
     /// `metrics()`, even `call()`). Events from different threads can reach `f` out of
@@ -445,6 +489,8 @@ impl<C: Clock> Builder<C> {
             settings: self.settings,
             on_transition: self.on_transition,
             restore: self.restore,
+            candidates: self.candidates,
+            clone_clock: None,
         }
     }
 
@@ -468,22 +514,16 @@ impl<C: Clock> Builder<C> {
     /// whole milliseconds: about 584 years); a window bucket shorter than the clock's
     /// resolution, or more than 4096 buckets (see [`window`](Self::window)); or, with
     /// [`restore`](Self::restore), one naming `restore` that says why the saved
-    /// state cannot be restored.
+    /// state cannot be restored; or one naming `candidate` for a what-if
+    /// candidate that cannot be built (see [`candidate`](Self::candidate)).
     pub fn build(self) -> Result<CircuitBreaker<C>, ConfigError> {
         let config = self.validate()?;
-        match self.restore.start(&config)? {
-            None => Ok(CircuitBreaker::from_parts(
-                config,
-                self.clock,
-                self.on_transition,
-            )),
-            Some(start) => Ok(CircuitBreaker::restored(
-                config,
-                self.clock,
-                self.on_transition,
-                &start,
-            )),
-        }
+        let candidates = self.candidate_parts()?;
+        let breaker = match self.restore.start(&config)? {
+            None => CircuitBreaker::from_parts(config, self.clock, self.on_transition),
+            Some(start) => CircuitBreaker::restored(config, self.clock, self.on_transition, &start),
+        };
+        Ok(breaker.attach_candidates(candidates))
     }
 
     /// Checks every setting once and keeps what building a breaker needs, so a
@@ -491,6 +531,12 @@ impl<C: Clock> Builder<C> {
     #[cfg_attr(not(feature = "registry"), allow(dead_code))]
     pub(crate) fn into_parts(self) -> Result<Parts<C>, ConfigError> {
         self.restore.refuse_shared()?;
+        if !self.candidates.is_empty() {
+            return Err(ConfigError::new(
+                "candidate",
+                "a registry does not build what-if candidates: attach them to a breaker built on its own",
+            ));
+        }
         Ok(Parts {
             config: self.validate()?,
             skew: self.restore.skew(),
@@ -505,6 +551,7 @@ impl<C> fmt::Debug for Builder<C> {
         f.debug_struct("Builder")
             .field("settings", &self.settings)
             .field("on_transition", &self.on_transition.is_some())
+            .field("candidates", &self.candidates.len())
             .finish_non_exhaustive()
     }
 }

@@ -158,4 +158,26 @@ pub struct Transition {
     /// For a transition to Open: its deadline (when a call may half-open it), as
     /// time since the breaker was built, like [`at`](Self::at). `None` otherwise.
     pub open_until: Option<Duration>,
+    /// Whether a shadow breaker made it (see
+    /// [`Builder::shadow`](crate::Builder::shadow)): it rejects nothing, so the
+    /// transition says what a live breaker would have done.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock};
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .shadow()
+    ///     .clock(ManualClock::new())
+    ///     .on_transition(move |t| log.lock().unwrap().push(t.shadow))
+    ///     .build()?;
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// assert_eq!(*seen.lock().unwrap(), [true]);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub shadow: bool,
 }

@@ -102,6 +102,7 @@
 
 mod attach;
 mod breaker;
+mod candidate;
 mod classify;
 mod clock;
 mod config;
@@ -149,6 +150,7 @@ mod util;
 mod window;
 
 pub use breaker::CircuitBreaker;
+pub use candidate::CandidateReport;
 pub use classify::{Classify, ErrIsFailure};
 pub use clock::{Clock, DefaultClock, ManualClock, StdClock};
 pub use config::Builder;
@@ -177,8 +179,13 @@ pub use state::State;
 
 /// The built-in observers of every breaker's transitions: the exporters of the
 /// enabled features. The core calls them as it calls a user's listener, after the
-/// CAS and with nothing held, and knows nothing else of them.
-pub(crate) const OBSERVERS: &[fn(&std::borrow::Cow<'static, str>, &Transition)] = &[
+/// CAS and with nothing held, and knows nothing else of them. Each is given the
+/// breaker's name and, for a what-if candidate's transition, the candidate's.
+pub(crate) type Observer =
+    fn(&std::borrow::Cow<'static, str>, Option<&std::borrow::Cow<'static, str>>, &Transition);
+
+/// See [`Observer`].
+pub(crate) const OBSERVERS: &[Observer] = &[
     #[cfg(feature = "metrics")]
     export::metrics::transition,
     #[cfg(feature = "tracing")]

@@ -206,4 +206,21 @@ pub struct Lifetime {
     /// [`Dropped`](crate::Dropped)): one counted as a failure is in `failures` too;
     /// none is in `successes`, `ignored` or `stale`.
     pub dropped: u64,
+    /// Calls a shadow breaker would have rejected, and ran (see
+    /// [`Builder::shadow`](crate::Builder::shadow)): their outcomes count
+    /// nowhere, and they are not in `admitted`. Always 0 for a breaker that is not
+    /// a shadow.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock};
+    ///
+    /// let breaker = CircuitBreaker::builder().shadow().clock(ManualClock::new()).build()?;
+    /// breaker.force_open();
+    /// assert!(breaker.call(|| Ok::<_, ()>(())).is_ok());
+    /// let lifetime = breaker.metrics().lifetime;
+    /// assert_eq!((lifetime.would_reject, lifetime.rejected, lifetime.admitted), (1, 0, 0));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub would_reject: u64,
 }

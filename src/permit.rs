@@ -59,9 +59,32 @@ pub(crate) struct Ticket {
 }
 
 impl Ticket {
+    /// The ticket of a call a shadow breaker would have rejected and runs all
+    /// the same, admitted at `started`: its phase is a word no breaker holds, so
+    /// its outcome reads as another phase's, and counts nowhere (see
+    /// `Builder::shadow`).
+    pub(crate) fn shadow(started: u64) -> Ticket {
+        Ticket {
+            phase: Snapshot::SHADOW,
+            started,
+        }
+    }
+
+    /// Whether this is a [`Ticket::shadow`].
+    #[inline]
+    pub(crate) fn is_shadow(self) -> bool {
+        self.phase == Snapshot::SHADOW
+    }
+
     #[inline]
     pub(crate) fn new(phase: Snapshot, started: u64) -> Ticket {
         Ticket { phase, started }
+    }
+
+    /// The clock reading at admission, if the breaker times calls; else 0.
+    #[inline]
+    pub(crate) fn started(self) -> u64 {
+        self.started
     }
 
     /// The state word the call was admitted under.

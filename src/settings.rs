@@ -41,6 +41,7 @@ const DEFAULT_MINIMUM_CALLS: u32 = 20;
 /// | `half_open_timeout` | [`half_open_timeout`](Builder::half_open_timeout) | duration |
 /// | `on_drop` | [`on_drop`](Builder::on_drop) | `"ignored"`, `"failure"`, or a duration (a failure after it) |
 /// | `ramp_up` | [`ramp_up`](Builder::ramp_up) | duration |
+/// | `shadow` | [`shadow`](Builder::shadow) when `true` | `true` or `false` |
 ///
 /// A duration is a decimal number and a unit: `ns`, `us`, `ms`, `s`, `m` or `h`
 /// ("500ms", "10s", "1.5m"). `slow_calls` and `slow_call_rate` go together: a
@@ -108,6 +109,8 @@ pub struct Settings {
     pub on_drop: Option<Dropped>,
     /// [`Builder::ramp_up`].
     pub ramp_up: Option<Duration>,
+    /// [`Builder::shadow`], when `Some(true)`.
+    pub shadow: Option<bool>,
 }
 
 impl Builder<DefaultClock> {
@@ -195,6 +198,9 @@ impl Settings {
         if let Some(d) = self.ramp_up {
             b = b.ramp_up(d);
         }
+        if self.shadow == Some(true) {
+            b = b.shadow();
+        }
         b
     }
 }
@@ -235,6 +241,8 @@ struct Fields {
     on_drop: Option<OnDrop>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ramp_up: Option<Text>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shadow: Option<bool>,
 }
 
 impl TryFrom<Fields> for Settings {
@@ -264,6 +272,7 @@ impl TryFrom<Fields> for Settings {
             half_open_timeout: d(f.half_open_timeout),
             on_drop: f.on_drop.map(|o| o.0),
             ramp_up: d(f.ramp_up),
+            shadow: f.shadow,
         })
     }
 }
@@ -288,6 +297,7 @@ impl From<Settings> for Fields {
             half_open_timeout: t(s.half_open_timeout),
             on_drop: s.on_drop.map(OnDrop),
             ramp_up: t(s.ramp_up),
+            shadow: s.shadow,
         }
     }
 }
@@ -368,11 +378,13 @@ mod tests {
             half_open_timeout: Some(Duration::from_secs(10)),
             on_drop: Some(Dropped::FailureAfter(Duration::from_millis(500))),
             ramp_up: Some(Duration::from_secs(5)),
+            shadow: Some(true),
         };
         let json = serde_json::to_string(&settings).unwrap();
         assert!(json.contains(r#""open_duration":"2s""#), "{json}");
         assert!(json.contains(r#""max_open_duration":"2m""#), "{json}");
         assert!(json.contains(r#""on_drop":"500ms""#), "{json}");
+        assert!(json.contains(r#""shadow":true"#), "{json}");
         assert_eq!(parse(&json).unwrap(), settings);
         assert!(Builder::from_settings(&settings).build().is_ok());
         assert_eq!(serde_json::to_string(&Settings::default()).unwrap(), "{}");
@@ -434,6 +446,30 @@ mod tests {
         };
         let err = Builder::from_settings(&settings).build().unwrap_err();
         assert_eq!(err.field(), "slow_calls");
+    }
+
+    #[test]
+    fn shadow_true_builds_a_shadow_breaker() {
+        for (json, shadow) in [
+            (r#"{"shadow": true}"#, true),
+            (r#"{"shadow": false}"#, false),
+            ("{}", false),
+        ] {
+            let settings = parse(json).unwrap();
+            let b = Builder::from_settings(&settings)
+                .consecutive_failures(1)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            let _ = b.call(|| Err::<(), _>("down"));
+            let ran = b.call(|| Ok::<_, ()>(())).is_ok();
+            assert_eq!(ran, shadow, "{json}");
+            assert_eq!(
+                b.metrics().lifetime.would_reject,
+                u64::from(shadow),
+                "{json}"
+            );
+        }
     }
 
     #[test]

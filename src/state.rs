@@ -223,6 +223,11 @@ impl Snapshot {
     /// Closed, generation 0, level 0: a new breaker.
     pub(crate) const INITIAL: Snapshot = Snapshot(0);
 
+    /// A word no breaker holds (its state field is a code no `State` packs): the
+    /// phase of a shadow breaker's would-be rejection's ticket, which no outcome
+    /// may count in (see `Ticket::shadow`).
+    pub(crate) const SHADOW: Snapshot = Snapshot(mask(STATE_BITS));
+
     fn pack(state: State, level: u8, generation: Generation) -> Snapshot {
         debug_assert!(level <= LEVEL_MAX, "level {level} does not fit");
         debug_assert!(

@@ -704,9 +704,108 @@ fn the_first_publication_allocates_its_counts_and_heap_bytes_says_so() {
         let _ = b.call(|| Ok::<_, ()>(()));
         let before = b.heap_bytes();
         b.publish_metrics();
-        let published = 7 * 8 + std::mem::size_of::<std::sync::Mutex<()>>();
+        let published = 8 * 8 + std::mem::size_of::<std::sync::Mutex<()>>();
         assert_eq!(b.heap_bytes(), before + published);
         b.publish_metrics();
         assert_eq!(b.heap_bytes(), before + published);
+    });
+}
+
+#[test]
+fn a_shadow_breakers_transitions_are_labelled_shadow() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let b = CircuitBreaker::builder()
+            .name("watched")
+            .clock(ManualClock::new())
+            .consecutive_failures(1)
+            .shadow()
+            .build()
+            .unwrap();
+        let _ = b.call(|| Err::<(), _>(()));
+        assert!(b.call(|| Ok::<_, ()>(())).is_ok(), "a shadow never rejects");
+        let s = seen(&snapshotter);
+        let trip = |shadow: Option<&str>| {
+            let mut pairs = vec![
+                ("breaker", "watched"),
+                ("from", "closed"),
+                ("to", "open"),
+                ("reason", "consecutive_failures"),
+            ];
+            pairs.extend(shadow.map(|v| ("shadow", v)));
+            counter(&s, names::TRANSITIONS, &pairs)
+        };
+        assert_eq!(trip(Some("true")), Some(1));
+        assert_eq!(trip(None), None, "not counted as a live transition");
+    });
+}
+
+#[test]
+fn a_shadow_breakers_would_be_rejections_are_published_and_no_other_breaker_has_the_series() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let shadow = CircuitBreaker::builder()
+            .name("watched")
+            .clock(ManualClock::new())
+            .consecutive_failures(1)
+            .shadow()
+            .build()
+            .unwrap();
+        let live = trips_on(1, ManualClock::new())
+            .name("live")
+            .build()
+            .unwrap();
+        for b in [&shadow, &live] {
+            let _ = b.call(|| Err::<(), _>(()));
+            let _ = b.call(|| Ok::<_, ()>(()));
+            let _ = b.call(|| Ok::<_, ()>(()));
+            b.publish_metrics();
+        }
+        let s = seen(&snapshotter);
+        let watched = [("breaker", "watched")];
+        assert_eq!(counter(&s, names::WOULD_REJECT_CALLS, &watched), Some(2));
+        assert_eq!(counter(&s, names::REJECTED_CALLS, &watched), Some(0));
+        let live_label = [("breaker", "live")];
+        assert_eq!(counter(&s, names::WOULD_REJECT_CALLS, &live_label), None);
+        assert_eq!(counter(&s, names::REJECTED_CALLS, &live_label), Some(2));
+        let _ = shadow.call(|| Ok::<_, ()>(()));
+        shadow.publish_metrics();
+        let s = seen(&snapshotter);
+        // The snapshot took what was counted before: this is the growth since.
+        assert_eq!(counter(&s, names::WOULD_REJECT_CALLS, &watched), Some(1));
+    });
+}
+
+#[test]
+fn a_candidates_transitions_carry_its_name_beside_the_live_breakers() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let b = CircuitBreaker::builder()
+            .name("payments")
+            .consecutive_failures(3)
+            .clock(ManualClock::new())
+            .candidate("eager", CircuitBreaker::builder().consecutive_failures(1))
+            .build()
+            .unwrap();
+        let _ = b.call(|| Err::<(), _>(()));
+        let s = seen(&snapshotter);
+        let mut pairs = vec![
+            ("breaker", "payments"),
+            ("from", "closed"),
+            ("to", "open"),
+            ("reason", "consecutive_failures"),
+            ("shadow", "true"),
+        ];
+        assert_eq!(
+            counter(&s, names::TRANSITIONS, &pairs),
+            None,
+            "no shadow of its own"
+        );
+        pairs.push(("candidate", "eager"));
+        assert_eq!(counter(&s, names::TRANSITIONS, &pairs), Some(1));
+        assert_eq!(b.state(), State::Closed);
     });
 }

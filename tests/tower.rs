@@ -1161,3 +1161,27 @@ fn futures_passed_between_threads_count_once_and_leave_no_spares() {
             .sum::<usize>();
     assert!(extra <= 16, "{extra} handles beyond the test's own");
 }
+
+#[test]
+fn a_shadow_breakers_service_passes_every_request_through() {
+    let b = Arc::new(
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .shadow()
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
+    );
+    let calls = Arc::new(AtomicU32::new(0));
+    let svc = CircuitBreakerLayer::new(b.clone())
+        .classify(by_status)
+        .layer(backend(&calls));
+    assert_eq!(block_on(svc.clone().oneshot(503)).unwrap(), 503);
+    assert_eq!(b.state(), State::Open);
+    for _ in 0..3 {
+        assert_eq!(block_on(svc.clone().oneshot(200)).unwrap(), 200);
+    }
+    assert_eq!(calls.load(Ordering::Relaxed), 4, "none was turned away");
+    let lifetime = b.metrics().lifetime;
+    assert_eq!((lifetime.would_reject, lifetime.rejected), (3, 0));
+}

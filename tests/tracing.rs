@@ -246,3 +246,54 @@ fn a_registrys_events_name_their_key() {
     let names: Vec<_> = events.iter().map(|e| e.str("breaker")).collect();
     assert_eq!(names, ["payments", "search"]);
 }
+
+#[test]
+fn a_shadow_breakers_events_say_shadow() {
+    let capture = Capture::default();
+    tracing::subscriber::with_default(capture.clone(), || {
+        for shadow in [false, true] {
+            let b = CircuitBreaker::builder()
+                .clock(ManualClock::new())
+                .consecutive_failures(1);
+            let b = match shadow {
+                true => b.shadow(),
+                false => b,
+            };
+            let _ = b.build().unwrap().call(|| Err::<(), _>(()));
+        }
+    });
+    let events = capture.0.lock().unwrap();
+    let shadow: Vec<_> = events.iter().map(|e| e.str("shadow")).collect();
+    assert_eq!(shadow, ["false", "true"]);
+}
+
+#[test]
+fn a_candidates_events_name_it_and_the_live_breakers_do_not() {
+    let capture = Capture::default();
+    tracing::subscriber::with_default(capture.clone(), || {
+        let b = CircuitBreaker::builder()
+            .name("payments")
+            .clock(ManualClock::new())
+            .consecutive_failures(2)
+            .candidate("eager", CircuitBreaker::builder().consecutive_failures(1))
+            .build()
+            .unwrap();
+        let _ = b.call(|| Err::<(), _>(())); // the candidate trips
+        let _ = b.call(|| Err::<(), _>(())); // the live breaker trips
+    });
+    let events = capture.0.lock().unwrap();
+    let fields: Vec<_> = events
+        .iter()
+        .map(|e| {
+            let candidate = e.fields.get("candidate").map(|_| e.str("candidate"));
+            (e.str("breaker"), e.str("shadow"), candidate)
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("payments", "true", Some("eager")),
+            ("payments", "false", None), // no such field
+        ]
+    );
+}

@@ -5,7 +5,8 @@
 //! under the same instance id, whose fresh breaker trips at generation 1 again,
 //! makes a new report that opens the key again; a peer whose heartbeat was only
 //! late, back with the same report, does not, even after another peer's new
-//! report opened the key again meanwhile.
+//! report opened the key again meanwhile. A shadow breaker's open, and a
+//! what-if candidate's, are not reported at all.
 //!
 //! Real time: the fleet's messages travel through Redis. Every wait is bounded.
 
@@ -324,4 +325,44 @@ fn a_report_already_applied_does_not_open_again_after_its_peer_was_late() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(fleet.view().stats().quorum_opens, 2);
+}
+
+/// A shadow breaker's open, and a what-if candidate's (given the fleet's
+/// listener), are what a breaker would have done: `me` reports neither, so no
+/// peer counts them toward a quorum. Its live breaker's open, made after both,
+/// is reported: once the peer sees it, it would have seen the others.
+#[test]
+fn shadow_and_candidate_opens_are_not_reported_to_the_fleet() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("shadow-quiet");
+    let me = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    let peer = Fleet::start(config(&redis, &ns, "peer")).unwrap();
+    assert!(me.wait_synced(Duration::from_secs(2)));
+    assert!(peer.wait_synced(Duration::from_secs(2)));
+    let shadow = me.breaker("db", common::builder().shadow()).unwrap();
+    let candidate = common::builder().on_transition(me.listener("pay"));
+    let pay = CircuitBreaker::builder()
+        .consecutive_failures(100)
+        .clock(ManualClock::new())
+        .candidate("eager", candidate)
+        .build()
+        .unwrap();
+    let api = me.breaker("api", common::builder()).unwrap();
+    let _ = shadow.call(|| Err::<(), _>("down"));
+    let _ = pay.call(|| Err::<(), _>("down"));
+    assert_eq!(shadow.state(), State::Open);
+    assert_eq!(pay.candidates()[0].state, State::Open);
+    let _ = api.call(|| Err::<(), _>("down"));
+    wait_for("the peer sees api Open", Duration::from_secs(2), || {
+        !peer.view().open_reports("api").is_empty()
+    });
+    assert!(peer.view().open_reports("db").is_empty());
+    assert!(peer.view().open_reports("pay").is_empty());
+    assert_eq!(
+        common::heartbeat_lists(&redis, &ns, "me"),
+        [("api".to_string(), 1)]
+    );
 }

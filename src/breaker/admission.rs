@@ -34,14 +34,24 @@ impl<C: Clock> CircuitBreaker<C> {
         r: StripeRef<'_>,
         s: Snapshot,
     ) -> Result<Ticket, Rejected> {
-        if s.is(State::Open) {
-            if let Some(deadline) = self.phase_ticks(s) {
-                if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, self.clock.now()) {
-                    return Err(rejected);
+        let admitted = 'admitted: {
+            if s.is(State::Open) {
+                if let Some(deadline) = self.phase_ticks(s) {
+                    let reading = self.clock.now();
+                    if let Some(rejected) = self.reject_in_cooldown(r, s, deadline, reading) {
+                        break 'admitted Err(rejected);
+                    }
                 }
             }
+            self.admit_general(r, s)
+        };
+        match admitted {
+            // A shadow breaker runs the call it would have rejected (counted by
+            // `count_rejected`), on a ticket whose outcome counts nowhere (but
+            // for the candidates it is offered to, which read its start).
+            Err(_) if self.config.shadow => Ok(Ticket::shadow(self.admission_reading())),
+            admitted => admitted,
         }
-        self.admit_general(r, s)
     }
 
     #[inline]
@@ -49,17 +59,27 @@ impl<C: Clock> CircuitBreaker<C> {
     /// taken, or Disabled): its ticket.
     pub(super) fn admit(&self, r: StripeRef<'_>, s: Snapshot) -> Ticket {
         Stripes::bump(r, Counter::Admitted);
-        let started = match self.hot.lean.has(Lean::TIMED | Lean::PRECISE) {
+        Ticket::new(s, self.admission_reading())
+    }
+
+    /// The start of a call admitted now: a clock reading if calls are timed
+    /// (for the slow-call policy, `on_drop`, or candidates), else 0.
+    #[inline]
+    fn admission_reading(&self) -> u64 {
+        match self
+            .hot
+            .lean
+            .has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS)
+        {
             true => self.age_reading(),
             false => 0,
-        };
-        Ticket::new(s, started)
+        }
     }
 
     /// A rejection by `state` that admits a call in `ticks`.
     #[inline]
     pub(super) fn reject(&self, r: StripeRef<'_>, state: State, ticks: u64) -> Rejected {
-        self.bump_and_check_clock(r, Counter::Rejected);
+        self.count_rejected(r, true);
         Rejected::after_ms(state, ticks) // a tick is a millisecond
     }
 
@@ -79,7 +99,9 @@ impl<C: Clock> CircuitBreaker<C> {
         if reading >= at {
             return None;
         }
-        if let Some(o) = r.as_owned() {
+        // A shadow breaker caches no deadline: its rejections stay off the lean
+        // path, where they run the call instead.
+        if let Some(o) = r.as_owned().filter(|_| !self.config.shadow) {
             // Relaxed: private to the owner (see `reject_cached`).
             o.scratch(NEWEST_OR_DEADLINE).store(at, Ordering::Relaxed);
             o.scratch(PHASE_KEY)
@@ -117,6 +139,9 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cold]
     #[inline(never)]
     fn rejecting_not_closed(&self, s: Snapshot) -> Option<Rejected> {
+        if self.config.shadow {
+            return None; // a shadow breaker admits every call
+        }
         match s.state() {
             State::ForcedOpen => Some(Rejected::until_reset(State::ForcedOpen)),
             State::Open => {
@@ -155,8 +180,12 @@ impl<C: Clock> CircuitBreaker<C> {
         let at = o.scratch(NEWEST_OR_DEADLINE).load(Ordering::Relaxed);
         // `at - now` is at least 1 here: its milliseconds, rounded up, are one more
         // than those of one nanosecond less, rounded down.
-        (now < at)
-            .then(|| self.reject(o.stripe(), State::Open, (at - now - 1) / NANOS_PER_TICK + 1))
+        // Counted here, not by `reject`: only a breaker that is not a shadow caches
+        // a deadline, so the lean path never asks whether it is one.
+        (now < at).then(|| {
+            self.bump_and_check_clock(o.stripe(), Counter::Rejected);
+            Rejected::after_ms(State::Open, (at - now - 1) / NANOS_PER_TICK + 1)
+        })
     }
 
     #[inline(never)]
@@ -169,7 +198,7 @@ impl<C: Clock> CircuitBreaker<C> {
             s = match s.state() {
                 State::Closed | State::Disabled => return Ok(self.admit(r, s)),
                 State::ForcedOpen => {
-                    Stripes::bump(r, Counter::Rejected);
+                    self.count_rejected(r, false);
                     return Err(Rejected::until_reset(State::ForcedOpen));
                 }
                 State::Open => {

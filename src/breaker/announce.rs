@@ -32,18 +32,24 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         // Relaxed: a statistic; the event itself is ordered by the CAS.
         self.transitions[reason.index()].fetch_add(1, Ordering::Relaxed);
-        if crate::OBSERVERS.is_empty() && self.listener.is_none() {
+        let candidacy = self.candidacy();
+        if crate::OBSERVERS.is_empty() && self.listener.is_none() && candidacy.is_none() {
             return to; // no one to tell: the event is not built
+        }
+        let at = at(to, start).saturating_sub(self.bias);
+        if let Some(candidacy) = candidacy {
+            candidacy.note(from.state(), to.state(), at);
         }
         let event = Transition {
             from: from.state(),
             to: to.state(),
             generation: to.generation(),
             reason,
-            at: ticks_to_duration(at(to, start).saturating_sub(self.bias)),
+            at: ticks_to_duration(at),
             level: to.level(),
             window,
             consecutive_failures: streak,
+            shadow: self.config.shadow,
             open_until: to
                 .is(State::Open)
                 .then(|| ticks_to_duration(self.time_of(to, start).saturating_sub(self.bias))),
@@ -51,11 +57,14 @@ impl<C: Clock> CircuitBreaker<C> {
         // The built-in observers (the observability integrations enabled), then the
         // user's listener. While the thread unwinds, a panic in any of them (a
         // tracing subscriber's, a metrics recorder's, the listener's) is caught.
+        // A candidate's transitions are its live breaker's name's, labelled with
+        // the candidate's.
         let unwinding = std::thread::panicking();
+        let (name, candidate) = (&self.config.name, candidacy.map(|c| &c.name));
         for observe in crate::OBSERVERS {
             match unwinding {
-                false => observe(&self.config.name, &event),
-                true => deliver_unwinding(|| observe(&self.config.name, &event)),
+                false => observe(name, candidate, &event),
+                true => deliver_unwinding(|| observe(name, candidate, &event)),
             }
         }
         if let Some(listener) = &self.listener {

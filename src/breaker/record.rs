@@ -9,8 +9,12 @@ impl<C: Clock> CircuitBreaker<C> {
     /// are the common case of a failing dependency.
     #[inline(never)]
     pub(super) fn record_general(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
+        self.offer(ticket, Some(outcome));
         let s = self.hot.word.load();
         if s != ticket.phase() {
+            if ticket.is_shadow() {
+                return; // a would-be rejection's: the call would not have happened
+            }
             // Admitted under an earlier phase: the breaker has moved on, and this
             // result must not decide the new phase.
             Stripes::bump(r, Counter::Stale);
@@ -53,6 +57,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// it is. Neither: ignored, its probe slot back.
     #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
+        self.offer(ticket, None);
+        if ticket.is_shadow() {
+            return; // a would-be rejection's: the call would not have happened
+        }
         let r = self.hot.stripes.mine();
         Stripes::bump(r, Counter::Dropped);
         let s = self.hot.word.load();

@@ -43,6 +43,7 @@ impl<C: Clock> CircuitBreaker<C> {
             ignored: total(Counter::Ignored),
             stale: total(Counter::Stale),
             dropped: total(Counter::Dropped),
+            would_reject: self.would_reject(),
         };
         // If `s` is over already, as if it started now.
         let start = self.phase_start(s).unwrap_or(now);
@@ -93,7 +94,8 @@ impl<C: Clock> CircuitBreaker<C> {
     /// allocated on that thread's first call), its backoff table, with a window
     /// the window's line (its shape and failure budget), and once an integration
     /// has kept state beside it, that state (the feature `metrics`: the counts it
-    /// last published).
+    /// last published). A shadow breaker, or one with what-if candidates, holds
+    /// its count of would-be rejections there too, and each candidate whole.
     pub fn heap_bytes(&self) -> usize {
         let window = self
             .window
@@ -101,7 +103,14 @@ impl<C: Clock> CircuitBreaker<C> {
             .map_or(0, |w| std::mem::size_of_val(&**w));
         let attached = self.attached.heap_bytes();
         let cooldowns = std::mem::size_of_val(&*self.config.cooldowns);
-        self.hot.stripes.heap_bytes() + cooldowns + window + attached
+        let shadowing = self.shadowing.as_ref().map_or(0, |s| {
+            let candidates = s.candidates.iter();
+            std::mem::size_of_val(&**s)
+                + candidates
+                    .map(|c| std::mem::size_of_val(c) + c.heap_bytes())
+                    .sum::<usize>()
+        });
+        self.hot.stripes.heap_bytes() + cooldowns + window + attached + shadowing
     }
 }
 

@@ -127,6 +127,7 @@ impl<C: Clock> Builder<C> {
             half_open_timeout,
             on_drop: self.settings.on_drop,
             ramp_up,
+            shadow: self.settings.shadow,
         })
     }
 
@@ -246,6 +247,8 @@ pub(crate) struct Config {
     pub(crate) on_drop: Dropped,
     /// The ramp's length in ticks, if progressive recovery is on.
     pub(crate) ramp_up: Option<u64>,
+    /// Shadow mode: what would be a rejection runs the call (see `Builder::shadow`).
+    pub(crate) shadow: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,7 +19,8 @@
 //! | `circuit_breaker_calls_total` | counter | `outcome`: `success`, `failure`, `ignored`, `stale`, `dropped` | [`Lifetime`](crate::Lifetime) outcomes since the breaker was built, by its [one counting rule](crate::Lifetime#one-counting-rule): a dropped call counted as a failure is in `failure` and in `dropped` | `publish_metrics` |
 //! | `circuit_breaker_slow_calls_total` | counter | | successes, failures and dropped calls slower than the slow-call threshold | `publish_metrics` |
 //! | `circuit_breaker_rejected_calls_total` | counter | | calls turned away | `publish_metrics` |
-//! | `circuit_breaker_transitions_total` | counter | `from`, `to` (state names), `reason` ([`Reason::as_str`](crate::Reason::as_str)) | transitions | each transition |
+//! | `circuit_breaker_would_reject_calls_total` | counter | | calls a shadow breaker would have turned away, and ran ([`Lifetime::would_reject`](crate::Lifetime::would_reject)); published from the first | `publish_metrics` |
+//! | `circuit_breaker_transitions_total` | counter | `from`, `to` (state names), `reason` ([`Reason::as_str`](crate::Reason::as_str)); `shadow`: `true` on a shadow breaker's ([`Transition::shadow`](crate::Transition::shadow)) and a what-if candidate's, which also has `candidate`: its name ([`Builder::candidate`](crate::Builder::candidate)) | transitions | each transition |
 //! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_window_calls` | gauge | | calls in the sliding window | `publish_metrics` |
@@ -56,8 +57,8 @@ use ::metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 use std::borrow::Cow;
 
 /// How many lifetime counters a breaker publishes: five outcomes, slow,
-/// rejected.
-const COUNTED: usize = 7;
+/// rejected, would-be rejected.
+const COUNTED: usize = 8;
 
 /// What this exporter keeps beside a breaker (or a registry), in its
 /// [`Attachment`], from its first publication: `N` counters as it last published
@@ -119,6 +120,8 @@ pub const CALLS: &str = "circuit_breaker_calls_total";
 pub const SLOW_CALLS: &str = "circuit_breaker_slow_calls_total";
 /// Counter: calls rejected.
 pub const REJECTED_CALLS: &str = "circuit_breaker_rejected_calls_total";
+/// Counter: calls a shadow breaker would have rejected, and ran.
+pub const WOULD_REJECT_CALLS: &str = "circuit_breaker_would_reject_calls_total";
 /// Counter: transitions (labels `from`, `to`, `reason`).
 pub const TRANSITIONS: &str = "circuit_breaker_transitions_total";
 /// Gauge: the window's failure rate.
@@ -173,6 +176,11 @@ pub fn describe() {
         REJECTED_CALLS,
         Unit::Count,
         "calls the circuit breaker rejected"
+    );
+    describe_counter!(
+        WOULD_REJECT_CALLS,
+        Unit::Count,
+        "calls a shadow circuit breaker would have rejected, and ran"
     );
     describe_counter!(
         TRANSITIONS,
@@ -269,22 +277,46 @@ fn publish_counts(published: &Marks<COUNTED>, name: Cow<'static, str>, l: crate:
     }
     counter!(SLOW_CALLS, BREAKER_LABEL => name.clone()).increment(grown(5, l.slow));
     counter!(REJECTED_CALLS, BREAKER_LABEL => name.clone()).increment(grown(6, l.rejected));
+    // Only a shadow breaker counts these: any other has no such series.
+    if l.would_reject != 0 {
+        counter!(WOULD_REJECT_CALLS, BREAKER_LABEL => name).increment(grown(7, l.would_reject));
+    }
 }
 
 /// Counts one transition; called by the thread that made it, after its CAS.
 // One signature for every observer (see `crate::OBSERVERS`); this one clones the
 // `Cow`, a pointer copy for a static name.
 #[allow(clippy::ptr_arg)]
-pub(crate) fn transition(name: &Cow<'static, str>, t: &Transition) {
+pub(crate) fn transition(
+    name: &Cow<'static, str>,
+    candidate: Option<&Cow<'static, str>>,
+    t: &Transition,
+) {
     let name = name.clone();
-    counter!(
-        TRANSITIONS,
-        BREAKER_LABEL => name,
-        "from" => t.from.as_str(),
-        "to" => t.to.as_str(),
-        "reason" => t.reason.as_str(),
-    )
-    .increment(1);
+    let (from, to, reason) = (t.from.as_str(), t.to.as_str(), t.reason.as_str());
+    let counter = match (candidate, t.shadow) {
+        (None, false) => {
+            counter!(TRANSITIONS, BREAKER_LABEL => name, "from" => from, "to" => to, "reason" => reason)
+        }
+        (None, true) => counter!(
+            TRANSITIONS,
+            BREAKER_LABEL => name,
+            "from" => from,
+            "to" => to,
+            "reason" => reason,
+            "shadow" => "true",
+        ),
+        (Some(candidate), _) => counter!(
+            TRANSITIONS,
+            BREAKER_LABEL => name,
+            "from" => from,
+            "to" => to,
+            "reason" => reason,
+            "shadow" => "true",
+            "candidate" => candidate.clone(),
+        ),
+    };
+    counter.increment(1);
 }
 
 #[cfg(feature = "registry")]

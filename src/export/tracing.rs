@@ -19,6 +19,8 @@
 //! | `backoff_level` | u64 | the backoff level after the transition |
 //! | `window_calls`, `window_failures`, `window_slow` | u64 | the window's counts that tripped it (a policy's trip, out of Closed or Recovering; zero otherwise) |
 //! | `failure_rate`, `slow_call_rate` | f64 | the same counts as rates |
+//! | `shadow` | bool | a shadow breaker's transition ([`Transition::shadow`](crate::Transition::shadow)): nothing was rejected |
+//! | `candidate` | str | a what-if candidate's transition: the candidate's name ([`Builder::candidate`](crate::Builder::candidate)); absent otherwise |
 //! | `consecutive_failures` | u64 | the failure streak that tripped it (a policy's trip, out of Closed or Recovering; zero otherwise) |
 //!
 //! # Examples
@@ -34,8 +36,13 @@ pub const TARGET: &str = "cutout";
 /// Emits one event for `t`; called by the thread that made it, after its CAS.
 // One signature for every observer (see `crate::OBSERVERS`).
 #[allow(clippy::ptr_arg)]
-pub(crate) fn transition(name: &std::borrow::Cow<'static, str>, t: &Transition) {
+pub(crate) fn transition(
+    name: &std::borrow::Cow<'static, str>,
+    candidate: Option<&std::borrow::Cow<'static, str>>,
+    t: &Transition,
+) {
     let name: &str = name;
+    let candidate: Option<&str> = candidate.map(|c| &**c);
     macro_rules! emit {
         ($level:expr) => {
             ::tracing::event!(
@@ -55,6 +62,8 @@ pub(crate) fn transition(name: &std::borrow::Cow<'static, str>, t: &Transition) 
                 failure_rate = t.window.failure_rate(),
                 slow_call_rate = t.window.slow_call_rate(),
                 consecutive_failures = t.consecutive_failures,
+                shadow = t.shadow,
+                candidate = candidate,
                 "circuit breaker transition"
             )
         };

@@ -114,7 +114,9 @@ impl Fleet {
     /// generation order (see the crate docs): give one key's listener to one
     /// breaker at a time. Give it to
     /// [`Builder::on_transition`](cutout::Builder::on_transition), or call it from
-    /// your own listener.
+    /// your own listener. A [`shadow`](Transition::shadow) transition (a shadow
+    /// breaker's, or a what-if candidate's given the same listener) is left out:
+    /// it says what a breaker would have done, and opens nothing in the fleet.
     pub fn listener(&self, key: impl Into<String>) -> impl Fn(&Transition) + Send + Sync + 'static {
         let inner = Arc::downgrade(&self.inner);
         let key: String = key.into();
@@ -410,6 +412,11 @@ impl Inner {
 
     /// The listener's whole job: a bounded push, a wake-up. No lock, no I/O.
     fn enqueue(&self, key: &str, t: &Transition) {
+        if t.shadow {
+            // A shadow breaker's (or a what-if candidate's) transition says what
+            // a live breaker would have done: it is no part of the fleet's picture.
+            return;
+        }
         let open_until = t.open_until.map(|until| {
             let left = until.saturating_sub(t.at);
             let now = SystemTime::now();

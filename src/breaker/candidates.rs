@@ -1,0 +1,143 @@
+//! What-if candidates (see [`Builder::candidate`]): each a shadow breaker on the
+//! live breaker's clock, built at its origin, offered every outcome the live
+//! breaker records. A breaker with candidates takes no lean path
+//! ([`Lean::OFFERS`]): its outcomes all reach `record_general` or `abandon`,
+//! which offer them.
+
+use super::*;
+use crate::candidate::{Candidacy, CandidateReport};
+
+impl<C: Clock> CircuitBreaker<C> {
+    /// A candidate of this breaker, named `name`, built from `config` (a
+    /// shadow's) at this breaker's origin, so that both count time from one build.
+    pub(crate) fn new_candidate(
+        &self,
+        name: std::borrow::Cow<'static, str>,
+        config: Config,
+        clock: C,
+        listener: Option<Listener>,
+    ) -> CircuitBreaker<C> {
+        debug_assert!(config.shadow, "a candidate is a shadow breaker");
+        let mut candidate = Self::from_parts_at(config, clock, listener, self.origin);
+        let shadowing = candidate
+            .shadowing
+            .get_or_insert_with(|| Box::new(Shadowing::new()));
+        shadowing.candidacy = Some(Candidacy::new(name));
+        candidate
+    }
+
+    /// This breaker with `candidates` (from [`new_candidate`](Self::new_candidate))
+    /// attached, off the lean paths if there are any.
+    pub(crate) fn with_candidates(mut self, candidates: Vec<CircuitBreaker<C>>) -> Self {
+        if candidates.is_empty() {
+            return self;
+        }
+        let shadowing = self
+            .shadowing
+            .get_or_insert_with(|| Box::new(Shadowing::new()));
+        shadowing.candidates = candidates.into_boxed_slice();
+        self.hot.lean = Lean(self.hot.lean.0 | Lean::OFFERS);
+        self
+    }
+
+    /// This breaker's books as a candidate, if it is one.
+    pub(super) fn candidacy(&self) -> Option<&Candidacy> {
+        self.shadowing.as_ref()?.candidacy.as_ref()
+    }
+
+    /// Offers a live outcome this breaker records to each of its candidates
+    /// (none for most breakers): `None` for a permit dropped unrecorded. Every
+    /// outcome is offered, a stale one included: the call ran, and a candidate
+    /// decides its own admission.
+    #[inline]
+    pub(super) fn offer(&self, ticket: Ticket, outcome: Option<Outcome>) {
+        if let Some(shadowing) = &self.shadowing {
+            for candidate in &shadowing.candidates {
+                candidate.offered(ticket, outcome);
+            }
+        }
+    }
+
+    /// A candidate's part in a live call: admitted or not now, by its own state,
+    /// and, if admitted, its outcome recorded as if it ran from the live call's
+    /// admission (`live`'s start) to now. The outcome of a call it would have
+    /// rejected counts for nothing but its tally of what rejecting it spared or
+    /// cost.
+    fn offered(&self, live: Ticket, outcome: Option<Outcome>) {
+        let r = self.hot.stripes.mine();
+        // A shadow breaker admits every call: a would-be rejection's ticket is a
+        // shadow's.
+        let Ok(ticket) = self.acquire_in(r) else {
+            return;
+        };
+        if ticket.is_shadow() {
+            if let Some(candidacy) = self.candidacy() {
+                candidacy.would_have_rejected(match outcome {
+                    Some(Outcome::Success) => Some(false),
+                    Some(Outcome::Failure) => Some(true),
+                    Some(Outcome::Ignored) | None => None,
+                });
+            }
+            return;
+        }
+        let ticket = Ticket::new(ticket.phase(), live.started());
+        match outcome {
+            Some(outcome) => self.record_in(r, ticket, outcome),
+            None => self.abandon(ticket),
+        }
+    }
+
+    /// One report per candidate (see [`Builder::candidate`]), in the order they
+    /// were given; empty for a breaker without candidates. Takes no lock and
+    /// writes nothing; meant for a scrape or a dashboard, not for every call.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock, State};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(3)
+    ///     .clock(clock.clone())
+    ///     .candidate("eager", CircuitBreaker::builder().consecutive_failures(1))
+    ///     .build()?;
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// clock.advance(Duration::from_millis(400)); // within eager's 1 s cooldown
+    /// let _ = breaker.call(|| Ok::<_, ()>("up again")); // eager would have refused it
+    /// let [eager] = &breaker.candidates()[..] else { unreachable!() };
+    /// assert_eq!(eager.opened_at, [Duration::ZERO]);
+    /// assert_eq!((eager.would_reject, eager.successes_turned_away), (1, 1));
+    /// assert_eq!(eager.time_open, Duration::from_millis(400));
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn candidates(&self) -> Vec<CandidateReport> {
+        let Some(shadowing) = &self.shadowing else {
+            return Vec::new();
+        };
+        let unseen = self.hot.stripes.total(Counter::Rejected);
+        shadowing
+            .candidates
+            .iter()
+            .filter_map(|c| c.candidate_report(unseen))
+            .collect()
+    }
+
+    /// This candidate's report; `unseen`: its live breaker's rejections.
+    fn candidate_report(&self, unseen: u64) -> Option<CandidateReport> {
+        let candidacy = self.candidacy()?;
+        let now = self.ticks().saturating_sub(self.bias);
+        let (opened, opened_at, time_open, spared, turned_away) = candidacy.books(now);
+        Some(CandidateReport {
+            name: candidacy.name.to_string(),
+            state: self.state(),
+            opened,
+            opened_at: opened_at.into_iter().map(ticks_to_duration).collect(),
+            time_open: ticks_to_duration(time_open),
+            would_reject: self.would_reject(),
+            failures_spared: spared,
+            successes_turned_away: turned_away,
+            unseen,
+        })
+    }
+}

@@ -1,0 +1,164 @@
+//! What-if candidates (see [`Builder::candidate`](crate::Builder::candidate)): the
+//! report [`CircuitBreaker::candidates`](crate::CircuitBreaker::candidates) gives
+//! for each, and the books a candidate keeps of its opening, written on its
+//! transitions only. The offering of live outcomes is in `breaker/candidates.rs`.
+//!
+//! # Orderings
+//! Every count here is a statistic written with `Relaxed` increments: none orders
+//! another access, and a report reads each on its own (see [`CandidateReport`]).
+
+use crate::State;
+use crate::sync::{AtomicU64, Ordering};
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// What a what-if candidate would have done with the live breaker's calls (see
+/// [`Builder::candidate`](crate::Builder::candidate) for the rule it follows).
+///
+/// The counts are read one at a time, without a lock: a report taken while calls
+/// are recorded may see one count before another of the same call, and a
+/// transition's books before or after its state.
+///
+/// # Examples
+/// ```
+/// use cutout::{CircuitBreaker, ManualClock, State};
+///
+/// let breaker = CircuitBreaker::builder()
+///     .consecutive_failures(5)
+///     .clock(ManualClock::new())
+///     .candidate("tight", CircuitBreaker::builder().consecutive_failures(2))
+///     .build()?;
+/// for _ in 0..3 {
+///     let _ = breaker.call(|| Err::<(), _>("down"));
+/// }
+/// let tight = &breaker.candidates()[0];
+/// assert_eq!((tight.name.as_str(), tight.state), ("tight", State::Open));
+/// assert_eq!((tight.opened, tight.would_reject, tight.failures_spared), (1, 1, 1));
+/// assert_eq!(breaker.state(), State::Closed); // the live breaker decides alone
+/// # Ok::<(), cutout::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CandidateReport {
+    /// The name given to [`Builder::candidate`](crate::Builder::candidate).
+    pub name: String,
+    /// Its state now.
+    pub state: State,
+    /// How many times it opened (a trip, or a reopening after a failed probe
+    /// round).
+    pub opened: u64,
+    /// When it opened, as time since the live breaker was built: the most recent
+    /// [`OPENED_AT_KEPT`](Self::OPENED_AT_KEPT) (16) openings, oldest first.
+    pub opened_at: Vec<Duration>,
+    /// The time it has spent Open (its cooldowns; a half-open round not
+    /// included), the current cooldown up to now.
+    pub time_open: Duration,
+    /// The live calls it would have rejected.
+    pub would_reject: u64,
+    /// Of those, the calls that failed: failures the dependency would have been
+    /// spared.
+    pub failures_spared: u64,
+    /// Of those, the calls that succeeded: successes it would have turned away,
+    /// the cost of its tripping.
+    pub successes_turned_away: u64,
+    /// The calls it did not see: those the live breaker rejected, whose outcome
+    /// is unknown.
+    pub unseen: u64,
+}
+
+impl CandidateReport {
+    /// How many of a candidate's most recent openings
+    /// [`opened_at`](Self::opened_at) keeps.
+    pub const OPENED_AT_KEPT: usize = 16;
+}
+
+const OPENED_AT_KEPT: usize = CandidateReport::OPENED_AT_KEPT;
+
+/// The books a candidate keeps beside its breaker: its name, the outcomes of the
+/// calls it would have rejected, and its openings. Written off the candidate's
+/// closed path: a would-be rejection, a transition.
+pub(crate) struct Candidacy {
+    pub(crate) name: Cow<'static, str>,
+    failures_spared: AtomicU64,
+    successes_turned_away: AtomicU64,
+    /// Openings started, and ended (each a transition out of Open).
+    opened: AtomicU64,
+    closed: AtomicU64,
+    /// The sums of the openings' start and end ticks: the time spent Open is the
+    /// ends less the starts, however their transitions' books interleave.
+    opened_ticks: AtomicU64,
+    closed_ticks: AtomicU64,
+    /// The start ticks of the last `OPENED_AT_KEPT` openings, by number.
+    opened_at: [AtomicU64; OPENED_AT_KEPT],
+}
+
+impl Candidacy {
+    pub(crate) fn new(name: Cow<'static, str>) -> Candidacy {
+        Candidacy {
+            name,
+            failures_spared: AtomicU64::new(0),
+            successes_turned_away: AtomicU64::new(0),
+            opened: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            opened_ticks: AtomicU64::new(0),
+            closed_ticks: AtomicU64::new(0),
+            opened_at: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Tallies the outcome of a call the candidate would have rejected: a
+    /// failure spared or a success turned away (an ignored call is neither).
+    pub(crate) fn would_have_rejected(&self, failed: Option<bool>) {
+        let count = match failed {
+            Some(true) => &self.failures_spared,
+            Some(false) => &self.successes_turned_away,
+            None => return,
+        };
+        // Relaxed: a statistic; it orders nothing.
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Notes a transition at tick `at` (counted from the build): into Open, out
+    /// of Open, or neither.
+    pub(crate) fn note(&self, from: State, to: State, at: u64) {
+        // Relaxed, all: statistics (see the module's orderings).
+        if from == State::Open {
+            self.closed.fetch_add(1, Ordering::Relaxed);
+            self.closed_ticks.fetch_add(at, Ordering::Relaxed);
+        }
+        if to == State::Open {
+            let n = self.opened.fetch_add(1, Ordering::Relaxed);
+            self.opened_ticks.fetch_add(at, Ordering::Relaxed);
+            self.opened_at[(n % OPENED_AT_KEPT as u64) as usize].store(at, Ordering::Relaxed);
+        }
+    }
+
+    /// The report's fields from these books, at tick `now` (from the build):
+    /// `opened`, `opened_at` (in ticks), `time_open` (in ticks), the failures
+    /// spared and the successes turned away.
+    pub(crate) fn books(&self, now: u64) -> (u64, Vec<u64>, u64, u64, u64) {
+        // Relaxed, all: statistics (see `CandidateReport`).
+        let opened = self.opened.load(Ordering::Relaxed);
+        let closed = self.closed.load(Ordering::Relaxed);
+        let kept = opened.min(OPENED_AT_KEPT as u64);
+        let opened_at = (opened - kept..opened)
+            .map(|n| self.opened_at[(n % OPENED_AT_KEPT as u64) as usize].load(Ordering::Relaxed))
+            .collect();
+        // An opening not yet closed runs to `now`.
+        let open_now = opened.saturating_sub(closed).min(1);
+        let time_open = (self.closed_ticks.load(Ordering::Relaxed))
+            .wrapping_add(open_now * now)
+            .wrapping_sub(self.opened_ticks.load(Ordering::Relaxed));
+        let time_open = match time_open > now {
+            true => 0, // read mid-transition: a start seen without its end
+            false => time_open,
+        };
+        (
+            opened,
+            opened_at,
+            time_open,
+            self.failures_spared.load(Ordering::Relaxed),
+            self.successes_turned_away.load(Ordering::Relaxed),
+        )
+    }
+}

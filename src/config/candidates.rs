@@ -1,0 +1,160 @@
+//! What-if candidates on the builder (see [`Builder::candidate`]): each kept as
+//! its settings and listener, and built in [`Builder::build`] beside the live
+//! breaker, on its clock.
+
+use super::*;
+
+/// A candidate as given to [`Builder::candidate`].
+#[derive(Clone)]
+pub(super) struct CandidateSpec {
+    name: Cow<'static, str>,
+    settings: Settings,
+    listener: Option<Listener>,
+    /// Why it cannot be built, if it asked for what a candidate cannot have.
+    refused: Option<&'static str>,
+}
+
+/// A candidate checked, with what building it takes.
+pub(super) struct CandidateParts<C> {
+    name: Cow<'static, str>,
+    config: Config,
+    clock: C,
+    listener: Option<Listener>,
+}
+
+impl<C: Clock + Clone> Builder<C> {
+    /// Attaches a what-if candidate: a shadow breaker (see
+    /// [`shadow`](Self::shadow)) configured by `candidate`, which is offered the
+    /// outcome of every call this breaker records, on this breaker's clock, and
+    /// reported by [`CircuitBreaker::candidates`] under `name`. Its decisions
+    /// never change this breaker's. Of `candidate`, only the settings and
+    /// [`on_transition`](Self::on_transition) are used (its clock is this
+    /// breaker's); it may have no candidates of its own and no
+    /// [`restore`](Self::restore). Set this breaker's [`clock`](Self::clock)
+    /// before its candidates.
+    ///
+    /// The counterfactual rule: a candidate decides its own admission of each
+    /// call when the live breaker records the call's outcome, and records that
+    /// outcome as if the call had run from the live admission to now.
+    /// - A call it would have rejected counts as its would-be rejection, and the
+    ///   outcome counts for nothing else: under its settings the call would not
+    ///   have happened. The outcome is tallied as a failure the dependency would
+    ///   have been spared, or a success turned away.
+    /// - A call the live breaker rejected is not offered: its outcome is unknown.
+    ///   It counts as unseen.
+    /// - A live outcome that arrives after the live breaker moved to another
+    ///   phase (stale for it) is offered all the same: the call ran.
+    ///
+    /// Its limit: the candidate sees the dependency as it behaved under the live
+    /// breaker's load. How the dependency would have behaved with fewer calls
+    /// (had the candidate shed them) is unknown, so a candidate that opens sooner
+    /// may look worse (it sees no recovery that shedding would have brought) or
+    /// better than it would be.
+    ///
+    /// A candidate takes this breaker off its lean paths: each of its calls is
+    /// timed, and costs about one more closed call per candidate (see the
+    /// performance notes). Transitions of a candidate reach its own
+    /// `on_transition`, not this breaker's, marked
+    /// [`shadow`](crate::Transition::shadow); the `metrics` and `tracing`
+    /// exports label them with the candidate's name.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock, State};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(10)
+    ///     .clock(clock.clone())
+    ///     .candidate("five", CircuitBreaker::builder().consecutive_failures(5))
+    ///     .candidate(
+    ///         "rate",
+    ///         CircuitBreaker::builder()
+    ///             .window(Duration::from_secs(10), 10)
+    ///             .failure_rate(0.5, 4),
+    ///     )
+    ///     .build()?;
+    /// for _ in 0..4 {
+    ///     let _ = breaker.call(|| Err::<(), _>("down"));
+    /// }
+    /// let reports = breaker.candidates();
+    /// assert_eq!(reports[0].state, State::Closed);
+    /// assert_eq!(reports[1].state, State::Open);
+    /// assert_eq!(breaker.state(), State::Closed);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn candidate<C2>(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        candidate: Builder<C2>,
+    ) -> Self {
+        let refused = match () {
+            _ if !candidate.candidates.is_empty() => {
+                Some("a candidate cannot have candidates of its own")
+            }
+            _ if candidate.restore.refuse_shared().is_err() => {
+                Some("a candidate starts fresh: it cannot be restored")
+            }
+            _ => None,
+        };
+        self.candidates.push(CandidateSpec {
+            name: name.into(),
+            settings: candidate.settings,
+            listener: candidate.on_transition,
+            refused,
+        });
+        self.clone_clock = Some(C::clone);
+        self
+    }
+}
+
+impl<C: Clock> Builder<C> {
+    /// Checks every candidate, as a shadow breaker named as this one, on a clone
+    /// of this builder's clock. A bad setting is a [`ConfigError`] naming
+    /// `candidate`, whose reason names the candidate and its setting.
+    pub(super) fn candidate_parts(&self) -> Result<Vec<CandidateParts<C>>, ConfigError> {
+        let mut parts = Vec::with_capacity(self.candidates.len());
+        for spec in &self.candidates {
+            let refuse = |reason: &dyn fmt::Display| {
+                ConfigError::new("candidate", format!("`{}`: {reason}", spec.name))
+            };
+            if let Some(reason) = spec.refused {
+                return Err(refuse(&reason));
+            }
+            let Some(clone) = self.clone_clock else {
+                return Err(refuse(&"set the breaker's clock before its candidates"));
+            };
+            let mut settings = spec.settings.clone();
+            settings.name = self.settings.name.clone();
+            settings.shadow = true;
+            let checking = Builder {
+                clock: clone(&self.clock),
+                settings,
+                on_transition: None,
+                restore: Restore::default(),
+                candidates: Vec::new(),
+                clone_clock: None,
+            };
+            let config = checking.validate().map_err(|e| refuse(&e))?;
+            parts.push(CandidateParts {
+                name: spec.name.clone(),
+                config,
+                clock: checking.clock,
+                listener: spec.listener.clone(),
+            });
+        }
+        Ok(parts)
+    }
+}
+
+impl<C: Clock> CircuitBreaker<C> {
+    /// This breaker with the candidates of `parts` built beside it.
+    pub(super) fn attach_candidates(self, parts: Vec<CandidateParts<C>>) -> CircuitBreaker<C> {
+        let candidates = parts
+            .into_iter()
+            .map(|p| self.new_candidate(p.name, p.config, p.clock, p.listener))
+            .collect();
+        self.with_candidates(candidates)
+    }
+}

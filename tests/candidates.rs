@@ -1,0 +1,554 @@
+//! What-if candidates: shadow breakers offered every outcome the live breaker
+//! records, on its clock. A call a candidate would have rejected counts as its
+//! would-be rejection and for nothing else; a call the live breaker rejected is
+//! unseen by it.
+
+use cutout::{CandidateReport, CircuitBreaker, ManualClock, Reason, State, Transition};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Live = CircuitBreaker<ManualClock>;
+
+fn fail(b: &Live) {
+    let _ = b.call(|| Err::<(), _>("down"));
+}
+
+fn succeed(b: &Live) {
+    let _ = b.call(|| Ok::<_, ()>(()));
+}
+
+fn only(b: &Live) -> CandidateReport {
+    let reports = b.candidates();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    reports.into_iter().next().unwrap()
+}
+
+/// A live breaker that trips on `live` consecutive failures with one candidate,
+/// "tight", that trips on `tight`; both cool down for 5 s, one probe.
+fn pair(live: u32, tight: u32) -> (Live, ManualClock) {
+    let clock = ManualClock::new();
+    let breaker = CircuitBreaker::builder()
+        .consecutive_failures(live)
+        .open_duration(Duration::from_secs(5))
+        .clock(clock.clone())
+        .candidate(
+            "tight",
+            CircuitBreaker::builder()
+                .consecutive_failures(tight)
+                .open_duration(Duration::from_secs(5)),
+        )
+        .build()
+        .unwrap();
+    (breaker, clock)
+}
+
+#[test]
+fn a_call_the_candidate_would_have_rejected_counts_only_as_its_would_be_rejection() {
+    let (live, clock) = pair(10, 2);
+    fail(&live);
+    fail(&live);
+    assert_eq!(only(&live).state, State::Open);
+    clock.advance(Duration::from_secs(1));
+    // Two more failures and a success: all run (the live breaker is Closed),
+    // none counts for the candidate, which would have turned them away.
+    fail(&live);
+    fail(&live);
+    succeed(&live);
+    let r = only(&live);
+    assert_eq!(r.state, State::Open);
+    assert_eq!(
+        (r.would_reject, r.failures_spared, r.successes_turned_away),
+        (3, 2, 1)
+    );
+    assert_eq!((r.opened, r.unseen), (1, 0));
+    assert_eq!(r.opened_at, [Duration::ZERO]);
+    assert_eq!(r.time_open, Duration::from_secs(1));
+    // The live breaker decided alone: four failures then a success, Closed.
+    let m = live.metrics();
+    assert_eq!(m.state, State::Closed);
+    assert_eq!(
+        (
+            m.lifetime.failures,
+            m.lifetime.successes,
+            m.lifetime.rejected
+        ),
+        (4, 1, 0)
+    );
+    assert_eq!(m.lifetime.would_reject, 0, "the live breaker is no shadow");
+}
+
+#[test]
+fn a_call_the_live_breaker_rejected_is_unseen_by_the_candidate() {
+    // The live breaker trips first: the candidate is the looser one.
+    let (live, clock) = pair(1, 3);
+    fail(&live);
+    assert_eq!(live.state(), State::Open);
+    for _ in 0..4 {
+        assert!(live.call(|| Ok::<_, ()>(())).is_err(), "rejected");
+    }
+    let r = only(&live);
+    assert_eq!((r.unseen, r.would_reject, r.opened), (4, 0, 0));
+    assert_eq!(
+        r.state,
+        State::Closed,
+        "one failure seen, the rejections unseen"
+    );
+    // Its own streak is the one failure it saw: two more trip it.
+    clock.advance(Duration::from_secs(5));
+    fail(&live); // the live probe fails: live reopens, the candidate counts 2
+    assert_eq!(only(&live).state, State::Closed);
+    clock.advance(Duration::from_secs(10));
+    fail(&live);
+    assert_eq!(only(&live).state, State::Open);
+}
+
+#[test]
+fn a_candidates_half_open_round_is_fed_by_live_outcomes() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(100)
+        .clock(clock.clone())
+        .candidate(
+            "probing",
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .open_duration(Duration::from_secs(2))
+                .half_open_probes(2),
+        )
+        .build()
+        .unwrap();
+    fail(&live);
+    assert_eq!(only(&live).state, State::Open);
+    clock.advance(Duration::from_secs(2));
+    // The cooldown is over: the next live outcome is the candidate's first probe.
+    succeed(&live);
+    assert_eq!(only(&live).state, State::HalfOpen);
+    // A live call while both probe slots are taken? Each offer takes and gives
+    // back its slot at once, so the second success closes the round.
+    succeed(&live);
+    let r = only(&live);
+    assert_eq!(r.state, State::Closed);
+    assert_eq!((r.opened, r.would_reject), (1, 0));
+    assert_eq!(
+        r.time_open,
+        Duration::from_secs(2),
+        "the half-open round is not Open"
+    );
+
+    // Again, and this time the round fails: the candidate reopens.
+    fail(&live);
+    clock.advance(Duration::from_secs(2));
+    succeed(&live);
+    fail(&live);
+    let r = only(&live);
+    assert_eq!(r.state, State::Open);
+    assert_eq!(r.opened, 3);
+    assert_eq!(
+        r.opened_at,
+        [
+            Duration::ZERO,
+            Duration::from_secs(2),
+            Duration::from_secs(4)
+        ]
+    );
+    clock.advance(Duration::from_secs(1));
+    // Open 2 s, 2 s, and 1 s of a reopening's cooldown (4 s at level 1) so far.
+    assert_eq!(only(&live).time_open, Duration::from_secs(5));
+    assert_eq!(live.state(), State::Closed);
+}
+
+#[test]
+fn candidate_transitions_reach_their_own_listener_marked_shadow_and_not_the_live_one() {
+    let live_seen: Arc<Mutex<Vec<Transition>>> = Arc::default();
+    let candidate_seen: Arc<Mutex<Vec<Transition>>> = Arc::default();
+    let (l, c) = (live_seen.clone(), candidate_seen.clone());
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(3)
+        .clock(clock.clone())
+        .on_transition(move |t| l.lock().unwrap().push(*t))
+        .candidate(
+            "eager",
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .on_transition(move |t| c.lock().unwrap().push(*t)),
+        )
+        .build()
+        .unwrap();
+    fail(&live);
+    assert!(live_seen.lock().unwrap().is_empty());
+    let seen = candidate_seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!((seen[0].from, seen[0].to), (State::Closed, State::Open));
+    assert_eq!(seen[0].reason, Reason::ConsecutiveFailures);
+    assert!(seen[0].shadow);
+    fail(&live);
+    fail(&live);
+    let live_seen = live_seen.lock().unwrap();
+    assert_eq!(live_seen.len(), 1);
+    assert!(!live_seen[0].shadow, "the live breaker's own transition");
+    assert_eq!(candidate_seen.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn reports_come_one_per_candidate_in_order() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .candidate("a", CircuitBreaker::builder().consecutive_failures(1))
+        .candidate("b", CircuitBreaker::builder().consecutive_failures(2))
+        .candidate("c", CircuitBreaker::builder().consecutive_failures(3))
+        .build()
+        .unwrap();
+    fail(&live);
+    fail(&live);
+    let reports = live.candidates();
+    let names: Vec<_> = reports.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    let states: Vec<_> = reports.iter().map(|r| r.state).collect();
+    assert_eq!(states, [State::Open, State::Open, State::Closed]);
+    assert_eq!(reports[0].would_reject, 1);
+    assert!(
+        CircuitBreaker::builder()
+            .build()
+            .unwrap()
+            .candidates()
+            .is_empty()
+    );
+}
+
+#[test]
+fn opened_at_keeps_the_most_recent_openings() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(1000)
+        .clock(clock.clone())
+        .candidate(
+            "flappy",
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .open_duration(Duration::from_secs(1))
+                .backoff_multiplier(1.0),
+        )
+        .build()
+        .unwrap();
+    let kept = CandidateReport::OPENED_AT_KEPT as u64;
+    for i in 0..kept + 4 {
+        // Each second: the cooldown is over, a failing probe reopens it.
+        fail(&live);
+        assert_eq!(only(&live).opened, i + 1);
+        clock.advance(Duration::from_secs(1));
+    }
+    let r = only(&live);
+    let want: Vec<_> = (4..kept + 4).map(Duration::from_secs).collect();
+    assert_eq!(r.opened_at, want);
+    assert_eq!(r.time_open, Duration::from_secs(kept + 4));
+}
+
+#[test]
+fn permits_and_drops_are_offered_too() {
+    let (live, _clock) = pair(10, 1);
+    live.try_acquire().unwrap().failure();
+    assert_eq!(only(&live).state, State::Open);
+    // A dropped permit: the candidate would have rejected it, and tallies
+    // nothing of it but the rejection.
+    drop(live.try_acquire().unwrap());
+    live.try_acquire().unwrap().success();
+    let r = only(&live);
+    assert_eq!(
+        (r.would_reject, r.failures_spared, r.successes_turned_away),
+        (2, 0, 1)
+    );
+}
+
+#[test]
+fn a_candidate_that_cannot_be_built_is_a_config_error_naming_candidate() {
+    let clock = ManualClock::new();
+    let bad = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .candidate("zero", CircuitBreaker::builder().consecutive_failures(0))
+        .build()
+        .unwrap_err();
+    assert_eq!(bad.field(), "candidate");
+    assert!(
+        bad.reason().contains("zero") && bad.reason().contains("consecutive_failures"),
+        "{bad}"
+    );
+
+    let nested = CircuitBreaker::builder()
+        .clock(clock.clone())
+        .candidate(
+            "nested",
+            CircuitBreaker::builder().candidate("inner", CircuitBreaker::builder()),
+        )
+        .build()
+        .unwrap_err();
+    assert_eq!(nested.field(), "candidate");
+
+    // The clock after the candidates: the candidates would have none.
+    let late = CircuitBreaker::builder()
+        .candidate("late", CircuitBreaker::builder())
+        .clock(clock)
+        .build()
+        .unwrap_err();
+    assert_eq!(late.field(), "candidate");
+    assert!(late.reason().contains("clock"), "{late}");
+}
+
+#[cfg(feature = "registry")]
+#[test]
+fn a_registry_refuses_candidates_by_name() {
+    let template = CircuitBreaker::builder()
+        .candidate("tight", CircuitBreaker::builder().consecutive_failures(1));
+    let err = cutout::Registry::<String>::builder(template)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.field(), "candidate");
+}
+
+#[test]
+fn a_candidate_of_a_shadow_breaker_sees_every_call() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .shadow()
+        .clock(clock.clone())
+        .candidate("two", CircuitBreaker::builder().consecutive_failures(2))
+        .build()
+        .unwrap();
+    fail(&live);
+    fail(&live); // the live shadow would have rejected it: it ran all the same
+    assert_eq!(live.metrics().lifetime.would_reject, 1);
+    let r = only(&live);
+    assert_eq!((r.state, r.unseen), (State::Open, 0));
+}
+
+#[test]
+fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(5)
+        .clock(clock.clone())
+        .candidate(
+            "impatient",
+            CircuitBreaker::builder()
+                .window(Duration::from_secs(10), 10)
+                .slow_calls(Duration::from_millis(100), 1.0)
+                .minimum_calls(2),
+        )
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let permit = live.try_acquire().unwrap();
+        clock.advance(Duration::from_millis(150)); // the call takes 150 ms
+        permit.success();
+    }
+    assert_eq!(
+        live.metrics().lifetime.slow,
+        0,
+        "the live breaker has no slow-call policy"
+    );
+    let r = only(&live);
+    assert_eq!((r.state, r.opened), (State::Open, 1));
+    assert_eq!(live.state(), State::Closed);
+}
+
+mod model {
+    //! The model: each candidate's report against a reference, a plain breaker
+    //! with the candidate's settings on a clock of its own stepped alike, given
+    //! only the calls the candidate would have admitted, at the time the live
+    //! breaker records them, with the same outcomes.
+
+    use super::*;
+    use cutout::Outcome;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Op {
+        /// A call whose outcome is recorded at once.
+        Call(Outcome),
+        /// A permit dropped unrecorded.
+        Drop,
+        /// A permit taken now, recorded at the next `Finish` (stale for the live
+        /// breaker if it moved on meanwhile).
+        Start,
+        Finish(Outcome),
+        Advance(u64),
+    }
+
+    fn outcome() -> impl Strategy<Value = Outcome> {
+        prop_oneof![
+            4 => Just(Outcome::Failure),
+            3 => Just(Outcome::Success),
+            1 => Just(Outcome::Ignored),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => outcome().prop_map(Op::Call),
+            1 => Just(Op::Drop),
+            1 => Just(Op::Start),
+            1 => outcome().prop_map(Op::Finish),
+            3 => (1u64..1500).prop_map(Op::Advance),
+        ]
+    }
+
+    /// A candidate's settings: (consecutive failures, (buckets, minimum calls) of
+    /// a 1 s failure-rate window at 0.5, cooldown in ms, probes).
+    type Shape = (Option<u32>, Option<(u32, u32)>, u64, u32);
+
+    fn shape() -> impl Strategy<Value = Shape> {
+        (
+            proptest::option::of(1u32..4),
+            proptest::option::of((1u32..4, 1u32..5)),
+            1u64..3000,
+            1u32..3,
+        )
+    }
+
+    fn builder(s: Shape) -> cutout::Builder {
+        let mut b = CircuitBreaker::builder()
+            .open_duration(Duration::from_millis(s.2))
+            .half_open_probes(s.3);
+        if let Some(n) = s.0 {
+            b = b.consecutive_failures(n);
+        }
+        if let Some((buckets, min)) = s.1 {
+            b = b
+                .window(Duration::from_secs(1), buckets)
+                .failure_rate(0.5, min);
+        }
+        b
+    }
+
+    /// A reference: the plain breaker and what it was given.
+    struct Reference {
+        breaker: Live,
+        clock: ManualClock,
+        /// Its transitions: (from, to, at).
+        seen: Arc<Mutex<Vec<(State, State, Duration)>>>,
+        spared: u64,
+        turned_away: u64,
+    }
+
+    impl Reference {
+        fn new(s: Shape) -> Reference {
+            let clock = ManualClock::new();
+            let seen: Arc<Mutex<Vec<_>>> = Arc::default();
+            let log = seen.clone();
+            let breaker = builder(s)
+                .clock(clock.clone())
+                .on_transition(move |t| log.lock().unwrap().push((t.from, t.to, t.at)))
+                .build()
+                .unwrap();
+            Reference {
+                breaker,
+                clock,
+                seen,
+                spared: 0,
+                turned_away: 0,
+            }
+        }
+
+        /// A live call's outcome (`None`: dropped), offered.
+        fn offer(&mut self, outcome: Option<Outcome>) {
+            match (self.breaker.try_acquire(), outcome) {
+                (Ok(permit), Some(outcome)) => permit.record(outcome),
+                (Ok(permit), None) => drop(permit),
+                (Err(_), Some(Outcome::Failure)) => self.spared += 1,
+                (Err(_), Some(Outcome::Success)) => self.turned_away += 1,
+                (Err(_), _) => {}
+            }
+        }
+
+        /// What the report should say at `now` (since the build).
+        fn check(&self, r: &CandidateReport, now: Duration, unseen: u64) {
+            let seen = self.seen.lock().unwrap();
+            let opens: Vec<_> = seen
+                .iter()
+                .filter(|t| t.1 == State::Open)
+                .map(|t| t.2)
+                .collect();
+            let mut open = Duration::ZERO;
+            let mut since = None;
+            for &(from, to, at) in seen.iter() {
+                if from == State::Open {
+                    open += at - since.take().unwrap();
+                }
+                if to == State::Open {
+                    since = Some(at);
+                }
+            }
+            open += since.map_or(Duration::ZERO, |s| now - s);
+            let kept = opens.len().saturating_sub(CandidateReport::OPENED_AT_KEPT);
+            let m = self.breaker.metrics();
+            assert_eq!(r.state, m.state, "{r:?}");
+            assert_eq!(r.opened, opens.len() as u64, "{r:?}");
+            assert_eq!(r.opened_at, opens[kept..], "{r:?}");
+            assert_eq!(r.time_open, open, "{r:?}");
+            assert_eq!(r.would_reject, m.lifetime.rejected, "{r:?}");
+            assert_eq!(
+                (r.failures_spared, r.successes_turned_away),
+                (self.spared, self.turned_away)
+            );
+            assert_eq!(r.unseen, unseen, "{r:?}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn each_candidate_reports_what_a_plain_breaker_given_its_calls_does(
+            live_after in 1u32..6,
+            shapes in proptest::collection::vec(shape(), 1..3),
+            ops in proptest::collection::vec(op(), 1..120),
+        ) {
+            let clock = ManualClock::new();
+            let mut b = CircuitBreaker::builder()
+                .consecutive_failures(live_after)
+                .clock(clock.clone());
+            for (i, s) in shapes.iter().enumerate() {
+                b = b.candidate(format!("c{i}"), builder(*s));
+            }
+            let live = b.build().unwrap();
+            let mut refs: Vec<_> = shapes.iter().map(|s| Reference::new(*s)).collect();
+            let mut now = Duration::ZERO;
+            let mut held = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Call(outcome) => {
+                        if let Ok(permit) = live.try_acquire() {
+                            permit.record(outcome);
+                            refs.iter_mut().for_each(|r| r.offer(Some(outcome)));
+                        }
+                    }
+                    Op::Drop => {
+                        if let Ok(permit) = live.try_acquire() {
+                            drop(permit);
+                            refs.iter_mut().for_each(|r| r.offer(None));
+                        }
+                    }
+                    Op::Start => held.extend(live.try_acquire().ok()),
+                    Op::Finish(outcome) => {
+                        if let Some(permit) = held.pop() {
+                            permit.record(outcome);
+                            refs.iter_mut().for_each(|r| r.offer(Some(outcome)));
+                        }
+                    }
+                    Op::Advance(ms) => {
+                        let step = Duration::from_millis(ms);
+                        now += step;
+                        clock.advance(step);
+                        refs.iter().for_each(|r| r.clock.advance(step));
+                    }
+                }
+                let unseen = live.metrics().lifetime.rejected;
+                for (report, reference) in live.candidates().iter().zip(&refs) {
+                    reference.check(report, now, unseen);
+                }
+            }
+        }
+    }
+}
