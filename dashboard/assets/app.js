@@ -97,6 +97,24 @@
       ? peers + (peers > 1 ? " peers report" : " peer reports") + " it Open" : "";
     c.q(".override").textContent = row.fleet_override == null ? ""
       : "fleet-wide: " + (row.fleet_override === "force_open" ? "forced open" : "disabled");
+    // A shadow breaker never rejects: it counts what it would have rejected.
+    c.q(".shadow").hidden = !row.shadow;
+    c.q(".wouldreject").textContent = row.shadow ? "would have rejected " + row.would_reject : "";
+    const table = c.q(".candidates");
+    table.hidden = row.candidates.length === 0;
+    c.q(".candidates tbody").replaceChildren(...row.candidates.map((k) => {
+      const tr = document.createElement("tr");
+      for (const text of [k.name, STATES[k.state] || k.state, String(k.opened),
+        duration(k.time_open_ms), String(k.would_reject), String(k.failures_spared),
+        String(k.successes_turned_away)]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+    table.querySelector("caption").textContent = row.candidates.length === 0 ? ""
+      : "what-if candidates (" + row.candidates[0].unseen + " calls rejected here, unseen by them)";
     const list = c.q(".recent");
     const items = row.recent.slice().reverse().map((e) => {
       const li = document.createElement("li");

@@ -39,6 +39,14 @@
 //! every breaker (states and transitions; the rates and charts move on ticks),
 //! at most once per [`PUSH_GAP`] however many transitions come.
 //!
+//! # What it shows
+//! Per breaker: its state and time in it, failure and slow-call rates against
+//! the [`Thresholds`], admitted and rejected per second as a chart, the backoff
+//! level and cooldown, recent transitions, its what-if candidates'
+//! [`CandidateReport`](cutout::CandidateReport)s, and whether it is a shadow
+//! breaker (known by the calls it would have rejected,
+//! [`Lifetime::would_reject`](cutout::Lifetime::would_reject)).
+//!
 //! # Query
 //! `api/snapshot` and `api/stream` take `q` (a name filter, case-insensitive),
 //! `sick=1` (only breakers not Closed or Disabled), `page` (from 0) and

@@ -6,7 +6,7 @@ use crate::fleet::{FleetOverride, MAX_FLEET_KEYS};
 use crate::push::PUSH_GAP;
 use crate::source::{Source, Thresholds};
 use crate::view::{self, Query};
-use cutout::{Reason, State, WindowCounts};
+use cutout::{CandidateReport, Reason, State, WindowCounts};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -48,6 +48,11 @@ pub(crate) struct Row {
     pub(crate) fleet_open: usize,
     /// The fleet-wide override in force for this breaker's name.
     pub(crate) fleet_override: Option<FleetOverride>,
+    /// The calls it would have rejected, were it not a shadow breaker (always 0
+    /// for one that is not).
+    pub(crate) would_reject: u64,
+    /// Its what-if candidates' reports (none allocated without candidates).
+    pub(crate) candidates: Vec<CandidateReport>,
 }
 
 /// Every breaker, sick first.
@@ -218,6 +223,8 @@ impl Sampler {
                 recent: track.recent_shared.clone(),
                 fleet_open: fleet_open.get(name).copied().unwrap_or(0),
                 fleet_override: source.fleet.as_ref().and_then(|f| f.override_of(name)),
+                would_reject: m.lifetime.would_reject,
+                candidates: breaker.candidates(),
             });
         });
         // Breakers gone from the source (evicted, removed) are forgotten.

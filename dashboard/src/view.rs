@@ -109,9 +109,26 @@ fn row_json(row: &Row) -> Value {
         "history": row.history.iter().map(|&(a, r)| [a, r]).collect::<Vec<_>>(),
         "fleet_open_reports": row.fleet_open,
         "fleet_override": row.fleet_override.map(FleetOverride::as_str),
+        "shadow": row.would_reject > 0,
+        "would_reject": row.would_reject,
+        "candidates": row.candidates.iter().map(candidate_json).collect::<Vec<_>>(),
         "recent": row.recent.iter().map(|e| json!({
             "at_ms": e.at_ms, "reason": e.reason.as_str(), "count": e.count,
         })).collect::<Vec<_>>(),
+    })
+}
+
+fn candidate_json(c: &cutout::CandidateReport) -> Value {
+    json!({
+        "name": c.name,
+        "state": c.state.as_str(),
+        "opened": c.opened,
+        "opened_at_ms": c.opened_at.iter().map(|&d| ms(d)).collect::<Vec<_>>(),
+        "time_open_ms": ms(c.time_open),
+        "would_reject": c.would_reject,
+        "failures_spared": c.failures_spared,
+        "successes_turned_away": c.successes_turned_away,
+        "unseen": c.unseen,
     })
 }
 

@@ -272,6 +272,16 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
             .contains(&json!(format!("{}|0", sim::HOSTILE))),
         "{names}"
     );
+    // The downstream breaker's what-if candidate, in its card's table.
+    let candidate = session
+        .run(
+            "for (const c of document.querySelectorAll('.breaker')) \
+               if (c.querySelector('.name').textContent === 'downstream') \
+                 return [...c.querySelectorAll('.candidates td:first-child')].map(t => t.textContent); \
+             return null;",
+        )
+        .await;
+    assert_eq!(candidate, json!([sim::CANDIDATE]));
     let png = session.cmd("GET", "/screenshot", None).await;
     let png = base64(png.as_str().unwrap());
     assert_png(&png);

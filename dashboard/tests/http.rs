@@ -344,3 +344,79 @@ async fn the_listener_pushes_a_transition_before_the_next_tick() {
     assert_eq!(reasons(&both.0), ["disabled"]);
     assert_eq!(reasons(&both.1), ["forced_open", "reset"]);
 }
+
+/// Each breaker's what-if candidates come in its row, and a shadow breaker
+/// shows as one, with the calls it would have rejected.
+#[tokio::test]
+async fn candidates_and_shadow_breakers_show_in_their_rows() {
+    // Cooldowns of an hour: nothing half-opens while the test reads.
+    let hour = Duration::from_secs(3600);
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(5)
+        .candidate(
+            "tight",
+            CircuitBreaker::builder()
+                .consecutive_failures(2)
+                .open_duration(hour),
+        )
+        .candidate("loose", CircuitBreaker::builder().consecutive_failures(10))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let _ = live.call(|| Err::<(), _>("down"));
+    }
+    let shadow = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(hour)
+        .shadow()
+        .build()
+        .unwrap();
+    let _ = shadow.call(|| Err::<(), _>("down"));
+    assert!(
+        shadow.call(|| Ok::<_, ()>(())).is_ok(),
+        "a shadow never rejects"
+    );
+    let source = Source::new()
+        .breaker("live", Arc::new(live))
+        .breaker("shadow", Arc::new(shadow));
+    let addr = serve(app(source)).await;
+    let page = get(addr, "/breakers/api/snapshot").await.json();
+    let row = |name: &str| {
+        page["breakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let live = row("live");
+    assert_eq!(live["state"], "closed");
+    assert_eq!(live["shadow"], false);
+    let candidates = live["candidates"].as_array().unwrap();
+    let tight = &candidates[0];
+    assert_eq!(tight["name"], "tight");
+    assert_eq!(tight["state"], "open");
+    assert_eq!(
+        (
+            &tight["opened"],
+            &tight["would_reject"],
+            &tight["failures_spared"]
+        ),
+        (&1.into(), &1.into(), &1.into())
+    );
+    assert_eq!(tight["opened_at_ms"].as_array().unwrap().len(), 1);
+    assert_eq!(tight["successes_turned_away"], 0);
+    assert_eq!(tight["unseen"], 0);
+    assert_eq!(candidates[1]["name"], "loose");
+    assert_eq!(candidates[1]["state"], "closed");
+    assert_eq!(candidates[1]["would_reject"], 0);
+
+    let shadow = row("shadow");
+    assert_eq!(shadow["state"], "open");
+    assert_eq!(
+        (&shadow["shadow"], &shadow["would_reject"]),
+        (&true.into(), &1.into())
+    );
+    assert_eq!(shadow["candidates"], serde_json::json!([]));
+}

@@ -48,12 +48,21 @@ impl Default for Settings {
     }
 }
 
+/// The name of the downstream breaker's what-if candidate.
+pub const CANDIDATE: &str = "half the threshold";
+
 fn build(s: &Settings) -> Result<CircuitBreaker, cutout::ConfigError> {
-    CircuitBreaker::builder()
+    let breaker = |threshold: f64| {
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(5), 10)
+            .failure_rate(threshold, s.minimum_calls)
+            .open_duration(Duration::from_millis(s.open_ms))
+    };
+    // The dashboard shows what a breaker tripping at half the threshold would
+    // have done with the same calls.
+    breaker(s.failure_threshold)
         .name("downstream")
-        .window(Duration::from_secs(5), 10)
-        .failure_rate(s.failure_threshold, s.minimum_calls)
-        .open_duration(Duration::from_millis(s.open_ms))
+        .candidate(CANDIDATE, breaker(s.failure_threshold / 2.0))
         .build()
 }
 
