@@ -48,8 +48,8 @@ pub(crate) struct Row {
     pub(crate) fleet_open: usize,
     /// The fleet-wide override in force for this breaker's name.
     pub(crate) fleet_override: Option<FleetOverride>,
-    /// The calls it would have rejected, were it not a shadow breaker (always 0
-    /// for one that is not).
+    /// The calls it would have rejected, if it is a shadow breaker (always 0 for
+    /// one that is not).
     pub(crate) would_reject: u64,
     /// Its what-if candidates' reports (none allocated without candidates).
     pub(crate) candidates: Vec<CandidateReport>,
