@@ -3,7 +3,7 @@
 # do not drift with machine noise.
 #
 # For each scenario (closed success, open rejection, failure below the threshold,
-# calls to a breaker ramping up)
+# calls to a breaker ramping up, closed successes with what-if candidates)
 # and each implementation in benches/common/mod.rs, runs examples/instructions.rs
 # with CALLS calls and with 0 calls, collecting only inside its measured loop
 # (--toggle-collect), and prints (Ir(CALLS) - Ir(0)) / CALLS. "locked" is
@@ -54,12 +54,13 @@ totals() {
          END { print ir + 0, ge + 0 }' "$1"
 }
 
-for scenario in closed open failing ramp; do
+for scenario in closed open failing ramp candidates; do
     case $scenario in
         closed) title="closed success" ;;
         open) title="open rejection" ;;
         failing) title="failure below the threshold" ;;
         ramp) title="successful calls during a ramp-up, share frozen at 10/50/90%" ;;
+        candidates) title="closed success with 0, 1 or 2 what-if candidates" ;;
     esac
     echo
     echo "| $title ($CALLS calls) | instructions/call | locked/call |"

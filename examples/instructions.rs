@@ -31,6 +31,11 @@
 //! (`Builder::ramp_up`), its share frozen (a `ManualClock`) at 10%, 50% or 90%
 //! (`cutout_ramp_10` ...): each call is an admission decision, then either a
 //! rejection or an admitted call and its recorded success.
+//!
+//! Scenario `candidates`: closed successes through a breaker with 0, 1 or 2
+//! what-if candidates (`Builder::candidate`, each with the live breaker's
+//! settings), consecutive-failure or rate-window (`cutout_window_1` ...): the
+//! growth per candidate is what each costs a call.
 
 #[allow(dead_code)]
 #[path = "../benches/common/mod.rs"]
@@ -50,6 +55,31 @@ impl Subject for Ramp {
     fn call(&self, f: impl FnOnce() -> Result<u64, u64>) -> bool {
         self.0.call(f).is_ok()
     }
+}
+
+/// The `candidates` scenario's implementations: (name, a rate window, candidates).
+const CANDIDATES: [(&str, bool, usize); 6] = [
+    ("cutout_consecutive_0", false, 0),
+    ("cutout_consecutive_1", false, 1),
+    ("cutout_consecutive_2", false, 2),
+    ("cutout_window_0", true, 0),
+    ("cutout_window_1", true, 1),
+    ("cutout_window_2", true, 2),
+];
+
+/// A breaker of the `candidates` scenario: `cutout_consecutive` or
+/// `cutout_window`'s settings (see `benches/common`), with `n` candidates of the
+/// same settings.
+fn with_candidates(window: bool, n: usize) -> common::Cutout {
+    let settings = |b: cutout::Builder| match window {
+        true => b.window(Duration::from_secs(10), 10).failure_rate(0.5, 20),
+        false => b.consecutive_failures(5),
+    };
+    let mut b = settings(CircuitBreaker::builder()).open_duration(common::LONG);
+    for i in 0..n {
+        b = b.candidate(format!("c{i}"), settings(CircuitBreaker::builder()));
+    }
+    common::Cutout(b.build().unwrap())
 }
 
 /// The `ramp` scenario's implementations: the share each admits.
@@ -144,6 +174,17 @@ struct Drive {
 }
 
 impl Drive {
+    /// `calls` successful calls, inlined, on one thread.
+    fn successes(calls: u64) -> Drive {
+        Drive {
+            shape: Shape::Inline,
+            fail: false,
+            calls,
+            threads: 1,
+            ran: 0,
+        }
+    }
+
     /// One thread's calls. Every thread makes its warm-up call (which takes its
     /// stripe slot) before any starts measuring, so all hold distinct slots.
     fn one<S: Subject>(&self, s: &S, started: &Barrier) -> u64 {
@@ -197,12 +238,28 @@ impl Run for Drive {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: instructions <closed|open|failing|ramp> <name> <calls> | instructions list <scenario>";
+    let usage = "usage: instructions <closed|open|failing|ramp|candidates> <name> <calls> | instructions list <scenario>";
     match args.as_slice() {
         [list, scenario] if list == "list" && scenario == "tower" => {
             for name in tower::NAMES {
                 println!("{name}");
             }
+        }
+        [list, candidates] if list == "list" && candidates == "candidates" => {
+            for (name, _, _) in CANDIDATES {
+                println!("{name}");
+            }
+        }
+        [scenario, name, calls] if scenario == "candidates" => {
+            let calls: u64 = calls.parse().expect(usage);
+            let (_, window, n) = CANDIDATES
+                .iter()
+                .find(|(c, _, _)| c == name)
+                .expect("no such candidates implementation");
+            let mut drive = Drive::successes(calls);
+            drive.run(&with_candidates(*window, *n));
+            assert_eq!(drive.ran, calls, "{name}: calls that ran");
+            println!("candidates {name}: {calls} calls");
         }
         [list, ramp] if list == "list" && ramp == "ramp" => {
             for (name, _) in RAMP_SHARES {
@@ -215,13 +272,7 @@ fn main() {
                 .iter()
                 .find(|(n, _)| n == name)
                 .expect("no such ramp implementation");
-            let mut drive = Drive {
-                shape: Shape::Inline,
-                fail: false,
-                calls,
-                threads: 1,
-                ran: 0,
-            };
+            let mut drive = Drive::successes(calls);
             drive.run(&ramp(*share));
             let want = share * calls as f64;
             assert!(

@@ -360,7 +360,7 @@ impl<C: Clock> CircuitBreaker<C> {
             true => {
                 unlikely(); // the slow-call policy is the least common
                 match self.clock.now_if_cheap() {
-                    Some(now) if !lean.has(Lean::PRECISE | Lean::OFFERS) => now,
+                    Some(now) if !lean.has(Lean::PRECISE) => now,
                     _ => return self.call_off_lean(s, classify, f),
                 }
             }

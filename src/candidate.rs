@@ -149,10 +149,9 @@ impl Candidacy {
         let time_open = (self.closed_ticks.load(Ordering::Relaxed))
             .wrapping_add(open_now * now)
             .wrapping_sub(self.opened_ticks.load(Ordering::Relaxed));
-        let time_open = match time_open > now {
-            true => 0, // read mid-transition: a start seen without its end
-            false => time_open,
-        };
+        // Read mid-transition (a count seen without its tick), it may overshoot:
+        // no opening is longer than the breaker's life.
+        let time_open = time_open.min(now);
         (
             opened,
             opened_at,

@@ -160,7 +160,9 @@ pub struct Transition {
     pub open_until: Option<Duration>,
     /// Whether a shadow breaker made it (see
     /// [`Builder::shadow`](crate::Builder::shadow)): it rejects nothing, so the
-    /// transition says what a live breaker would have done.
+    /// transition says what a live breaker would have done. A what-if
+    /// candidate is a shadow breaker (see
+    /// [`Builder::candidate`](crate::Builder::candidate)).
     ///
     /// # Examples
     /// ```

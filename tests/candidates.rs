@@ -552,3 +552,72 @@ mod model {
         }
     }
 }
+
+/// Counts the calling thread's allocations (tests run on threads of their own).
+struct Counting;
+
+std::thread_local! {
+    static ALLOCATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+// SAFETY: every method forwards to `System` unchanged, and counts in a
+// const-initialized thread-local `Cell`, which needs no allocation.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: the caller upholds `alloc`'s contract.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: the caller upholds `dealloc`'s contract.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// No transition in the measured calls: with the `metrics` feature a
+/// transition's export allocates its labels, as a live breaker's does.
+#[test]
+fn offering_allocates_nothing_once_the_thread_has_its_stripes() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(1000)
+        .clock(clock.clone())
+        .candidate(
+            "open",
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .open_duration(Duration::from_secs(3600)),
+        )
+        .candidate(
+            "closed",
+            CircuitBreaker::builder()
+                .window(Duration::from_secs(10), 10)
+                .failure_rate(1.0, 1000),
+        )
+        .build()
+        .unwrap();
+    fail(&live); // this thread's first call (its stripes), and "open" trips
+    let before = ALLOCATIONS.with(|n| n.get());
+    for i in 0..1000 {
+        match i % 2 {
+            0 => fail(&live),
+            _ => succeed(&live),
+        }
+        drop(live.try_acquire().unwrap());
+        clock.advance(Duration::from_millis(7));
+    }
+    assert_eq!(
+        ALLOCATIONS.with(|n| n.get()),
+        before,
+        "allocations on the call path"
+    );
+    let reports = live.candidates();
+    assert_eq!(reports[0].would_reject, 2000, "{reports:?}");
+    assert_eq!(
+        (reports[1].state, reports[1].would_reject),
+        (State::Closed, 0)
+    );
+}

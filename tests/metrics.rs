@@ -711,18 +711,23 @@ fn the_first_publication_allocates_its_counts_and_heap_bytes_says_so() {
     });
 }
 
+/// A shadow breaker named "watched" that trips on its first failure.
+fn watched_shadow() -> CircuitBreaker<ManualClock> {
+    CircuitBreaker::builder()
+        .name("watched")
+        .clock(ManualClock::new())
+        .consecutive_failures(1)
+        .shadow()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn a_shadow_breakers_transitions_are_labelled_shadow() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        let b = CircuitBreaker::builder()
-            .name("watched")
-            .clock(ManualClock::new())
-            .consecutive_failures(1)
-            .shadow()
-            .build()
-            .unwrap();
+        let b = watched_shadow();
         let _ = b.call(|| Err::<(), _>(()));
         assert!(b.call(|| Ok::<_, ()>(())).is_ok(), "a shadow never rejects");
         let s = seen(&snapshotter);
@@ -746,13 +751,7 @@ fn a_shadow_breakers_would_be_rejections_are_published_and_no_other_breaker_has_
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        let shadow = CircuitBreaker::builder()
-            .name("watched")
-            .clock(ManualClock::new())
-            .consecutive_failures(1)
-            .shadow()
-            .build()
-            .unwrap();
+        let shadow = watched_shadow();
         let live = trips_on(1, ManualClock::new())
             .name("live")
             .build()

@@ -58,16 +58,68 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
+    /// [`offer`](Self::offer) for a recorded outcome; then, for a breaker that
+    /// its candidates sent off the lean path ([`Lean::OFFERS`]), the lean path's
+    /// record of a closed success, if it applies (`true`: recorded).
+    #[inline]
+    pub(super) fn offered_then_lean(
+        &self,
+        r: StripeRef<'_>,
+        ticket: Ticket,
+        outcome: Outcome,
+    ) -> bool {
+        if self.shadowing.is_none() {
+            return false;
+        }
+        self.offer(ticket, Some(outcome));
+        let lean = self.hot.lean;
+        if outcome != Outcome::Success || ticket.kind() != Kind::Closed || !lean.has(Lean::OFFERS) {
+            return false;
+        }
+        let current = self.hot.word.load();
+        current == ticket.phase()
+            && self.record_lean_success(r, current, ticket, Lean(lean.0 & !Lean::OFFERS))
+    }
+
     /// A candidate's part in a live call: admitted or not now, by its own state,
     /// and, if admitted, its outcome recorded as if it ran from the live call's
     /// admission (`live`'s start) to now. The outcome of a call it would have
     /// rejected counts for nothing but its tally of what rejecting it spared or
-    /// cost.
+    /// cost. A closed admission is the lean path's: no clock reading (the live
+    /// call's start serves).
     fn offered(&self, live: Ticket, outcome: Option<Outcome>) {
-        let r = self.hot.stripes.mine();
-        // A shadow breaker admits every call: a would-be rejection's ticket is a
-        // shadow's.
-        let Ok(ticket) = self.acquire_in(r) else {
+        let r = match self.hot.stripes.mine_if_owned() {
+            Some(o) => o.stripe(),
+            None => self.hot.stripes.mine(),
+        };
+        let s = self.hot.word.load();
+        if !s.is_closed() {
+            return self.offered_not_closed(r, s, live, outcome);
+        }
+        Stripes::bump(r, Counter::Admitted);
+        let ticket = Ticket::new(s, live.started());
+        // A success as the lean path records it (see `record_in`), if it applies.
+        if outcome == Some(Outcome::Success)
+            && self.hot.word.load() == s
+            && self.record_lean_success(r, s, ticket, self.hot.lean)
+        {
+            return;
+        }
+        self.record_offered(r, ticket, outcome);
+    }
+
+    /// [`offered`](Self::offered) in any state but Closed: a shadow breaker
+    /// admits every call, a would-be rejection on a shadow's ticket.
+    #[cold]
+    #[inline(never)]
+    fn offered_not_closed(
+        &self,
+        r: StripeRef<'_>,
+        s: Snapshot,
+        live: Ticket,
+        outcome: Option<Outcome>,
+    ) {
+        let Ok(ticket) = self.acquire_not_closed(r, s) else {
             return;
         };
         if ticket.is_shadow() {
@@ -80,9 +132,14 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             return;
         }
-        let ticket = Ticket::new(ticket.phase(), live.started());
+        self.record_offered(r, Ticket::new(ticket.phase(), live.started()), outcome);
+    }
+
+    /// Records an offered outcome off the lean path (`None`: dropped).
+    #[inline(never)]
+    fn record_offered(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Option<Outcome>) {
         match outcome {
-            Some(outcome) => self.record_in(r, ticket, outcome),
+            Some(outcome) => self.record_general(r, ticket, outcome),
             None => self.abandon(ticket),
         }
     }

@@ -68,10 +68,11 @@ impl Lean {
     pub(super) const TIMED: u8 = 2;
     /// The slow-call policy, with calls timed precisely: no lean path.
     pub(super) const PRECISE: u8 = 4;
-    /// What-if candidates (see `Builder::candidate`): calls are timed, and take
-    /// no lean path, so that every outcome reaches the path that offers it to
-    /// them. Tested with the bits above, in masks of their own: it costs the lean
-    /// paths no instruction.
+    /// What-if candidates (see `Builder::candidate`): calls are timed, and no
+    /// outcome is recorded on the lean path, so that every outcome reaches the
+    /// path that offers it to them (which then records a success as the lean
+    /// path would). Tested with the bits above, in masks of their own: it costs
+    /// the lean paths no instruction.
     pub(super) const OFFERS: u8 = 8;
 
     pub(super) fn of(config: &Config) -> Lean {

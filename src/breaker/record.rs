@@ -9,7 +9,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// are the common case of a failing dependency.
     #[inline(never)]
     pub(super) fn record_general(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
-        self.offer(ticket, Some(outcome));
+        if self.offered_then_lean(r, ticket, outcome) {
+            return;
+        }
         let s = self.hot.word.load();
         if s != ticket.phase() {
             if ticket.is_shadow() {

@@ -53,7 +53,7 @@ use crate::attach::Attachment;
 use crate::event::Transition;
 use crate::sync::{AtomicU64, Ordering};
 use crate::{CircuitBreaker, Clock, State};
-use ::metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
+use ::metrics::{Label, Unit, counter, describe_counter, describe_gauge, gauge};
 use std::borrow::Cow;
 
 /// How many lifetime counters a breaker publishes: five outcomes, slow,
@@ -292,31 +292,19 @@ pub(crate) fn transition(
     candidate: Option<&Cow<'static, str>>,
     t: &Transition,
 ) {
-    let name = name.clone();
-    let (from, to, reason) = (t.from.as_str(), t.to.as_str(), t.reason.as_str());
-    let counter = match (candidate, t.shadow) {
-        (None, false) => {
-            counter!(TRANSITIONS, BREAKER_LABEL => name, "from" => from, "to" => to, "reason" => reason)
-        }
-        (None, true) => counter!(
-            TRANSITIONS,
-            BREAKER_LABEL => name,
-            "from" => from,
-            "to" => to,
-            "reason" => reason,
-            "shadow" => "true",
-        ),
-        (Some(candidate), _) => counter!(
-            TRANSITIONS,
-            BREAKER_LABEL => name,
-            "from" => from,
-            "to" => to,
-            "reason" => reason,
-            "shadow" => "true",
-            "candidate" => candidate.clone(),
-        ),
-    };
-    counter.increment(1);
+    let mut labels = vec![
+        Label::new(BREAKER_LABEL, name.clone()),
+        Label::new("from", t.from.as_str()),
+        Label::new("to", t.to.as_str()),
+        Label::new("reason", t.reason.as_str()),
+    ];
+    if t.shadow {
+        labels.push(Label::new("shadow", "true"));
+    }
+    if let Some(candidate) = candidate {
+        labels.push(Label::new("candidate", candidate.clone()));
+    }
+    counter!(TRANSITIONS, labels).increment(1);
 }
 
 #[cfg(feature = "registry")]
