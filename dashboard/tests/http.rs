@@ -278,6 +278,17 @@ async fn a_fleets_picture_shows_beside_the_breakers() {
     assert!(get(alone, "/breakers/api/snapshot").await.json()["fleet"].is_null());
 }
 
+/// The row of breaker `name` in `page`.
+fn row(page: &serde_json::Value, name: &str) -> serde_json::Value {
+    page["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {page}"))
+        .clone()
+}
+
 fn reasons(row: &serde_json::Value) -> Vec<&str> {
     row["recent"]
         .as_array()
@@ -327,17 +338,9 @@ async fn the_listener_pushes_a_transition_before_the_next_tick() {
         let frame = stream.next().await;
         tick += 1;
         assert_eq!(frame["tick"].as_u64(), Some(tick), "only pushed frames");
-        let row = |name: &str| {
-            frame["breakers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|b| b["name"] == name)
-                .unwrap()
-                .clone()
-        };
-        if row("cache")["state"] == "disabled" && row("db")["state"] == "closed" {
-            break (row("cache"), row("db"));
+        let (cache, db) = (row(&frame, "cache"), row(&frame, "db"));
+        if cache["state"] == "disabled" && db["state"] == "closed" {
+            break (cache, db);
         }
         assert!(tick < pushed["tick"].as_u64().unwrap() + 3, "{frame}");
     };
@@ -381,15 +384,7 @@ async fn candidates_and_shadow_breakers_show_in_their_rows() {
         .breaker("shadow", Arc::new(shadow));
     let addr = serve(app(source)).await;
     let page = get(addr, "/breakers/api/snapshot").await.json();
-    let row = |name: &str| {
-        page["breakers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|b| b["name"] == name)
-            .unwrap()
-            .clone()
-    };
+    let row = |name: &str| row(&page, name);
     let live = row("live");
     assert_eq!(live["state"], "closed");
     assert_eq!(live["shadow"], false);
