@@ -92,8 +92,29 @@
       : row.retry_after_ms > 0 ? "retry in " + duration(row.retry_after_ms) : "";
     c.q(".tripped").textContent = t
       ? "tripped by " + t.failures + " failed, " + t.slow + " slow of " + t.calls : "";
-    c.q(".peers").textContent = row.fleet_open > 0
-      ? row.fleet_open + (row.fleet_open > 1 ? " peers report" : " peer reports") + " it Open" : "";
+    const peers = row.fleet_open_reports;
+    c.q(".peers").textContent = peers > 0
+      ? peers + (peers > 1 ? " peers report" : " peer reports") + " it Open" : "";
+    c.q(".override").textContent = row.fleet_override == null ? ""
+      : "fleet-wide: " + (row.fleet_override === "force_open" ? "forced open" : "disabled");
+    // A shadow breaker never rejects: it counts what it would have rejected.
+    c.q(".shadow").hidden = !row.shadow;
+    c.q(".wouldreject").textContent = row.shadow ? "would have rejected " + row.would_reject : "";
+    const table = c.q(".candidates");
+    table.hidden = row.candidates.length === 0;
+    c.q(".candidates tbody").replaceChildren(...row.candidates.map((k) => {
+      const tr = document.createElement("tr");
+      for (const text of [k.name, STATES[k.state] || k.state, String(k.opened),
+        duration(k.time_open_ms), String(k.would_reject), String(k.failures_spared),
+        String(k.successes_turned_away)]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+    table.querySelector("caption").textContent = row.candidates.length === 0 ? ""
+      : "what-if candidates (" + row.candidates[0].unseen + " calls rejected here, unseen by them)";
     const list = c.q(".recent");
     const items = row.recent.slice().reverse().map((e) => {
       const li = document.createElement("li");
@@ -111,6 +132,15 @@
       (frame.matched !== frame.total ? ", " + frame.matched + " shown by the filter" : "") +
       (frame.fleet ? "; fleet: " + frame.fleet.live_peers + " live peers, " +
         frame.fleet.quorum_opens + " quorum opens" : "");
+    const fleetControls = !!(frame.fleet && frame.fleet.controls);
+    $("fleetfor").hidden = !fleetControls;
+    if (fleetControls) {
+      const field = $("for");
+      field.max = String(Math.floor(frame.fleet.override_max_s / 60));
+      if (field.value === "" && document.activeElement !== field) {
+        field.value = String(Math.round(frame.fleet.override_default_s / 60));
+      }
+    }
     $("pageinfo").textContent = "page " + (frame.page + 1) + " of " + frame.pages;
     $("prev").disabled = frame.page === 0;
     $("next").disabled = frame.page + 1 >= frame.pages;
@@ -130,8 +160,16 @@
     const url = new URL("api/control", base);
     url.searchParams.set("name", name);
     url.searchParams.set("action", action);
+    // Through a fleet, force open and disable last as long as the field says.
+    if (last && last.fleet && last.fleet.controls && action !== "reset") {
+      const minutes = Math.floor(Number($("for").value));
+      if (minutes >= 1) url.searchParams.set("for_s", String(minutes * 60));
+    }
     const response = await fetch(url, { method: "POST" });
-    if (!response.ok) $("summary").textContent = action + " failed: " + response.status;
+    if (!response.ok) {
+      $("summary").textContent = action + " failed: " + response.status + " " +
+        (await response.text()).trim();
+    }
   }
 
   let typing = null;

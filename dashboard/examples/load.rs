@@ -1,7 +1,8 @@
-//! The dashboard under load: 10,000 breakers (some open, all taking calls) and
-//! 100 open event streams, while a script asks for the JSON snapshot. Prints
-//! the snapshot's round trip, the frames each stream received, and the
-//! process's resident memory.
+//! The dashboard under load: 10,000 breakers (some open, all taking calls, one
+//! forced open and reset over and over, each transition pushed by the source's
+//! listener) and 100 open event streams, while a script asks for the JSON
+//! snapshot. Prints the snapshot's round trip, the frames each stream received,
+//! and the process's resident memory.
 //!
 //! `cargo run --release -p cutout-dashboard --example load`
 
@@ -30,8 +31,12 @@ fn rss_mib() -> f64 {
 
 #[tokio::main]
 async fn main() {
+    let source = cutout_dashboard::Source::new();
     let registry: Arc<Registry<String>> = Arc::new(
-        Registry::new(CircuitBreaker::builder().failure_rate(0.5, 10)).expect("valid settings"),
+        Registry::builder(CircuitBreaker::builder().failure_rate(0.5, 10))
+            .on_transition(source.registry_listener())
+            .build()
+            .expect("valid settings"),
     );
     for i in 0..BREAKERS {
         let breaker = registry.get(&format!("service-{i:05}"));
@@ -61,10 +66,17 @@ async fn main() {
                 if n.is_multiple_of(1_000) {
                     std::thread::sleep(Duration::from_millis(10));
                 }
+                // Two transitions every 10,000 calls (about 20 a second), each
+                // pushed to the streams.
+                match n % 10_000 {
+                    0 => registry.get("service-00001").reset(),
+                    5_000 => registry.get("service-00001").force_open(),
+                    _ => {}
+                }
             }
         })
     };
-    let source = cutout_dashboard::Source::new().registry(registry.clone());
+    let source = source.registry(registry.clone());
     let addr =
         common::serve(axum::Router::new().nest("/d", cutout_dashboard::router(source))).await;
     common::get(addr, "/d/api/snapshot").await;
@@ -120,8 +132,9 @@ async fn main() {
         trips.len()
     );
     println!(
-        "frames per stream per second: {:.2} (the sampler ticks 4 times a second)",
-        received / STREAMS as f64 / SECONDS as f64
+        "frames per stream per second: {:.2} (4 ticks a second, and pushed transitions at most one per {:?})",
+        received / STREAMS as f64 / SECONDS as f64,
+        cutout_dashboard::PUSH_GAP
     );
     println!("resident memory: {before:.0} MiB before the streams, {during:.0} MiB with them");
 }

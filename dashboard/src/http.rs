@@ -1,11 +1,12 @@
 //! The routes: the page and its two files, the JSON snapshot, the event stream,
-//! and the controls.
+//! and the controls (in `control`).
 
+use crate::control;
 use crate::sampler::Shared;
-use crate::view::{self, Query};
+use crate::view::Query;
 use axum::Router;
 use axum::extract::{OriginalUri, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderValue, Uri, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -36,7 +37,7 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
         .route("/api/snapshot", get(snapshot))
         .route("/api/stream", get(stream));
     if shared.source.controls {
-        router = router.route("/api/control", post(control));
+        router = router.route("/api/control", post(control::control));
     }
     router.with_state(shared)
 }
@@ -96,86 +97,29 @@ async fn snapshot(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
         .into_response()
 }
 
-/// One event per tick, each the client's page of the newest frame. A slow client
-/// skips frames rather than queueing them: it holds one receiver and one frame.
+/// One event per frame, each the client's page of the newest frame (rendered
+/// once per frame and query, whoever asks). A slow client skips frames rather
+/// than queueing them: it holds one receiver and one frame. The stream holds the
+/// router's state weakly, and ends with it.
 async fn stream(State(shared): State<Arc<Shared>>, uri: Uri) -> impl IntoResponse {
     shared.ensure_started();
     let query = Query::parse(uri.query());
-    let controls = shared.source.controls;
     let mut frames = shared.frames.subscribe();
     frames.mark_changed();
+    let weak = Arc::downgrade(&shared);
     drop(shared);
-    let events =
-        futures_util::stream::unfold((frames, query), move |(mut frames, query)| async move {
+    let events = futures_util::stream::unfold((frames, query), move |(mut frames, query)| {
+        let weak = weak.clone();
+        async move {
             frames.changed().await.ok()?;
             let frame = frames.borrow_and_update().clone();
-            let data = view::page(&frame, &query, controls).to_string();
-            let event = Event::default().event("frame").data(data);
+            let data = weak.upgrade()?.render(&frame, &query);
+            let event = Event::default().event("frame").data(&*data);
             Some((Ok::<_, Infallible>(event), (frames, query)))
-        });
+        }
+    });
     (
         [(header::CACHE_CONTROL, "no-store")],
         Sse::new(events).keep_alive(KeepAlive::default()),
     )
-}
-
-/// A request from a page of this same origin: the browser says so
-/// (`Sec-Fetch-Site: same-origin`), or its `Origin` names the `Host` it was sent to.
-pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
-    if let Some(site) = headers.get("sec-fetch-site") {
-        return site.as_bytes() == b"same-origin";
-    }
-    let (Some(origin), Some(host)) = (headers.get(header::ORIGIN), headers.get(header::HOST))
-    else {
-        return false;
-    };
-    let (Ok(origin), Ok(host)) = (origin.to_str(), host.to_str()) else {
-        return false;
-    };
-    let authority = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"));
-    authority.is_some_and(|a| a.eq_ignore_ascii_case(host))
-}
-
-/// `POST api/control?name=N&action=force_open|disable|reset`.
-async fn control(State(shared): State<Arc<Shared>>, headers: HeaderMap, uri: Uri) -> Response {
-    if !same_origin(&headers) {
-        return (StatusCode::FORBIDDEN, "cross-origin request refused\n").into_response();
-    }
-    let mut name = None;
-    let mut action = None;
-    for pair in uri.query().unwrap_or("").split('&') {
-        match pair.split_once('=') {
-            Some(("name", v)) => name = Some(view::decode(v)),
-            Some(("action", v)) => action = Some(view::decode(v)),
-            _ => {}
-        }
-    }
-    let (Some(name), Some(action)) = (name, action) else {
-        return (StatusCode::BAD_REQUEST, "name and action are required\n").into_response();
-    };
-    let act: fn(&cutout::CircuitBreaker) = match action.as_str() {
-        "force_open" => |b| b.force_open(),
-        "disable" => |b| b.disable(),
-        "reset" => |b| b.reset(),
-        _ => {
-            return (
-                StatusCode::BAD_REQUEST,
-                "action: force_open, disable or reset\n",
-            )
-                .into_response();
-        }
-    };
-    let mut found = 0usize;
-    shared.source.for_each(&mut |n, breaker, _| {
-        if n == name {
-            act(breaker);
-            found += 1;
-        }
-    });
-    if found == 0 {
-        return (StatusCode::NOT_FOUND, "no breaker by that name\n").into_response();
-    }
-    StatusCode::NO_CONTENT.into_response()
 }

@@ -2,8 +2,9 @@
 //!
 //! [`router`] returns an axum [`Router`] to mount at any path. It serves one page
 //! (HTML, CSS and JavaScript from this binary, nothing fetched from elsewhere),
-//! a server-sent-events stream of snapshots four times a second
-//! (`api/stream`), and the same snapshot as JSON for scripts (`api/snapshot`).
+//! a server-sent-events stream of snapshots four times a second, and each
+//! transition at once where the source's listener is wired in (`api/stream`),
+//! and the same snapshot as JSON for scripts (`api/snapshot`).
 //!
 //! ```no_run
 //! use cutout::{CircuitBreaker, Registry};
@@ -21,13 +22,30 @@
 //!
 //! # What it reads
 //! Nothing on the call path: one sampler per router reads every breaker's
-//! [`metrics`](cutout::CircuitBreaker::metrics) each tick (250 ms), turns the
-//! lifetime counters into admitted and rejected per second, and the per-reason
-//! transition counts into events, so a transition between two ticks is never
-//! missed (several of one reason in one tick show as one event with a count).
-//! Each client renders its own page of that one sorted frame (sick first,
-//! filtered by name, at most 200 rows), and holds one frame at a time: a slow
-//! client skips frames instead of queueing them.
+//! [`metrics`](cutout::CircuitBreaker::metrics) each tick ([`TICK`], 250 ms,
+//! unless [`Source::tick`] says otherwise), turns the lifetime counters into
+//! admitted and rejected per second, and the per-reason transition counts into
+//! events, so a transition between two ticks is never missed (several of one
+//! reason in one tick show as one event with a count). Each client renders its
+//! own page of that one sorted frame (sick first, filtered by name, at most 200
+//! rows; clients that ask for the same page share one rendering), and holds one
+//! frame at a time: a slow client skips frames instead of queueing them.
+//!
+//! # Pushed transitions
+//! [`Source::listener`] (and [`Source::registry_listener`]), given to the
+//! breakers' `on_transition` when they are built, pushes each transition to
+//! the open streams at once rather than at the next tick. On the caller's
+//! thread it only raises a flag and wakes the sampler; the sampler then reads
+//! every breaker (states and transitions; the rates and charts move on ticks),
+//! at most once per [`PUSH_GAP`] however many transitions come.
+//!
+//! # What it shows
+//! Per breaker: its state and time in it, failure and slow-call rates against
+//! the [`Thresholds`], admitted and rejected per second as a chart, the backoff
+//! level and cooldown, recent transitions, its what-if candidates'
+//! [`CandidateReport`](cutout::CandidateReport)s, and whether it is a shadow
+//! breaker (known by the calls it would have rejected,
+//! [`Lifetime::would_reject`](cutout::Lifetime::would_reject)).
 //!
 //! # Query
 //! `api/snapshot` and `api/stream` take `q` (a name filter, case-insensitive),
@@ -53,23 +71,40 @@
 //!
 //! # A fleet
 //! [`Source::fleet`] adds a fleet's picture: live peers and quorum opens in the
-//! header, and per breaker how many live peers report it Open. With the `fleet`
-//! feature, cutout-fleet's `FleetView` is a [`FleetSource`].
+//! header, and per breaker how many live peers report it Open and the fleet-wide
+//! override in force, if any. With the `fleet` feature, cutout-fleet's
+//! `FleetView` is a [`FleetSource`] (the picture), and so is its `Fleet` (the
+//! picture, the overrides, and the controls).
+//!
+//! With a `Fleet` and controls on, force open and disable act fleet-wide: they
+//! are `Fleet::force_open` and `Fleet::disable` for `for_s` seconds
+//! ([`OVERRIDE_DEFAULT`] unless the request says, at most [`OVERRIDE_MAX`]; the
+//! page has a field for it). The fleet sets every instance's breakers attached
+//! under that name, this one's at once, and ends the override at its deadline;
+//! attach the breakers the page shows (`Fleet::breaker`, `Fleet::attach`,
+//! `Fleet::attach_registry`), or a click changes only the other instances.
+//! Reset does both: `Fleet::release` everywhere, and a reset of the local
+//! breaker, whatever opened it. Without a fleet, or with one that takes no
+//! controls, each control acts on the local breaker alone. [`FleetSource`]
+//! has an example.
 //!
 //! Key names are shown as text: the page builds no HTML from data, and its
 //! content security policy allows no inline script.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod control;
 mod fleet;
 mod http;
+mod push;
 mod sampler;
 mod source;
 mod view;
 
 pub use axum::Router;
-pub use fleet::FleetSource;
-pub use source::{Breakers, Source, Thresholds};
+pub use fleet::{FleetAction, FleetOverride, FleetSource, OVERRIDE_DEFAULT, OVERRIDE_MAX};
+pub use push::PUSH_GAP;
+pub use source::{Breakers, MAX_TICK, MIN_TICK, Source, TICK, Thresholds};
 
 use std::sync::Arc;
 

@@ -2,17 +2,16 @@
 //! counters into rates and transition counts into events, and publishes one
 //! sorted [`Frame`] that every client renders its own page from.
 
-use crate::fleet::MAX_FLEET_KEYS;
+use crate::fleet::{FleetOverride, MAX_FLEET_KEYS};
+use crate::push::PUSH_GAP;
 use crate::source::{Source, Thresholds};
 use crate::view::{self, Query};
-use cutout::{Reason, State, WindowCounts};
+use cutout::{CandidateReport, Reason, State, WindowCounts};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
-/// How often the sampler reads the breakers.
-pub(crate) const TICK: Duration = Duration::from_millis(250);
 /// Points kept per breaker for its chart (10 s at four ticks a second).
 pub(crate) const HISTORY: usize = 40;
 /// Transitions kept per breaker.
@@ -47,6 +46,13 @@ pub(crate) struct Row {
     pub(crate) recent: Arc<[Event]>,
     /// Live fleet peers that report this breaker's name Open.
     pub(crate) fleet_open: usize,
+    /// The fleet-wide override in force for this breaker's name.
+    pub(crate) fleet_override: Option<FleetOverride>,
+    /// The calls it would have rejected, if it is a shadow breaker (always 0 for
+    /// one that is not).
+    pub(crate) would_reject: u64,
+    /// Its what-if candidates' reports (none allocated without candidates).
+    pub(crate) candidates: Vec<CandidateReport>,
 }
 
 /// Every breaker, sick first.
@@ -54,8 +60,18 @@ pub(crate) struct Row {
 pub(crate) struct Frame {
     pub(crate) tick: u64,
     pub(crate) rows: Vec<Row>,
-    /// With a fleet: its live peers and this instance's quorum opens.
-    pub(crate) fleet: Option<(usize, u64)>,
+    /// With a fleet: its picture.
+    pub(crate) fleet: Option<FleetPicture>,
+}
+
+/// A fleet as of the last tick.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FleetPicture {
+    pub(crate) live_peers: usize,
+    /// Opens this instance made on a fleet quorum.
+    pub(crate) quorum_opens: u64,
+    /// Whether the fleet takes the controls.
+    pub(crate) controls: bool,
 }
 
 /// Sick first: open, then half-open and recovering, then the rest.
@@ -78,6 +94,8 @@ struct Track {
     history: VecDeque<(f32, f32)>,
     recent: VecDeque<Event>,
     recent_shared: Arc<[Event]>,
+    /// Admitted and rejected per second, as of the last regular tick.
+    per_s: (f64, f64),
     seen: u64,
 }
 
@@ -97,13 +115,17 @@ impl Sampler {
         }
     }
 
-    /// Reads every breaker once and returns the sorted frame.
-    pub(crate) fn sample(&mut self, source: &Source) -> Frame {
+    /// Reads every breaker once and returns the sorted frame. A `pushed` frame
+    /// (a transition woke the sampler early) takes states and transitions only:
+    /// the rates and the charts move on regular ticks, one point per tick.
+    pub(crate) fn sample(&mut self, source: &Source, pushed: bool) -> Frame {
         let now = Instant::now();
         let secs = self
             .last
             .map_or(0.0, |last| now.duration_since(last).as_secs_f64());
-        self.last = Some(now);
+        if !pushed {
+            self.last = Some(now);
+        }
         self.tick += 1;
         let tick = self.tick;
         let at_ms = SystemTime::now()
@@ -115,7 +137,11 @@ impl Sampler {
                 let n = f.open_reports(&key);
                 fleet_open.insert(key, n);
             }
-            (f.live_peers(), f.quorum_opens())
+            FleetPicture {
+                live_peers: f.live_peers(),
+                quorum_opens: f.quorum_opens(),
+                controls: f.controls(),
+            }
         });
         let mut rows = Vec::with_capacity(self.tracks.len());
         let tracks = &mut self.tracks;
@@ -134,6 +160,7 @@ impl Sampler {
                 history: VecDeque::with_capacity(HISTORY),
                 recent: VecDeque::with_capacity(RECENT),
                 recent_shared: Arc::from(Vec::new()),
+                per_s: (0.0, 0.0),
                 seen: tick,
             });
             let rate = |now: u64, before: u64| {
@@ -143,10 +170,20 @@ impl Sampler {
                     0.0
                 }
             };
-            let admitted_per_s = rate(m.lifetime.admitted, track.admitted);
-            let rejected_per_s = rate(m.lifetime.rejected, track.rejected);
-            track.admitted = m.lifetime.admitted;
-            track.rejected = m.lifetime.rejected;
+            if !pushed {
+                track.per_s = (
+                    rate(m.lifetime.admitted, track.admitted),
+                    rate(m.lifetime.rejected, track.rejected),
+                );
+                track.admitted = m.lifetime.admitted;
+                track.rejected = m.lifetime.rejected;
+                if track.history.len() == HISTORY {
+                    track.history.pop_front();
+                }
+                let (a, r) = track.per_s;
+                track.history.push_back((a as f32, r as f32));
+            }
+            let (admitted_per_s, rejected_per_s) = track.per_s;
             // Every transition since the last tick, by reason: the counters only
             // grow, so none between two ticks goes unseen.
             let mut changed = false;
@@ -168,12 +205,6 @@ impl Sampler {
             if changed {
                 track.recent_shared = track.recent.iter().cloned().collect();
             }
-            if track.history.len() == HISTORY {
-                track.history.pop_front();
-            }
-            track
-                .history
-                .push_back((admitted_per_s as f32, rejected_per_s as f32));
             track.seen = tick;
             rows.push(Row {
                 name: key,
@@ -191,6 +222,9 @@ impl Sampler {
                 history: track.history.iter().copied().collect(),
                 recent: track.recent_shared.clone(),
                 fleet_open: fleet_open.get(name).copied().unwrap_or(0),
+                fleet_override: source.fleet.as_ref().and_then(|f| f.override_of(name)),
+                would_reject: m.lifetime.would_reject,
+                candidates: breaker.candidates(),
             });
         });
         // Breakers gone from the source (evicted, removed) are forgotten.
@@ -254,19 +288,32 @@ impl Shared {
         self.started.call_once(|| {
             let mut sampler = Sampler::new();
             self.frames
-                .send_replace(Arc::new(sampler.sample(&self.source)));
+                .send_replace(Arc::new(sampler.sample(&self.source, false)));
             let weak: Weak<Shared> = Arc::downgrade(self);
+            let push = self.source.push.clone();
+            let tick = self.source.tick;
             tokio::spawn(async move {
-                let mut every = tokio::time::interval(TICK);
+                let mut every = tokio::time::interval(tick);
                 every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 every.tick().await;
+                let mut last = tokio::time::Instant::now();
                 loop {
-                    every.tick().await;
+                    let pushed = tokio::select! {
+                        _ = every.tick() => false,
+                        () = push.poked() => {
+                            tokio::time::sleep_until(last + PUSH_GAP).await;
+                            // The next regular tick a whole tick after this frame.
+                            every.reset();
+                            true
+                        }
+                    };
                     let Some(shared) = weak.upgrade() else { return };
+                    // Before the read: a transition after it wakes the sampler again.
+                    push.clear();
                     // Off the async workers: a tick over thousands of breakers
                     // takes milliseconds.
                     let done = tokio::task::spawn_blocking(move || {
-                        let frame = sampler.sample(&shared.source);
+                        let frame = sampler.sample(&shared.source, pushed);
                         shared.frames.send_replace(Arc::new(frame));
                         sampler
                     });
@@ -274,6 +321,7 @@ impl Shared {
                         Ok(back) => sampler = back,
                         Err(_) => return,
                     }
+                    last = tokio::time::Instant::now();
                 }
             });
         });

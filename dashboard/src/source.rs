@@ -1,10 +1,19 @@
 //! What the dashboard shows: [`Source`], a set of [`Breakers`] with names.
 
 use crate::fleet::FleetSource;
-use cutout::{CircuitBreaker, Registry};
+use crate::push::Push;
+use cutout::{CircuitBreaker, Registry, Transition};
 use std::fmt::{Display, Write};
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the sampler reads the breakers, unless [`Source::tick`] says otherwise.
+pub const TICK: Duration = Duration::from_millis(250);
+/// The shortest tick [`Source::tick`] takes.
+pub const MIN_TICK: Duration = Duration::from_millis(50);
+/// The longest tick [`Source::tick`] takes.
+pub const MAX_TICK: Duration = Duration::from_secs(60);
 
 /// The thresholds a breaker's rates are drawn against. A breaker does not report
 /// its configuration, so the source states them; `None` draws no line.
@@ -82,6 +91,8 @@ pub struct Source {
     thresholds: Thresholds,
     pub(crate) controls: bool,
     pub(crate) fleet: Option<Arc<dyn FleetSource>>,
+    pub(crate) tick: Duration,
+    pub(crate) push: Arc<Push>,
 }
 
 impl std::fmt::Debug for Source {
@@ -91,7 +102,8 @@ impl std::fmt::Debug for Source {
             .field("named", &self.named.len())
             .field("controls", &self.controls)
             .field("fleet", &self.fleet.is_some())
-            .finish()
+            .field("tick", &self.tick)
+            .finish_non_exhaustive()
     }
 }
 
@@ -111,7 +123,51 @@ impl Source {
             thresholds: Thresholds::default(),
             controls: false,
             fleet: None,
+            tick: TICK,
+            push: Arc::default(),
         }
+    }
+
+    /// How often the sampler reads every breaker: [`TICK`] (four times a second)
+    /// unless set here, kept within [`MIN_TICK`] and [`MAX_TICK`]. Each stream
+    /// gets a frame per tick, and one per push (see [`listener`](Self::listener)).
+    #[must_use]
+    pub fn tick(mut self, every: Duration) -> Self {
+        self.tick = every.clamp(MIN_TICK, MAX_TICK);
+        self
+    }
+
+    /// A transition listener that pushes each transition to the open streams at
+    /// once, instead of at the next tick: give it to
+    /// [`Builder::on_transition`](cutout::Builder::on_transition) when the
+    /// breakers are built, or call it from a listener of your own. It only
+    /// raises a flag and wakes the sampler (no allocation, no I/O, no lock
+    /// unless the sampler is waiting), which then reads every breaker at once
+    /// (after at least [`PUSH_GAP`](crate::PUSH_GAP) since its last frame, so a
+    /// storm of transitions costs at most one frame per gap). Without it, a
+    /// transition shows at the next tick: none is missed either way.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    /// use std::sync::Arc;
+    ///
+    /// let source = cutout_dashboard::Source::new();
+    /// let db = Arc::new(CircuitBreaker::builder().on_transition(source.listener()).build()?);
+    /// let app = cutout_dashboard::router(source.breaker("db", db));
+    /// # drop(app);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn listener(&self) -> impl Fn(&Transition) + Send + Sync + 'static {
+        let push = self.push.clone();
+        move |_: &Transition| push.poke()
+    }
+
+    /// [`listener`](Self::listener) for a registry: give it to
+    /// [`RegistryBuilder::on_transition`](cutout::RegistryBuilder::on_transition).
+    pub fn registry_listener<K>(&self) -> impl Fn(&K, &Transition) + Send + Sync + 'static {
+        let push = self.push.clone();
+        move |_: &K, _: &Transition| push.poke()
     }
 
     /// The thresholds drawn for the breakers added after this call.

@@ -1,5 +1,6 @@
 //! One client's page of a [`Frame`]: the query it asked for, and the JSON it gets.
 
+use crate::fleet::{FleetOverride, OVERRIDE_DEFAULT, OVERRIDE_MAX};
 use crate::sampler::{Frame, Row, rank};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -107,9 +108,27 @@ fn row_json(row: &Row) -> Value {
         "rejected_per_s": row.rejected_per_s,
         "history": row.history.iter().map(|&(a, r)| [a, r]).collect::<Vec<_>>(),
         "fleet_open_reports": row.fleet_open,
+        "fleet_override": row.fleet_override.map(FleetOverride::as_str),
+        "shadow": row.would_reject > 0,
+        "would_reject": row.would_reject,
+        "candidates": row.candidates.iter().map(candidate_json).collect::<Vec<_>>(),
         "recent": row.recent.iter().map(|e| json!({
             "at_ms": e.at_ms, "reason": e.reason.as_str(), "count": e.count,
         })).collect::<Vec<_>>(),
+    })
+}
+
+fn candidate_json(c: &cutout::CandidateReport) -> Value {
+    json!({
+        "name": c.name,
+        "state": c.state.as_str(),
+        "opened": c.opened,
+        "opened_at_ms": c.opened_at.iter().map(|&d| ms(d)).collect::<Vec<_>>(),
+        "time_open_ms": ms(c.time_open),
+        "would_reject": c.would_reject,
+        "failures_spared": c.failures_spared,
+        "successes_turned_away": c.successes_turned_away,
+        "unseen": c.unseen,
     })
 }
 
@@ -140,7 +159,13 @@ pub(crate) fn page(frame: &Frame, query: &Query, controls: bool) -> Value {
         "per_page": query.per_page,
         "pages": matched.div_ceil(query.per_page).max(1),
         "controls": controls,
-        "fleet": frame.fleet.map(|(live, opens)| json!({"live_peers": live, "quorum_opens": opens})),
+        "fleet": frame.fleet.map(|f| json!({
+            "live_peers": f.live_peers,
+            "quorum_opens": f.quorum_opens,
+            "controls": controls && f.controls,
+            "override_default_s": OVERRIDE_DEFAULT.as_secs(),
+            "override_max_s": OVERRIDE_MAX.as_secs(),
+        })),
         "breakers": rows,
     })
 }

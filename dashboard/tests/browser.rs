@@ -1,7 +1,9 @@
 //! The page in a real browser: Chromium driven over WebDriver by chromedriver,
 //! against the playground. Skips with a message when either is missing, unless
 //! `CUTOUT_DASHBOARD_REQUIRE_BROWSER=1` (CI) makes that a failure. Saves the
-//! dashboard's screenshot to docs/dashboard.png.
+//! dashboard's screenshot under the target directory, and to docs/dashboard.png
+//! only with `CUTOUT_DASHBOARD_SCREENSHOT=1`, so a plain `cargo test` leaves the
+//! tree as it was.
 
 #[allow(dead_code)]
 #[path = "../examples/playground/sim.rs"]
@@ -137,6 +139,22 @@ fn base64(text: &str) -> Vec<u8> {
     out
 }
 
+/// A whole PNG: the signature, an image header with a size, and the end chunk
+/// last.
+fn assert_png(png: &[u8]) {
+    assert!(png.len() > 8 + 25 + 12, "{} bytes", png.len());
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "the PNG signature");
+    assert_eq!(&png[12..16], b"IHDR", "the image header first");
+    let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    let height = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    assert!(width > 0 && height > 0, "{width}x{height}");
+    assert_eq!(
+        &png[png.len() - 8..png.len() - 4],
+        b"IEND",
+        "the end chunk last"
+    );
+}
+
 /// The state shown on the dashboard's card for `name`, or "" without one.
 fn card_state(name: &str) -> String {
     format!(
@@ -254,11 +272,26 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
             .contains(&json!(format!("{}|0", sim::HOSTILE))),
         "{names}"
     );
+    // The downstream breaker's what-if candidate, in its card's table.
+    let candidate = session
+        .run(
+            "for (const c of document.querySelectorAll('.breaker')) \
+               if (c.querySelector('.name').textContent === 'downstream') \
+                 return [...c.querySelectorAll('.candidates td:first-child')].map(t => t.textContent); \
+             return null;",
+        )
+        .await;
+    assert_eq!(candidate, json!([sim::CANDIDATE]));
     let png = session.cmd("GET", "/screenshot", None).await;
     let png = base64(png.as_str().unwrap());
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
-    std::fs::write(&docs, &png).unwrap();
+    assert_png(&png);
+    let saved = if std::env::var("CUTOUT_DASHBOARD_SCREENSHOT").as_deref() == Ok("1") {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png")
+    } else {
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png")
+    };
+    std::fs::write(&saved, &png).unwrap();
+    eprintln!("screenshot: {}", saved.display());
 
     // The dependency heals; force open then reset through the page's controls.
     session

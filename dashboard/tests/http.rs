@@ -3,10 +3,11 @@
 
 mod common;
 
-use common::{get, request, serve, snapshot_until, stream_until};
+use common::{Stream, get, request, serve, snapshot_until, stream_until};
 use cutout::{CircuitBreaker, Registry, State};
 use cutout_dashboard::Source;
 use std::sync::Arc;
+use std::time::Duration;
 
 const HOSTILE: &str = "<script>alert(1)</script>";
 
@@ -196,6 +197,11 @@ async fn controls_take_same_origin_posts_only() {
     assert_eq!(request(addr, "POST", reset, &same_site).await.status, 204);
     assert_eq!(reg.get("db").state(), State::Closed);
 
+    // A duration is for a fleet's override: refused without one.
+    let timed = "/breakers/api/control?name=db&action=force_open&for_s=60";
+    assert_eq!(request(addr, "POST", timed, &same_site).await.status, 400);
+    assert_eq!(reg.get("db").state(), State::Closed);
+
     let unknown = "/breakers/api/control?name=nobody&action=reset";
     assert_eq!(request(addr, "POST", unknown, &same_site).await.status, 404);
     let bad = "/breakers/api/control?name=db&action=explode";
@@ -254,6 +260,158 @@ async fn a_fleets_picture_shows_beside_the_breakers() {
         let want = if row["name"] == "db" { 2 } else { 0 };
         assert_eq!(row["fleet_open_reports"], want, "{row}");
     }
+    assert_eq!(page["fleet"]["controls"], false);
+    assert!(page["breakers"][0]["fleet_override"].is_null());
+
+    // A fleet that takes no controls leaves them local.
+    let reg = registry(&["db"]);
+    let source = Source::new().registry(reg.clone()).fleet(Arc::new(Peers));
+    let local = serve(app(source.controls(true))).await;
+    let path = "/breakers/api/control?name=db&action=force_open";
+    let same_site = [("sec-fetch-site", "same-origin")];
+    assert_eq!(request(local, "POST", path, &same_site).await.status, 204);
+    assert_eq!(reg.get("db").state(), State::ForcedOpen);
+    let page = get(local, "/breakers/api/snapshot").await.json();
+    assert_eq!(page["fleet"]["controls"], false);
+
     let alone = serve(app(Source::new().registry(registry(&["db"])))).await;
     assert!(get(alone, "/breakers/api/snapshot").await.json()["fleet"].is_null());
+}
+
+/// The row of breaker `name` in `page`.
+fn row(page: &serde_json::Value, name: &str) -> serde_json::Value {
+    page["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {page}"))
+        .clone()
+}
+
+fn reasons(row: &serde_json::Value) -> Vec<&str> {
+    row["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect()
+}
+
+/// With the source's listener wired in, a transition reaches an open stream in
+/// the very next frame: the tick is a minute, so no regular tick comes between.
+#[tokio::test]
+async fn the_listener_pushes_a_transition_before_the_next_tick() {
+    let source = Source::new().tick(Duration::from_secs(60));
+    let db = Arc::new(
+        CircuitBreaker::builder()
+            .on_transition(source.listener())
+            .build()
+            .unwrap(),
+    );
+    let reg: Arc<Registry<String>> = Arc::new(
+        Registry::builder(CircuitBreaker::builder())
+            .on_transition(source.registry_listener())
+            .build()
+            .unwrap(),
+    );
+    reg.get("cache");
+    let addr = serve(app(source.registry(reg.clone()).breaker("db", db.clone()))).await;
+    let mut stream = Stream::open(addr, "/breakers/api/stream").await;
+    let first = stream.next().await;
+    assert_eq!(names(&first), ["cache", "db"]);
+    assert_eq!(first["sick"], 0);
+
+    db.force_open();
+    let pushed = stream.next().await;
+    assert_eq!(pushed["tick"], first["tick"].as_u64().unwrap() + 1);
+    assert_eq!(names(&pushed), ["db", "cache"], "sick first");
+    assert_eq!(pushed["breakers"][0]["state"], "forced_open");
+    assert_eq!(reasons(&pushed["breakers"][0]), ["forced_open"]);
+
+    reg.get("cache").disable();
+    db.reset();
+    // One pushed frame or two (the sampler may read between the two): each a
+    // tick after the one before, the last showing both.
+    let mut tick = pushed["tick"].as_u64().unwrap();
+    let both = loop {
+        let frame = stream.next().await;
+        tick += 1;
+        assert_eq!(frame["tick"].as_u64(), Some(tick), "only pushed frames");
+        let (cache, db) = (row(&frame, "cache"), row(&frame, "db"));
+        if cache["state"] == "disabled" && db["state"] == "closed" {
+            break (cache, db);
+        }
+        assert!(tick < pushed["tick"].as_u64().unwrap() + 3, "{frame}");
+    };
+    assert_eq!(reasons(&both.0), ["disabled"]);
+    assert_eq!(reasons(&both.1), ["forced_open", "reset"]);
+}
+
+/// Each breaker's what-if candidates come in its row, and a shadow breaker
+/// shows as one, with the calls it would have rejected.
+#[tokio::test]
+async fn candidates_and_shadow_breakers_show_in_their_rows() {
+    // Cooldowns of an hour: nothing half-opens while the test reads.
+    let hour = Duration::from_secs(3600);
+    let live = CircuitBreaker::builder()
+        .consecutive_failures(5)
+        .candidate(
+            "tight",
+            CircuitBreaker::builder()
+                .consecutive_failures(2)
+                .open_duration(hour),
+        )
+        .candidate("loose", CircuitBreaker::builder().consecutive_failures(10))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let _ = live.call(|| Err::<(), _>("down"));
+    }
+    let shadow = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(hour)
+        .shadow()
+        .build()
+        .unwrap();
+    let _ = shadow.call(|| Err::<(), _>("down"));
+    assert!(
+        shadow.call(|| Ok::<_, ()>(())).is_ok(),
+        "a shadow never rejects"
+    );
+    let source = Source::new()
+        .breaker("live", Arc::new(live))
+        .breaker("shadow", Arc::new(shadow));
+    let addr = serve(app(source)).await;
+    let page = get(addr, "/breakers/api/snapshot").await.json();
+    let row = |name: &str| row(&page, name);
+    let live = row("live");
+    assert_eq!(live["state"], "closed");
+    assert_eq!(live["shadow"], false);
+    let candidates = live["candidates"].as_array().unwrap();
+    let tight = &candidates[0];
+    assert_eq!(tight["name"], "tight");
+    assert_eq!(tight["state"], "open");
+    assert_eq!(
+        (
+            &tight["opened"],
+            &tight["would_reject"],
+            &tight["failures_spared"]
+        ),
+        (&1.into(), &1.into(), &1.into())
+    );
+    assert_eq!(tight["opened_at_ms"].as_array().unwrap().len(), 1);
+    assert_eq!(tight["successes_turned_away"], 0);
+    assert_eq!(tight["unseen"], 0);
+    assert_eq!(candidates[1]["name"], "loose");
+    assert_eq!(candidates[1]["state"], "closed");
+    assert_eq!(candidates[1]["would_reject"], 0);
+
+    let shadow = row("shadow");
+    assert_eq!(shadow["state"], "open");
+    assert_eq!(
+        (&shadow["shadow"], &shadow["would_reject"]),
+        (&true.into(), &1.into())
+    );
+    assert_eq!(shadow["candidates"], serde_json::json!([]));
 }

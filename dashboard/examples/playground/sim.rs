@@ -48,12 +48,27 @@ impl Default for Settings {
     }
 }
 
-fn build(s: &Settings) -> Result<CircuitBreaker, cutout::ConfigError> {
-    CircuitBreaker::builder()
+/// The name of the downstream breaker's what-if candidate.
+pub const CANDIDATE: &str = "half the threshold";
+
+/// The dashboard source's listener, shared by every rebuilt breaker.
+type Listener = Arc<dyn Fn(&cutout::Transition) + Send + Sync>;
+
+fn build(s: &Settings, listener: &Listener) -> Result<CircuitBreaker, cutout::ConfigError> {
+    let listener = listener.clone();
+    let breaker = |threshold: f64| {
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(5), 10)
+            .failure_rate(threshold, s.minimum_calls)
+            .open_duration(Duration::from_millis(s.open_ms))
+    };
+    // The dashboard shows what a breaker tripping at half the threshold would
+    // have done with the same calls.
+    breaker(s.failure_threshold)
         .name("downstream")
-        .window(Duration::from_secs(5), 10)
-        .failure_rate(s.failure_threshold, s.minimum_calls)
-        .open_duration(Duration::from_millis(s.open_ms))
+        .candidate(CANDIDATE, breaker(s.failure_threshold / 2.0))
+        // Each transition reaches the dashboard at once.
+        .on_transition(move |t| listener(t))
         .build()
 }
 
@@ -102,6 +117,9 @@ impl Lane {
 pub struct Playground {
     settings: Mutex<Settings>,
     breaker: Mutex<Arc<CircuitBreaker>>,
+    /// The dashboard's source, until `app` takes it, and its listener.
+    source: Mutex<Option<Source>>,
+    listener: Listener,
     lanes: [Lane; 2],
     seed: AtomicU64,
 }
@@ -121,9 +139,14 @@ impl Breakers for Playground {
 impl Playground {
     pub fn new() -> Arc<Playground> {
         let settings = Settings::default();
+        let source = Source::new();
+        let listener: Listener = Arc::new(source.listener());
+        let breaker = build(&settings, &listener).expect("the defaults are valid");
         Arc::new(Playground {
-            breaker: Mutex::new(Arc::new(build(&settings).expect("the defaults are valid"))),
+            breaker: Mutex::new(Arc::new(breaker)),
             settings: Mutex::new(settings),
+            source: Mutex::new(Some(source)),
+            listener,
             lanes: [Lane::default(), Lane::default()],
             seed: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
         })
@@ -258,7 +281,7 @@ impl Playground {
         let rebuild = (s.failure_threshold, s.minimum_calls, s.open_ms)
             != (old.failure_threshold, old.minimum_calls, old.open_ms);
         if rebuild {
-            let breaker = build(&s).map_err(|e| e.to_string())?;
+            let breaker = build(&s, &self.listener).map_err(|e| e.to_string())?;
             *self.breaker.lock().unwrap() = Arc::new(breaker);
         }
         *self.settings.lock().unwrap() = s;
@@ -272,7 +295,9 @@ const SCRIPT: &str = include_str!("page.js");
 /// The playground's routes, with the dashboard (controls on) at `/dashboard`.
 pub fn app(playground: Arc<Playground>) -> Router {
     let idle = Arc::new(CircuitBreaker::builder().build().expect("default settings"));
-    let source = Source::new()
+    let source = playground.source.lock().unwrap().take();
+    let source = source
+        .unwrap_or_default()
         .breakers(playground.clone())
         .breaker(HOSTILE, idle)
         .controls(true);

@@ -79,6 +79,45 @@ pub async fn get(addr: SocketAddr, path: &str) -> Reply {
     request(addr, "GET", path, &[]).await
 }
 
+/// An open event stream, read one `frame` event at a time.
+pub struct Stream {
+    body: hyper::body::Incoming,
+    text: String,
+}
+
+impl Stream {
+    pub async fn open(addr: SocketAddr, path: &str) -> Stream {
+        let response = send(addr, "GET", path, &[]).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Stream {
+            body: response.into_body(),
+            text: String::new(),
+        }
+    }
+
+    /// The next `frame` event's data, within [`WAIT`].
+    pub async fn next(&mut self) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            while let Some(end) = self.text.find("\n\n") {
+                let event: String = self.text.drain(..end + 2).collect();
+                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    return serde_json::from_str(data).unwrap();
+                }
+            }
+            let frame = tokio::time::timeout_at(deadline, self.body.frame())
+                .await
+                .expect("no event in time")
+                .expect("stream ended")
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                self.text.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+    }
+}
+
 /// The first `frame` event of the stream at `path` for which `accept` holds,
 /// within [`WAIT`].
 pub async fn stream_until(
@@ -86,29 +125,14 @@ pub async fn stream_until(
     path: &str,
     mut accept: impl FnMut(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let response = send(addr, "GET", path, &[]).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["content-type"], "text/event-stream");
-    let mut body = response.into_body();
-    let mut text = String::new();
+    let mut stream = Stream::open(addr, path).await;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let frame = tokio::time::timeout_at(deadline, body.frame())
+        let value = tokio::time::timeout_at(deadline, stream.next())
             .await
-            .expect("no matching event in time")
-            .expect("stream ended")
-            .unwrap();
-        if let Ok(data) = frame.into_data() {
-            text.push_str(std::str::from_utf8(&data).unwrap());
-        }
-        while let Some(end) = text.find("\n\n") {
-            let event: String = text.drain(..end + 2).collect();
-            if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
-                let value: serde_json::Value = serde_json::from_str(data).unwrap();
-                if accept(&value) {
-                    return value;
-                }
-            }
+            .expect("no matching event in time");
+        if accept(&value) {
+            return value;
         }
     }
 }
