@@ -477,12 +477,13 @@ impl<C: Clock> CircuitBreaker<C> {
         true
     }
 
-    /// [`record_lean_success`](Self::record_lean_success) past the streak, at the
-    /// reading `now`, for settings `lean` without [`Lean::OFFERS`].
+    /// [`record_lean_success`](Self::record_lean_success) past the streak, in the
+    /// owned stripe `o`, at the reading `now`, for settings `lean` without
+    /// [`Lean::OFFERS`].
     #[inline(always)]
     fn record_lean_success_at(
         &self,
-        r: StripeRef<'_>,
+        o: Owned<'_>,
         phase: Snapshot,
         ticket: Ticket,
         lean: Lean,
@@ -494,14 +495,11 @@ impl<C: Clock> CircuitBreaker<C> {
             {
                 return false;
             }
-            if !r
-                .as_owned()
-                .is_some_and(|o| window::record_live_success(o, phase, now))
-            {
+            if !window::record_live_success(o, phase, now) {
                 return false;
             }
         }
-        Stripes::bump(r, Counter::Successes);
+        o.bump(Counter::Successes);
         true
     }
 

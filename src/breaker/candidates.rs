@@ -98,13 +98,17 @@ impl<C: Clock> CircuitBreaker<C> {
     /// [`record_general`](Self::record_general) offers and records it as any
     /// other outcome.
     ///
-    /// A leaf while each candidate takes its own lean path: whatever calls
-    /// further is a tail call, so the loop saves no registers.
+    /// A leaf while each candidate takes its own lean path: what it calls
+    /// otherwise, it calls last (a jump), so no call in the loop makes it save
+    /// the loop's registers.
     #[cold]
     #[inline(never)]
     pub(super) fn record_offering(&self, r: StripeRef<'_>, ticket: Ticket, now: u64) {
         let lean = Lean(self.hot.lean.0 & !Lean::OFFERS);
-        if !self.record_lean_success_at(r, ticket.phase(), ticket, lean, now) {
+        if !r
+            .as_owned()
+            .is_some_and(|o| self.record_lean_success_at(o, ticket.phase(), ticket, lean, now))
+        {
             return self.record_general(r, ticket, Outcome::Success);
         }
         let Some(shadowing) = &self.shadowing else {
@@ -146,9 +150,12 @@ impl<C: Clock> CircuitBreaker<C> {
             return false;
         }
         let ticket = Ticket::new(s, live.started());
-        if !self.record_lean_success_at(o.stripe(), s, ticket, self.hot.lean, now) {
+        if !self.record_lean_success_at(o, s, ticket, self.hot.lean, now) {
             return false;
         }
+        // Counted after its success, so that a declined call wrote nothing: no
+        // reader compares a candidate's admissions with its outcomes (its
+        // report reads neither; a registry never holds one).
         o.bump(Counter::Admitted);
         true
     }
