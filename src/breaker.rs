@@ -456,11 +456,11 @@ impl<C: Clock> CircuitBreaker<C> {
             if lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
                 unlikely();
                 if lean.has(Lean::PRECISE | Lean::OFFERS) {
-                    if lean.has(Lean::OFFERS) {
-                        self.record_offering(r, ticket, now);
-                        return true;
+                    match (lean.has(Lean::OFFERS), r.as_owned()) {
+                        (true, Some(o)) => self.record_offering(o, ticket, now),
+                        _ => return false,
                     }
-                    return false;
+                    return true;
                 }
                 if self.is_lean_slow(ticket, now) {
                     return false;

@@ -91,25 +91,22 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// The lean path's closed success of a breaker with candidates, admitted
-    /// under `ticket` in the phase that is still current, its streak clear, at
-    /// the cheap reading `now`: recorded as the lean path records it, then offered
-    /// to each candidate at the same reading. Where the lean path's record does
-    /// not apply (a slow call, a window's bucket moved on),
-    /// [`record_general`](Self::record_general) offers and records it as any
-    /// other outcome.
+    /// under `ticket` in the phase that is still current, by the thread that
+    /// owns the stripe `o`, its streak clear, at the cheap reading `now`:
+    /// recorded as the lean path records it, then offered to each candidate at
+    /// the same reading. Where the lean path's record does not apply (a slow
+    /// call, a window's bucket moved on), [`record_general`](Self::record_general)
+    /// offers and records it as any other outcome.
     ///
     /// A leaf while each candidate takes its own lean path: what it calls
     /// otherwise, it calls last (a jump), so no call in the loop makes it save
     /// the loop's registers.
     #[cold]
     #[inline(never)]
-    pub(super) fn record_offering(&self, r: StripeRef<'_>, ticket: Ticket, now: u64) {
+    pub(super) fn record_offering(&self, o: Owned<'_>, ticket: Ticket, now: u64) {
         let lean = Lean(self.hot.lean.0 & !Lean::OFFERS);
-        if !r
-            .as_owned()
-            .is_some_and(|o| self.record_lean_success_at(o, ticket.phase(), ticket, lean, now))
-        {
-            return self.record_general(r, ticket, Outcome::Success);
+        if !self.record_lean_success_at(o, ticket.phase(), ticket, lean, now) {
+            return self.record_general(o.stripe(), ticket, Outcome::Success);
         }
         let Some(shadowing) = &self.shadowing else {
             return;

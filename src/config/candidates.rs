@@ -55,8 +55,8 @@ impl<C: Clock + Clone> Builder<C> {
     ///
     /// Cost: a breaker with candidates records a closed success by one call off
     /// its lean path, which offers it to each candidate's own lean path at the
-    /// same clock reading: with one candidate, a closed success costs about 64
-    /// instructions more (a window's, 75), each further candidate about 21 (34),
+    /// same clock reading: with one candidate, a closed success costs about 62
+    /// instructions more (a window's, 73), each further candidate about 21 (34),
     /// with no lock and no allocation (see `docs/PERFORMANCE.md`). Calls are
     /// timed only where this breaker or a candidate times them. Without
     /// candidates nothing changes. Transitions of a candidate reach its own
