@@ -357,7 +357,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 break 'lean None;
             };
             let lean = self.hot.lean;
-            let started = match lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
+            let started = match lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS_TIMED) {
                 false => 0,
                 true => {
                     unlikely(); // the slow-call policy is the least common
@@ -445,7 +445,8 @@ impl<C: Clock> CircuitBreaker<C> {
             return false;
         }
         // A breaker with candidates is sent off here, by the masks that test the
-        // slow-call policy: its success is offered to them off the lean path.
+        // slow-call policy, with the reading its window takes: `record_offering`
+        // records its success and offers it to them, at that one reading.
         if lean.has(Lean::WINDOW | Lean::OFFERS) {
             let Some(now) = self.clock.now_if_cheap() else {
                 return false;
@@ -454,9 +455,14 @@ impl<C: Clock> CircuitBreaker<C> {
             // against the same reading.
             if lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
                 unlikely();
-                if lean.has(Lean::PRECISE | Lean::OFFERS)
-                    || ticket.elapsed(now) >= u64::from(self.hot.lean_slow_nanos)
-                {
+                if lean.has(Lean::PRECISE | Lean::OFFERS) {
+                    match (lean.has(Lean::OFFERS), r.as_owned()) {
+                        (true, Some(o)) => self.record_offering(o, ticket, now),
+                        _ => return false,
+                    }
+                    return true;
+                }
+                if self.is_lean_slow(ticket, now) {
                     return false;
                 }
             }
@@ -469,6 +475,39 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         Stripes::bump(r, Counter::Successes);
         true
+    }
+
+    /// [`record_lean_success`](Self::record_lean_success) past the streak, in the
+    /// owned stripe `o`, at the reading `now`, for settings `lean` without
+    /// [`Lean::OFFERS`].
+    #[inline(always)]
+    fn record_lean_success_at(
+        &self,
+        o: Owned<'_>,
+        phase: Snapshot,
+        ticket: Ticket,
+        lean: Lean,
+        now: u64,
+    ) -> bool {
+        if lean.has(Lean::WINDOW) {
+            if lean.has(Lean::TIMED | Lean::PRECISE)
+                && (lean.has(Lean::PRECISE) || self.is_lean_slow(ticket, now))
+            {
+                return false;
+            }
+            if !window::record_live_success(o, phase, now) {
+                return false;
+            }
+        }
+        o.bump(Counter::Successes);
+        true
+    }
+
+    /// Whether a call is past the slow-call threshold at the cheap reading `now`,
+    /// as the lean path tells (see [`Hot::lean_slow_nanos`]).
+    #[inline(always)]
+    fn is_lean_slow(&self, ticket: Ticket, now: u64) -> bool {
+        ticket.elapsed(now) >= u64::from(self.hot.lean_slow_nanos)
     }
 
     // ---- outcomes --------------------------------------------------------------

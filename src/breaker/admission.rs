@@ -63,13 +63,13 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// The start of a call admitted now: a clock reading if calls are timed
-    /// (for the slow-call policy, `on_drop`, or candidates), else 0.
+    /// (for the slow-call policy, `on_drop`, or a candidate's), else 0.
     #[inline]
     fn admission_reading(&self) -> u64 {
         match self
             .hot
             .lean
-            .has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS)
+            .has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS_TIMED)
         {
             true => self.age_reading(),
             false => 0,

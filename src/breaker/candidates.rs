@@ -1,8 +1,10 @@
 //! What-if candidates (see [`Builder::candidate`]): each a shadow breaker on the
 //! live breaker's clock, built at its origin, offered every outcome the live
-//! breaker records. A breaker with candidates takes no lean path
-//! ([`Lean::OFFERS`]): its outcomes all reach `record_general` or `abandon`,
-//! which offer them.
+//! breaker records. A breaker with candidates ([`Lean::OFFERS`]) leaves the
+//! lean path for one cold call, `record_offering`, with a closed success: it
+//! records it as the lean path would and offers it to each candidate's lean path
+//! at the same clock reading. Its other outcomes reach `record_general` or
+//! `abandon`, which offer them.
 
 use super::*;
 use crate::candidate::{Candidacy, CandidateReport};
@@ -35,8 +37,15 @@ impl<C: Clock> CircuitBreaker<C> {
         let shadowing = self
             .shadowing
             .get_or_insert_with(|| Box::new(Shadowing::new()));
+        let timed = candidates
+            .iter()
+            .any(|c| c.hot.lean.has(Lean::TIMED | Lean::PRECISE));
         shadowing.candidates = candidates.into_boxed_slice();
-        self.hot.lean = Lean(self.hot.lean.0 | Lean::OFFERS);
+        let offers = match timed {
+            true => Lean::OFFERS | Lean::OFFERS_TIMED,
+            false => Lean::OFFERS,
+        };
+        self.hot.lean = Lean(self.hot.lean.0 | offers);
         self
     }
 
@@ -81,12 +90,80 @@ impl<C: Clock> CircuitBreaker<C> {
             && self.record_lean_success(r, current, ticket, Lean(lean.0 & !Lean::OFFERS))
     }
 
+    /// The lean path's closed success of a breaker with candidates, admitted
+    /// under `ticket` in the phase that is still current, by the thread that
+    /// owns the stripe `o`, its streak clear, at the cheap reading `now`:
+    /// recorded as the lean path records it, then offered to each candidate at
+    /// the same reading. Where the lean path's record does not apply (a slow
+    /// call, a window's bucket moved on), [`record_general`](Self::record_general)
+    /// offers and records it as any other outcome.
+    ///
+    /// A leaf while each candidate takes its own lean path: what it calls
+    /// otherwise, it calls last (a jump), so no call in the loop makes it save
+    /// the loop's registers.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn record_offering(&self, o: Owned<'_>, ticket: Ticket, now: u64) {
+        let lean = Lean(self.hot.lean.0 & !Lean::OFFERS);
+        if !self.record_lean_success_at(o, ticket.phase(), ticket, lean, now) {
+            return self.record_general(o.stripe(), ticket, Outcome::Success);
+        }
+        let Some(shadowing) = &self.shadowing else {
+            return;
+        };
+        let mut rest = &shadowing.candidates[..];
+        while let Some((candidate, after)) = rest.split_first() {
+            if !candidate.offered_lean(ticket, now) {
+                return Self::offer_success_to(rest, ticket, now);
+            }
+            rest = after;
+        }
+    }
+
+    /// [`record_offering`](Self::record_offering)'s offer to `candidates`, the
+    /// first having declined its lean path.
+    #[cold]
+    #[inline(never)]
+    fn offer_success_to(candidates: &[Self], ticket: Ticket, now: u64) {
+        for candidate in candidates {
+            if !candidate.offered_lean(ticket, now) {
+                candidate.offered(ticket, Some(Outcome::Success));
+            }
+        }
+    }
+
+    /// A candidate's part in a live call's success at the cheap reading `now`,
+    /// if it is the common case: a closed admission and a success as the lean
+    /// path records it (see `record_in`), by a thread that owns its stripe, with
+    /// no clock reading (`now` serves). Returns `false` having written nothing
+    /// otherwise: [`offered`](Self::offered) does the rest.
+    #[inline(always)]
+    fn offered_lean(&self, live: Ticket, now: u64) -> bool {
+        let Some(o) = self.hot.stripes.mine_if_owned() else {
+            return false;
+        };
+        let s = self.hot.word.load();
+        if !s.is_closed() || !self.phase.streak.is_empty_relaxed() {
+            return false;
+        }
+        let ticket = Ticket::new(s, live.started());
+        if !self.record_lean_success_at(o, s, ticket, self.hot.lean, now) {
+            return false;
+        }
+        // Counted after its success, so that a declined call wrote nothing: no
+        // reader compares a candidate's admissions with its outcomes (its
+        // report reads neither; a registry never holds one).
+        o.bump(Counter::Admitted);
+        true
+    }
+
     /// A candidate's part in a live call: admitted or not now, by its own state,
     /// and, if admitted, its outcome recorded as if it ran from the live call's
     /// admission (`live`'s start) to now. The outcome of a call it would have
     /// rejected counts for nothing but its tally of what rejecting it spared or
     /// cost. A closed admission is the lean path's: no clock reading (the live
     /// call's start serves).
+    #[inline(never)]
     fn offered(&self, live: Ticket, outcome: Option<Outcome>) {
         let r = match self.hot.stripes.mine_if_owned() {
             Some(o) => o.stripe(),

@@ -68,12 +68,15 @@ impl Lean {
     pub(super) const TIMED: u8 = 2;
     /// The slow-call policy, with calls timed precisely: no lean path.
     pub(super) const PRECISE: u8 = 4;
-    /// What-if candidates (see `Builder::candidate`): calls are timed, and no
-    /// outcome is recorded on the lean path, so that every outcome reaches the
-    /// path that offers it to them (which then records a success as the lean
-    /// path would). Tested with the bits above, in masks of their own: it costs
-    /// the lean paths no instruction.
+    /// What-if candidates (see `Builder::candidate`): a closed success leaves
+    /// the lean path where it would read the clock for the window, with that
+    /// reading, for `record_offering`, which records it and offers it to them;
+    /// every other outcome reaches the paths that offer it. Tested with the bits
+    /// above, in masks of their own: it costs the lean paths no instruction.
     pub(super) const OFFERS: u8 = 8;
+    /// A candidate times calls (its slow-call policy, or its `on_drop`): the live
+    /// breaker's calls are timed for it. Tested with `TIMED`, in the same masks.
+    pub(super) const OFFERS_TIMED: u8 = 16;
 
     pub(super) fn of(config: &Config) -> Lean {
         let window = match config.window {
