@@ -44,8 +44,9 @@
 //! the [`Thresholds`], admitted and rejected per second as a chart, the backoff
 //! level and cooldown, recent transitions, its what-if candidates'
 //! [`CandidateReport`](cutout::CandidateReport)s, and whether it is a shadow
-//! breaker (known by the calls it would have rejected,
-//! [`Lifetime::would_reject`](cutout::Lifetime::would_reject)).
+//! breaker ([`CircuitBreaker::is_shadow`](cutout::CircuitBreaker::is_shadow)),
+//! with the calls it would have rejected
+//! ([`Lifetime::would_reject`](cutout::Lifetime::would_reject)).
 //!
 //! # Query
 //! `api/snapshot` and `api/stream` take `q` (a name filter, case-insensitive),

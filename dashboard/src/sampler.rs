@@ -48,8 +48,9 @@ pub(crate) struct Row {
     pub(crate) fleet_open: usize,
     /// The fleet-wide override in force for this breaker's name.
     pub(crate) fleet_override: Option<FleetOverride>,
-    /// The calls it would have rejected, if it is a shadow breaker (always 0 for
-    /// one that is not).
+    /// Whether it is a shadow breaker, and the calls it would have rejected
+    /// (always 0 for one that is not).
+    pub(crate) shadow: bool,
     pub(crate) would_reject: u64,
     /// Its what-if candidates' reports (none allocated without candidates).
     pub(crate) candidates: Vec<CandidateReport>,
@@ -223,6 +224,7 @@ impl Sampler {
                 recent: track.recent_shared.clone(),
                 fleet_open: fleet_open.get(name).copied().unwrap_or(0),
                 fleet_override: source.fleet.as_ref().and_then(|f| f.override_of(name)),
+                shadow: breaker.is_shadow(),
                 would_reject: m.lifetime.would_reject,
                 candidates: breaker.candidates(),
             });

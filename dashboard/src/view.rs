@@ -109,7 +109,7 @@ fn row_json(row: &Row) -> Value {
         "history": row.history.iter().map(|&(a, r)| [a, r]).collect::<Vec<_>>(),
         "fleet_open_reports": row.fleet_open,
         "fleet_override": row.fleet_override.map(FleetOverride::as_str),
-        "shadow": row.would_reject > 0,
+        "shadow": row.shadow,
         "would_reject": row.would_reject,
         "candidates": row.candidates.iter().map(candidate_json).collect::<Vec<_>>(),
         "recent": row.recent.iter().map(|e| json!({

@@ -379,9 +379,12 @@ async fn candidates_and_shadow_breakers_show_in_their_rows() {
         shadow.call(|| Ok::<_, ()>(())).is_ok(),
         "a shadow never rejects"
     );
+    // A shadow that has held nothing back yet is still shown as one.
+    let fresh = CircuitBreaker::builder().shadow().build().unwrap();
     let source = Source::new()
         .breaker("live", Arc::new(live))
-        .breaker("shadow", Arc::new(shadow));
+        .breaker("shadow", Arc::new(shadow))
+        .breaker("fresh shadow", Arc::new(fresh));
     let addr = serve(app(source)).await;
     let page = get(addr, "/breakers/api/snapshot").await.json();
     let row = |name: &str| row(&page, name);
@@ -414,4 +417,10 @@ async fn candidates_and_shadow_breakers_show_in_their_rows() {
         (&true.into(), &1.into())
     );
     assert_eq!(shadow["candidates"], serde_json::json!([]));
+    let fresh = row("fresh shadow");
+    assert_eq!(
+        (&fresh["shadow"], &fresh["would_reject"]),
+        (&true.into(), &0.into())
+    );
+    assert_eq!(row("live")["shadow"], false);
 }

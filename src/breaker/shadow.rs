@@ -45,6 +45,22 @@ impl<C: Clock> CircuitBreaker<C> {
         }
     }
 
+    /// Whether this breaker is a shadow (built with [`Builder::shadow`]): it
+    /// decides, but never rejects.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    ///
+    /// let watching = CircuitBreaker::builder().shadow().build()?;
+    /// let enforcing = CircuitBreaker::builder().build()?;
+    /// assert!(watching.is_shadow() && !enforcing.is_shadow());
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn is_shadow(&self) -> bool {
+        self.config.shadow
+    }
+
     /// A shadow breaker's would-be rejections (0 for any other).
     pub(super) fn would_reject(&self) -> u64 {
         self.shadowing.as_ref().map_or(0, |shadowing| {
