@@ -3,7 +3,7 @@
 //! would-be rejection and for nothing else; a call the live breaker rejected is
 //! unseen by it.
 
-use cutout::{CandidateReport, CircuitBreaker, ManualClock, Reason, State, Transition};
+use cutout::{Builder, CandidateReport, CircuitBreaker, ManualClock, Reason, State, Transition};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,23 +23,36 @@ fn only(b: &Live) -> CandidateReport {
     reports.into_iter().next().unwrap()
 }
 
-/// A live breaker that trips on `live` consecutive failures with one candidate,
-/// "tight", that trips on `tight`; both cool down for 5 s, one probe.
-fn pair(live: u32, tight: u32) -> (Live, ManualClock) {
+/// The breaker `live` on a manual clock, with one candidate, `name`, built from
+/// `candidate`.
+fn with_candidate(live: Builder, name: &'static str, candidate: Builder) -> (Live, ManualClock) {
     let clock = ManualClock::new();
-    let breaker = CircuitBreaker::builder()
-        .consecutive_failures(live)
-        .open_duration(Duration::from_secs(5))
+    let breaker = live
         .clock(clock.clone())
-        .candidate(
-            "tight",
-            CircuitBreaker::builder()
-                .consecutive_failures(tight)
-                .open_duration(Duration::from_secs(5)),
-        )
+        .candidate(name, candidate)
         .build()
         .unwrap();
     (breaker, clock)
+}
+
+/// A live breaker that trips on `live` consecutive failures with one candidate,
+/// "tight", that trips on `tight`; both cool down for 5 s, one probe.
+fn pair(live: u32, tight: u32) -> (Live, ManualClock) {
+    let five = Duration::from_secs(5);
+    with_candidate(
+        CircuitBreaker::builder()
+            .consecutive_failures(live)
+            .open_duration(five),
+        "tight",
+        CircuitBreaker::builder()
+            .consecutive_failures(tight)
+            .open_duration(five),
+    )
+}
+
+/// A live breaker that trips on `n` consecutive failures.
+fn live(n: u32) -> Builder {
+    CircuitBreaker::builder().consecutive_failures(n)
 }
 
 #[test]
@@ -104,19 +117,11 @@ fn a_call_the_live_breaker_rejected_is_unseen_by_the_candidate() {
 
 #[test]
 fn a_candidates_half_open_round_is_fed_by_live_outcomes() {
-    let clock = ManualClock::new();
-    let live = CircuitBreaker::builder()
-        .consecutive_failures(100)
-        .clock(clock.clone())
-        .candidate(
-            "probing",
-            CircuitBreaker::builder()
-                .consecutive_failures(1)
-                .open_duration(Duration::from_secs(2))
-                .half_open_probes(2),
-        )
-        .build()
-        .unwrap();
+    let probing = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(2))
+        .half_open_probes(2);
+    let (live, clock) = with_candidate(live(100), "probing", probing);
     fail(&live);
     assert_eq!(only(&live).state, State::Open);
     clock.advance(Duration::from_secs(2));
@@ -219,19 +224,11 @@ fn reports_come_one_per_candidate_in_order() {
 
 #[test]
 fn opened_at_keeps_the_most_recent_openings() {
-    let clock = ManualClock::new();
-    let live = CircuitBreaker::builder()
-        .consecutive_failures(1000)
-        .clock(clock.clone())
-        .candidate(
-            "flappy",
-            CircuitBreaker::builder()
-                .consecutive_failures(1)
-                .open_duration(Duration::from_secs(1))
-                .backoff_multiplier(1.0),
-        )
-        .build()
-        .unwrap();
+    let flappy = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(1))
+        .backoff_multiplier(1.0);
+    let (live, clock) = with_candidate(live(1000), "flappy", flappy);
     let kept = CandidateReport::OPENED_AT_KEPT as u64;
     for i in 0..kept + 4 {
         // Each second: the cooldown is over, a failing probe reopens it.
@@ -325,19 +322,11 @@ fn a_candidate_of_a_shadow_breaker_sees_every_call() {
 
 #[test]
 fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
-    let clock = ManualClock::new();
-    let live = CircuitBreaker::builder()
-        .consecutive_failures(5)
-        .clock(clock.clone())
-        .candidate(
-            "impatient",
-            CircuitBreaker::builder()
-                .window(Duration::from_secs(10), 10)
-                .slow_calls(Duration::from_millis(100), 1.0)
-                .minimum_calls(2),
-        )
-        .build()
-        .unwrap();
+    let impatient = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .slow_calls(Duration::from_millis(100), 1.0)
+        .minimum_calls(2);
+    let (live, clock) = with_candidate(live(5), "impatient", impatient);
     for _ in 0..2 {
         let permit = live.try_acquire().unwrap();
         clock.advance(Duration::from_millis(150)); // the call takes 150 ms
