@@ -133,6 +133,12 @@ impl CircuitBreaker<DefaultClock> {
 }
 
 impl<C: Clock> CircuitBreaker<C> {
+    /// This breaker with its seed fixed (see `Builder::seeded`), before any call.
+    pub(crate) fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
     pub(crate) fn from_parts(config: Config, clock: C, listener: Option<Listener>) -> Self {
         let origin = clock.now();
         Self::from_parts_at(config, clock, listener, origin)

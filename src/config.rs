@@ -136,6 +136,8 @@ struct Settings {
     on_drop: Dropped,
     ramp_up: Option<Duration>,
     shadow: bool,
+    /// The breaker's seed (jitter, ramp-up), if fixed: only a replay fixes it.
+    seed: Option<u64>,
 }
 
 impl Builder<DefaultClock> {
@@ -160,6 +162,7 @@ impl Builder<DefaultClock> {
                 on_drop: Dropped::Ignored,
                 ramp_up: None,
                 shadow: false,
+                seed: None,
             },
             on_transition: None,
             restore: Restore::default(),
@@ -463,6 +466,15 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// This builder with its breakers' seed fixed (the jitter of each cooldown,
+    /// the ramp-up's draws), so that the same calls at the same times make the
+    /// same decisions: what a replay needs. A live breaker's seed is random.
+    #[cfg(feature = "replay")]
+    pub(crate) fn seeded(mut self, seed: u64) -> Self {
+        self.settings.seed = Some(seed);
+        self
+    }
+
     /// Call `f` once for every transition, on the thread whose compare-and-swap made
     /// it, after the swap, with nothing held: `f` may use the breaker (`state()`,
     /// `metrics()`, even `call()`). Events from different threads can reach `f` out of
@@ -519,9 +531,14 @@ impl<C: Clock> Builder<C> {
     pub fn build(self) -> Result<CircuitBreaker<C>, ConfigError> {
         let config = self.validate()?;
         let candidates = self.candidate_parts()?;
+        let seed = self.settings.seed;
         let breaker = match self.restore.start(&config)? {
             None => CircuitBreaker::from_parts(config, self.clock, self.on_transition),
             Some(start) => CircuitBreaker::restored(config, self.clock, self.on_transition, &start),
+        };
+        let breaker = match seed {
+            Some(seed) => breaker.with_seed(seed),
+            None => breaker,
         };
         Ok(breaker.attach_candidates(candidates))
     }

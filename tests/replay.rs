@@ -225,6 +225,40 @@ fn a_recorded_incident_opens_the_breaker_in_time() {
     assert_eq!(report.was_admitted(599), Some(true));
 }
 
+/// A replay is deterministic: jittered cooldowns and a ramp-up, which draw on a
+/// breaker's seed, give the same report from the same trace and settings.
+#[test]
+fn the_same_trace_and_settings_give_the_same_report() {
+    // Two keys, 100 calls a second each for 30 s, failing in bursts: the
+    // breakers trip, cool down (jittered), probe and ramp up many times.
+    let mut rows = String::new();
+    for i in 0..3000 {
+        let outcome = if (i / 200) % 2 == 1 {
+            "failure"
+        } else {
+            "success"
+        };
+        let key = if i % 2 == 0 { "a" } else { "b" };
+        rows.push_str(&format!("{},3,{outcome},{key}\n", i * 10 + 5));
+    }
+    let trace =
+        Trace::from_csv(format!("at_ms,latency_ms,outcome,key\n{rows}").as_bytes()).unwrap();
+    let settings = || {
+        CircuitBreaker::builder()
+            .consecutive_failures(3)
+            .open_duration(ms(400))
+            .jitter(0.9)
+            .ramp_up(ms(300))
+    };
+    let first = replay(settings(), &trace).unwrap();
+    assert!(first.transitions.len() > 20, "{:?}", first.transitions);
+    for _ in 0..3 {
+        let again = replay(settings(), &trace).unwrap();
+        assert_eq!(again.transitions, first.transitions);
+        assert_eq!(again, first);
+    }
+}
+
 #[test]
 fn overlapping_calls_hold_their_permits_across_time() {
     // Two probes' worth: the slow call admitted first holds the only half-open

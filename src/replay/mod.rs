@@ -62,8 +62,10 @@
 //! rejections (callers that retry, or workers freed early by a fast rejection and
 //! taking the next request sooner) would have come at other times under other
 //! settings; a replay under the recorded run's own settings reproduces its
-//! decisions, up to the breaker's jitter (a random seed per breaker) and to
-//! events at the very same instant that the recorded run ordered otherwise.
+//! decisions, up to the recorded breaker's jitter (a random seed per live
+//! breaker; a replay fixes its own, so it is deterministic: the same trace and
+//! settings give the same report) and to events at the very same instant that
+//! the recorded run ordered otherwise.
 
 #[cfg(feature = "tower")]
 mod layer;
@@ -78,6 +80,7 @@ pub use record::Recorder;
 pub(crate) use record::Timed;
 pub use trace::{Call, Trace, TraceError};
 
+use crate::util::splitmix64;
 use crate::{Builder, CircuitBreaker, Clock, ConfigError, ManualClock, Outcome, Reason, State};
 use std::collections::HashMap;
 use std::ops::RangeBounds;
@@ -226,22 +229,44 @@ enum Event {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn replay<C: Clock>(builder: Builder<C>, trace: &Trace) -> Result<Report, ConfigError> {
-    let clock = ManualClock::new();
-    let builder = builder.clock(clock.clone());
-    let log: Arc<Mutex<Vec<Replayed>>> = Arc::default();
-    let mut breakers: HashMap<Option<&str>, Arc<CircuitBreaker<ManualClock>>> = HashMap::new();
-    let keys = std::iter::once(None)
-        .filter(|_| trace.calls().is_empty())
-        .chain(trace.calls().iter().map(|c| c.key.as_deref()));
-    for key in keys {
-        if breakers.contains_key(&key) {
-            continue;
-        }
-        let (log, time, owned) = (log.clone(), clock.clone(), key.map(str::to_owned));
+    let builder = builder.clock(ManualClock::new());
+    let calls = trace.calls();
+    // Each key's calls, the keys in the order they first appear (an empty trace:
+    // one keyless breaker, so a bad builder is still its error).
+    let mut keys: Vec<(Option<&str>, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<Option<&str>, usize> = HashMap::new();
+    for (i, call) in calls.iter().enumerate() {
+        let key = call.key.as_deref();
+        let n = *index.entry(key).or_insert_with(|| {
+            keys.push((key, Vec::new()));
+            keys.len() - 1
+        });
+        keys[n].1.push(i);
+    }
+    if keys.is_empty() {
+        keys.push((None, Vec::new()));
+    }
+    let mut report = Report {
+        transitions: Vec::new(),
+        admitted: 0,
+        rejected: 0,
+        failures_spared: 0,
+        successes_turned_away: 0,
+        admitted_calls: vec![false; calls.len()],
+    };
+    for (n, (key, mine)) in keys.iter().enumerate() {
+        let clock = ManualClock::new();
+        let log: Arc<Mutex<Vec<Replayed>>> = Arc::default();
+        let (written, time, owned) = (log.clone(), clock.clone(), key.map(str::to_owned));
+        // A fixed seed for each key, by its first appearance: the same trace and
+        // settings give the same jittered cooldowns.
         let breaker = builder
             .clone()
+            .clock(clock.clone())
+            .seeded(splitmix64(n as u64))
             .on_transition(move |t| {
-                log.lock()
+                written
+                    .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(Replayed {
                         at: time.elapsed(),
@@ -252,12 +277,37 @@ pub fn replay<C: Clock>(builder: Builder<C>, trace: &Trace) -> Result<Report, Co
                     });
             })
             .build()?;
-        breakers.insert(key, Arc::new(breaker));
+        // On a thread of its own: a ramp-up's per-thread sums (see
+        // `Builder::ramp_up`) then start empty and hold this breaker's alone, so
+        // its draws too are the same in every replay.
+        std::thread::scope(|scope| {
+            let replaying = scope.spawn(|| replay_key(&breaker, &clock, calls, mine, &mut report));
+            if let Err(panic) = replaying.join() {
+                std::panic::resume_unwind(panic);
+            }
+        });
+        report
+            .transitions
+            .append(&mut log.lock().unwrap_or_else(|e| e.into_inner()));
     }
+    // Each key's in order; together, by time (a stable sort: at one instant, in
+    // the order the keys first appear).
+    report.transitions.sort_by_key(|t| t.at);
+    Ok(report)
+}
 
-    let calls = trace.calls();
-    let mut events: Vec<(Duration, Event, usize)> = Vec::with_capacity(calls.len() * 2);
-    for (i, call) in calls.iter().enumerate() {
+/// Replays the calls `mine` (indices into `calls`, all of one key) through
+/// `breaker` on `clock`, adding to `report`.
+fn replay_key(
+    breaker: &CircuitBreaker<ManualClock>,
+    clock: &ManualClock,
+    calls: &[Call],
+    mine: &[usize],
+    report: &mut Report,
+) {
+    let mut events: Vec<(Duration, Event, usize)> = Vec::with_capacity(mine.len() * 2);
+    for &i in mine {
+        let call = &calls[i];
         events.push((call.admitted(), Event::Admit, i));
         if !call.latency.is_zero() {
             events.push((call.at, Event::End, i));
@@ -265,51 +315,35 @@ pub fn replay<C: Clock>(builder: Builder<C>, trace: &Trace) -> Result<Report, Co
     }
     events.sort_unstable();
 
-    let mut permits: Vec<Option<crate::OwnedPermit<ManualClock>>> = Vec::new();
-    permits.resize_with(calls.len(), || None);
-    let mut report = Report {
-        transitions: Vec::new(),
-        admitted: 0,
-        rejected: 0,
-        failures_spared: 0,
-        successes_turned_away: 0,
-        admitted_calls: vec![false; calls.len()],
-    };
+    let mut permits: HashMap<usize, crate::Permit<'_, ManualClock>> = HashMap::new();
     for (at, event, i) in events {
         clock.advance(at.saturating_sub(clock.elapsed()));
         let call = &calls[i];
         match event {
             Event::End => {
-                if let Some(permit) = permits[i].take() {
+                if let Some(permit) = permits.remove(&i) {
                     permit.record(call.outcome);
                 }
             }
-            Event::Admit => {
-                let Some(breaker) = breakers.get(&call.key.as_deref()) else {
-                    continue;
-                };
-                match breaker.try_acquire_owned() {
-                    Ok(permit) => {
-                        report.admitted += 1;
-                        report.admitted_calls[i] = true;
-                        if call.latency.is_zero() {
-                            permit.record(call.outcome);
-                        } else {
-                            permits[i] = Some(permit);
-                        }
-                    }
-                    Err(_) => {
-                        report.rejected += 1;
-                        match call.outcome {
-                            Outcome::Failure => report.failures_spared += 1,
-                            Outcome::Success => report.successes_turned_away += 1,
-                            Outcome::Ignored => {}
-                        }
+            Event::Admit => match breaker.try_acquire() {
+                Ok(permit) => {
+                    report.admitted += 1;
+                    report.admitted_calls[i] = true;
+                    if call.latency.is_zero() {
+                        permit.record(call.outcome);
+                    } else {
+                        permits.insert(i, permit);
                     }
                 }
-            }
+                Err(_) => {
+                    report.rejected += 1;
+                    match call.outcome {
+                        Outcome::Failure => report.failures_spared += 1,
+                        Outcome::Success => report.successes_turned_away += 1,
+                        Outcome::Ignored => {}
+                    }
+                }
+            },
         }
     }
-    report.transitions = std::mem::take(&mut *log.lock().unwrap_or_else(|e| e.into_inner()));
-    Ok(report)
 }
