@@ -242,6 +242,35 @@ fn opened_at_keeps_the_most_recent_openings() {
     assert_eq!(r.time_open, Duration::from_secs(kept + 4));
 }
 
+/// A long life: a candidate that reopens every hour for ten simulated years
+/// (87,600 openings) keeps exact books: its count, its time open, its most
+/// recent openings.
+#[test]
+fn a_candidates_books_stay_exact_through_ten_years_of_hourly_openings() {
+    let hour = Duration::from_secs(3600);
+    let hourly = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(hour)
+        .backoff_multiplier(1.0);
+    let (live, clock) = with_candidate(live(1_000_000), "hourly", hourly);
+    fail(&live); // the first opening, at 0
+    let hours = 10 * 365 * 24;
+    for _ in 0..hours {
+        clock.advance(hour);
+        fail(&live); // the cooldown is over: a failing probe reopens it
+    }
+    let r = only(&live);
+    assert_eq!((r.state, r.opened), (State::Open, hours + 1));
+    // Every hour Open but the one just begun; the half-open rounds took no time.
+    assert_eq!(r.time_open, hour * hours as u32);
+    let kept = CandidateReport::OPENED_AT_KEPT as u64;
+    let want: Vec<_> = (hours + 1 - kept..=hours)
+        .map(|h| hour * h as u32)
+        .collect();
+    assert_eq!(r.opened_at, want);
+    assert_eq!(live.state(), State::Closed);
+}
+
 #[test]
 fn permits_and_drops_are_offered_too() {
     let (live, _clock) = pair(10, 1);
