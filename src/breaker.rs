@@ -450,28 +450,33 @@ impl<C: Clock> CircuitBreaker<C> {
         if !self.phase.streak.is_empty_relaxed() {
             return false;
         }
-        // A breaker with candidates is sent off here, by the masks that test the
-        // slow-call policy, with the reading its window takes: `record_offering`
-        // records its success and offers it to them, at that one reading.
+        // The slow-call policy and what-if candidates (`Lean::OFFERS`) are tested
+        // before the reading, by the mask that sends a window here: a breaker
+        // with candidates goes to `record_offering`, which records its success
+        // and offers it to them, reading the clock only if a window needs it.
         if lean.has(Lean::WINDOW | Lean::OFFERS) {
-            let Some(now) = self.clock.now_if_cheap() else {
-                return false;
-            };
-            // The slow-call policy always comes with a window, so it is checked here,
-            // against the same reading.
-            if lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
-                unlikely();
-                if lean.has(Lean::PRECISE | Lean::OFFERS) {
-                    match (lean.has(Lean::OFFERS), r.as_owned()) {
-                        (true, Some(o)) => self.record_offering(o, ticket, now),
+            let now = match lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
+                false => self.clock.now_if_cheap(),
+                true => {
+                    unlikely();
+                    // A precise reading too: `record_offering` sends it on.
+                    if lean.has(Lean::PRECISE | Lean::OFFERS) {
+                        let Some(o) = r.as_owned() else {
+                            return false;
+                        };
+                        self.record_offering(o, ticket);
+                        return true;
+                    }
+                    // The slow-call policy always comes with a window.
+                    match self.clock.now_if_cheap() {
+                        Some(now) if !self.is_lean_slow(ticket, now) => Some(now),
                         _ => return false,
                     }
-                    return true;
                 }
-                if self.is_lean_slow(ticket, now) {
-                    return false;
-                }
-            }
+            };
+            let Some(now) = now else {
+                return false;
+            };
             if !r
                 .as_owned()
                 .is_some_and(|o| window::record_live_success(o, phase, now))

@@ -371,6 +371,51 @@ fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
     assert_eq!(live.state(), State::Closed);
 }
 
+/// A manual clock whose readings may lag by 1 ms: a slow-call threshold under
+/// 100 ms is timed by precise readings, off the lean path.
+#[derive(Clone)]
+struct Coarse(ManualClock);
+
+impl cutout::Clock for Coarse {
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+}
+
+#[test]
+fn a_live_breaker_timing_calls_precisely_offers_each_success_once() {
+    let clock = ManualClock::new();
+    let live = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .slow_calls(Duration::from_millis(10), 1.0)
+        .clock(Coarse(clock.clone()))
+        .candidate(
+            "strict",
+            // One success and two failures trip it (2/3 >= 0.6); the success
+            // offered twice would not (2/4).
+            CircuitBreaker::builder()
+                .window(Duration::from_secs(10), 10)
+                .failure_rate(0.6, 3),
+        )
+        .build()
+        .unwrap();
+    let _ = live.call(|| Ok::<_, ()>(()));
+    for _ in 0..2 {
+        let _ = live.call(|| Err::<(), _>("down"));
+    }
+    let [strict] = &live.candidates()[..] else {
+        panic!("one candidate")
+    };
+    assert_eq!(
+        (strict.state, strict.opened),
+        (State::Open, 1),
+        "{strict:?}"
+    );
+}
+
 mod model {
     //! The model: each candidate's report against a reference, a plain breaker
     //! with the candidate's settings on a clock of its own stepped alike, given
@@ -520,6 +565,7 @@ mod model {
         #[test]
         fn each_candidate_reports_what_a_plain_breaker_given_its_calls_does(
             live_after in 1u32..6,
+            live_window in any::<bool>(),
             shapes in proptest::collection::vec(shape(), 1..3),
             ops in proptest::collection::vec(op(), 1..120),
         ) {
@@ -527,6 +573,10 @@ mod model {
             let mut b = CircuitBreaker::builder()
                 .consecutive_failures(live_after)
                 .clock(clock.clone());
+            if live_window {
+                // A windowed live breaker offers at its window's reading.
+                b = b.window(Duration::from_secs(1), 2).failure_rate(0.5, 3);
+            }
             for (i, s) in shapes.iter().enumerate() {
                 b = b.candidate(format!("c{i}"), builder(*s));
             }

@@ -37,14 +37,15 @@ impl<C: Clock> CircuitBreaker<C> {
         let shadowing = self
             .shadowing
             .get_or_insert_with(|| Box::new(Shadowing::new()));
-        let timed = candidates
-            .iter()
-            .any(|c| c.hot.lean.has(Lean::TIMED | Lean::PRECISE));
+        let any = |bits| candidates.iter().any(|c| c.hot.lean.has(bits));
+        let mut offers = Lean::OFFERS;
+        if any(Lean::TIMED | Lean::PRECISE) {
+            offers |= Lean::OFFERS_TIMED;
+        }
+        if any(Lean::WINDOW) {
+            offers |= Lean::OFFERS_WINDOW;
+        }
         shadowing.candidates = candidates.into_boxed_slice();
-        let offers = match timed {
-            true => Lean::OFFERS | Lean::OFFERS_TIMED,
-            false => Lean::OFFERS,
-        };
         self.hot.lean = Lean(self.hot.lean.0 | offers);
         self
     }
@@ -81,8 +82,14 @@ impl<C: Clock> CircuitBreaker<C> {
             return false;
         }
         self.offer(ticket, Some(outcome));
+        // Not for calls timed precisely: they have no lean record (and would
+        // come back here through `record_offering`).
         let lean = self.hot.lean;
-        if outcome != Outcome::Success || ticket.kind() != Kind::Closed || !lean.has(Lean::OFFERS) {
+        if outcome != Outcome::Success
+            || ticket.kind() != Kind::Closed
+            || !lean.has(Lean::OFFERS)
+            || lean.has(Lean::PRECISE)
+        {
             return false;
         }
         let current = self.hot.word.load();
@@ -92,26 +99,62 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// The lean path's closed success of a breaker with candidates, admitted
     /// under `ticket` in the phase that is still current, by the thread that
-    /// owns the stripe `o`, its streak clear, at the cheap reading `now`:
-    /// recorded as the lean path records it, then offered to each candidate at
-    /// the same reading. Where the lean path's record does not apply (a slow
-    /// call, a window's bucket moved on), [`record_general`](Self::record_general)
-    /// offers and records it as any other outcome.
+    /// owns the stripe `o`, its streak clear: recorded as the lean path records
+    /// it, then offered to each candidate at the same cheap reading (taken only
+    /// if this breaker or a candidate has a window). Where the lean path's
+    /// record does not apply (no cheap reading, a slow call, a window's bucket
+    /// moved on), [`record_general`](Self::record_general) offers and records it
+    /// as any other outcome.
     ///
     /// A leaf while each candidate takes its own lean path: what it calls
-    /// otherwise, it calls last (a jump), so no call in the loop makes it save
-    /// the loop's registers.
+    /// otherwise, it calls last (a jump), so it saves no register. A breaker
+    /// whose calls are timed precisely comes here too (one mask tests both) and
+    /// goes on to `record_general`, which reads the clock.
     #[cold]
     #[inline(never)]
-    pub(super) fn record_offering(&self, o: Owned<'_>, ticket: Ticket, now: u64) {
+    pub(super) fn record_offering(&self, o: Owned<'_>, ticket: Ticket) {
+        if !self.hot.lean.has(Lean::WINDOW | Lean::OFFERS_WINDOW) {
+            // No window here or in a candidate: no reading, and no candidate
+            // counts such a success; each only checks that it is one.
+            o.bump(Counter::Successes);
+            let Some(shadowing) = &self.shadowing else {
+                return;
+            };
+            let mut rest = &shadowing.candidates[..];
+            while let Some((candidate, after)) = rest.split_first() {
+                if !candidate.is_quiet() {
+                    // No candidate reads `now` without a window.
+                    return Self::offer_success_to(rest, ticket, 0);
+                }
+                rest = after;
+            }
+            return;
+        }
+        self.record_offering_at_reading(o, ticket)
+    }
+
+    /// [`record_offering`](Self::record_offering) where this breaker or a
+    /// candidate has a window: at one cheap reading.
+    #[cold]
+    #[inline(never)]
+    fn record_offering_at_reading(&self, o: Owned<'_>, ticket: Ticket) {
+        let Some(now) = self.clock.now_if_cheap() else {
+            return self.record_general(o.stripe(), ticket, Outcome::Success);
+        };
         let lean = Lean(self.hot.lean.0 & !Lean::OFFERS);
         if !self.record_lean_success_at(o, ticket.phase(), ticket, lean, now) {
             return self.record_general(o.stripe(), ticket, Outcome::Success);
         }
-        let Some(shadowing) = &self.shadowing else {
-            return;
-        };
-        let mut rest = &shadowing.candidates[..];
+        if let Some(shadowing) = &self.shadowing {
+            Self::offer_lean_to(&shadowing.candidates, ticket, now);
+        }
+    }
+
+    /// [`record_offering`](Self::record_offering)'s offer to `candidates`, one
+    /// of them with a window: each candidate's own lean path, if it applies.
+    #[inline(always)]
+    fn offer_lean_to(candidates: &[Self], ticket: Ticket, now: u64) {
+        let mut rest = candidates;
         while let Some((candidate, after)) = rest.split_first() {
             if !candidate.offered_lean(ticket, now) {
                 return Self::offer_success_to(rest, ticket, now);
@@ -133,28 +176,42 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// A candidate's part in a live call's success at the cheap reading `now`,
-    /// if it is the common case: a closed admission and a success as the lean
-    /// path records it (see `record_in`), by a thread that owns its stripe, with
-    /// no clock reading (`now` serves). Returns `false` having written nothing
-    /// otherwise: [`offered`](Self::offered) does the rest.
+    /// if it is the common case: a closed admission with its streak clear, and
+    /// (with a window) a success as the lean path records it in the live bucket
+    /// of a stripe the thread owns, not slow by `now` (see `record_in`).
+    /// Returns `false` having written nothing otherwise: [`offered`](Self::offered)
+    /// does the rest.
+    ///
+    /// Without a window, such a success changes nothing a candidate keeps; with
+    /// one, only its bucket. A candidate's counters of admitted and successful
+    /// calls are not kept here: nothing reads them (its report reads neither; a
+    /// registry never holds a candidate).
     #[inline(always)]
     fn offered_lean(&self, live: Ticket, now: u64) -> bool {
-        let Some(o) = self.hot.stripes.mine_if_owned() else {
-            return false;
-        };
         let s = self.hot.word.load();
         if !s.is_closed() || !self.phase.streak.is_empty_relaxed() {
             return false;
         }
-        let ticket = Ticket::new(s, live.started());
-        if !self.record_lean_success_at(o, s, ticket, self.hot.lean, now) {
+        let lean = self.hot.lean;
+        if !lean.has(Lean::WINDOW) {
+            return true;
+        }
+        if lean.has(Lean::TIMED | Lean::PRECISE)
+            && (lean.has(Lean::PRECISE) || self.is_lean_slow(Ticket::new(s, live.started()), now))
+        {
             return false;
         }
-        // Counted after its success, so that a declined call wrote nothing: no
-        // reader compares a candidate's admissions with its outcomes (its
-        // report reads neither; a registry never holds one).
-        o.bump(Counter::Admitted);
-        true
+        self.hot
+            .stripes
+            .mine_if_owned()
+            .is_some_and(|o| window::record_live_success(o, s, now))
+    }
+
+    /// Whether a closed success would change nothing this candidate keeps but
+    /// its window's bucket: it is closed, its streak clear.
+    #[inline(always)]
+    fn is_quiet(&self) -> bool {
+        self.hot.word.load().is_closed() && self.phase.streak.is_empty_relaxed()
     }
 
     /// A candidate's part in a live call: admitted or not now, by its own state,

@@ -77,6 +77,10 @@ impl Lean {
     /// A candidate times calls (its slow-call policy, or its `on_drop`): the live
     /// breaker's calls are timed for it. Tested with `TIMED`, in the same masks.
     pub(super) const OFFERS_TIMED: u8 = 16;
+    /// A candidate has a window: `record_offering` offers a closed success to
+    /// each candidate's lean path; without one, it only checks that no
+    /// candidate needs it (a closed success changes nothing such a candidate keeps).
+    pub(super) const OFFERS_WINDOW: u8 = 32;
 
     pub(super) fn of(config: &Config) -> Lean {
         let window = match config.window {
