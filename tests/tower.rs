@@ -1185,3 +1185,38 @@ fn a_shadow_breakers_service_passes_every_request_through() {
     let lifetime = b.metrics().lifetime;
     assert_eq!((lifetime.would_reject, lifetime.rejected), (3, 0));
 }
+
+/// `BackendLayer` keys a backend by its host as DNS reads it, case-blind: a URI
+/// or `Host` header that spells it in capitals reaches the same breaker, and the
+/// key is written in lower case.
+#[cfg(feature = "http")]
+#[test]
+fn the_backend_layer_keys_a_host_whatever_its_case() {
+    use cutout::{Registry, http::BackendLayer};
+    use http::{Request, Response};
+    let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
+    let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| async {
+        Ok::<_, std::convert::Infallible>(Response::new(()))
+    }));
+    let requests = [
+        Request::get("http://Orders.Example:8080/a")
+            .body(())
+            .unwrap(),
+        Request::get("http://user@ORDERS.example:8080/b")
+            .body(())
+            .unwrap(),
+        Request::get("/c")
+            .header("host", "orders.EXAMPLE:8080")
+            .body(())
+            .unwrap(),
+        Request::get("http://orders.example:8080/d")
+            .body(())
+            .unwrap(),
+    ];
+    for request in requests {
+        block_on(svc.clone().oneshot(request)).unwrap();
+    }
+    let mut keys = Vec::new();
+    breakers.for_each(|key, b| keys.push((key.clone(), b.metrics().lifetime.admitted)));
+    assert_eq!(keys, [("orders.example:8080".to_string(), 4)]);
+}

@@ -11,6 +11,7 @@ use crate::{Error, Registry, Rejected};
 use ::http::{Request, Response, header};
 use ::tower::{Layer, Service};
 use pin_project_lite::pin_project;
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::hash::BuildHasher;
@@ -23,16 +24,17 @@ use std::task::{Context, Poll, ready};
 /// breaker, from a [`Registry`] the caller keeps.
 ///
 /// The key is the request URI's authority without user info (`host[:port]`, as
-/// the URI writes it), or its `Host` header for a URI with no authority, or the
-/// empty string for a request that names neither. A rejected request never
-/// reaches the inner service: its future fails at once with
+/// the URI writes it, in lower case), or its `Host` header for a URI with no
+/// authority, or the empty string for a request that names neither. A rejected
+/// request never reaches the inner service: its future fails at once with
 /// [`Error::Rejected`]; the inner service's errors come as [`Error::Inner`].
 /// Responses are classified by [`ServerErrorIsFailure`] (a `5xx` or an `Err`
 /// fails), or by [`classify`](BackendLayer::classify).
 ///
 /// Readiness is the inner service's: the breaker is known only once the
 /// request's key is. Each request costs one registry lookup on a key borrowed
-/// from the request, and one clone of the breaker's `Arc` held by its future.
+/// from the request (copied only to lower a capital), and one clone of the
+/// breaker's `Arc` held by its future.
 ///
 /// # Examples
 /// ```
@@ -207,9 +209,11 @@ impl<Svc, C: Clock, S, K> BackendService<Svc, C, S, K> {
 }
 
 /// The registry key of `request`: its URI's authority without user info, else
-/// its `Host` header, else the empty string. Borrowed: no allocation.
-fn backend_key<B>(request: &Request<B>) -> &str {
-    match request.uri().authority() {
+/// its `Host` header, else the empty string; in lower case, as DNS reads a host
+/// (`Orders:8080` is `orders:8080`). Borrowed, with no allocation, unless it has
+/// a capital letter.
+fn backend_key<B>(request: &Request<B>) -> Cow<'_, str> {
+    let key = match request.uri().authority() {
         Some(authority) => {
             let all = authority.as_str();
             all.rsplit_once('@').map_or(all, |(_, host_port)| host_port)
@@ -219,6 +223,10 @@ fn backend_key<B>(request: &Request<B>) -> &str {
             .get(header::HOST)
             .and_then(|host| host.to_str().ok())
             .unwrap_or(""),
+    };
+    match key.bytes().any(|b| b.is_ascii_uppercase()) {
+        true => Cow::Owned(key.to_ascii_lowercase()),
+        false => Cow::Borrowed(key),
     }
 }
 
@@ -240,9 +248,9 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let key = backend_key(&request);
-        match self.registry.acquire_owned(key) {
+        match self.registry.acquire_owned(&*key) {
             Ok(permit) => BackendFuture {
-                tap: self.recorder.as_ref().map(|r| r.start(key)),
+                tap: self.recorder.as_ref().map(|r| r.start(&key)),
                 inner: Some(self.inner.call(request)),
                 permit: Some(permit),
                 rejected: None,
