@@ -47,7 +47,8 @@
 //! - **Joins from the picture.** [`Fleet::start`] subscribes, then reads every
 //!   live heartbeat, waiting up to [`join_wait`](FleetConfig::join_wait) (500 ms
 //!   by default) for that. A breaker built after it with [`Fleet::breaker`]
-//!   starts from the picture: if a quorum reports its key Open, the builder
+//!   starts from the picture: under a fleet-wide override, ForcedOpen or
+//!   Disabled as it says; else, if a quorum reports its key Open, the builder
 //!   restores a [`SavedState`](cutout::SavedState) Open until the earliest
 //!   reported deadline ([`Fleet::saved_state`], [`Builder::restore`](cutout::Builder::restore)).
 //!   For a [`Registry`](cutout::Registry) whose keys are created on first use,

@@ -216,3 +216,53 @@ fn a_joiner_learns_a_disable_and_it_ends_at_its_deadline() {
         });
     }
 }
+
+/// A registry key made while an override is in force (here after the override
+/// took the old one: a key evicted, removed, or never used before) starts as
+/// the override says, through the fleet's initial-state hook; the release
+/// resets it like any other. Redis unreachable: the override is in force here
+/// at once.
+#[test]
+fn a_registry_key_made_during_an_override_starts_as_it_says() {
+    use cutout::Registry;
+    use std::sync::Arc;
+    let fleet = Fleet::start(
+        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let registry: Arc<Registry<String>> = Arc::new(
+        Registry::builder(builder())
+            .initial_state(fleet.initial_state())
+            .build()
+            .unwrap(),
+    );
+    fleet.attach_registry(&registry);
+    for (mode, state) in [
+        (OverrideMode::ForceOpen, State::ForcedOpen),
+        (OverrideMode::Disable, State::Disabled),
+    ] {
+        match mode {
+            OverrideMode::ForceOpen => fleet.force_open("db", Duration::from_secs(60)),
+            _ => fleet.disable("db", Duration::from_secs(60)),
+        }
+        .unwrap();
+        assert_eq!(
+            registry.get("db").state(),
+            state,
+            "{mode:?}: the key it took"
+        );
+        registry.remove("db");
+        assert_eq!(
+            registry.get("db").state(),
+            state,
+            "{mode:?}: a key made after"
+        );
+        assert_eq!(registry.get("cache").state(), State::Closed, "another key");
+        fleet.release("db").unwrap();
+        assert_eq!(
+            registry.get("db").state(),
+            State::Closed,
+            "{mode:?} released"
+        );
+    }
+}

@@ -141,10 +141,12 @@ impl Fleet {
         }
     }
 
-    /// What the fleet's current picture says `key` should start as: if a quorum
-    /// of live peers reports it Open, a [`SavedState`] Open until the earliest
-    /// reported deadline (at the lowest reported backoff level); otherwise
-    /// `None` (start fresh). For [`Builder::restore`], or a registry's
+    /// What the fleet's current picture says `key` should start as: under a
+    /// fleet-wide override ([`force_open`](Self::force_open),
+    /// [`disable`](Self::disable)), a [`SavedState`] ForcedOpen or Disabled
+    /// (which the override's end resets); else, if a quorum of live peers
+    /// reports it Open, one Open until the earliest reported deadline (at the
+    /// lowest reported backoff level); otherwise `None` (start fresh). For [`Builder::restore`], or a registry's
     /// [`initial_state`](cutout::RegistryBuilder::initial_state) (see
     /// [`initial_state`](Self::initial_state)).
     pub fn saved_state(&self, key: &str) -> Option<SavedState> {
@@ -443,10 +445,23 @@ impl Inner {
 
     fn saved_state(&self, key: &str) -> Option<SavedState> {
         let (now, wall) = (Instant::now(), SystemTime::now());
-        let (until, reports) = self
-            .view
-            .lock()
-            .verdict(key, self.config.quorum, now, wall)?;
+        let (mode, verdict) = {
+            let view = self.view.lock();
+            let mode = view.override_mode(key, wall);
+            (mode, view.verdict(key, self.config.quorum, now, wall))
+        };
+        // An override in force first: the breaker starts as it says, and is
+        // one its release resets (the two locks are never held together).
+        let overridden = match mode {
+            Some(OverrideMode::ForceOpen) => Some(State::ForcedOpen),
+            Some(OverrideMode::Disable) => Some(State::Disabled),
+            Some(OverrideMode::Release) | None => None,
+        };
+        if let Some(state) = overridden {
+            self.lock_attached().overridden.insert(key.to_owned());
+            return Some(SavedState::new(key, state, wall));
+        }
+        let (until, reports) = verdict?;
         let mut saved = SavedState::new(key, State::Open, wall);
         saved.open_until = Some(until);
         saved.level = reports.iter().map(|r| r.level).min().unwrap_or(0);
