@@ -102,7 +102,9 @@ struct Track {
 
 /// The sampler's state, owned by its task.
 pub(crate) struct Sampler {
-    tracks: HashMap<Arc<str>, Track>,
+    /// Per name, each breaker of that name by its address: two breakers under
+    /// one name (two registries' keys, say) keep their own counters.
+    tracks: HashMap<Arc<str>, Vec<(usize, Track)>>,
     last: Option<Instant>,
     tick: u64,
 }
@@ -153,17 +155,27 @@ impl Sampler {
                 Some((k, _)) => k.clone(),
                 None => Arc::from(name),
             };
-            let track = tracks.entry(key.clone()).or_insert_with(|| Track {
-                lower: Arc::from(name.to_lowercase()),
-                admitted: m.lifetime.admitted,
-                rejected: m.lifetime.rejected,
-                transitions: counts.clone(),
-                history: VecDeque::with_capacity(HISTORY),
-                recent: VecDeque::with_capacity(RECENT),
-                recent_shared: Arc::from(Vec::new()),
-                per_s: (0.0, 0.0),
-                seen: tick,
-            });
+            let address = std::ptr::from_ref(breaker) as usize;
+            let same_name = tracks.entry(key.clone()).or_default();
+            let at = match same_name.iter().position(|(a, _)| *a == address) {
+                Some(at) => at,
+                None => {
+                    let track = Track {
+                        lower: Arc::from(name.to_lowercase()),
+                        admitted: m.lifetime.admitted,
+                        rejected: m.lifetime.rejected,
+                        transitions: counts.clone(),
+                        history: VecDeque::with_capacity(HISTORY),
+                        recent: VecDeque::with_capacity(RECENT),
+                        recent_shared: Arc::from(Vec::new()),
+                        per_s: (0.0, 0.0),
+                        seen: tick,
+                    };
+                    same_name.push((address, track));
+                    same_name.len() - 1
+                }
+            };
+            let track = &mut same_name[at].1;
             let rate = |now: u64, before: u64| {
                 if secs > 0.0 {
                     now.saturating_sub(before) as f64 / secs
@@ -230,7 +242,10 @@ impl Sampler {
             });
         });
         // Breakers gone from the source (evicted, removed) are forgotten.
-        tracks.retain(|_, t| t.seen == tick);
+        tracks.retain(|_, same_name| {
+            same_name.retain(|(_, t)| t.seen == tick);
+            !same_name.is_empty()
+        });
         rows.sort_by(|a, b| {
             rank(a.state)
                 .cmp(&rank(b.state))
@@ -327,5 +342,46 @@ impl Shared {
                 }
             });
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cutout::CircuitBreaker;
+
+    /// Two breakers under one name keep their own rates and transitions: with
+    /// no call between two ticks, both rates are zero and no transition is new.
+    #[test]
+    fn two_breakers_of_one_name_keep_their_own_counters() {
+        let busy = Arc::new(
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .build()
+                .unwrap(),
+        );
+        let idle = Arc::new(CircuitBreaker::builder().build().unwrap());
+        for _ in 0..1000 {
+            let _ = busy.call(|| Ok::<_, ()>(()));
+        }
+        let _ = busy.call(|| Err::<(), _>(()));
+        let source = Source::new()
+            .breaker("db", busy)
+            .breaker("db", idle)
+            .finish();
+        let mut sampler = Sampler::new();
+        sampler.sample(&source, false);
+        for _ in 0..3 {
+            let frame = sampler.sample(&source, false);
+            assert_eq!(frame.rows.len(), 2);
+            for row in &frame.rows {
+                assert_eq!(
+                    (row.admitted_per_s, row.rejected_per_s, row.recent.len()),
+                    (0.0, 0.0, 0),
+                    "{:?}",
+                    row.state
+                );
+            }
+        }
     }
 }
