@@ -122,7 +122,7 @@ impl<C: Clock> CircuitBreaker<C> {
             };
             let mut rest = &shadowing.candidates[..];
             while let Some((candidate, after)) = rest.split_first() {
-                if !candidate.is_quiet() {
+                if candidate.quiet().is_none() {
                     // No candidate reads `now` without a window.
                     return Self::offer_success_to(rest, ticket, 0);
                 }
@@ -188,10 +188,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// registry never holds a candidate).
     #[inline(always)]
     fn offered_lean(&self, live: Ticket, now: u64) -> bool {
-        let s = self.hot.word.load();
-        if !s.is_closed() || !self.phase.streak.is_empty_relaxed() {
+        let Some(s) = self.quiet() else {
             return false;
-        }
+        };
         let lean = self.hot.lean;
         if !lean.has(Lean::WINDOW) {
             return true;
@@ -207,11 +206,12 @@ impl<C: Clock> CircuitBreaker<C> {
             .is_some_and(|o| window::record_live_success(o, s, now))
     }
 
-    /// Whether a closed success would change nothing this candidate keeps but
-    /// its window's bucket: it is closed, its streak clear.
+    /// This candidate's state word if a closed success would change nothing it
+    /// keeps but its window's bucket: it is closed, its streak clear.
     #[inline(always)]
-    fn is_quiet(&self) -> bool {
-        self.hot.word.load().is_closed() && self.phase.streak.is_empty_relaxed()
+    fn quiet(&self) -> Option<Snapshot> {
+        let s = self.hot.word.load();
+        (s.is_closed() && self.phase.streak.is_empty_relaxed()).then_some(s)
     }
 
     /// A candidate's part in a live call: admitted or not now, by its own state,

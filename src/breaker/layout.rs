@@ -69,9 +69,9 @@ impl Lean {
     /// The slow-call policy, with calls timed precisely: no lean path.
     pub(super) const PRECISE: u8 = 4;
     /// What-if candidates (see `Builder::candidate`): a closed success leaves
-    /// the lean path where it would read the clock for the window, with that
-    /// reading, for `record_offering`, which records it and offers it to them;
-    /// every other outcome reaches the paths that offer it. Tested with the bits
+    /// the lean path where the slow-call policy is tested, before any reading,
+    /// for `record_offering`, which records it and offers it to them; every
+    /// other outcome reaches the paths that offer it. Tested with the bits
     /// above, in masks of their own: it costs the lean paths no instruction.
     pub(super) const OFFERS: u8 = 8;
     /// A candidate times calls (its slow-call policy, or its `on_drop`): the live
