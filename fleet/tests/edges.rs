@@ -186,13 +186,15 @@ fn a_panicking_listener_does_not_stop_the_fleet_view() {
     let until = SystemTime::now() + Duration::from_secs(20);
     a.heartbeat(&[("db", until, 1)]);
     b.heartbeat(&[("db", until, 1)]);
-    wait_for("the quorum opens db", Duration::from_secs(2), || {
+    // Generous bounds: the panic's report (with a backtrace, if asked for) runs
+    // on the subscriber thread first.
+    wait_for("the quorum opens db", Duration::from_secs(10), || {
         db.state() == State::Open
     });
     // Later, both report `cache` Open too.
     a.heartbeat(&[("db", until, 1), ("cache", until, 1)]);
     b.heartbeat(&[("db", until, 1), ("cache", until, 1)]);
-    let opened = within(Duration::from_secs(2), || cache.state() == State::Open);
+    let opened = within(Duration::from_secs(10), || cache.state() == State::Open);
     assert!(
         opened,
         "the view stopped after a listener panic: cache reports {:?}, stats {:?}",
