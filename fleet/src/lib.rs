@@ -68,7 +68,7 @@
 //!   by issuer id); a release is kept as long as the override it ended would
 //!   have lasted, so a stale relay cannot bring that one back. When an
 //!   override ends (released or expired), only a breaker it set, and still
-//!   forced open or disabled, is reset to Closed.
+//!   in the state it set (forced open, or disabled), is reset to Closed.
 //!
 //! # What it does not promise
 //! - **Eventual.** A peer's trip reaches this instance after a publish and a

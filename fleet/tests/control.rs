@@ -266,3 +266,33 @@ fn a_registry_key_made_during_an_override_starts_as_it_says() {
         );
     }
 }
+
+/// A release resets only what its override set: a breaker the fleet disabled
+/// and an operator then forced open here stays forced open; one still disabled
+/// is reset.
+#[test]
+fn a_release_leaves_what_an_operator_set_since() {
+    let fleet = Fleet::start(
+        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let db = fleet.breaker("db", builder()).unwrap();
+    let cache = fleet.breaker("cache", builder()).unwrap();
+    for key in ["db", "cache"] {
+        fleet.disable(key, Duration::from_secs(60)).unwrap();
+    }
+    assert_eq!(
+        (db.state(), cache.state()),
+        (State::Disabled, State::Disabled)
+    );
+    db.force_open(); // an operator, on this instance
+    for key in ["db", "cache"] {
+        fleet.release(key).unwrap();
+    }
+    assert_eq!(
+        db.state(),
+        State::ForcedOpen,
+        "the operator's, not the override's"
+    );
+    assert_eq!(cache.state(), State::Closed, "the override's");
+}

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime};
-use targets::{Attached, Target};
+use targets::{Apply, Attached, Target};
 use threads::{publish_loop, spawn, subscribe_loop};
 
 struct Inner {
@@ -213,9 +213,12 @@ impl Fleet {
             Target::open_for(&**breaker, key, left).count(&self.inner.counters);
         }
         let mode = self.inner.view.lock().override_mode(key, SystemTime::now());
-        if mode.is_some() {
-            self.inner.lock_attached().overridden.insert(key.to_owned());
-            Target::set_override(&**breaker, key, mode);
+        if let Some(mode) = mode {
+            self.inner
+                .lock_attached()
+                .overridden
+                .insert(key.to_owned(), mode);
+            Target::set_override(&**breaker, key, Apply::Set(mode));
         }
     }
 
@@ -245,8 +248,9 @@ impl Fleet {
     }
 
     /// Ends `key`'s fleet-wide override everywhere: a breaker the override set
-    /// (forced open or disabled, and still so) is reset to Closed, and its own
-    /// policies decide again. A breaker no override touched is left alone.
+    /// (forced open or disabled, and still in that state) is reset to Closed,
+    /// and its own policies decide again. A breaker no override touched, or one
+    /// an operator has set to the other state since, is left alone.
     ///
     /// # Errors
     /// [`FleetError::Config`] for a `key` over
@@ -316,9 +320,12 @@ impl Fleet {
         let overrides = self.inner.view.lock().relay_overrides(wall);
         for o in overrides {
             let mode = self.inner.view.lock().override_mode(&o.key, wall);
-            if mode.is_some() {
-                self.inner.lock_attached().overridden.insert(o.key.clone());
-                target.set_override(&o.key, mode);
+            if let Some(mode) = mode {
+                self.inner
+                    .lock_attached()
+                    .overridden
+                    .insert(o.key.clone(), mode);
+                target.set_override(&o.key, Apply::Set(mode));
             }
         }
     }
@@ -452,13 +459,8 @@ impl Inner {
         };
         // An override in force first: the breaker starts as it says, and is
         // one its release resets (the two locks are never held together).
-        let overridden = match mode {
-            Some(OverrideMode::ForceOpen) => Some(State::ForcedOpen),
-            Some(OverrideMode::Disable) => Some(State::Disabled),
-            Some(OverrideMode::Release) | None => None,
-        };
-        if let Some(state) = overridden {
-            self.lock_attached().overridden.insert(key.to_owned());
+        if let Some((mode, state)) = mode.and_then(|m| Some((m, targets::set_by(m)?))) {
+            self.lock_attached().overridden.insert(key.to_owned(), mode);
             return Some(SavedState::new(key, state, wall));
         }
         let (until, reports) = verdict?;

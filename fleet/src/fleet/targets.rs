@@ -34,23 +34,41 @@ impl Opened {
     }
 }
 
+/// What a fleet-wide override does to a key's breaker here.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Apply {
+    /// The override is in force: forced open or disabled.
+    Set(OverrideMode),
+    /// The override applied here ended: reset to Closed if the breaker is
+    /// still in the state it set (not one an operator set since).
+    End(OverrideMode),
+}
+
 /// Something the quorum can open: a breaker, or a registry's breaker by key.
 pub(super) trait Target: Send + Sync {
     /// Opens `key`'s own breaker for `duration` if it is Closed.
     fn open_for(&self, key: &str, duration: Duration) -> Opened;
-    /// Sets `key`'s own breaker as a fleet-wide override says: forced open,
-    /// disabled, or (`None`, the override over) reset to Closed if it is still
-    /// forced open or disabled.
-    fn set_override(&self, key: &str, mode: Option<OverrideMode>);
+    /// Sets `key`'s own breaker as a fleet-wide override says.
+    fn set_override(&self, key: &str, apply: Apply);
+}
+
+/// The state an override in `mode` sets.
+pub(super) fn set_by(mode: OverrideMode) -> Option<State> {
+    match mode {
+        OverrideMode::ForceOpen => Some(State::ForcedOpen),
+        OverrideMode::Disable => Some(State::Disabled),
+        OverrideMode::Release => None,
+    }
 }
 
 impl<C: Clock> Target for CircuitBreaker<C> {
-    fn set_override(&self, _key: &str, mode: Option<OverrideMode>) {
-        match mode {
-            Some(OverrideMode::ForceOpen) => self.force_open(),
-            Some(OverrideMode::Disable) => self.disable(),
-            Some(OverrideMode::Release) | None => {
-                if matches!(self.state(), State::ForcedOpen | State::Disabled) {
+    fn set_override(&self, _key: &str, apply: Apply) {
+        match apply {
+            Apply::Set(OverrideMode::ForceOpen) => self.force_open(),
+            Apply::Set(OverrideMode::Disable) => self.disable(),
+            Apply::Set(OverrideMode::Release) => {}
+            Apply::End(mode) => {
+                if set_by(mode) == Some(self.state()) {
                     self.reset();
                 }
             }
@@ -67,11 +85,11 @@ impl<C: Clock> Target for CircuitBreaker<C> {
 }
 
 impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String, C, S> {
-    fn set_override(&self, key: &str, mode: Option<OverrideMode>) {
+    fn set_override(&self, key: &str, apply: Apply) {
         self.with(key, |b| {
             // The overflow breaker is every other key's too: left alone.
             if !self.overflow().is_some_and(|o| std::ptr::eq(o, b)) {
-                Target::set_override(b, key, mode);
+                Target::set_override(b, key, apply);
             }
         });
     }
@@ -105,9 +123,10 @@ pub(super) struct Attached {
     prune_at: usize,
     /// Registries: every key.
     pub(super) registries: Vec<Weak<dyn Target>>,
-    /// Keys a fleet-wide override was applied to here, and not yet released:
-    /// only these are reset when it ends.
-    pub(super) overridden: HashSet<String>,
+    /// Keys a fleet-wide override was applied to here, and not yet released,
+    /// with its mode: only these are reset when it ends, and only from the
+    /// state it set.
+    pub(super) overridden: HashMap<String, OverrideMode>,
     /// Per key, the reports (instance, generation) a quorum was applied from, each
     /// kept while its peer holds it (live or not): the same reports do not open a
     /// breaker again after its own probes closed it.
@@ -139,29 +158,30 @@ impl Inner {
         let (keys, next) = self.view.lock().override_changes(wall);
         for key in keys {
             let mode = self.view.lock().override_mode(&key, wall);
-            let targets: Vec<Arc<dyn Target>> = {
+            let (apply, targets): (Apply, Vec<Arc<dyn Target>>) = {
                 let mut attached = self.lock_attached();
                 // A release resets only where an override was applied.
-                let applied = match mode {
-                    Some(_) => {
-                        attached.overridden.insert(key.clone());
-                        true
+                let apply = match mode {
+                    Some(mode) => {
+                        attached.overridden.insert(key.clone(), mode);
+                        Apply::Set(mode)
                     }
-                    None => attached.overridden.remove(&key),
+                    None => match attached.overridden.remove(&key) {
+                        Some(ended) => Apply::End(ended),
+                        None => continue,
+                    },
                 };
-                if !applied {
-                    continue;
-                }
                 let breakers = attached.breakers.get(&key).into_iter().flatten();
-                breakers
+                let targets = breakers
                     .filter_map(Weak::upgrade)
                     .chain(attached.registries.iter().filter_map(Weak::upgrade))
-                    .collect()
+                    .collect();
+                (apply, targets)
             };
             // With no lock held: the breaker's listener runs inside (see
             // `apply_quorum`).
             for target in targets {
-                let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(&key, mode)));
+                let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(&key, apply)));
             }
         }
         next
