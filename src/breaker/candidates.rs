@@ -183,8 +183,8 @@ impl<C: Clock> CircuitBreaker<C> {
     /// does the rest.
     ///
     /// Without a window, such a success changes nothing a candidate keeps; with
-    /// one, only its bucket. A candidate's counters of admitted and successful
-    /// calls are not kept here: nothing reads them (its report reads neither; a
+    /// one, only its bucket. A candidate counts no closed admission, and no
+    /// success here: nothing reads those counters (its report reads neither; a
     /// registry never holds a candidate).
     #[inline(always)]
     fn offered_lean(&self, live: Ticket, now: u64) -> bool {
@@ -219,18 +219,14 @@ impl<C: Clock> CircuitBreaker<C> {
     /// admission (`live`'s start) to now. The outcome of a call it would have
     /// rejected counts for nothing but its tally of what rejecting it spared or
     /// cost. A closed admission is the lean path's: no clock reading (the live
-    /// call's start serves).
+    /// call's start serves), and no count of it (see `offered_lean`).
     #[inline(never)]
     fn offered(&self, live: Ticket, outcome: Option<Outcome>) {
-        let r = match self.hot.stripes.mine_if_owned() {
-            Some(o) => o.stripe(),
-            None => self.hot.stripes.mine(),
-        };
+        let r = self.hot.stripes.mine();
         let s = self.hot.word.load();
         if !s.is_closed() {
             return self.offered_not_closed(r, s, live, outcome);
         }
-        Stripes::bump(r, Counter::Admitted);
         let ticket = Ticket::new(s, live.started());
         // A success as the lean path records it (see `record_in`), if it applies.
         if outcome == Some(Outcome::Success)
