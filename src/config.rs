@@ -466,6 +466,13 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// This builder without [`shadow`](Self::shadow): what a replay runs.
+    #[cfg(feature = "replay")]
+    pub(crate) fn enforcing(mut self) -> Self {
+        self.settings.shadow = false;
+        self
+    }
+
     /// This builder with its breakers' seed fixed (the jitter of each cooldown,
     /// the ramp-up's draws), so that the same calls at the same times make the
     /// same decisions: what a replay needs. A live breaker's seed is random.

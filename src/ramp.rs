@@ -122,6 +122,23 @@ fn local(key: u64, share: u64) -> Option<u64> {
     })
 }
 
+/// Runs `f` with the calling thread's ramp sums empty, as on a thread of its
+/// own, and puts them back after (even if `f` panics): a replay's draws then
+/// depend on its own calls alone, whatever ran on the thread before.
+#[cfg(feature = "replay")]
+pub(crate) fn with_fresh_sums<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<[(u64, u64); RAMP_SUMS]>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(saved) = self.0 {
+                with_ramp_sums(|table| table.set(saved));
+            }
+        }
+    }
+    let _restore = Restore(with_ramp_sums(|table| table.replace([(0, 0); RAMP_SUMS])));
+    f()
+}
+
 #[cfg(all(test, not(cutout_loom)))]
 mod tests {
     use super::*;

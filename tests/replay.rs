@@ -259,6 +259,18 @@ fn the_same_trace_and_settings_give_the_same_report() {
     }
 }
 
+/// Settings exported from a shadow breaker replay as enforcing: the replay is
+/// already the what-if, and a shadow would reject nothing.
+#[test]
+fn a_shadow_setting_replays_as_enforcing() {
+    let trace = csv("10,0,failure\n20,0,failure\n30,0,success\n");
+    let settings = || CircuitBreaker::builder().consecutive_failures(1);
+    let shadow = replay(settings().shadow(), &trace).unwrap();
+    let spared = (shadow.failures_spared, shadow.successes_turned_away);
+    assert_eq!((shadow.rejected, spared), (2, (1, 1)));
+    assert_eq!(shadow, replay(settings(), &trace).unwrap());
+}
+
 #[test]
 fn overlapping_calls_hold_their_permits_across_time() {
     // Two probes' worth: the slow call admitted first holds the only half-open

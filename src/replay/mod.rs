@@ -37,7 +37,8 @@
 //!
 //! Without a recorder a layer's path is as it was: the single-breaker layers
 //! add the recording as an inner layer only when asked, and the keyed ones
-//! hold an `Option` that costs one check (nothing without this feature).
+//! hold an `Option` that costs a check where a call starts and one where it
+//! ends (nothing without this feature).
 //!
 //! # The replay rule
 //! Each call is admitted at `at - latency` and ends at `at`, holding a permit in
@@ -134,7 +135,8 @@ pub struct Replayed {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Report {
-    /// Every transition, in the order they happened.
+    /// Every transition, by time (at one instant, a key's in the order they
+    /// happened, the keys in the order they first appear in the trace).
     pub transitions: Vec<Replayed>,
     /// Calls the breaker admitted.
     pub admitted: u64,
@@ -229,7 +231,8 @@ enum Event {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn replay<C: Clock>(builder: Builder<C>, trace: &Trace) -> Result<Report, ConfigError> {
-    let builder = builder.clock(ManualClock::new());
+    // A shadow setting replays as enforcing: the replay is the what-if.
+    let builder = builder.clock(ManualClock::new()).enforcing();
     let calls = trace.calls();
     // Each key's calls, the keys in the order they first appear (an empty trace:
     // one keyless breaker, so a bad builder is still its error).
@@ -277,15 +280,10 @@ pub fn replay<C: Clock>(builder: Builder<C>, trace: &Trace) -> Result<Report, Co
                     });
             })
             .build()?;
-        // On a thread of its own: a ramp-up's per-thread sums (see
-        // `Builder::ramp_up`) then start empty and hold this breaker's alone, so
-        // its draws too are the same in every replay.
-        std::thread::scope(|scope| {
-            let replaying = scope.spawn(|| replay_key(&breaker, &clock, calls, mine, &mut report));
-            if let Err(panic) = replaying.join() {
-                std::panic::resume_unwind(panic);
-            }
-        });
+        // With the thread's ramp-up sums (see `Builder::ramp_up`) empty: they
+        // hold this breaker's alone, so its draws too are the same in every
+        // replay.
+        crate::ramp::with_fresh_sums(|| replay_key(&breaker, &clock, calls, mine, &mut report));
         report
             .transitions
             .append(&mut log.lock().unwrap_or_else(|e| e.into_inner()));
