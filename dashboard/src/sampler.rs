@@ -318,9 +318,9 @@ impl Shared {
                     let pushed = tokio::select! {
                         _ = every.tick() => false,
                         () = push.poked() => {
+                            // The regular ticks keep their time: pushed frames
+                            // leave the rates and charts to them.
                             tokio::time::sleep_until(last + PUSH_GAP).await;
-                            // The next regular tick a whole tick after this frame.
-                            every.reset();
                             true
                         }
                     };

@@ -348,6 +348,51 @@ async fn the_listener_pushes_a_transition_before_the_next_tick() {
     assert_eq!(reasons(&both.1), ["forced_open", "reset"]);
 }
 
+/// Transitions pushed more often than the tick do not hold the regular ticks
+/// back: a busy breaker's rate still moves while another flaps all the time.
+#[tokio::test]
+async fn a_storm_of_pushes_leaves_the_regular_ticks_running() {
+    let source = Source::new().tick(Duration::from_millis(100));
+    let flapping = Arc::new(
+        CircuitBreaker::builder()
+            .on_transition(source.listener())
+            .build()
+            .unwrap(),
+    );
+    let busy = Arc::new(CircuitBreaker::builder().build().unwrap());
+    let addr = serve(app(source
+        .breaker("flapping", flapping.clone())
+        .breaker("busy", busy.clone())))
+    .await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let storm = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            // A transition every 10 ms (a push every PUSH_GAP), and calls.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                flapping.force_open();
+                flapping.reset();
+                for _ in 0..100 {
+                    let _ = busy.call(|| Ok::<_, ()>(()));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let frame = stream_until(addr, "/breakers/api/stream", |frame| {
+        row(frame, "busy")["admitted_per_s"].as_f64() > Some(0.0)
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    storm.await.unwrap();
+    assert!(
+        !row(&frame, "busy")["history"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// Each breaker's what-if candidates come in its row, and a shadow breaker
 /// shows as one, with the calls it would have rejected.
 #[tokio::test]
