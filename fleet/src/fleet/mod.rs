@@ -164,9 +164,9 @@ impl Fleet {
         move |key: &K| inner.upgrade()?.saved_state(key.as_ref())
     }
 
-    /// Builds a breaker named `key` that starts from the fleet's picture
-    /// ([`saved_state`](Self::saved_state) through [`Builder::restore`]: Open, if
-    /// a quorum of live peers reports `key` Open), publishes its transitions, and
+    /// Builds a breaker named `key` that starts from the fleet's picture (Open,
+    /// if a quorum of live peers reports `key` Open, through [`Builder::restore`];
+    /// as an override in force says, through `attach`), publishes its transitions, and
     /// that the quorum may open: [`Builder::name`], [`Builder::on_transition`]
     /// (replacing any listener the builder had; to keep yours, call
     /// [`listener`](Self::listener) from it and use [`attach`](Self::attach)), then
@@ -186,7 +186,8 @@ impl Fleet {
         // tolerance, say) is dropped: the breaker starts fresh, and `attach`
         // still applies the quorum.
         let restored = self
-            .saved_state(key)
+            .inner
+            .quorum_state(key)
             .and_then(|saved| builder.clone().restore(saved).build().ok());
         let breaker = Arc::new(match restored {
             Some(b) => b,
@@ -199,7 +200,7 @@ impl Fleet {
     /// Lets the quorum open `breaker` (held weakly) as `key`, and applies the
     /// fleet's current picture to it at once: a breaker attached while a quorum
     /// of live peers reports `key` Open opens until the earliest reported
-    /// deadline.
+    /// deadline, and one attached under a fleet-wide override is set as it says.
     pub fn attach<C: Clock + 'static>(&self, key: &str, breaker: &Arc<CircuitBreaker<C>>) {
         let target: Arc<dyn Target> = breaker.clone();
         {
@@ -212,14 +213,8 @@ impl Fleet {
         if let Some(left) = self.inner.verdict_for(key) {
             Target::open_for(&**breaker, key, left).count(&self.inner.counters);
         }
-        let mode = self.inner.view.lock().override_mode(key, SystemTime::now());
-        if let Some(mode) = mode {
-            self.inner
-                .lock_attached()
-                .overridden
-                .insert(key.to_owned(), mode);
-            Target::set_override(&**breaker, key, Apply::Set(mode));
-        }
+        self.inner
+            .apply_override_now(key, |apply| Target::set_override(&**breaker, key, apply));
     }
 
     /// Forces `key`'s breakers open on every instance of the fleet for
@@ -316,17 +311,10 @@ impl Fleet {
                 target.open_for(&key, left).count(&self.inner.counters);
             }
         }
-        let wall = SystemTime::now();
-        let overrides = self.inner.view.lock().relay_overrides(wall);
+        let overrides = self.inner.view.lock().relay_overrides(SystemTime::now());
         for o in overrides {
-            let mode = self.inner.view.lock().override_mode(&o.key, wall);
-            if let Some(mode) = mode {
-                self.inner
-                    .lock_attached()
-                    .overridden
-                    .insert(o.key.clone(), mode);
-                target.set_override(&o.key, Apply::Set(mode));
-            }
+            self.inner
+                .apply_override_now(&o.key, |apply| target.set_override(&o.key, apply));
         }
     }
 }
@@ -450,19 +438,58 @@ impl Inner {
         }
     }
 
+    /// What `key` should start as: under an override in force, as it says
+    /// (and `key` is kept among the overridden ones, so that its end resets
+    /// it); else [`quorum_state`](Self::quorum_state).
     fn saved_state(&self, key: &str) -> Option<SavedState> {
-        let (now, wall) = (Instant::now(), SystemTime::now());
-        let (mode, verdict) = {
-            let view = self.view.lock();
-            let mode = view.override_mode(key, wall);
-            (mode, view.verdict(key, self.config.quorum, now, wall))
-        };
-        // An override in force first: the breaker starts as it says, and is
-        // one its release resets (the two locks are never held together).
-        if let Some((mode, state)) = mode.and_then(|m| Some((m, targets::set_by(m)?))) {
+        loop {
+            let Some(mode) = self.override_mode(key) else {
+                return self.quorum_state(key);
+            };
+            // Kept, then read again (the two locks are never held together): an
+            // end synced before the key was kept would not reset it.
             self.lock_attached().overridden.insert(key.to_owned(), mode);
-            return Some(SavedState::new(key, state, wall));
+            if self.override_mode(key) == Some(mode) {
+                let state = targets::set_by(mode)?;
+                return Some(SavedState::new(key, state, SystemTime::now()));
+            }
         }
+    }
+
+    /// The override in force for `key` now, if any.
+    fn override_mode(&self, key: &str) -> Option<OverrideMode> {
+        self.view.lock().override_mode(key, SystemTime::now())
+    }
+
+    /// Applies the override in force for `key` to a target just made known
+    /// (`apply`), keeping `key` among the overridden ones, until a second
+    /// reading finds the same: an override that ended meanwhile (its end
+    /// perhaps synced before the key was kept, and so not applied to this
+    /// target) is ended here too.
+    fn apply_override_now(&self, key: &str, apply: impl Fn(Apply)) {
+        let mut applied = None;
+        loop {
+            let mode = self.override_mode(key);
+            match (mode, applied) {
+                (Some(mode), _) => {
+                    self.lock_attached().overridden.insert(key.to_owned(), mode);
+                    apply(Apply::Set(mode));
+                }
+                (None, Some(ended)) => apply(Apply::End(ended)),
+                (None, None) => {}
+            }
+            applied = mode;
+            if self.override_mode(key) == mode {
+                return;
+            }
+        }
+    }
+
+    /// What a quorum of live peers says `key` should start as: Open until the
+    /// earliest reported deadline, at the lowest reported backoff level.
+    fn quorum_state(&self, key: &str) -> Option<SavedState> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let verdict = self.view.lock().verdict(key, self.config.quorum, now, wall);
         let (until, reports) = verdict?;
         let mut saved = SavedState::new(key, State::Open, wall);
         saved.open_until = Some(until);
