@@ -92,10 +92,11 @@ async fn the_controls_act_on_every_instance_through_the_fleet() {
     assert_eq!(post(addr, "name=db&action=reset").await, 204);
     assert_eq!(db_here.state(), State::Closed);
 
-    // The override lasts as long as asked: one second, then the fleet ends it
-    // and resets the breaker it set. (Not asserted there: the message may come
-    // after the deadline on a loaded machine, and then sets nothing.)
-    assert_eq!(post(addr, "name=db&action=force_open&for_s=1").await, 204);
+    // The override lasts as long as asked: three seconds (room for a loaded
+    // machine to answer and assert first), then the fleet ends it and resets
+    // the breaker it set. (Not asserted there: the message may come after the
+    // deadline on a loaded machine, and then sets nothing.)
+    assert_eq!(post(addr, "name=db&action=force_open&for_s=3").await, 204);
     assert_eq!(db_here.state(), State::ForcedOpen);
     until_state("ended here", &db_here, State::Closed);
     assert_eq!(here.override_of("db"), None);
