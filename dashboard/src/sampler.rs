@@ -93,6 +93,8 @@ struct Track {
     rejected: u64,
     transitions: Vec<u64>,
     history: VecDeque<(f32, f32)>,
+    /// `history` as the frames share it, made again on regular ticks only.
+    history_shared: Arc<[(f32, f32)]>,
     recent: VecDeque<Event>,
     recent_shared: Arc<[Event]>,
     /// Admitted and rejected per second, as of the last regular tick.
@@ -166,6 +168,7 @@ impl Sampler {
                         rejected: m.lifetime.rejected,
                         transitions: counts.clone(),
                         history: VecDeque::with_capacity(HISTORY),
+                        history_shared: Arc::from(Vec::new()),
                         recent: VecDeque::with_capacity(RECENT),
                         recent_shared: Arc::from(Vec::new()),
                         per_s: (0.0, 0.0),
@@ -195,6 +198,7 @@ impl Sampler {
                 }
                 let (a, r) = track.per_s;
                 track.history.push_back((a as f32, r as f32));
+                track.history_shared = track.history.iter().copied().collect();
             }
             let (admitted_per_s, rejected_per_s) = track.per_s;
             // Every transition since the last tick, by reason: the counters only
@@ -232,7 +236,7 @@ impl Sampler {
                 thresholds,
                 admitted_per_s,
                 rejected_per_s,
-                history: track.history.iter().copied().collect(),
+                history: track.history_shared.clone(),
                 recent: track.recent_shared.clone(),
                 fleet_open: fleet_open.get(name).copied().unwrap_or(0),
                 fleet_override: source.fleet.as_ref().and_then(|f| f.override_of(name)),
