@@ -21,7 +21,8 @@
 //! (`success`, `failure` or `ignored`), and its key (the breaker's name for the
 //! single-breaker layers, the backend's registry key for the keyed ones). In
 //! the single-breaker layers, an error from the service's readiness (a refused
-//! connection) is a row too, with no latency.
+//! connection) is a row too, with no latency: the dependency was asked, even
+//! where the breaker then turns the call away (a half-open round already full).
 //!
 //! A trace is what the dependency did, so a call the breaker rejected is no
 //! row: it never reached the dependency, and nothing says how it would have
