@@ -70,6 +70,29 @@ fn a_shadow_breaker_trips_yet_admits_every_call() {
     assert_eq!(breaker.state(), State::Open);
 }
 
+/// A thread whose first call meets the shadow breaker open (it has no stripe
+/// of it yet) runs its calls too.
+#[test]
+fn a_fresh_thread_meeting_it_open_runs_its_calls() {
+    let (breaker, _clock, _seen) = shadow(1);
+    fail(&breaker);
+    fail(&breaker);
+    assert_eq!(breaker.state(), State::Open);
+    let ran = std::thread::scope(|s| {
+        s.spawn(|| {
+            (0..3)
+                .filter(|_| breaker.call(|| Ok::<_, ()>(())).is_ok())
+                .count()
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(ran, 3);
+    let lifetime = breaker.metrics().lifetime;
+    assert_eq!((lifetime.would_reject, lifetime.rejected), (3, 0));
+    assert_eq!(breaker.state(), State::Open, "still in its cooldown");
+}
+
 #[test]
 fn would_be_rejected_outcomes_count_nowhere() {
     let (breaker, clock, seen) = shadow(1);
