@@ -1,6 +1,6 @@
 //! The default clock in a `fork()`ed child (contract line 19): the refresh thread
 //! does not survive the fork, yet the child's breakers must see time move:
-//! cooldowns end, slow calls are timed as slow, and the window ages; in a child
+//! cooldowns end, slow calls are timed as slow (for a what-if candidate too), and the window ages; in a child
 //! forked without the fork handlers too, which gets a refresh thread of its own.
 //!
 //! A test binary of its own, with `harness = false`: the parent is single-threaded
@@ -206,6 +206,32 @@ mod linux {
             tripped(&worker, "three slow successes")
         });
         assert_eq!(code, 0, "child 3 failed (see its message above)");
+
+        // Child 3b: the same slow successes through a live breaker that never
+        // trips, with that policy as its what-if candidate: the candidate times
+        // them from the live admissions, on the live breaker's clock, and trips.
+        let live = CircuitBreaker::builder()
+            .consecutive_failures(100)
+            .candidate(
+                "slow",
+                CircuitBreaker::builder()
+                    .window(Duration::from_secs(10), 10)
+                    .slow_calls(Duration::from_millis(200), 0.5)
+                    .minimum_calls(3),
+            )
+            .build()
+            .unwrap();
+        assert!(live.call(|| Ok::<_, ()>(())).is_ok()); // this thread's stripes, before the fork
+        let code = in_child(fork, || {
+            for _ in 0..3 {
+                let _ = live.call(slow);
+            }
+            match &live.candidates()[..] {
+                [c] if c.state == State::Open && live.state() == State::Closed => Ok(()),
+                other => Err(format!("three slow successes left {other:?}")),
+            }
+        });
+        assert_eq!(code, 0, "child 3b failed (see its message above)");
 
         // Child 4: the window ages in the child. After an idle gap longer than the
         // window, the successes before it have left, so ten failures are the whole
