@@ -1,7 +1,8 @@
 //! The default clock in a `fork()`ed child (contract line 19): the refresh thread
 //! does not survive the fork, yet the child's breakers must see time move:
-//! cooldowns end, slow calls are timed as slow (for a what-if candidate too), and the window ages; in a child
-//! forked without the fork handlers too, which gets a refresh thread of its own.
+//! cooldowns end, slow calls are timed as slow (for a what-if candidate too), and
+//! the window ages; in a child forked without the fork handlers too, which gets a
+//! refresh thread of its own.
 //!
 //! A test binary of its own, with `harness = false`: the parent is single-threaded
 //! apart from the clock's own refresh thread when it forks, so the child cannot
