@@ -292,7 +292,14 @@ impl Stripes {
     /// null check, which a thread's first call to this breaker fails.
     #[inline]
     pub(crate) fn mine_if_owned(&self) -> Option<Owned<'_>> {
-        let stripe = self.room.get(slot::owned().get())?;
+        self.owned_at(slot::owned().get())
+    }
+
+    /// [`mine_if_owned`](Self::mine_if_owned) for a thread whose slot (from
+    /// `slot::owned`) the caller has read already.
+    #[inline]
+    pub(crate) fn owned_at(&self, slot: usize) -> Option<Owned<'_>> {
+        let stripe = self.room.get(slot)?;
         Some(Owned(StripeRef {
             stripe,
             owned: true,

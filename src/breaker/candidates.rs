@@ -8,6 +8,7 @@
 
 use super::*;
 use crate::candidate::{Candidacy, CandidateReport};
+use crate::slot;
 
 impl<C: Clock> CircuitBreaker<C> {
     /// A candidate of this breaker, named `name`, built from `config` (a
@@ -63,7 +64,7 @@ impl<C: Clock> CircuitBreaker<C> {
     pub(super) fn offer(&self, ticket: Ticket, outcome: Option<Outcome>) {
         if let Some(shadowing) = &self.shadowing {
             for candidate in &shadowing.candidates {
-                candidate.offered(ticket, outcome);
+                candidate.offered(ticket.started(), outcome);
             }
         }
     }
@@ -124,7 +125,7 @@ impl<C: Clock> CircuitBreaker<C> {
             while let Some((candidate, after)) = rest.split_first() {
                 if candidate.quiet().is_none() {
                     // No candidate reads `now` without a window.
-                    return Self::offer_success_to(rest, ticket, 0);
+                    return Self::offer_success_to(rest, ticket.started(), 0);
                 }
                 rest = after;
             }
@@ -146,18 +147,21 @@ impl<C: Clock> CircuitBreaker<C> {
             return self.record_general(o.stripe(), ticket, Outcome::Success);
         }
         if let Some(shadowing) = &self.shadowing {
-            Self::offer_lean_to(&shadowing.candidates, ticket, now);
+            Self::offer_lean_to(&shadowing.candidates, ticket.started(), now);
         }
     }
 
     /// [`record_offering`](Self::record_offering)'s offer to `candidates`, one
-    /// of them with a window: each candidate's own lean path, if it applies.
+    /// of them with a window, of a success admitted at `started`: each
+    /// candidate's own lean path, if it applies. The thread's slot is read once
+    /// for all of them.
     #[inline(always)]
-    fn offer_lean_to(candidates: &[Self], ticket: Ticket, now: u64) {
+    fn offer_lean_to(candidates: &[Self], started: u64, now: u64) {
+        let slot = slot::owned().get();
         let mut rest = candidates;
         while let Some((candidate, after)) = rest.split_first() {
-            if !candidate.offered_lean(ticket, now) {
-                return Self::offer_success_to(rest, ticket, now);
+            if !candidate.offered_lean(started, now, slot) {
+                return Self::offer_success_to(rest, started, now);
             }
             rest = after;
         }
@@ -167,10 +171,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// first having declined its lean path.
     #[cold]
     #[inline(never)]
-    fn offer_success_to(candidates: &[Self], ticket: Ticket, now: u64) {
+    fn offer_success_to(candidates: &[Self], started: u64, now: u64) {
         for candidate in candidates {
-            if !candidate.offered_lean(ticket, now) {
-                candidate.offered(ticket, Some(Outcome::Success));
+            if !candidate.offered_lean(started, now, slot::owned().get()) {
+                candidate.offered(started, Some(Outcome::Success));
             }
         }
     }
@@ -187,7 +191,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// success here: nothing reads those counters (its report reads neither; a
     /// registry never holds a candidate).
     #[inline(always)]
-    fn offered_lean(&self, live: Ticket, now: u64) -> bool {
+    fn offered_lean(&self, started: u64, now: u64, slot: usize) -> bool {
         let Some(s) = self.quiet() else {
             return false;
         };
@@ -195,14 +199,19 @@ impl<C: Clock> CircuitBreaker<C> {
         if !lean.has(Lean::WINDOW) {
             return true;
         }
+        // Slow by `now` as `is_lean_slow` tells, with no elapsed time worked
+        // out for candidates that do not time calls.
         if lean.has(Lean::TIMED | Lean::PRECISE)
-            && (lean.has(Lean::PRECISE) || self.is_lean_slow(Ticket::new(s, live.started()), now))
+            && (lean.has(Lean::PRECISE)
+                || started
+                    .checked_add(u64::from(self.hot.lean_slow_nanos))
+                    .is_none_or(|slow| now >= slow))
         {
             return false;
         }
         self.hot
             .stripes
-            .mine_if_owned()
+            .owned_at(slot)
             .is_some_and(|o| window::record_live_success(o, s, now))
     }
 
@@ -221,13 +230,13 @@ impl<C: Clock> CircuitBreaker<C> {
     /// cost. A closed admission is the lean path's: no clock reading (the live
     /// call's start serves), and no count of it (see `offered_lean`).
     #[inline(never)]
-    fn offered(&self, live: Ticket, outcome: Option<Outcome>) {
+    fn offered(&self, started: u64, outcome: Option<Outcome>) {
         let r = self.hot.stripes.mine();
         let s = self.hot.word.load();
         if !s.is_closed() {
-            return self.offered_not_closed(r, s, live, outcome);
+            return self.offered_not_closed(r, s, started, outcome);
         }
-        let ticket = Ticket::new(s, live.started());
+        let ticket = Ticket::new(s, started);
         // A success as the lean path records it (see `record_in`), if it applies.
         if outcome == Some(Outcome::Success)
             && self.hot.word.load() == s
@@ -246,7 +255,7 @@ impl<C: Clock> CircuitBreaker<C> {
         &self,
         r: StripeRef<'_>,
         s: Snapshot,
-        live: Ticket,
+        started: u64,
         outcome: Option<Outcome>,
     ) {
         let Ok(ticket) = self.acquire_not_closed(r, s) else {
@@ -262,7 +271,7 @@ impl<C: Clock> CircuitBreaker<C> {
             }
             return;
         }
-        self.record_offered(r, Ticket::new(ticket.phase(), live.started()), outcome);
+        self.record_offered(r, Ticket::new(ticket.phase(), started), outcome);
     }
 
     /// Records an offered outcome off the lean path (`None`: dropped).
