@@ -296,3 +296,82 @@ fn a_release_leaves_what_an_operator_set_since() {
     );
     assert_eq!(cache.state(), State::Closed, "the override's");
 }
+
+/// An override and its release take effect here before they return, and stay:
+/// each wakes the publisher, whose own pass over the overrides may take the
+/// change first (it used to apply it after the call returned, and a release
+/// it took could land before the override it ended, leaving the breaker
+/// disabled for good).
+#[test]
+fn an_override_and_its_release_are_in_effect_when_they_return() {
+    let fleet = Fleet::start(
+        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let keys = ["a", "b", "c", "d"];
+    let breakers: Vec<_> = keys
+        .iter()
+        .map(|key| fleet.breaker(key, builder()).unwrap())
+        .collect();
+    for round in 0..300 {
+        for key in keys {
+            fleet.disable(key, Duration::from_secs(60)).unwrap();
+        }
+        for (key, breaker) in keys.iter().zip(&breakers) {
+            assert_eq!(breaker.state(), State::Disabled, "round {round}: {key}");
+        }
+        for key in keys {
+            fleet.release(key).unwrap();
+        }
+        for (key, breaker) in keys.iter().zip(&breakers) {
+            assert_eq!(
+                breaker.state(),
+                State::Closed,
+                "round {round}: {key} released"
+            );
+        }
+    }
+}
+
+/// A listener that issues an override while an override is being applied
+/// (inside the pass that applies it, on the same thread) neither waits for
+/// itself nor loses it: the pass it is inside applies it before returning.
+#[test]
+fn a_listener_may_issue_an_override_while_one_is_applied() {
+    use std::sync::{Arc, OnceLock, mpsc};
+    let fleet = Arc::new(
+        Fleet::start(
+            cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+        )
+        .unwrap(),
+    );
+    let handle: Arc<OnceLock<std::sync::Weak<Fleet>>> = Arc::new(OnceLock::new());
+    let from_listener = handle.clone();
+    // `Fleet::breaker` would replace the listener: built and attached here.
+    let db = Arc::new(
+        builder()
+            .on_transition(move |t| {
+                if t.to == State::Disabled {
+                    if let Some(fleet) = from_listener.get().and_then(std::sync::Weak::upgrade) {
+                        fleet.disable("cache", Duration::from_secs(60)).unwrap();
+                    }
+                }
+            })
+            .build()
+            .unwrap(),
+    );
+    fleet.attach("db", &db);
+    let cache = fleet.breaker("cache", builder()).unwrap();
+    handle.set(Arc::downgrade(&fleet)).unwrap();
+    let (done, returned) = mpsc::channel();
+    let issuer = fleet.clone();
+    std::thread::spawn(move || {
+        issuer.disable("db", Duration::from_secs(60)).unwrap();
+        done.send(()).unwrap();
+    });
+    returned
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the override returned");
+    assert_eq!(db.state(), State::Disabled);
+    assert_eq!(cache.state(), State::Disabled, "applied by the same pass");
+}

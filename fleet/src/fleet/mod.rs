@@ -35,6 +35,10 @@ struct Inner {
     publisher: OnceLock<Thread>,
     stop: AtomicBool,
     attached: Mutex<Attached>,
+    /// Held through a pass of `sync_overrides`, so that a change one thread
+    /// takes is applied before another's pass (a caller's, after it issued an
+    /// override) returns, and passes apply their changes in the order taken.
+    syncing: Mutex<()>,
     /// Set once the first picture has been read.
     synced: (Mutex<bool>, Condvar),
 }
@@ -393,6 +397,7 @@ impl Inner {
             publisher: OnceLock::new(),
             stop: AtomicBool::new(false),
             attached: Mutex::new(Attached::default()),
+            syncing: Mutex::new(()),
             synced: (Mutex::new(false), Condvar::new()),
         })
     }

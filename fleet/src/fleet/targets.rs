@@ -8,7 +8,7 @@ use cutout::{CircuitBreaker, Clock, Registry, State};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 /// What a quorum's open did to a target.
@@ -153,38 +153,61 @@ impl Attached {
 impl Inner {
     /// Acts on the fleet-wide overrides whose mode in force changed (or ended
     /// by now) on the attached breakers and registries; when the next one ends.
+    ///
+    /// One pass at a time (`syncing`): a change taken by one pass (the
+    /// publisher's, woken by an override just issued) is applied before the
+    /// next pass takes the changes after it, so an override and its release
+    /// are applied in order, and an issuer's own pass returns only after what
+    /// it issued is applied. A pass called from inside one (a listener that
+    /// issues an override) returns at once: the pass it is inside takes its
+    /// change in its next round (at most `ROUNDS`; any left, the next pass).
     pub(super) fn sync_overrides(&self) -> Option<SystemTime> {
-        let wall = SystemTime::now();
-        let (keys, next) = self.view.lock().override_changes(wall);
-        for key in keys {
-            let mode = self.view.lock().override_mode(&key, wall);
-            let (apply, targets): (Apply, Vec<Arc<dyn Target>>) = {
-                let mut attached = self.lock_attached();
-                // A release resets only where an override was applied.
-                let apply = match mode {
-                    Some(mode) => {
-                        attached.overridden.insert(key.clone(), mode);
-                        Apply::Set(mode)
-                    }
-                    None => match attached.overridden.remove(&key) {
-                        Some(ended) => Apply::End(ended),
-                        None => continue,
-                    },
-                };
-                let breakers = attached.breakers.get(&key).into_iter().flatten();
-                let targets = breakers
-                    .filter_map(Weak::upgrade)
-                    .chain(attached.registries.iter().filter_map(Weak::upgrade))
-                    .collect();
-                (apply, targets)
-            };
-            // With no lock held: the breaker's listener runs inside (see
-            // `apply_quorum`).
-            for target in targets {
-                let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(&key, apply)));
+        const ROUNDS: usize = 16;
+        let _pass = Pass::enter(&self.syncing)?;
+        let mut next = None;
+        for _ in 0..ROUNDS {
+            let wall = SystemTime::now();
+            let keys;
+            (keys, next) = self.view.lock().override_changes(wall);
+            if keys.is_empty() {
+                break;
+            }
+            for key in keys {
+                self.sync_override(key, wall);
             }
         }
         next
+    }
+
+    /// Applies `key`'s override in force at `wall` (or its end) to the attached
+    /// breakers and registries.
+    fn sync_override(&self, key: String, wall: SystemTime) {
+        let mode = self.view.lock().override_mode(&key, wall);
+        let (apply, targets): (Apply, Vec<Arc<dyn Target>>) = {
+            let mut attached = self.lock_attached();
+            // A release resets only where an override was applied.
+            let apply = match mode {
+                Some(mode) => {
+                    attached.overridden.insert(key.clone(), mode);
+                    Apply::Set(mode)
+                }
+                None => match attached.overridden.remove(&key) {
+                    Some(ended) => Apply::End(ended),
+                    None => return,
+                },
+            };
+            let breakers = attached.breakers.get(&key).into_iter().flatten();
+            let targets = breakers
+                .filter_map(Weak::upgrade)
+                .chain(attached.registries.iter().filter_map(Weak::upgrade))
+                .collect();
+            (apply, targets)
+        };
+        // With no lock held but the pass's: the breaker's listener runs inside
+        // (see `apply_quorum`).
+        for target in targets {
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(&key, apply)));
+        }
     }
 
     /// Opens, for each of `keys`, the attached breakers that a quorum of live
@@ -376,5 +399,35 @@ mod tests {
         attached.prune_at = 0;
         attached.prune();
         assert_eq!(attached.breakers.len(), 1, "only the live key is left");
+    }
+}
+
+std::thread_local! {
+    /// Whether this thread is inside a pass of `sync_overrides`.
+    static IN_PASS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A pass of [`Inner::sync_overrides`]: its lock held, and this thread marked
+/// as inside it until dropped.
+struct Pass<'a> {
+    _lock: std::sync::MutexGuard<'a, ()>,
+}
+
+impl<'a> Pass<'a> {
+    /// `None` if this thread is inside a pass already (it would wait for itself).
+    fn enter(lock: &'a Mutex<()>) -> Option<Pass<'a>> {
+        if IN_PASS.get() {
+            return None;
+        }
+        // Nothing behind the lock: usable after a panic.
+        let lock = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        IN_PASS.set(true);
+        Some(Pass { _lock: lock })
+    }
+}
+
+impl Drop for Pass<'_> {
+    fn drop(&mut self) {
+        IN_PASS.set(false);
     }
 }
