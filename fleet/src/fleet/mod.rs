@@ -249,7 +249,8 @@ impl Fleet {
     /// Ends `key`'s fleet-wide override everywhere: a breaker the override set
     /// (forced open or disabled, and still in that state) is reset to Closed,
     /// and its own policies decide again. A breaker no override touched, or one
-    /// an operator has set to the other state since, is left alone.
+    /// an operator has set to the other state since, is left alone. Here at
+    /// once; on the other instances as [`force_open`](Self::force_open) reaches them.
     ///
     /// # Errors
     /// [`FleetError::Config`] for a `key` over
