@@ -225,7 +225,7 @@ impl<C: Clock> CircuitBreaker<C> {
 
     /// A candidate's part in a live call: admitted or not now, by its own state,
     /// and, if admitted, its outcome recorded as if it ran from the live call's
-    /// admission (`live`'s start) to now. The outcome of a call it would have
+    /// admission (`started`) to now. The outcome of a call it would have
     /// rejected counts for nothing but its tally of what rejecting it spared or
     /// cost. A closed admission is the lean path's: no clock reading (the live
     /// call's start serves), and no count of it (see `offered_lean`).
