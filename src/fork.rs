@@ -13,11 +13,14 @@
 //!   come along: the child counts its forks ([`forks`]), and a scan gate shut
 //!   under an earlier count reads as open (`Registry`'s scan at the key cap; the
 //!   entry such a scan had claimed keeps its place, so the child's cap is one
-//!   place smaller for it).
+//!   place smaller for it);
+//! - a trace recorder's writer thread did not come along: a recorder made under
+//!   an earlier count drops the child's calls (counted) and its `flush` fails,
+//!   rather than waiting for ever on a queue nobody drains.
 //!
 //! One `pthread_atfork` registration, made once per process by whichever comes
-//! first (the first refresh thread, the first slot, the first capped registry),
-//! serves all three; children inherit it. The prepare handler takes a lock and may
+//! first (the first refresh thread, the first slot, the first capped registry,
+//! the first recorder), serves all of them; children inherit it. The prepare handler takes a lock and may
 //! wait on the clock's calibration: not async-signal-safe (documented on
 //! [`DefaultClock`](crate::DefaultClock)'s fork safety). Only on the systems whose `libc` has `pthread_atfork` (Linux, Android,
 //! macOS, the BSDs and Solaris); elsewhere this does nothing, and the clock's
@@ -28,9 +31,10 @@
 static FORKS: crate::sync::ProcessAtomicU64 = crate::sync::ProcessAtomicU64::new(0);
 
 /// How many forks this process is a child of: state a thread set that a fork
-/// left behind (a registry's scan gate) carries the count it was set under.
-/// (Only a registry reads it; the count is kept whatever the features.)
-#[cfg(feature = "registry")]
+/// left behind (a registry's scan gate, a trace recorder's writer) carries the
+/// count it was set under. (Only those read it; the count is kept whatever the
+/// features.)
+#[cfg(any(feature = "registry", feature = "replay"))]
 pub(crate) fn forks() -> u64 {
     // Relaxed: written only by a child's handler, while it has one thread.
     FORKS.load(crate::sync::Ordering::Relaxed)

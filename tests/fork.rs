@@ -2,7 +2,8 @@
 //! does not survive the fork, yet the child's breakers must see time move:
 //! cooldowns end, slow calls are timed as slow (for a what-if candidate too), and
 //! the window ages; in a child forked without the fork handlers too, which gets a
-//! refresh thread of its own.
+//! refresh thread of its own. And a trace recorder's writer thread, which stays
+//! in the parent, leaves the child's calls dropped and its flush failing.
 //!
 //! A test binary of its own, with `harness = false`: the parent is single-threaded
 //! apart from the clock's own refresh thread when it forks, so the child cannot
@@ -284,6 +285,35 @@ mod linux {
                 Ok(())
             });
             assert_eq!(code, 0, "child 5 failed (see its message above)");
+        }
+
+        // Child 6, last (its recorder adds a writer thread to the parent): a trace
+        // recorder's writer stays in the parent, so the child's call counts as
+        // dropped and its flush fails at once, rather than waiting for ever on a
+        // queue nobody drains; the parent's recorder goes on writing.
+        #[cfg(feature = "replay")]
+        {
+            use cutout::{Outcome, replay::Recorder};
+            let recorder = Recorder::to_writer(std::io::sink(), false, 4).unwrap();
+            recorder.record(Duration::ZERO, Outcome::Success, None);
+            recorder.flush().unwrap();
+            let code = in_child(fork, || {
+                recorder.record(Duration::ZERO, Outcome::Failure, Some("db"));
+                if recorder.dropped() != 1 {
+                    return Err(format!(
+                        "dropped {} of the child's call",
+                        recorder.dropped()
+                    ));
+                }
+                match recorder.flush() {
+                    Err(_) => Ok(()),
+                    Ok(()) => Err("the child's flush reported its call written".into()),
+                }
+            });
+            assert_eq!(code, 0, "child 6 failed (see its message above)");
+            recorder.record(Duration::ZERO, Outcome::Success, None);
+            recorder.flush().unwrap();
+            assert_eq!((recorder.written(), recorder.dropped()), (2, 0));
         }
         println!("fork: ok");
     }

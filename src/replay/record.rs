@@ -31,6 +31,12 @@ enum Message {
 /// writing what it was handed. A key in CSV has its commas, quotes and line
 /// breaks replaced by `_`.
 ///
+/// In a `fork()`ed child the writer thread is gone (only the forking thread
+/// survives a fork): a recorder made before the fork counts the child's calls
+/// as dropped and its `flush` returns an error, rather than waiting for ever
+/// (where the crate's fork handler runs: Linux, Android, macOS, the BSDs and
+/// Solaris).
+///
 /// The integrations record through one: `record(recorder)` on the tower
 /// layer, the http layers and the reqwest middleware writes each call their
 /// breaker admitted, as their classifier judged it; `replay::RecordLayer` (with
@@ -56,6 +62,9 @@ enum Message {
 pub struct Recorder {
     queue: SyncSender<Message>,
     shared: Arc<Shared>,
+    /// The forks this process was a child of when the writer started: under
+    /// a later count, the writer is in another process.
+    forks: u64,
 }
 
 struct Shared {
@@ -112,6 +121,9 @@ impl Recorder {
         json_lines: bool,
         capacity: usize,
     ) -> io::Result<Recorder> {
+        // Before the writer starts: a fork after it is counted.
+        crate::fork::register();
+        let forks = crate::fork::forks();
         let (queue, rx) = mpsc::sync_channel(capacity.max(1));
         let shared = Arc::new(Shared {
             start: Instant::now(),
@@ -122,7 +134,11 @@ impl Recorder {
         std::thread::Builder::new()
             .name("cutout-recorder".into())
             .spawn(move || drain(rx, writer, json_lines, &writer_shared))?;
-        Ok(Recorder { queue, shared })
+        Ok(Recorder {
+            queue,
+            shared,
+            forks,
+        })
     }
 
     /// Records a call that ends now, after running `latency`, never blocking.
@@ -149,6 +165,11 @@ impl Recorder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn record_at(&self, at: Duration, latency: Duration, outcome: Outcome, key: Option<&str>) {
+        if self.forked() {
+            // Relaxed: a count, read on its own.
+            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let call = Call {
             at,
             latency: latency.min(at),
@@ -169,18 +190,30 @@ impl Recorder {
     ///
     /// # Errors
     /// The writer's error, or one saying the writer has stopped after an earlier
-    /// error.
+    /// error, or that it runs in the process this one was forked from.
     ///
     /// # Examples
     /// See [`Recorder`].
     pub fn flush(&self) -> io::Result<()> {
+        if self.forked() {
+            return Err(io::Error::other(
+                "the recorder's writer runs in the process that forked this one",
+            ));
+        }
         let (tx, rx) = mpsc::channel();
         let stopped = || io::Error::other("the recorder's writer stopped after a write error");
         self.queue.send(Message::Flush(tx)).map_err(|_| stopped())?;
         rx.recv().map_err(|_| stopped())?
     }
 
-    /// Calls dropped: the queue was full, or the writer had stopped.
+    /// Whether this process is a `fork()`ed child of the one whose writer
+    /// thread this recorder hands its calls to.
+    fn forked(&self) -> bool {
+        crate::fork::forks() != self.forks
+    }
+
+    /// Calls dropped: the queue was full, or the writer had stopped (or is in
+    /// the process this one was forked from).
     ///
     /// # Examples
     /// See [`Recorder`].
