@@ -469,7 +469,7 @@ impl<C: Clock> CircuitBreaker<C> {
                     }
                     // The slow-call policy always comes with a window.
                     match self.clock.now_if_cheap() {
-                        Some(now) if !self.is_lean_slow(ticket, now) => Some(now),
+                        Some(now) if !self.is_lean_slow(ticket.started(), now) => Some(now),
                         _ => return false,
                     }
                 }
@@ -502,7 +502,7 @@ impl<C: Clock> CircuitBreaker<C> {
     ) -> bool {
         if lean.has(Lean::WINDOW) {
             if lean.has(Lean::TIMED | Lean::PRECISE)
-                && (lean.has(Lean::PRECISE) || self.is_lean_slow(ticket, now))
+                && (lean.has(Lean::PRECISE) || self.is_lean_slow(ticket.started(), now))
             {
                 return false;
             }
@@ -514,11 +514,16 @@ impl<C: Clock> CircuitBreaker<C> {
         true
     }
 
-    /// Whether a call is past the slow-call threshold at the cheap reading `now`,
-    /// as the lean path tells (see [`Hot::lean_slow_nanos`]).
+    /// Whether a call started at `started` is past the slow-call threshold at the
+    /// cheap reading `now`, as the lean path tells (see [`Hot::lean_slow_nanos`]):
+    /// `now` at or past `started` plus that bound (never 0), with no elapsed time
+    /// worked out, so a caller that tests it for some breakers only (a what-if
+    /// candidate's) pays nothing for the others.
     #[inline(always)]
-    fn is_lean_slow(&self, ticket: Ticket, now: u64) -> bool {
-        ticket.elapsed(now) >= u64::from(self.hot.lean_slow_nanos)
+    fn is_lean_slow(&self, started: u64, now: u64) -> bool {
+        started
+            .checked_add(u64::from(self.hot.lean_slow_nanos))
+            .is_none_or(|slow| now >= slow)
     }
 
     // ---- outcomes --------------------------------------------------------------

@@ -199,13 +199,8 @@ impl<C: Clock> CircuitBreaker<C> {
         if !lean.has(Lean::WINDOW) {
             return true;
         }
-        // Slow by `now` as `is_lean_slow` tells, with no elapsed time worked
-        // out for candidates that do not time calls.
         if lean.has(Lean::TIMED | Lean::PRECISE)
-            && (lean.has(Lean::PRECISE)
-                || started
-                    .checked_add(u64::from(self.hot.lean_slow_nanos))
-                    .is_none_or(|slow| now >= slow))
+            && (lean.has(Lean::PRECISE) || self.is_lean_slow(started, now))
         {
             return false;
         }
