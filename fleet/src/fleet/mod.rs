@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime};
-use targets::{Apply, Attached, Target};
+use targets::{Apply, Attached, Pass, Target};
 use threads::{publish_loop, spawn, subscribe_loop};
 
 struct Inner {
@@ -468,26 +468,16 @@ impl Inner {
     }
 
     /// Applies the override in force for `key` to a target just made known
-    /// (`apply`), keeping `key` among the overridden ones, until a second
-    /// reading finds the same: an override that ended meanwhile (its end
-    /// perhaps synced before the key was kept, and so not applied to this
-    /// target) is ended here too.
+    /// (`apply`), keeping `key` among the overridden ones. Within a pass of
+    /// `sync_overrides` (this thread's own, or after another's has ended): no
+    /// pass applies a change between the reading and the apply, and one that
+    /// comes after finds the target attached and the key kept, so its end
+    /// reaches this target too.
     fn apply_override_now(&self, key: &str, apply: impl Fn(Apply)) {
-        let mut applied = None;
-        loop {
-            let mode = self.override_mode(key);
-            match (mode, applied) {
-                (Some(mode), _) => {
-                    self.lock_attached().overridden.insert(key.to_owned(), mode);
-                    apply(Apply::Set(mode));
-                }
-                (None, Some(ended)) => apply(Apply::End(ended)),
-                (None, None) => {}
-            }
-            applied = mode;
-            if self.override_mode(key) == mode {
-                return;
-            }
+        let _pass = Pass::enter(&self.syncing);
+        if let Some(mode) = self.override_mode(key) {
+            self.lock_attached().overridden.insert(key.to_owned(), mode);
+            apply(Apply::Set(mode));
         }
     }
 

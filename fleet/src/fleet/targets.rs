@@ -407,15 +407,15 @@ std::thread_local! {
     static IN_PASS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// A pass of [`Inner::sync_overrides`]: its lock held, and this thread marked
-/// as inside it until dropped.
-struct Pass<'a> {
+/// A pass of [`Inner::sync_overrides`] (or an override applied to a target just
+/// attached): its lock held, and this thread marked as inside it until dropped.
+pub(super) struct Pass<'a> {
     _lock: std::sync::MutexGuard<'a, ()>,
 }
 
 impl<'a> Pass<'a> {
     /// `None` if this thread is inside a pass already (it would wait for itself).
-    fn enter(lock: &'a Mutex<()>) -> Option<Pass<'a>> {
+    pub(super) fn enter(lock: &'a Mutex<()>) -> Option<Pass<'a>> {
         if IN_PASS.get() {
             return None;
         }
