@@ -20,9 +20,10 @@
 //!
 //! One `pthread_atfork` registration, made once per process by whichever comes
 //! first (the first refresh thread, the first slot, the first capped registry,
-//! the first recorder), serves all of them; children inherit it. The prepare handler takes a lock and may
-//! wait on the clock's calibration: not async-signal-safe (documented on
-//! [`DefaultClock`](crate::DefaultClock)'s fork safety). Only on the systems whose `libc` has `pthread_atfork` (Linux, Android,
+//! the first recorder), serves all of them; children inherit it. The prepare
+//! handler takes a lock and may wait on the clock's calibration: not
+//! async-signal-safe (documented on [`DefaultClock`](crate::DefaultClock)'s fork
+//! safety). Only on the systems whose `libc` has `pthread_atfork` (Linux, Android,
 //! macOS, the BSDs and Solaris); elsewhere this does nothing, and the clock's
 //! fallback remains (see [`DefaultClock`](crate::DefaultClock)'s fork safety).
 
