@@ -500,6 +500,39 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// Calls `f` for every transition too, after the listener given so far (by
+    /// [`on_transition`](Self::on_transition) or an earlier `also_on_transition`),
+    /// as `on_transition` says; a panic in an earlier listener skips `f`. For code
+    /// that adds its own listener to a builder it was handed without replacing the
+    /// caller's (`cutout_fleet::Fleet::breaker` does).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::CircuitBreaker;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let (first, second) = (log.clone(), log.clone());
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .on_transition(move |_| first.lock().unwrap().push("the caller's"))
+    ///     .also_on_transition(move |_| second.lock().unwrap().push("added"))
+    ///     .build()?;
+    /// let _ = breaker.call(|| Err::<(), _>("boom"));
+    /// assert_eq!(*log.lock().unwrap(), ["the caller's", "added"]);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn also_on_transition(mut self, f: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
+        self.on_transition = Some(match self.on_transition.take() {
+            None => Arc::new(f),
+            Some(first) => Arc::new(move |t: &Transition| {
+                first(t);
+                f(t);
+            }),
+        });
+        self
+    }
+
     /// Use `clock` instead of the default quanta clock (for example a
     /// [`ManualClock`](crate::ManualClock) in tests).
     pub fn clock<C2: Clock>(self, clock: C2) -> Builder<C2> {

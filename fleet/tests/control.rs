@@ -347,20 +347,19 @@ fn a_listener_may_issue_an_override_while_one_is_applied() {
     );
     let handle: Arc<OnceLock<std::sync::Weak<Fleet>>> = Arc::new(OnceLock::new());
     let from_listener = handle.clone();
-    // `Fleet::breaker` would replace the listener: built and attached here.
-    let db = Arc::new(
-        builder()
-            .on_transition(move |t| {
+    // `Fleet::breaker` keeps the builder's own listener (and adds the fleet's).
+    let db = fleet
+        .breaker(
+            "db",
+            builder().on_transition(move |t| {
                 if t.to == State::Disabled {
                     if let Some(fleet) = from_listener.get().and_then(std::sync::Weak::upgrade) {
                         fleet.disable("cache", Duration::from_secs(60)).unwrap();
                     }
                 }
-            })
-            .build()
-            .unwrap(),
-    );
-    fleet.attach("db", &db);
+            }),
+        )
+        .unwrap();
     let cache = fleet.breaker("cache", builder()).unwrap();
     handle.set(Arc::downgrade(&fleet)).unwrap();
     let (done, returned) = mpsc::channel();

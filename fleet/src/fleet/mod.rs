@@ -171,10 +171,10 @@ impl Fleet {
     /// Builds a breaker named `key` that starts from the fleet's picture (Open,
     /// if a quorum of live peers reports `key` Open, through [`Builder::restore`];
     /// as an override in force says, through `attach`), publishes its transitions, and
-    /// that the quorum may open: [`Builder::name`], [`Builder::on_transition`]
-    /// (replacing any listener the builder had; to keep yours, call
-    /// [`listener`](Self::listener) from it and use [`attach`](Self::attach)), then
-    /// [`attach`](Self::attach).
+    /// that the quorum may open: [`Builder::name`],
+    /// [`Builder::also_on_transition`] (after any listener the builder had,
+    /// which a transition still reaches first; one that panics skips the
+    /// fleet's publication of that transition), then [`attach`](Self::attach).
     ///
     /// # Errors
     /// The builder's [`ConfigError`].
@@ -185,7 +185,7 @@ impl Fleet {
     ) -> Result<Arc<CircuitBreaker<C>>, ConfigError> {
         let builder = builder
             .name(key.to_owned())
-            .on_transition(self.listener(key));
+            .also_on_transition(self.listener(key));
         // A picture the builder refuses (a deadline past its clock skew
         // tolerance, say) is dropped: the breaker starts fresh, and `attach`
         // still applies the quorum.
