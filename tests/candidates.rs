@@ -371,6 +371,25 @@ fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
     assert_eq!(live.state(), State::Closed);
 }
 
+/// The converse, long after the build: a fast live call is not slow for the
+/// candidate (a live breaker that does not time its calls times them for it).
+#[test]
+fn a_fast_live_call_is_not_slow_for_a_candidate_long_after_the_build() {
+    let impatient = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .slow_calls(Duration::from_millis(100), 1.0)
+        .minimum_calls(2);
+    let (live, clock) = with_candidate(live(5), "impatient", impatient);
+    clock.advance(Duration::from_secs(3600));
+    for _ in 0..2 {
+        let permit = live.try_acquire().unwrap();
+        clock.advance(Duration::from_millis(10));
+        permit.success();
+    }
+    let r = only(&live);
+    assert_eq!((r.state, r.opened), (State::Closed, 0), "{r:?}");
+}
+
 /// A manual clock whose readings may lag by 1 ms: a slow-call threshold under
 /// 100 ms is timed by precise readings, off the lean path.
 #[derive(Clone)]
