@@ -390,6 +390,24 @@ fn a_fast_live_call_is_not_slow_for_a_candidate_long_after_the_build() {
     assert_eq!((r.state, r.opened), (State::Closed, 0), "{r:?}");
 }
 
+/// A live call admitted before a reset (a new Closed phase) ends stale, for the
+/// live breaker with candidates as for any: counted nowhere in the new window.
+#[test]
+fn a_success_admitted_before_a_reset_is_stale_beside_candidates() {
+    let window = || {
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.5, 2)
+    };
+    let (live, _clock) = with_candidate(window(), "same", window());
+    let permit = live.try_acquire().unwrap();
+    live.reset();
+    let _ = live.call(|| Ok::<_, ()>(())); // the new phase's first call
+    permit.success();
+    let m = live.metrics();
+    assert_eq!((m.lifetime.stale, m.window.calls), (1, 1), "{m:?}");
+}
+
 /// A manual clock whose readings may lag by 1 ms: a slow-call threshold under
 /// 100 ms is timed by precise readings, off the lean path.
 #[derive(Clone)]
