@@ -229,6 +229,11 @@ impl Fleet {
     /// [`signing_key`](FleetConfig::signing_key). Per key, the override issued
     /// last (by the issuers' wall clocks) wins.
     ///
+    /// Overrides are applied one pass at a time, and a breaker's listeners run
+    /// inside the pass that moves it: a listener may issue an override itself
+    /// (the pass it runs in applies it), but must not wait for another thread
+    /// that issues one, which waits for that pass.
+    ///
     /// # Errors
     /// [`FleetError::Config`] for a `duration` of zero or over [`MAX_OVERRIDE`],
     /// or a `key` over [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES).
