@@ -3,7 +3,9 @@
 //! would-be rejection and for nothing else; a call the live breaker rejected is
 //! unseen by it.
 
-use cutout::{Builder, CandidateReport, CircuitBreaker, ManualClock, Reason, State, Transition};
+use cutout::{
+    Builder, CandidateReport, CircuitBreaker, ManualClock, Reason, State, Transition, WindowCounts,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -406,6 +408,25 @@ fn a_success_admitted_before_a_reset_is_stale_beside_candidates() {
     permit.success();
     let m = live.metrics();
     assert_eq!((m.lifetime.stale, m.window.calls), (1, 1), "{m:?}");
+}
+
+/// A live breaker with a window counts its own successes once each, with
+/// candidates as without (they take it off the lean path).
+#[test]
+fn the_live_window_counts_each_success_once_beside_candidates() {
+    let window = || {
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.5, 4)
+    };
+    let (live, _clock) = with_candidate(window(), "same", window());
+    for _ in 0..3 {
+        let _ = live.call(|| Ok::<_, ()>(()));
+    }
+    let _ = live.call(|| Err::<(), _>("down"));
+    let m = live.metrics();
+    assert_eq!(m.window, WindowCounts::new(4, 1, 0), "{m:?}");
+    assert_eq!(only(&live).state, State::Closed);
 }
 
 /// A manual clock whose readings may lag by 1 ms: a slow-call threshold under
