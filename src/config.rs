@@ -493,6 +493,8 @@ impl<C: Clock> Builder<C> {
     /// dropped and records the call: a panic in `f` then would abort the process, so
     /// it is caught and dropped.) No event
     /// is delivered for a call that changes no state (a closed-state success).
+    /// Replaces any listener given before; [`also_on_transition`](Self::also_on_transition)
+    /// adds one.
     ///
     /// See [`Transition`] for an example.
     pub fn on_transition(mut self, f: impl Fn(&Transition) + Send + Sync + 'static) -> Self {

@@ -117,8 +117,8 @@ impl Fleet {
     /// full) and wakes the publisher, which takes each key's transitions in
     /// generation order (see the crate docs): give one key's listener to one
     /// breaker at a time. Give it to
-    /// [`Builder::on_transition`](cutout::Builder::on_transition), or call it from
-    /// your own listener. A [`shadow`](Transition::shadow) transition (a shadow
+    /// [`Builder::also_on_transition`](cutout::Builder::also_on_transition) (or
+    /// `on_transition`), or call it from your own listener. A [`shadow`](Transition::shadow) transition (a shadow
     /// breaker's, or a what-if candidate's given the same listener) is left out:
     /// it says what a breaker would have done, and opens nothing in the fleet.
     pub fn listener(&self, key: impl Into<String>) -> impl Fn(&Transition) + Send + Sync + 'static {
