@@ -574,6 +574,22 @@ proptest! {
     }
 }
 
+/// A tag moved `n` epochs ahead (or back) is the tag of the epoch `n` later
+/// (or earlier), across the key cycle's edge too: the last key, `EPOCH_KEYS`,
+/// is a key like any other, never the unwritten 0.
+#[test]
+fn a_tag_moved_by_epochs_is_the_tag_of_that_epoch_across_the_key_cycle() {
+    let near = |edge: u64| edge.saturating_sub(3)..edge + 3;
+    for epoch in near(EPOCH_KEYS).chain(near(2 * EPOCH_KEYS)).chain(0..3) {
+        for n in [1, 2, 3, EPOCH_KEYS - 1] {
+            let (tag, later) = (Tag::new(7, epoch), Tag::new(7, epoch + n));
+            assert_eq!(tag.ahead(n).0, later.0, "epoch {epoch} + {n}");
+            assert_eq!(later.back(n).0, tag.0, "epoch {epoch} + {n} - {n}");
+            assert_eq!(tag.behind(later), n % EPOCH_KEYS, "epoch {epoch} + {n}");
+        }
+    }
+}
+
 fn reference(log: &[(u64, Sample)], now: u64, bucket: u64, buckets: u64) -> WindowCounts {
     let e = now / bucket;
     let mut c = WindowCounts::default();
