@@ -351,13 +351,17 @@ fn a_candidate_of_a_shadow_breaker_sees_every_call() {
     assert_eq!((r.state, r.unseen), (State::Open, 0));
 }
 
-#[test]
-fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
-    let impatient = CircuitBreaker::builder()
+/// A candidate that trips when every call of at least two took 100 ms or more.
+fn impatient() -> Builder {
+    CircuitBreaker::builder()
         .window(Duration::from_secs(10), 10)
         .slow_calls(Duration::from_millis(100), 1.0)
-        .minimum_calls(2);
-    let (live, clock) = with_candidate(live(5), "impatient", impatient);
+        .minimum_calls(2)
+}
+
+#[test]
+fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
+    let (live, clock) = with_candidate(live(5), "impatient", impatient());
     for _ in 0..2 {
         let permit = live.try_acquire().unwrap();
         clock.advance(Duration::from_millis(150)); // the call takes 150 ms
@@ -377,11 +381,7 @@ fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
 /// candidate (a live breaker that does not time its calls times them for it).
 #[test]
 fn a_fast_live_call_is_not_slow_for_a_candidate_long_after_the_build() {
-    let impatient = CircuitBreaker::builder()
-        .window(Duration::from_secs(10), 10)
-        .slow_calls(Duration::from_millis(100), 1.0)
-        .minimum_calls(2);
-    let (live, clock) = with_candidate(live(5), "impatient", impatient);
+    let (live, clock) = with_candidate(live(5), "impatient", impatient());
     clock.advance(Duration::from_secs(3600));
     for _ in 0..2 {
         let permit = live.try_acquire().unwrap();
@@ -392,15 +392,17 @@ fn a_fast_live_call_is_not_slow_for_a_candidate_long_after_the_build() {
     assert_eq!((r.state, r.opened), (State::Closed, 0), "{r:?}");
 }
 
+/// A 10 s window that trips at half its calls failed, from 4 calls.
+fn window() -> Builder {
+    CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(0.5, 4)
+}
+
 /// A live call admitted before a reset (a new Closed phase) ends stale, for the
 /// live breaker with candidates as for any: counted nowhere in the new window.
 #[test]
 fn a_success_admitted_before_a_reset_is_stale_beside_candidates() {
-    let window = || {
-        CircuitBreaker::builder()
-            .window(Duration::from_secs(10), 10)
-            .failure_rate(0.5, 2)
-    };
     let (live, _clock) = with_candidate(window(), "same", window());
     let permit = live.try_acquire().unwrap();
     live.reset();
@@ -414,11 +416,6 @@ fn a_success_admitted_before_a_reset_is_stale_beside_candidates() {
 /// candidates as without (they take it off the lean path).
 #[test]
 fn the_live_window_counts_each_success_once_beside_candidates() {
-    let window = || {
-        CircuitBreaker::builder()
-            .window(Duration::from_secs(10), 10)
-            .failure_rate(0.5, 4)
-    };
     let (live, _clock) = with_candidate(window(), "same", window());
     for _ in 0..3 {
         let _ = live.call(|| Ok::<_, ()>(()));
