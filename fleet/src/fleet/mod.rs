@@ -118,9 +118,10 @@ impl Fleet {
     /// generation order (see the crate docs): give one key's listener to one
     /// breaker at a time. Give it to
     /// [`Builder::also_on_transition`](cutout::Builder::also_on_transition) (or
-    /// `on_transition`), or call it from your own listener. A [`shadow`](Transition::shadow) transition (a shadow
-    /// breaker's, or a what-if candidate's given the same listener) is left out:
-    /// it says what a breaker would have done, and opens nothing in the fleet.
+    /// `on_transition`), or call it from your own listener. A
+    /// [`shadow`](Transition::shadow) transition (a shadow breaker's, or a what-if
+    /// candidate's given the same listener) is left out: it says what a breaker
+    /// would have done, and opens nothing in the fleet.
     pub fn listener(&self, key: impl Into<String>) -> impl Fn(&Transition) + Send + Sync + 'static {
         let inner = Arc::downgrade(&self.inner);
         let key: String = key.into();
