@@ -121,15 +121,9 @@ impl<C: Clock> CircuitBreaker<C> {
     ///
     /// # Examples
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use cutout::CircuitBreaker;
-    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    /// #     let mut f = std::pin::pin!(f);
-    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     for _ in 0..1000 {
-    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-    /// #     }
-    /// #     panic!("still pending after 1000 polls")
-    /// # }
     ///
     /// async fn fetch_profile(id: u32) -> Result<String, std::io::Error> {
     ///     Ok(format!("profile {id}"))
@@ -140,11 +134,12 @@ impl<C: Clock> CircuitBreaker<C> {
     ///
     /// let breaker = CircuitBreaker::builder().build()?;
     /// let fresh = breaker.call_async_or_else(fetch_profile(7), |_| cached_profile(7));
-    /// assert_eq!(block_on(fresh)?, "profile 7");
+    /// assert_eq!(fresh.await?, "profile 7");
     /// breaker.force_open();
     /// let cached = breaker.call_async_or_else(fetch_profile(7), |_| cached_profile(7));
-    /// assert_eq!(block_on(cached)?, "profile 7 (cached)");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// assert_eq!(cached.await?, "profile 7 (cached)");
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn call_async_or_else<F, G, FB, T, E>(&self, call: F, fallback: G) -> Result<T, E>
     where
@@ -179,15 +174,9 @@ impl<C: Clock> CircuitBreaker<C> {
     ///
     /// # Examples
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), cutout::ConfigError> {
     /// use cutout::{CircuitBreaker, Error};
-    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    /// #     let mut f = std::pin::pin!(f);
-    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     for _ in 0..1000 {
-    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-    /// #     }
-    /// #     panic!("still pending after 1000 polls")
-    /// # }
     ///
     /// let breaker = CircuitBreaker::builder().consecutive_failures(1).build()?;
     /// let answer = breaker.call_async_or_recover(
@@ -199,9 +188,10 @@ impl<C: Clock> CircuitBreaker<C> {
     ///         }
     ///     },
     /// );
-    /// assert_eq!(block_on(answer), Ok(0));
+    /// assert_eq!(answer.await, Ok(0));
     /// assert_eq!(breaker.state(), cutout::State::Open); // the failure still counted
-    /// # Ok::<(), cutout::ConfigError>(())
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn call_async_or_recover<F, G, FB, T, E, E2>(
         &self,

@@ -43,24 +43,19 @@ impl<C: Clock> CircuitBreaker<C> {
     ///
     /// # Examples
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use cutout::CircuitBreaker;
-    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    /// #     let mut f = std::pin::pin!(f);
-    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     for _ in 0..1000 {
-    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-    /// #     }
-    /// #     panic!("still pending after 1000 polls")
-    /// # }
     ///
     /// async fn fetch_user(id: u32) -> Result<String, std::io::Error> {
     ///     Ok(format!("user {id}"))
     /// }
     ///
     /// let breaker = CircuitBreaker::builder().build()?;
-    /// let user = block_on(breaker.call_async(fetch_user(42)))?;
+    /// let user = breaker.call_async(fetch_user(42)).await?;
     /// assert_eq!(user, "user 42");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # Ok(())
+    /// # }
     /// ```
     #[inline]
     pub fn call_async<F, T, E>(&self, call: F) -> CallAsync<'_, F, ErrIsFailure, C>
@@ -80,15 +75,9 @@ impl<C: Clock> CircuitBreaker<C> {
     ///
     /// # Examples
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), cutout::ConfigError> {
     /// use cutout::{CircuitBreaker, Outcome, State};
-    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    /// #     let mut f = std::pin::pin!(f);
-    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     for _ in 0..1000 {
-    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-    /// #     }
-    /// #     panic!("still pending after 1000 polls")
-    /// # }
     ///
     /// let breaker = CircuitBreaker::builder().consecutive_failures(1).build()?;
     /// let not_found_is_fine = |r: &Result<(), u16>| match r {
@@ -96,10 +85,11 @@ impl<C: Clock> CircuitBreaker<C> {
     ///     Err(_) => Outcome::Failure,
     ///     Ok(()) => Outcome::Success,
     /// };
-    /// let result = block_on(breaker.call_async_with(not_found_is_fine, async { Err(404) }));
+    /// let result = breaker.call_async_with(not_found_is_fine, async { Err(404) }).await;
     /// assert_eq!(result.unwrap_err().into_inner(), Some(404));
     /// assert_eq!(breaker.state(), State::Closed); // a 404 is not a failure
-    /// # Ok::<(), cutout::ConfigError>(())
+    /// # Ok(())
+    /// # }
     /// ```
     #[inline]
     pub fn call_async_with<F, K, T, E>(&self, classify: K, call: F) -> CallAsync<'_, F, K, C>

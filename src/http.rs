@@ -164,17 +164,12 @@ fn retry_after_secs(after: Duration) -> u64 {
 ///
 /// # Examples
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::get};
 /// use cutout::{CircuitBreaker, http::HttpLayer};
 /// use std::sync::Arc;
 /// use tower::ServiceExt;
-/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     loop {
-/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-/// #     }
-/// # }
 ///
 /// let breaker = Arc::new(CircuitBreaker::builder().consecutive_failures(2).build()?);
 /// let app: Router = Router::new()
@@ -184,13 +179,14 @@ fn retry_after_secs(after: Duration) -> u64 {
 /// let get = |path| Request::get(path).body(Body::empty()).unwrap();
 /// for _ in 0..2 {
 ///     // The route's own 502s: failures, passed through as they are.
-///     let response = block_on(app.clone().oneshot(get("/flaky")))?;
+///     let response = app.clone().oneshot(get("/flaky")).await?;
 ///     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
 /// }
-/// let response = block_on(app.oneshot(get("/flaky")))?; // tripped: never runs
+/// let response = app.oneshot(get("/flaky")).await?; // tripped: never runs
 /// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
 /// assert_eq!(response.headers()["retry-after"], "1"); // the 1 s cooldown
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
 /// ```
 pub struct HttpLayer<C: Clock + 'static = DefaultClock, K = ServerErrorIsFailure> {
     inner: CircuitBreakerLayer<C, K>,
@@ -313,31 +309,27 @@ impl<C: Clock + 'static, K> fmt::Debug for HttpLayer<C, K> {
 ///
 /// # Examples
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cutout::{CircuitBreaker, http::HttpService};
 /// use http::{Request, Response, StatusCode};
 /// use std::{convert::Infallible, sync::Arc};
 /// use tower::{ServiceExt, service_fn};
-/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     loop {
-/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-/// #     }
-/// # }
 ///
 /// let breaker = Arc::new(CircuitBreaker::builder().build()?);
 /// let hello = service_fn(|_: Request<()>| async {
 ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
 /// });
 /// let service = HttpService::new(hello, breaker.clone());
-/// let response = block_on(service.clone().oneshot(Request::new(())))?;
+/// let response = service.clone().oneshot(Request::new(())).await?;
 /// assert_eq!(response.body(), "hello");
 ///
 /// breaker.force_open();
-/// let response = block_on(service.oneshot(Request::new(())))?;
+/// let response = service.oneshot(Request::new(())).await?;
 /// assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
 /// assert_eq!(response.body(), ""); // String::default()
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
 /// ```
 pub struct HttpService<S, C: Clock + 'static = DefaultClock, K = ServerErrorIsFailure> {
     inner: CircuitBreakerService<S, C, K>,

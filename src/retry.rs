@@ -423,28 +423,23 @@ where
 ///
 /// # Examples
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cutout::{CircuitBreaker, RetryPolicy, retry_async};
 /// use std::time::Duration;
-/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     for _ in 0..1000 {
-/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-/// #     }
-/// #     panic!("still pending after 1000 polls")
-/// # }
 ///
 /// let breaker = CircuitBreaker::builder().build()?;
 /// let policy = RetryPolicy::builder().seed(1).build()?;
 /// let no_wait = |_: Duration| async {}; // tokio::time::sleep in real code
 /// let mut calls = 0;
-/// let answer = block_on(retry_async(&breaker, &policy, no_wait, || {
+/// let answer = retry_async(&breaker, &policy, no_wait, || {
 ///     calls += 1;
 ///     let n = calls;
 ///     async move { if n < 3 { Err(std::io::ErrorKind::TimedOut.into()) } else { Ok::<_, std::io::Error>(n) } }
-/// }))?;
+/// }).await?;
 /// assert_eq!(answer, 3);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
 /// ```
 pub async fn retry_async<C, R, T, E, Op, Fut, Sleep, Wait>(
     breaker: &CircuitBreaker<C>,

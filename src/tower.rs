@@ -69,16 +69,11 @@ use hold::Hold;
 ///
 /// # Examples
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cutout::{CircuitBreaker, CircuitBreakerLayer, Error, Outcome};
 /// use std::sync::Arc;
 /// use tower::{Layer, ServiceExt, service_fn};
-/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     loop {
-/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-/// #     }
-/// # }
 ///
 /// let breaker = Arc::new(CircuitBreaker::builder().consecutive_failures(2).build()?);
 /// let backend = service_fn(|status: u16| async move { Ok::<u16, std::io::Error>(status) });
@@ -92,14 +87,15 @@ use hold::Hold;
 ///
 /// // Two 503s from the backend trip the breaker ...
 /// for _ in 0..2 {
-///     assert_eq!(block_on(service.clone().oneshot(503))?, 503);
+///     assert_eq!(service.clone().oneshot(503).await?, 503);
 /// }
 /// // ... and the next request never reaches it.
-/// match block_on(service.oneshot(200)) {
+/// match service.oneshot(200).await {
 ///     Err(Error::Rejected(r)) => assert!(r.retry_after().is_some()), // for Retry-After
 ///     other => panic!("expected a rejection, got {other:?}"),
 /// }
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
 /// ```
 pub struct CircuitBreakerLayer<C: Clock + 'static = DefaultClock, K = ErrIsFailure> {
     /// A hold, as a service's is: the layer's drop gives it back, so the layer
@@ -152,32 +148,28 @@ impl<C: Clock + 'static, K> CircuitBreakerLayer<C, K> {
     ///
     /// # Examples
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use cutout::{CircuitBreaker, CircuitBreakerLayer, Outcome};
     /// use cutout::replay::{Recorder, Trace};
     /// use std::sync::Arc;
     /// use tower::{Layer, ServiceExt, service_fn};
-    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    /// #     let mut f = std::pin::pin!(f);
-    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     loop {
-    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-    /// #     }
-    /// # }
     ///
     /// let path = std::env::temp_dir().join(format!("layer-doc-{}.csv", std::process::id()));
     /// let recorder = Recorder::to_file(&path, 1024)?;
     /// let breaker = Arc::new(CircuitBreaker::builder().name("billing").build()?);
     /// let backend = service_fn(|n: u32| async move { if n > 0 { Ok(n) } else { Err("down") } });
     /// let service = CircuitBreakerLayer::new(breaker).record(recorder.clone()).layer(backend);
-    /// let _ = block_on(service.clone().oneshot(0));
-    /// let _ = block_on(service.oneshot(7));
+    /// let _ = service.clone().oneshot(0).await;
+    /// let _ = service.oneshot(7).await;
     /// recorder.flush()?;
     /// let trace = Trace::from_csv(std::fs::File::open(&path)?)?;
     /// let outcomes: Vec<_> = trace.calls().iter().map(|c| c.outcome).collect();
     /// assert_eq!(outcomes, [Outcome::Failure, Outcome::Success]);
     /// assert_eq!(trace.calls()[0].key.as_deref(), Some("billing"));
     /// # std::fs::remove_file(&path)?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # Ok(())
+    /// # }
     /// ```
     #[cfg(feature = "replay")]
     #[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
@@ -228,28 +220,24 @@ impl<C: Clock + 'static, K> fmt::Debug for CircuitBreakerLayer<C, K> {
 ///
 /// # Examples
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cutout::{CircuitBreaker, CircuitBreakerService, Error, State};
 /// use std::sync::Arc;
 /// use tower::{ServiceExt, service_fn};
-/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     loop {
-/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-/// #     }
-/// # }
 ///
 /// let breaker = Arc::new(CircuitBreaker::builder().build()?);
 /// let echo = service_fn(|req: &'static str| async move { Ok::<_, std::io::Error>(req) });
 /// let service = CircuitBreakerService::new(echo, breaker.clone());
 ///
-/// assert_eq!(block_on(service.clone().oneshot("ping"))?, "ping");
+/// assert_eq!(service.clone().oneshot("ping").await?, "ping");
 /// breaker.force_open();
-/// match block_on(service.oneshot("ping")) {
+/// match service.oneshot("ping").await {
 ///     Err(Error::Rejected(r)) => assert_eq!(r.state(), State::ForcedOpen),
 ///     other => panic!("expected a rejection, got {other:?}"),
 /// }
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
 /// ```
 pub struct CircuitBreakerService<S, C: Clock + 'static = DefaultClock, K = ErrIsFailure> {
     inner: S,

@@ -29,17 +29,11 @@ use std::task::{Context, Poll, ready};
 ///
 /// # Examples
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cutout::{CircuitBreaker, CircuitBreakerLayer, FallbackLayer, Rejected, fallback_fn};
 /// use std::sync::Arc;
 /// use tower::{ServiceBuilder, ServiceExt, service_fn};
-/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     for _ in 0..1000 {
-/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-/// #     }
-/// #     panic!("still pending after 1000 polls")
-/// # }
 ///
 /// let breaker = Arc::new(CircuitBreaker::builder().build()?);
 /// let backend = service_fn(|path: &'static str| async move {
@@ -52,10 +46,11 @@ use std::task::{Context, Poll, ready};
 ///     .layer(CircuitBreakerLayer::new(breaker.clone()))
 ///     .service(backend);
 ///
-/// assert_eq!(block_on(service.clone().oneshot("/price"))?, "fresh /price");
+/// assert_eq!(service.clone().oneshot("/price").await?, "fresh /price");
 /// breaker.force_open();
-/// assert_eq!(block_on(service.oneshot("/price"))?, "stale, from the cache");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// assert_eq!(service.oneshot("/price").await?, "stale, from the cache");
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Clone, Debug)]
 pub struct FallbackLayer<F> {
@@ -93,17 +88,11 @@ impl<S, F: Clone> Layer<S> for FallbackLayer<F> {
 ///
 /// # Examples
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cutout::{CircuitBreaker, CircuitBreakerService, FallbackService, Rejected, fallback_fn};
 /// use std::sync::Arc;
 /// use tower::{ServiceExt, service_fn};
-/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     for _ in 0..1000 {
-/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-/// #     }
-/// #     panic!("still pending after 1000 polls")
-/// # }
 ///
 /// let breaker = Arc::new(CircuitBreaker::builder().build()?);
 /// breaker.force_open();
@@ -112,8 +101,9 @@ impl<S, F: Clone> Layer<S> for FallbackLayer<F> {
 ///     breaker,
 /// );
 /// let service = FallbackService::new(guarded, fallback_fn(|_: Rejected| async { Ok(0) }));
-/// assert_eq!(block_on(service.oneshot(21))?, 0);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// assert_eq!(service.oneshot(21).await?, 0);
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct FallbackService<S, F> {

@@ -38,17 +38,12 @@ use std::task::{Context, Poll, ready};
 ///
 /// # Examples
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cutout::{CircuitBreaker, Error, Registry, http::BackendLayer};
 /// use http::{Request, Response, StatusCode};
 /// use std::{convert::Infallible, sync::Arc};
 /// use tower::{Layer, ServiceExt, service_fn};
-/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-/// #     loop {
-/// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-/// #     }
-/// # }
 ///
 /// let breakers = Arc::new(Registry::new(CircuitBreaker::builder().consecutive_failures(1))?);
 /// // Stands in for hyper-util's client: backend "a" is sick, "b" is well.
@@ -62,14 +57,15 @@ use std::task::{Context, Poll, ready};
 /// let client = BackendLayer::new(breakers.clone()).layer(client);
 /// let get = |uri: &str| Request::get(uri).body(()).unwrap();
 ///
-/// let response = block_on(client.clone().oneshot(get("http://a:8080/x")))?;
+/// let response = client.clone().oneshot(get("http://a:8080/x")).await?;
 /// assert_eq!(response.status(), StatusCode::BAD_GATEWAY); // a failure: "a" opens
-/// let rejected = block_on(client.clone().oneshot(get("http://a:8080/y")));
+/// let rejected = client.clone().oneshot(get("http://a:8080/y")).await;
 /// assert!(matches!(rejected, Err(Error::Rejected(_))));
-/// let response = block_on(client.oneshot(get("http://b:8080/x")))?; // its own breaker
+/// let response = client.oneshot(get("http://b:8080/x")).await?; // its own breaker
 /// assert_eq!(response.status(), StatusCode::OK);
 /// assert_eq!(breakers.len(), 2); // "a:8080" and "b:8080"
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
 /// ```
 pub struct BackendLayer<
     C: Clock = DefaultClock,
@@ -113,30 +109,26 @@ impl<C: Clock, S, K> BackendLayer<C, S, K> {
     ///
     /// # Examples
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use cutout::{CircuitBreaker, Registry, http::BackendLayer};
     /// use cutout::replay::{Recorder, Trace};
     /// use http::{Request, Response};
     /// use std::{convert::Infallible, sync::Arc};
     /// use tower::{Layer, ServiceExt, service_fn};
-    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    /// #     let mut f = std::pin::pin!(f);
-    /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    /// #     loop {
-    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-    /// #     }
-    /// # }
     ///
     /// let path = std::env::temp_dir().join(format!("backend-doc-{}.csv", std::process::id()));
     /// let recorder = Recorder::to_file(&path, 1024)?;
     /// let breakers = Arc::new(Registry::new(CircuitBreaker::builder())?);
     /// let client = service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(())) });
     /// let client = BackendLayer::new(breakers).record(recorder.clone()).layer(client);
-    /// block_on(client.oneshot(Request::get("http://orders:8080/x").body(())?))?;
+    /// client.oneshot(Request::get("http://orders:8080/x").body(())?).await?;
     /// recorder.flush()?;
     /// let trace = Trace::from_csv(std::fs::File::open(&path)?)?;
     /// assert_eq!(trace.calls()[0].key.as_deref(), Some("orders:8080"));
     /// # std::fs::remove_file(&path)?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # Ok(())
+    /// # }
     /// ```
     #[cfg(feature = "replay")]
     #[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
