@@ -27,7 +27,8 @@
 //!   never counts the new epoch's outcomes under the old epoch's tag.
 //! - the owner rewriting its summary (a rotation) raced by a reader that takes
 //!   it: the reader never pairs one rotation's sequence word with another's
-//!   counts, nor counts a bucket both in the summary and as the live one.
+//!   counts, nor counts a bucket both in the summary and as the live one; nor,
+//!   when the live bucket's slot is reused during the read, the new epoch's counts.
 
 #![cfg(cutout_loom)]
 
@@ -451,5 +452,44 @@ fn a_reader_of_the_summary_never_pairs_it_with_another_rotation() {
         reader.join().unwrap();
         let c = w.counts(0, 4 * MS);
         assert_eq!((c.calls, c.failures), (4, 1));
+    });
+}
+
+#[test]
+fn a_reader_of_the_summary_never_counts_the_live_slots_next_epoch() {
+    model(|| {
+        // Three buckets: epoch 6 reuses epoch 3's slot.
+        let w = Arc::new(WindowModel::new(3, MS));
+        let ready = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (w, ready) = (w.clone(), ready.clone());
+            thread::spawn(move || {
+                assert!(w.record(false, 0, 2 * MS, true));
+                assert!(w.record(false, 0, 3 * MS, false));
+                // The summary holds epoch 2's bucket, for the window ending at
+                // epoch 3, whose live bucket is epoch 3's.
+                ready.store(true, Ordering::Release);
+                // Epoch 6 rotates epoch 3's live bucket out of its slot.
+                assert!(w.record(false, 0, 6 * MS, true));
+            })
+        };
+        let reader = {
+            let (w, ready) = (w.clone(), ready.clone());
+            thread::spawn(move || {
+                if ready.load(Ordering::Acquire) {
+                    // The window ending at epoch 3 holds epoch 2's failure and
+                    // never epoch 6's, however the rotation interleaves with the
+                    // read of the summary and its live bucket (which may find
+                    // epoch 3's calls gone with their slot).
+                    let c = w.counts(0, 3 * MS);
+                    let epoch_6_read = c.failures != 1 || !(1..=2).contains(&c.calls);
+                    assert!(!epoch_6_read, "epoch 6 read in epoch 3's window: {c:?}");
+                }
+            })
+        };
+        writer.join().unwrap();
+        reader.join().unwrap();
+        let c = w.counts(0, 6 * MS);
+        assert_eq!((c.calls, c.failures), (1, 1));
     });
 }
