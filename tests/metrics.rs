@@ -106,7 +106,8 @@ fn publish_sets_the_snapshot_and_transitions_are_counted_as_they_happen() {
         assert_eq!(gauge(&s, names::FAILURE_RATE, &me), Some(1.0 / 3.0));
         assert_eq!(gauge(&s, names::SLOW_CALL_RATE, &me), Some(0.0));
         assert_eq!(gauge(&s, names::WINDOW_CALLS, &me), Some(3.0));
-        assert_eq!(s.len(), 6 + 5 + 2 + 3, "{s:#?}");
+        assert_eq!(gauge(&s, names::TRIPPED_WINDOW_CALLS, &me), Some(0.0));
+        assert_eq!(s.len(), 6 + 5 + 2 + 3 + 3, "{s:#?}");
 
         // Trip (2 of 4 failed), get rejected twice, then recover through a probe.
         let _ = b.call(|| Err::<(), _>(()));
@@ -372,9 +373,10 @@ fn counters_and_transitions_add_up_to_the_lifetime_counts_over_many_cycles() {
 
 /// The window gauges (calls, failure rate, slow-call rate) read zero outside Closed
 /// and Recovering, as documented: an Open breaker's window is not the one that
-/// tripped it.
+/// tripped it. The `tripped` gauges hold that one's figures while it is Open, and
+/// read zero again once a probe round closes it.
 #[test]
-fn window_gauges_are_zero_while_open() {
+fn while_open_the_window_gauges_read_zero_and_the_tripped_gauges_the_trip() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let clock = ManualClock::new();
@@ -383,18 +385,46 @@ fn window_gauges_are_zero_while_open() {
             .name("w")
             .clock(clock.clone())
             .window(Duration::from_secs(10), 10)
-            .failure_rate(0.5, 2)
+            .failure_rate(0.5, 4)
+            .slow_calls(Duration::from_millis(100), 1.0)
+            .open_duration(Duration::from_secs(1))
             .build()
             .unwrap();
+        let _ = b.call(|| Ok::<_, ()>(()));
+        let _ = b.call(|| {
+            clock.advance(Duration::from_millis(200));
+            Ok::<_, ()>(())
+        });
         let _ = b.call(|| Err::<(), _>(()));
         let _ = b.call(|| Err::<(), _>(()));
         assert_eq!(b.state(), State::Open);
         b.publish_metrics();
         let s = seen(&snapshotter);
         let me = [("breaker", "w")];
-        assert_eq!(gauge(&s, names::WINDOW_CALLS, &me), Some(0.0));
-        assert_eq!(gauge(&s, names::FAILURE_RATE, &me), Some(0.0));
-        assert_eq!(gauge(&s, names::SLOW_CALL_RATE, &me), Some(0.0));
+        let figures = |s: &Seen, names: [&str; 3]| names.map(|name| gauge(s, name, &me));
+        let window = [
+            names::FAILURE_RATE,
+            names::SLOW_CALL_RATE,
+            names::WINDOW_CALLS,
+        ];
+        let tripped = [
+            names::TRIPPED_FAILURE_RATE,
+            names::TRIPPED_SLOW_CALL_RATE,
+            names::TRIPPED_WINDOW_CALLS,
+        ];
+        assert_eq!(figures(&s, window), [Some(0.0); 3]);
+        assert_eq!(figures(&s, tripped), [Some(0.5), Some(0.25), Some(4.0)]);
+
+        clock.advance(Duration::from_secs(1));
+        for _ in 0..10 {
+            if b.state() != State::Closed {
+                b.call(|| Ok::<_, ()>(())).unwrap();
+            }
+        }
+        assert_eq!(b.state(), State::Closed, "closed by its probe round");
+        b.publish_metrics();
+        let s = seen(&snapshotter);
+        assert_eq!(figures(&s, tripped), [Some(0.0); 3]);
     });
 }
 

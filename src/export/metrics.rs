@@ -24,6 +24,7 @@
 //! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_window_calls` | gauge | | calls in the sliding window | `publish_metrics` |
+//! | `circuit_breaker_tripped_failure_rate`, `circuit_breaker_tripped_slow_call_rate`, `circuit_breaker_tripped_window_calls` | gauge | | while Open after a trip by the window, the figures that tripped it ([`Metrics::tripped_by`](crate::Metrics::tripped_by)); 0 otherwise | `publish_metrics` |
 //! | `circuit_breaker_registry_overflowed_total` | counter | (no `breaker` label) | lookups a `Registry` with `max_keys` routed to its overflow breaker (itself published with its own `breaker` label: `"overflow"`, or as `RegistryBuilder::overflow_name` says) | `Registry::publish_metrics` |
 //! | `circuit_breaker_registry_orphaned_total` | counter | (no `breaker` label) | outcomes a `Registry` lost because their breaker was removed or replaced while the call ran, or evicted in eviction's one race ([`Registry::orphaned`](crate::Registry::orphaned)) | `Registry::publish_metrics` |
 //!
@@ -35,7 +36,9 @@
 //! (a reloaded configuration, a registry key evicted and used again) adds to its
 //! series, and breakers that share a name (two registries' overflow breakers) add
 //! to one. The transition counter counts from the recorder's installation.
-//! Window figures are zero outside Closed and Recovering.
+//! Window figures are zero outside Closed and Recovering (each phase counts
+//! afresh); the `tripped` gauges hold, while the breaker is Open, the figures that
+//! tripped it.
 //!
 //! # Examples
 //! ```
@@ -130,6 +133,21 @@ pub const FAILURE_RATE: &str = "circuit_breaker_failure_rate";
 pub const SLOW_CALL_RATE: &str = "circuit_breaker_slow_call_rate";
 /// Gauge: calls in the window.
 pub const WINDOW_CALLS: &str = "circuit_breaker_window_calls";
+/// Gauge: while Open after a trip by the window, the failure rate that tripped it.
+pub const TRIPPED_FAILURE_RATE: &str = "circuit_breaker_tripped_failure_rate";
+/// Gauge: while Open after a trip by the window, the slow-call rate that tripped it.
+pub const TRIPPED_SLOW_CALL_RATE: &str = "circuit_breaker_tripped_slow_call_rate";
+/// Gauge: while Open after a trip by the window, the calls in the window that
+/// tripped it.
+pub const TRIPPED_WINDOW_CALLS: &str = "circuit_breaker_tripped_window_calls";
+/// The window's gauges: failure rate, slow-call rate, calls.
+const WINDOW: [&str; 3] = [FAILURE_RATE, SLOW_CALL_RATE, WINDOW_CALLS];
+/// The tripping window's gauges, in the same order.
+const TRIPPED: [&str; 3] = [
+    TRIPPED_FAILURE_RATE,
+    TRIPPED_SLOW_CALL_RATE,
+    TRIPPED_WINDOW_CALLS,
+];
 /// Counter: lookups a capped registry routed to its overflow breaker (no
 /// `breaker` label).
 pub const REGISTRY_OVERFLOWED: &str = "circuit_breaker_registry_overflowed_total";
@@ -200,6 +218,19 @@ pub fn describe() {
         Unit::Count,
         "calls in the circuit breaker's sliding window"
     );
+    describe_gauge!(
+        TRIPPED_FAILURE_RATE,
+        "while open, the failure rate that tripped the circuit breaker, 0 to 1"
+    );
+    describe_gauge!(
+        TRIPPED_SLOW_CALL_RATE,
+        "while open, the slow-call rate that tripped the circuit breaker, 0 to 1"
+    );
+    describe_gauge!(
+        TRIPPED_WINDOW_CALLS,
+        Unit::Count,
+        "while open, the calls in the sliding window that tripped the circuit breaker"
+    );
     describe_counter!(
         REGISTRY_OVERFLOWED,
         Unit::Count,
@@ -239,10 +270,13 @@ impl<C: Clock> CircuitBreaker<C> {
                     .set(if state == m.state { 1.0 } else { 0.0 });
             }
             publish_counts(published, name.clone(), m.lifetime);
-            gauge!(FAILURE_RATE, BREAKER_LABEL => name.clone()).set(m.window.failure_rate());
-            gauge!(SLOW_CALL_RATE, BREAKER_LABEL => name.clone()).set(m.window.slow_call_rate());
-            // Window counts are far below 2^53, where f64 stops being exact.
-            gauge!(WINDOW_CALLS, BREAKER_LABEL => name).set(m.window.calls as f64);
+            let tripped = m.tripped_by.unwrap_or_default();
+            for (window, [rate, slow_rate, calls]) in [(m.window, WINDOW), (tripped, TRIPPED)] {
+                gauge!(rate, BREAKER_LABEL => name.clone()).set(window.failure_rate());
+                gauge!(slow_rate, BREAKER_LABEL => name.clone()).set(window.slow_call_rate());
+                // Window counts are far below 2^53, where f64 stops being exact.
+                gauge!(calls, BREAKER_LABEL => name.clone()).set(window.calls as f64);
+            }
         });
     }
 
