@@ -175,6 +175,8 @@ const _: () = assert!(GEN_BITS <= WORD_GEN_BITS);
 const LEVEL_SHIFT: u32 = STATE_BITS;
 const GEN_SHIFT: u32 = LEVEL_SHIFT + LEVEL_BITS;
 const CYCLE_SHIFT: u32 = GEN_SHIFT + WORD_GEN_BITS;
+// The fields follow one another up to the word's top bit.
+const _: () = assert!(CYCLE_SHIFT + CYCLE_BITS == 64);
 
 const fn mask(bits: u32) -> u64 {
     if bits == 64 {
