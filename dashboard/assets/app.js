@@ -118,7 +118,8 @@
     const list = c.q(".recent");
     const items = row.recent.slice().reverse().map((e) => {
       const li = document.createElement("li");
-      li.textContent = new Date(e.at_ms).toLocaleTimeString() + "  " +
+      li.textContent = (e.earlier ? "before " : "") +
+        new Date(e.at_ms).toLocaleTimeString() + "  " +
         e.reason.replace(/_/g, " ") + (e.count > 1 ? " ×" + e.count : "");
       return li;
     });

@@ -42,7 +42,8 @@
 //! # What it shows
 //! Per breaker: its state and time in it, failure and slow-call rates against
 //! the [`Thresholds`], admitted and rejected per second as a chart, the backoff
-//! level and cooldown, recent transitions, its what-if candidates'
+//! level and cooldown, recent transitions (those made before the sampler first
+//! saw the breaker listed as earlier), its what-if candidates'
 //! [`CandidateReport`](cutout::CandidateReport)s, and whether it is a shadow
 //! breaker ([`CircuitBreaker::is_shadow`](cutout::CircuitBreaker::is_shadow)),
 //! with the calls it would have rejected

@@ -24,6 +24,9 @@ pub(crate) struct Event {
     pub(crate) at_ms: u64,
     pub(crate) reason: Reason,
     pub(crate) count: u64,
+    /// Seen at the breaker's first tick: made at any time before `at_ms`, since
+    /// the breaker was built (a dashboard started during an incident shows it).
+    pub(crate) earlier: bool,
 }
 
 /// A breaker as of the last tick.
@@ -159,14 +162,15 @@ impl Sampler {
             };
             let address = std::ptr::from_ref(breaker) as usize;
             let same_name = tracks.entry(key.clone()).or_default();
-            let at = match same_name.iter().position(|(a, _)| *a == address) {
-                Some(at) => at,
+            let (at, first) = match same_name.iter().position(|(a, _)| *a == address) {
+                Some(at) => (at, false),
                 None => {
                     let track = Track {
                         lower: Arc::from(name.to_lowercase()),
                         admitted: m.lifetime.admitted,
                         rejected: m.lifetime.rejected,
-                        transitions: counts.clone(),
+                        // Every transition since the build is new at the first tick.
+                        transitions: vec![0; counts.len()],
                         history: VecDeque::with_capacity(HISTORY),
                         history_shared: Arc::from(Vec::new()),
                         recent: VecDeque::with_capacity(RECENT),
@@ -175,7 +179,7 @@ impl Sampler {
                         seen: tick,
                     };
                     same_name.push((address, track));
-                    same_name.len() - 1
+                    (same_name.len() - 1, true)
                 }
             };
             let track = &mut same_name[at].1;
@@ -214,6 +218,7 @@ impl Sampler {
                         at_ms,
                         reason,
                         count: delta,
+                        earlier: first,
                     });
                     changed = true;
                 }
@@ -356,6 +361,7 @@ mod tests {
 
     /// Two breakers under one name keep their own rates and transitions: with
     /// no call between two ticks, both rates are zero and no transition is new.
+    /// The busy one's trip, made before the first tick, is listed once, as earlier.
     #[test]
     fn two_breakers_of_one_name_keep_their_own_counters() {
         let busy = Arc::new(
@@ -379,9 +385,16 @@ mod tests {
             let frame = sampler.sample(&source, false);
             assert_eq!(frame.rows.len(), 2);
             for row in &frame.rows {
+                let recent: Vec<_> = (row.recent.iter())
+                    .map(|e| (e.reason, e.count, e.earlier))
+                    .collect();
+                let expected = match row.state {
+                    State::Open => vec![(Reason::ConsecutiveFailures, 1, true)],
+                    _ => vec![],
+                };
                 assert_eq!(
-                    (row.admitted_per_s, row.rejected_per_s, row.recent.len()),
-                    (0.0, 0.0, 0),
+                    (row.admitted_per_s, row.rejected_per_s, recent),
+                    (0.0, 0.0, expected),
                     "{:?}",
                     row.state
                 );

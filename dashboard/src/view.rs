@@ -114,6 +114,7 @@ fn row_json(row: &Row) -> Value {
         "candidates": row.candidates.iter().map(candidate_json).collect::<Vec<_>>(),
         "recent": row.recent.iter().map(|e| json!({
             "at_ms": e.at_ms, "reason": e.reason.as_str(), "count": e.count,
+            "earlier": e.earlier,
         })).collect::<Vec<_>>(),
     })
 }

@@ -128,6 +128,40 @@ async fn transitions_between_two_ticks_are_all_reported() {
     assert_eq!(seen["breakers"][0]["state"], "closed");
 }
 
+/// A dashboard started during an incident lists the transitions made before its
+/// first tick, marked as earlier, and the later ones as seen.
+#[tokio::test]
+async fn transitions_before_the_first_tick_are_listed_as_earlier() {
+    let db = Arc::new(CircuitBreaker::builder().build().unwrap());
+    db.force_open();
+    db.reset();
+    db.force_open();
+    let addr = serve(app(Source::new().breaker("db", db.clone()))).await;
+    get(addr, "/breakers/api/snapshot").await;
+    db.reset();
+    let seen = snapshot_until(addr, "/breakers/api/snapshot", |v| {
+        v["breakers"][0]["state"] == "closed"
+    })
+    .await;
+    let recent: Vec<_> = (seen["breakers"][0]["recent"].as_array().unwrap().iter())
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap(),
+                e["count"].as_u64().unwrap(),
+                e["earlier"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recent,
+        [
+            ("forced_open", 2, true),
+            ("reset", 1, true),
+            ("reset", 1, false)
+        ]
+    );
+}
+
 #[tokio::test]
 async fn the_stream_sends_the_clients_page_and_follows_changes() {
     let reg = registry(&["alpha", "beta"]);
