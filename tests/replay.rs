@@ -370,7 +370,7 @@ mod recorder {
 
     #[test]
     fn recorded_calls_read_back_as_the_same_trace_in_csv_and_json_lines() {
-        for name in ["t.csv", "t.jsonl"] {
+        for name in ["t.csv", "t.jsonl", "t.ndjson"] {
             let path = temp(name);
             let recorder = Recorder::to_file(&path, 64).unwrap();
             recorder.record_at(ms(20), ms(5), Outcome::Success, None);
@@ -379,17 +379,14 @@ mod recorder {
             recorder.flush().unwrap();
             assert_eq!((recorder.written(), recorder.dropped()), (3, 0));
             let file = std::fs::File::open(&path).unwrap();
-            let trace = if name.ends_with("jsonl") {
+            let json = !name.ends_with("csv");
+            let trace = if json {
                 Trace::from_json_lines(file).unwrap()
             } else {
                 Trace::from_csv(file).unwrap()
             };
             // A latency past the start is cut to it; CSV cannot hold a comma in a key.
-            let key = if name.ends_with("jsonl") {
-                "a,b"
-            } else {
-                "a_b"
-            };
+            let key = if json { "a,b" } else { "a_b" };
             let expected = Trace::from_calls(vec![
                 Call::new(ms(20), ms(5), Outcome::Success),
                 Call::new(ms(30), ms(25), Outcome::Failure).with_key("db"),
@@ -444,14 +441,62 @@ mod recorder {
     }
 
     #[test]
-    fn a_writer_that_fails_stops_and_later_calls_count_as_dropped() {
-        let recorder = Recorder::to_writer(Broken, true, 4).unwrap();
-        recorder.record_at(ms(1), Duration::ZERO, Outcome::Success, None);
-        // The writer stopped at its first write: the flush says so.
+    fn a_writer_that_fails_stops_and_every_call_counts_as_dropped() {
+        let recorder = Recorder::to_writer(Broken, true, 16).unwrap();
+        for i in 0..10 {
+            recorder.record_at(ms(i), Duration::ZERO, Outcome::Success, None);
+        }
+        // The writer stopped at its first write: the flush says so, and each
+        // call is counted, the queued ones too.
         assert!(recorder.flush().is_err());
-        recorder.record_at(ms(2), Duration::ZERO, Outcome::Success, None);
-        assert_eq!(recorder.written(), 0);
-        assert!(recorder.dropped() >= 1);
+        assert_eq!((recorder.written(), recorder.dropped()), (0, 10));
+        recorder.record_at(ms(11), Duration::ZERO, Outcome::Success, None);
+        assert!(recorder.flush().is_err());
+        assert_eq!((recorder.written(), recorder.dropped()), (0, 11));
+    }
+
+    /// A disk that is full takes rows into the file's buffer, then fails the
+    /// flush: those rows count as dropped, not as written.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn rows_a_failed_flush_could_not_write_count_as_dropped() {
+        let recorder = Recorder::to_file("/dev/full", 1024).unwrap();
+        for i in 0..10 {
+            recorder.record_at(ms(i), Duration::ZERO, Outcome::Failure, None);
+        }
+        assert!(recorder.flush().is_err());
+        assert_eq!((recorder.written(), recorder.dropped()), (0, 10));
+    }
+
+    /// A writer slow enough that the calls are still queued when the recorder
+    /// is dropped, into a buffer the test reads.
+    #[derive(Clone)]
+    struct Slow(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Slow {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            std::thread::sleep(Duration::from_millis(2));
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn dropping_the_last_clone_waits_until_every_call_is_written() {
+        let out = Slow(Default::default());
+        let recorder = Recorder::to_writer(out.clone(), true, 16).unwrap();
+        let clone = recorder.clone();
+        for i in 0..5 {
+            clone.record_at(ms(i), Duration::ZERO, Outcome::Success, None);
+        }
+        drop(clone);
+        drop(recorder);
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let trace = Trace::from_json_lines(text.as_bytes()).unwrap();
+        assert_eq!(trace.calls().len(), 5);
     }
 
     #[cfg(feature = "tower")]

@@ -6,9 +6,9 @@ use crate::Outcome;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the writer thread is sent.
@@ -18,18 +18,23 @@ enum Message {
     Flush(mpsc::Sender<io::Result<()>>),
 }
 
-/// Records calls to a trace (CSV, or JSON lines for a path ending in `.jsonl`)
+/// Records calls to a trace (CSV, or JSON lines for a path ending in `.jsonl` or
+/// `.ndjson`)
 /// that [`Trace::from_csv`](super::Trace::from_csv) /
 /// [`Trace::from_json_lines`](super::Trace::from_json_lines) read back: each call's
 /// end time (from the recorder's creation), latency, outcome and optional key.
 ///
 /// [`record`](Self::record) never blocks: it hands the call to a bounded queue
-/// that a background thread drains into the file. A call that finds the queue
-/// full is dropped and counted by [`dropped`](Self::dropped); a write error stops
-/// the writer, and every later call counts as dropped. Clones share the queue,
-/// the file and the counts; the writer ends when the last clone is gone, after
-/// writing what it was handed. A key in CSV has its commas, quotes and line
-/// breaks replaced by `_`.
+/// that a background thread drains into the file, flushing it whenever the queue
+/// is empty. Every call recorded is counted once, by [`written`](Self::written)
+/// once a flush has taken it to the file or by [`dropped`](Self::dropped): it
+/// found the queue full, or the writer had failed. A write or flush error stops
+/// the writing: the calls since the last good flush count as dropped (some may
+/// be in the file), and so does every later one. Clones share the queue, the
+/// file and the counts. When the last clone is dropped, it waits (up to
+/// [`DROP_WAIT`](Self::DROP_WAIT)) until the writer has written and flushed what
+/// it was handed, so a program that drops its recorder before it exits loses
+/// nothing. A key in CSV has its commas, quotes and line breaks replaced by `_`.
 ///
 /// In a `fork()`ed child the writer thread is gone (only the forking thread
 /// survives a fork): a recorder made before the fork counts the child's calls
@@ -60,13 +65,34 @@ enum Message {
 /// ```
 #[derive(Clone)]
 pub struct Recorder {
-    queue: SyncSender<Message>,
+    inner: Arc<Inner>,
+}
+
+/// What a recorder's clones share.
+struct Inner {
+    /// `None` only while the last clone is dropped.
+    queue: Option<SyncSender<Message>>,
     shared: Arc<Shared>,
     /// The forks this process was a child of when the writer started: under
     /// a later count, the writer is in another process.
     forks: u64,
+    /// Disconnected when the writer thread ends.
+    ended: Mutex<Receiver<()>>,
 }
 
+impl Drop for Inner {
+    /// Ends the queue, then waits (bounded) for the writer to write and flush
+    /// what it holds; not in a forked child, whose writer is in the parent.
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if crate::fork::forks() == self.forks {
+            let ended = self.ended.get_mut().unwrap_or_else(|e| e.into_inner());
+            let _ = ended.recv_timeout(Recorder::DROP_WAIT);
+        }
+    }
+}
+
+/// The counts the writer thread shares with the recorders.
 struct Shared {
     start: Instant,
     dropped: AtomicU64,
@@ -83,9 +109,13 @@ impl fmt::Debug for Recorder {
 }
 
 impl Recorder {
+    /// How long the last clone's drop waits for the writer to write what it was
+    /// handed: 5 seconds.
+    pub const DROP_WAIT: Duration = Duration::from_secs(5);
+
     /// A recorder writing to the file at `path` (created, or truncated), as JSON
-    /// lines if its name ends in `.jsonl`, as CSV otherwise; up to `capacity`
-    /// calls wait in the queue (at least 1).
+    /// lines if its name ends in `.jsonl` or `.ndjson`, as CSV otherwise; up to
+    /// `capacity` calls wait in the queue (at least 1).
     ///
     /// # Errors
     /// The file cannot be created, or the writer thread cannot be started.
@@ -97,7 +127,9 @@ impl Recorder {
     /// ```
     pub fn to_file(path: impl AsRef<Path>, capacity: usize) -> io::Result<Recorder> {
         let path = path.as_ref();
-        let json = path.extension().is_some_and(|e| e == "jsonl");
+        let json = path
+            .extension()
+            .is_some_and(|e| e == "jsonl" || e == "ndjson");
         let file = std::fs::File::create(path)?;
         Recorder::to_writer(io::BufWriter::new(file), json, capacity)
     }
@@ -131,13 +163,20 @@ impl Recorder {
             written: AtomicU64::new(0),
         });
         let writer_shared = shared.clone();
+        let (ending, ended) = mpsc::channel();
         std::thread::Builder::new()
             .name("cutout-recorder".into())
-            .spawn(move || drain(rx, writer, json_lines, &writer_shared))?;
+            .spawn(move || {
+                drain(rx, writer, json_lines, &writer_shared);
+                drop(ending);
+            })?;
         Ok(Recorder {
-            queue,
-            shared,
-            forks,
+            inner: Arc::new(Inner {
+                queue: Some(queue),
+                shared,
+                forks,
+                ended: Mutex::new(ended),
+            }),
         })
     }
 
@@ -146,7 +185,7 @@ impl Recorder {
     /// # Examples
     /// See [`Recorder`].
     pub fn record(&self, latency: Duration, outcome: Outcome, key: Option<&str>) {
-        let at = self.shared.start.elapsed().max(latency);
+        let at = self.inner.shared.start.elapsed().max(latency);
         self.record_at(at, latency, outcome, key);
     }
 
@@ -165,23 +204,22 @@ impl Recorder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn record_at(&self, at: Duration, latency: Duration, outcome: Outcome, key: Option<&str>) {
-        if self.forked() {
+        let dropped = || {
             // Relaxed: a count, read on its own.
-            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
+            self.inner.shared.dropped.fetch_add(1, Ordering::Relaxed);
+        };
+        let Some(queue) = self.queue() else {
+            return dropped();
+        };
         let call = Call {
             at,
             latency: latency.min(at),
             outcome,
             key: key.map(str::to_owned),
         };
-        match self.queue.try_send(Message::Call(call)) {
+        match queue.try_send(Message::Call(call)) {
             Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                // Relaxed: a count, read on its own.
-                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => dropped(),
         }
     }
 
@@ -195,21 +233,22 @@ impl Recorder {
     /// # Examples
     /// See [`Recorder`].
     pub fn flush(&self) -> io::Result<()> {
-        if self.forked() {
+        let Some(queue) = self.queue() else {
             return Err(io::Error::other(
                 "the recorder's writer runs in the process that forked this one",
             ));
-        }
+        };
         let (tx, rx) = mpsc::channel();
-        let stopped = || io::Error::other("the recorder's writer stopped after a write error");
-        self.queue.send(Message::Flush(tx)).map_err(|_| stopped())?;
-        rx.recv().map_err(|_| stopped())?
+        let ended = || io::Error::other("the recorder's writer thread has ended");
+        queue.send(Message::Flush(tx)).map_err(|_| ended())?;
+        rx.recv().map_err(|_| ended())?
     }
 
-    /// Whether this process is a `fork()`ed child of the one whose writer
-    /// thread this recorder hands its calls to.
-    fn forked(&self) -> bool {
-        crate::fork::forks() != self.forks
+    /// The writer's queue; `None` in a `fork()`ed child of the process whose
+    /// writer thread it leads to.
+    fn queue(&self) -> Option<&SyncSender<Message>> {
+        let inner = &*self.inner;
+        (crate::fork::forks() == inner.forks).then_some(inner.queue.as_ref()?)
     }
 
     /// Calls dropped: the queue was full, or the writer had stopped (or is in
@@ -219,16 +258,16 @@ impl Recorder {
     /// See [`Recorder`].
     pub fn dropped(&self) -> u64 {
         // Relaxed: a count, read on its own.
-        self.shared.dropped.load(Ordering::Relaxed)
+        self.inner.shared.dropped.load(Ordering::Relaxed)
     }
 
-    /// Calls written so far.
+    /// Calls written so far: taken to the file by a flush that succeeded.
     ///
     /// # Examples
     /// See [`Recorder::to_writer`].
     pub fn written(&self) -> u64 {
         // Relaxed: a count, read on its own.
-        self.shared.written.load(Ordering::Relaxed)
+        self.inner.shared.written.load(Ordering::Relaxed)
     }
 }
 
@@ -265,39 +304,99 @@ impl Timed {
     }
 }
 
-/// The writer thread: a header for CSV, then each call as it comes. Stops at the
-/// first write error (the queue's receiver is dropped, so later calls count as
-/// dropped) or when every recorder is gone.
-fn drain(rx: Receiver<Message>, mut w: impl Write, json: bool, shared: &Shared) {
-    if !json && writeln!(w, "at_ms,latency_ms,outcome,key").is_err() {
-        return;
+/// The writer thread: a header for CSV, then each call as it comes, flushed
+/// whenever the queue is empty; until every recorder is gone. The first write
+/// or flush error ends the writing: the rows since the last good flush, and
+/// every call after, count as dropped, and each flush asked for fails.
+fn drain(rx: Receiver<Message>, w: impl Write, json: bool, shared: &Shared) {
+    let mut out = Out {
+        w: Some(w),
+        pending: 0,
+        shared,
+    };
+    if let Some(w) = &mut out.w
+        && !json
+        && writeln!(w, "at_ms,latency_ms,outcome,key").is_err()
+    {
+        out.w = None;
     }
-    for message in rx {
+    loop {
+        let message = match rx.try_recv() {
+            Ok(message) => message,
+            Err(TryRecvError::Empty) => {
+                if out.pending > 0 {
+                    let _ = out.flush();
+                }
+                match rx.recv() {
+                    Ok(message) => message,
+                    Err(_) => break,
+                }
+            }
+            Err(TryRecvError::Disconnected) => break,
+        };
         match message {
             Message::Call(call) => {
                 let call = sanitize(call, json);
-                let written = if json {
-                    write_json_line(&mut w, &call)
-                } else {
-                    write_csv_row(&mut w, &call, true)
-                };
-                if written.is_err() {
-                    return;
-                }
-                // Relaxed: a count, read on its own.
-                shared.written.fetch_add(1, Ordering::Relaxed);
+                out.write(|w| match json {
+                    true => write_json_line(w, &call),
+                    false => write_csv_row(w, &call, true),
+                });
             }
             Message::Flush(answer) => {
-                let result = w.flush();
-                let failed = result.is_err();
-                let _ = answer.send(result);
-                if failed {
-                    return;
-                }
+                let _ = answer.send(out.flush());
             }
         }
     }
-    let _ = w.flush();
+    let _ = out.flush();
+}
+
+/// The writer's end of the file: `w` until its first error.
+struct Out<'a, W> {
+    w: Option<W>,
+    /// Calls handed to `w` since its last flush.
+    pending: u64,
+    shared: &'a Shared,
+}
+
+impl<W: Write> Out<'_, W> {
+    /// Writes one call with `write`, or counts it as dropped after an error.
+    fn write(&mut self, write: impl FnOnce(&mut W) -> io::Result<()>) {
+        self.pending += 1;
+        if let Some(w) = &mut self.w
+            && write(w).is_err()
+        {
+            self.w = None;
+        }
+        if self.w.is_none() {
+            self.settle(false);
+        }
+    }
+
+    /// Flushes `w`, counting the calls handed to it as written, or as dropped
+    /// if it fails (or failed before).
+    fn flush(&mut self) -> io::Result<()> {
+        let result = match &mut self.w {
+            Some(w) => w.flush(),
+            None => Err(io::Error::other(
+                "the recorder's writer stopped after a write error",
+            )),
+        };
+        if result.is_err() {
+            self.w = None;
+        }
+        self.settle(result.is_ok());
+        result
+    }
+
+    /// Counts the pending calls as written or as dropped.
+    fn settle(&mut self, written: bool) {
+        let count = match written {
+            true => &self.shared.written,
+            false => &self.shared.dropped,
+        };
+        // Relaxed: a count, read on its own.
+        count.fetch_add(std::mem::take(&mut self.pending), Ordering::Relaxed);
+    }
 }
 
 /// A key CSV can hold: commas, quotes and line breaks become `_`.
