@@ -7,7 +7,8 @@
 use cutout::{Reason, State};
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{
-    Fleet, FleetConfig, FleetError, Heartbeat, MAX_PEERS, Message, OpenEntry, Quorum, Report,
+    Fleet, FleetConfig, FleetError, Heartbeat, MAX_PEERS, Message, OpenEntry, Override,
+    OverrideMode, Quorum, Report,
 };
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -101,6 +102,52 @@ fn a_stamp_from_the_future_is_refused_and_locks_nobody_out() {
     let mut strict = view().max_skew(Duration::ZERO);
     strict.apply(&heartbeat("c", ahead, &[]).encode(), now, wall);
     assert_eq!(strict.stats().from_future, 1);
+}
+
+/// An override relayed in a heartbeat is held to the skew as a control message
+/// is: one stamped an hour ahead (its issuer's clock, since stepped back) is
+/// refused, and cannot outrank the release an operator issues after it.
+#[test]
+fn a_relayed_override_from_the_future_is_refused_and_blocks_no_release() {
+    let (now, wall) = start();
+    let mut v = view();
+    let hour = Duration::from_secs(3600);
+    let ahead = Override {
+        key: "db".into(),
+        mode: OverrideMode::ForceOpen,
+        issuer: "b".into(),
+        issued_at: wall + hour,
+        until: wall + hour + Duration::from_secs(600),
+    };
+    let relayed = |o: &Override| {
+        let mut beat = heartbeat("b", wall, &[]);
+        if let Message::Heartbeat(h) = &mut beat {
+            h.overrides.push(o.clone());
+        }
+        beat.encode()
+    };
+    v.apply(&Message::Control(ahead.clone()).encode(), now, wall);
+    v.apply(&relayed(&ahead), now, wall);
+    assert_eq!(v.stats().from_future, 2, "sent, then relayed");
+    assert_eq!(v.override_of("db", wall), None);
+    // Within the skew, a relay is taken; a release issued after it ends it.
+    let near = Override {
+        issued_at: wall + Duration::from_millis(900),
+        until: wall + Duration::from_secs(600),
+        ..ahead
+    };
+    v.apply(&relayed(&near), now, wall);
+    assert_eq!(v.override_of("db", wall), Some(OverrideMode::ForceOpen));
+    let later = wall + Duration::from_secs(1);
+    let release = Override {
+        key: "db".into(),
+        mode: OverrideMode::Release,
+        issuer: "ops".into(),
+        issued_at: later,
+        until: later + Duration::from_secs(600),
+    };
+    v.apply(&Message::Control(release).encode(), now, later);
+    assert_eq!(v.override_of("db", later), None);
 }
 
 /// Both clocks step back a day after "a"'s heartbeat (NTP fixing a host that ran

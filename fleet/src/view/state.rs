@@ -90,14 +90,17 @@ impl ViewState {
     /// signed, older than `live_after` (a replay: a signed message cannot be
     /// forged, but it can be sent again).
     fn stale(&self, sent: SystemTime, signed: bool, wall: SystemTime) -> Option<Invalid> {
-        if wall
-            .checked_add(self.max_skew)
-            .is_some_and(|latest| sent > latest)
-        {
+        if self.from_future(sent, wall) {
             return Some(Invalid::FromFuture);
         }
         let age = wall.duration_since(sent).unwrap_or(Duration::ZERO);
         (signed && age > self.live_after).then_some(Invalid::Replayed)
+    }
+
+    /// Whether `stamp` is further ahead of `wall` than the skew allowed.
+    fn from_future(&self, stamp: SystemTime, wall: SystemTime) -> bool {
+        wall.checked_add(self.max_skew)
+            .is_some_and(|latest| stamp > latest)
     }
 
     /// Applies the message in `bytes`, received at `now` (monotonic) and `wall`
@@ -134,6 +137,13 @@ impl ViewState {
             Message::Transition(_) => Vec::new(),
         };
         for o in overrides {
+            // A relay's stamp is its heartbeat's: each override's own issue is
+            // held to the skew as a control message's stamp is, or an issuer's
+            // clock once ahead would outrank every later release.
+            if self.from_future(o.issued_at, wall) {
+                self.refused(Invalid::FromFuture);
+                continue;
+            }
             self.take_override(o, wall);
         }
         if matches!(message, Message::Control(_)) {
