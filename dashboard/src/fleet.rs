@@ -146,6 +146,9 @@ impl FleetSource for cutout_fleet::Fleet {
         match action {
             FleetAction::ForceOpen(d) => self.force_open(key, d),
             FleetAction::Disable(d) => self.disable(key, d),
+            // No override names a key the fleet cannot carry: nothing to
+            // release, and the reset goes on to the local breakers.
+            FleetAction::Release if key.len() > cutout_fleet::MAX_NAME_BYTES => Ok(()),
             FleetAction::Release => self.release(key),
         }
         .map_err(|e| e.to_string())

@@ -101,3 +101,25 @@ async fn the_controls_act_on_every_instance_through_the_fleet() {
     until_state("ended here", &db_here, State::Closed);
     assert_eq!(here.override_of("db"), None);
 }
+
+/// Reset resets the local breaker whatever opened it: also one whose name the
+/// fleet cannot carry (over 200 bytes), which no fleet override can name.
+/// (Redis unreachable: the fleet still takes controls here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_resets_a_breaker_whose_name_the_fleet_cannot_carry() {
+    let fleet = Fleet::start(
+        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let name = "k".repeat(cutout_fleet::MAX_NAME_BYTES + 1);
+    let db = Arc::new(CircuitBreaker::builder().build().unwrap());
+    db.force_open();
+    let source = Source::new()
+        .breaker(name.clone(), db.clone())
+        .fleet(Arc::new(fleet))
+        .controls(true);
+    let app = axum::Router::new().nest("/breakers", cutout_dashboard::router(source));
+    let addr = serve(app).await;
+    assert_eq!(post(addr, &format!("name={name}&action=reset")).await, 204);
+    assert_eq!(db.state(), State::Closed);
+}

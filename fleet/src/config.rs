@@ -322,6 +322,10 @@ pub enum FleetError {
     },
     /// The Redis URL does not parse (the message never includes the URL).
     Url(String),
+    /// An override was not issued: this instance holds
+    /// [`MAX_OVERRIDES`](crate::MAX_OVERRIDES) for other keys (releases
+    /// included, which linger), and none has ended yet.
+    OverridesFull,
 }
 
 impl fmt::Display for FleetError {
@@ -329,6 +333,10 @@ impl fmt::Display for FleetError {
         match self {
             FleetError::Config { field, why } => write!(f, "fleet setting `{field}` {why}"),
             FleetError::Url(e) => write!(f, "bad Redis URL: {e}"),
+            FleetError::OverridesFull => write!(
+                f,
+                "the fleet holds MAX_OVERRIDES overrides for other keys: wait for one to end"
+            ),
         }
     }
 }

@@ -12,13 +12,14 @@ use crate::message::Invalid;
 use crate::message::{MAX_NAME_BYTES, from_ms, to_ms};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The longest an override may last.
 pub const MAX_OVERRIDE: Duration = Duration::from_secs(24 * 3600);
 /// The most overrides (releases included) one instance keeps, and one heartbeat
 /// relays; a new key's override beyond it is refused and counted
-/// ([`FleetStats::overflow`](crate::FleetStats::overflow)).
+/// ([`FleetStats::overflow`](crate::FleetStats::overflow)), and one issued here
+/// is [`FleetError::OverridesFull`](crate::FleetError::OverridesFull).
 pub const MAX_OVERRIDES: usize = 64;
 
 /// What an override does to a key's breakers on every instance.
@@ -227,6 +228,17 @@ impl Overrides {
     /// When the next override ends, if any does.
     pub(crate) fn next_end(&self) -> Option<SystemTime> {
         self.by_key.values().map(|o| o.until).min()
+    }
+
+    /// The time to issue a new override of `key` at `wall`: `wall` in whole
+    /// milliseconds (as every receiver reads it), and after the override in
+    /// force here, so that what an operator issues last wins here and, once its
+    /// time is within the receivers' skew, everywhere.
+    pub(crate) fn issue_time(&self, key: &str, wall: SystemTime) -> SystemTime {
+        let ms = |t| from_ms(to_ms(t)).unwrap_or(t);
+        let after = (self.by_key.get(key))
+            .and_then(|o| ms(o.issued_at).checked_add(Duration::from_millis(1)));
+        ms(wall).max(after.unwrap_or(UNIX_EPOCH))
     }
 
     /// A release of `key` issued by `issuer` at `wall`: kept until the override

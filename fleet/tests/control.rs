@@ -8,7 +8,7 @@ mod common;
 use common::{Redis, builder, config, namespace, redis_available, wait_for};
 use cutout::State;
 use cutout_fleet::testing::ViewHarness;
-use cutout_fleet::{Fleet, FleetError, Heartbeat, Message, Override, OverrideMode};
+use cutout_fleet::{Fleet, FleetError, Heartbeat, MAX_OVERRIDES, Message, Override, OverrideMode};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const LIVE: Duration = Duration::from_secs(3);
@@ -135,6 +135,27 @@ fn a_bad_override_is_refused_by_name() {
     // Redis unreachable: still in force here at once.
     fleet.force_open("db", Duration::from_secs(60)).unwrap();
     assert_eq!(fleet.override_of("db"), Some(OverrideMode::ForceOpen));
+}
+
+/// An override this instance has no room for is refused as such, not taken
+/// quietly; a key that holds one takes the next, or its release, in its place.
+#[test]
+fn an_override_without_room_is_refused_as_full() {
+    let fleet = Fleet::start(
+        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let minute = Duration::from_secs(60);
+    for i in 0..MAX_OVERRIDES {
+        fleet.force_open(&format!("k{i}"), minute).unwrap();
+    }
+    let full = fleet.force_open("payments", minute);
+    assert!(matches!(full, Err(FleetError::OverridesFull)), "{full:?}");
+    assert_eq!(fleet.override_of("payments"), None);
+    fleet.release("k0").unwrap();
+    assert_eq!(fleet.override_of("k0"), None);
+    fleet.disable("k0", minute).unwrap();
+    assert_eq!(fleet.override_of("k0"), Some(OverrideMode::Disable));
 }
 
 /// Forced open from one instance, every instance's breaker is ForcedOpen

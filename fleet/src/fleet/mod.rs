@@ -237,7 +237,9 @@ impl Fleet {
     ///
     /// # Errors
     /// [`FleetError::Config`] for a `duration` of zero or over [`MAX_OVERRIDE`],
-    /// or a `key` over [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES).
+    /// or a `key` over [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES);
+    /// [`FleetError::OverridesFull`] where this instance holds
+    /// [`MAX_OVERRIDES`](crate::MAX_OVERRIDES) for other keys.
     pub fn force_open(&self, key: &str, duration: Duration) -> Result<(), FleetError> {
         self.issue(key, OverrideMode::ForceOpen, duration)
     }
@@ -260,17 +262,17 @@ impl Fleet {
     ///
     /// # Errors
     /// [`FleetError::Config`] for a `key` over
-    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES).
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES); [`FleetError::OverridesFull`]
+    /// as for [`force_open`](Self::force_open), for a key that holds none.
     pub fn release(&self, key: &str) -> Result<(), FleetError> {
         check_key(key)?;
         let wall = SystemTime::now();
-        let release = self
-            .inner
-            .view
-            .lock()
-            .release_override(key, self.instance_id(), wall);
-        self.inner.send(release, wall);
-        Ok(())
+        let release = {
+            let view = self.inner.view.lock();
+            let at = view.issue_time(key, wall);
+            view.release_override(key, self.instance_id(), at)
+        };
+        self.inner.send(release, wall)
     }
 
     fn issue(&self, key: &str, mode: OverrideMode, duration: Duration) -> Result<(), FleetError> {
@@ -282,15 +284,15 @@ impl Fleet {
             });
         }
         let wall = SystemTime::now();
+        let issued_at = self.inner.view.lock().issue_time(key, wall);
         let o = Override {
             key: key.to_owned(),
             mode,
             issuer: self.instance_id().to_owned(),
-            issued_at: wall,
+            issued_at,
             until: wall.checked_add(duration).unwrap_or(wall),
         };
-        self.inner.send(o, wall);
-        Ok(())
+        self.inner.send(o, wall)
     }
 
     /// The fleet-wide override in force for `key`, as this instance knows it.
@@ -364,10 +366,11 @@ fn check_key(key: &str) -> Result<(), FleetError> {
 
 impl Inner {
     /// Takes override `o`, issued here at `wall`: acted on here at once, and
-    /// handed to the publisher.
-    fn send(&self, o: Override, wall: SystemTime) {
+    /// handed to the publisher. Issued after the one in force for its key (see
+    /// `issue_time`), it is refused only for want of room.
+    fn send(&self, o: Override, wall: SystemTime) -> Result<(), FleetError> {
         if !self.view.lock().take_override(o.clone(), wall) {
-            return;
+            return Err(FleetError::OverridesFull);
         }
         self.sync_overrides();
         self.outbox
@@ -377,6 +380,7 @@ impl Inner {
         if let Some(publisher) = self.publisher.get() {
             publisher.unpark();
         }
+        Ok(())
     }
 
     /// The fleet's shared state, before its threads start.
@@ -507,5 +511,40 @@ impl Inner {
             .lock()
             .verdict(key, self.config.quorum, now, wall)?;
         until.duration_since(wall).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    /// A peer's override issued ahead of this instance's clock (within the
+    /// skew) is in force here; what an operator issues here after it still
+    /// wins: a release ends it, and a new override replaces that.
+    #[test]
+    fn what_is_issued_here_outranks_a_peers_override_stamped_ahead() {
+        let fleet =
+            Fleet::start(FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO))
+                .unwrap();
+        let wall = SystemTime::now();
+        let peer = Override {
+            key: "db".into(),
+            mode: OverrideMode::ForceOpen,
+            issuer: "peer".into(),
+            issued_at: wall + Duration::from_millis(500),
+            until: wall + Duration::from_secs(600),
+        };
+        let control = Message::Control(peer).encode();
+        fleet
+            .inner
+            .view
+            .lock()
+            .apply(&control, Instant::now(), wall);
+        assert_eq!(fleet.override_of("db"), Some(OverrideMode::ForceOpen));
+        fleet.release("db").unwrap();
+        assert_eq!(fleet.override_of("db"), None);
+        fleet.disable("db", Duration::from_secs(60)).unwrap();
+        assert_eq!(fleet.override_of("db"), Some(OverrideMode::Disable));
     }
 }

@@ -370,6 +370,12 @@ impl ViewState {
         self.overrides.relay(wall)
     }
 
+    /// When to issue a new override of `key` at `wall` (see
+    /// [`Overrides::issue_time`]).
+    pub(crate) fn issue_time(&self, key: &str, wall: SystemTime) -> SystemTime {
+        self.overrides.issue_time(key, wall)
+    }
+
     /// A release of `key` by `issuer` at `wall` (see [`Overrides::release`]).
     pub(crate) fn release_override(&self, key: &str, issuer: &str, wall: SystemTime) -> Override {
         let linger = self.live_after.saturating_mul(2);
