@@ -90,7 +90,7 @@ impl ViewState {
     /// signed, older than `live_after` (a replay: a signed message cannot be
     /// forged, but it can be sent again).
     fn stale(&self, sent: SystemTime, signed: bool, wall: SystemTime) -> Option<Invalid> {
-        if self.from_future(sent, wall) {
+        if self.is_ahead(sent, wall) {
             return Some(Invalid::FromFuture);
         }
         let age = wall.duration_since(sent).unwrap_or(Duration::ZERO);
@@ -98,7 +98,7 @@ impl ViewState {
     }
 
     /// Whether `stamp` is further ahead of `wall` than the skew allowed.
-    fn from_future(&self, stamp: SystemTime, wall: SystemTime) -> bool {
+    fn is_ahead(&self, stamp: SystemTime, wall: SystemTime) -> bool {
         wall.checked_add(self.max_skew)
             .is_some_and(|latest| stamp > latest)
     }
@@ -140,7 +140,7 @@ impl ViewState {
             // A relay's stamp is its heartbeat's: each override's own issue is
             // held to the skew as a control message's stamp is, or an issuer's
             // clock once ahead would outrank every later release.
-            if self.from_future(o.issued_at, wall) {
+            if self.is_ahead(o.issued_at, wall) {
                 self.refused(Invalid::FromFuture);
                 continue;
             }
