@@ -35,8 +35,10 @@
     source.onerror = () => $("live").className = "live";
   }
 
-  function card(name) {
-    let c = cards.get(name);
+  // A card per row: `key` is the row's name and its rank among the rows of
+  // that name (breakers of two registries may share one).
+  function card(key, name) {
+    let c = cards.get(key);
     if (c) return c;
     const el = template.content.firstElementChild.cloneNode(true);
     el.querySelector(".name").textContent = name;
@@ -44,7 +46,7 @@
       button.addEventListener("click", () => control(name, button.dataset.action));
     }
     c = { el, q: (s) => el.querySelector(s) };
-    cards.set(name, c);
+    cards.set(key, c);
     return c;
   }
 
@@ -147,13 +149,17 @@
     $("next").disabled = frame.page + 1 >= frame.pages;
     const keep = new Set();
     const order = [];
+    const named = new Map();
     for (const row of frame.breakers) {
-      const c = card(row.name);
+      const rank = named.get(row.name) || 0;
+      named.set(row.name, rank + 1);
+      const key = row.name + "\u0000" + rank;
+      const c = card(key, row.name);
       update(c, row);
-      keep.add(row.name);
+      keep.add(key);
       order.push(c.el);
     }
-    for (const [name, c] of cards) if (!keep.has(name)) { c.el.remove(); cards.delete(name); }
+    for (const [key, c] of cards) if (!keep.has(key)) { c.el.remove(); cards.delete(key); }
     order.forEach((el, i) => { if (main.children[i] !== el) main.insertBefore(el, main.children[i] || null); });
   }
 

@@ -59,6 +59,17 @@ pub(crate) struct Row {
     pub(crate) candidates: Vec<CandidateReport>,
 }
 
+impl Row {
+    /// The failure rate the page shows: while Open the window counts afresh,
+    /// so the one that tripped it.
+    fn shown_failure_rate(&self) -> f64 {
+        match self.tripped_by {
+            Some(tripped) if self.window.calls == 0 => tripped.failure_rate(),
+            _ => self.window.failure_rate(),
+        }
+    }
+}
+
 /// Every breaker, sick first.
 #[derive(Debug, Default)]
 pub(crate) struct Frame {
@@ -258,7 +269,7 @@ impl Sampler {
         rows.sort_by(|a, b| {
             rank(a.state)
                 .cmp(&rank(b.state))
-                .then(b.window.failure_rate().total_cmp(&a.window.failure_rate()))
+                .then(b.shown_failure_rate().total_cmp(&a.shown_failure_rate()))
                 .then_with(|| a.name.cmp(&b.name))
         });
         Frame { tick, rows, fleet }
@@ -358,6 +369,30 @@ impl Shared {
 mod tests {
     use super::*;
     use cutout::CircuitBreaker;
+
+    /// Open breakers come by the failure rate that tripped them (the one the
+    /// page shows; their window counts afresh), highest first.
+    #[test]
+    fn open_breakers_come_by_the_rate_that_tripped_them() {
+        let tripped = |failed: usize| {
+            let b = CircuitBreaker::builder()
+                .failure_rate(0.5, 4)
+                .build()
+                .unwrap();
+            for i in 0..4 {
+                let _ = b.call(|| if i < failed { Err(()) } else { Ok(()) });
+            }
+            assert_eq!(b.state(), State::Open);
+            Arc::new(b)
+        };
+        let source = Source::new()
+            .breaker("a", tripped(2))
+            .breaker("b", tripped(4))
+            .finish();
+        let frame = Sampler::new().sample(&source, false);
+        let names: Vec<&str> = frame.rows.iter().map(|r| &*r.name).collect();
+        assert_eq!(names, ["b", "a"]);
+    }
 
     /// Two breakers under one name keep their own rates and transitions: with
     /// no call between two ticks, both rates are zero and no transition is new.

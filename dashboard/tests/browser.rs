@@ -1,5 +1,6 @@
 //! The page in a real browser: Chromium driven over WebDriver by chromedriver,
-//! against the playground. Skips with a message when either is missing, unless
+//! against the playground (and a dashboard of two breakers under one name). Skips
+//! with a message when either is missing, unless
 //! `CUTOUT_DASHBOARD_REQUIRE_BROWSER=1` (CI) makes that a failure. Saves the
 //! dashboard's screenshot under the target directory, and to docs/dashboard.png
 //! only with `CUTOUT_DASHBOARD_SCREENSHOT=1`, so a plain `cargo test` leaves the
@@ -11,12 +12,15 @@ mod sim;
 
 mod common;
 
+use cutout::CircuitBreaker;
+use cutout_dashboard::{Source, router};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -303,6 +307,22 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
         .await;
     session.run(&click("downstream", "reset")).await;
     session.until(&card_state("downstream"), "Closed").await;
+
+    // Two breakers of one name (two registries' keys) get a card each: the
+    // healthy one does not hide its forced-open twin.
+    let open = Arc::new(CircuitBreaker::builder().build().unwrap());
+    open.force_open();
+    let closed = Arc::new(CircuitBreaker::builder().build().unwrap());
+    let twins = Source::new().breaker("twin", open).breaker("twin", closed);
+    let twins = common::serve(axum::Router::new().nest("/breakers", router(twins))).await;
+    let url = format!("http://{twins}/breakers");
+    session.cmd("POST", "/url", Some(json!({"url": url}))).await;
+    session
+        .until(
+            "return [...document.querySelectorAll('.breaker .state')].map(s => s.textContent).join();",
+            "Forced open,Closed",
+        )
+        .await;
 
     session.cmd("DELETE", "", None).await;
     let _ = std::fs::remove_dir_all(profile);
