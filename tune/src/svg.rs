@@ -312,13 +312,8 @@ fn panel(
         );
         v += step;
     }
-    let axis = if total > 40.0 {
-        5.0
-    } else if total > 8.0 {
-        2.0
-    } else {
-        0.5
-    };
+    // About a dozen labels at a round step, however long the trace.
+    let axis = nice_ceiling(total / 12.0).0;
     let mut t: f64 = 0.0;
     while t <= total + 1e-9 {
         let _ = writeln!(
@@ -432,6 +427,31 @@ mod tests {
         assert_eq!(nice_ceiling(1280.0), (2000.0, 500.0));
         assert_eq!(nice_ceiling(90.0), (100.0, 25.0));
         assert_eq!(nice_ceiling(1.0), (1.0, 0.25));
+    }
+
+    /// A time axis of a dozen labels or so, whatever the trace's length: one of
+    /// a month does not write millions of them.
+    #[test]
+    fn a_long_trace_has_a_short_time_axis() {
+        use cutout::replay::{Call, Trace, replay};
+        use cutout::{CircuitBreaker, Outcome};
+        use std::time::Duration;
+        let month = Duration::from_secs(30 * 86_400);
+        let trace = Trace::from_calls(vec![
+            Call::new(
+                Duration::from_millis(10),
+                Duration::from_millis(5),
+                Outcome::Failure,
+            ),
+            Call::new(month, Duration::from_millis(5), Outcome::Success),
+        ])
+        .unwrap();
+        let builder = CircuitBreaker::builder().consecutive_failures(1);
+        let report = replay(builder, &trace).unwrap();
+        let summary = crate::Summary::of(&trace, &report);
+        let svg = timeline("t", "c", &trace, &report, &summary);
+        let labels = svg.matches(r#"text-anchor="middle""#).count();
+        assert!((2..=30).contains(&labels), "{labels} time labels");
     }
 
     #[test]

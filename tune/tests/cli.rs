@@ -204,3 +204,20 @@ fn bad_inputs_name_the_file_the_line_and_the_field() {
 
     assert!(Trace::from_csv("".as_bytes()).is_err());
 }
+
+/// The README's table is what its command prints: the replay is deterministic
+/// (the jittered cooldowns take a fixed seed per key).
+#[test]
+fn the_readmes_table_is_what_its_command_prints() {
+    let mut args = vec![here("traces/storm.csv")];
+    for name in ["eager", "failures-only", "patient", "storm"] {
+        args.push(here(&format!("settings/{name}.toml")));
+    }
+    let args: Vec<&Path> = args.iter().map(PathBuf::as_path).collect();
+    let (ok, table, err) = tune(&args);
+    assert!(ok, "{err}");
+    let readme = std::fs::read_to_string(here("README.md")).unwrap();
+    for line in table.lines().skip(1).filter(|l| !l.is_empty()) {
+        assert!(readme.contains(line), "README.md lacks {line:?}");
+    }
+}
