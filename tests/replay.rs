@@ -58,14 +58,18 @@ fn keys_round_trip_and_a_key_csv_cannot_hold_is_refused() {
     let mut out = Vec::new();
     trace.write_csv(&mut out).unwrap();
     assert_eq!(Trace::from_csv(out.as_slice()).unwrap(), trace);
-    let bad = Trace::from_calls(vec![
-        Call::new(ms(10), ms(1), Outcome::Success).with_key("a,b"),
-    ])
-    .unwrap();
-    assert!(bad.write_csv(Vec::new()).is_err());
-    let mut out = Vec::new();
-    bad.write_json_lines(&mut out).unwrap();
-    assert_eq!(Trace::from_json_lines(out.as_slice()).unwrap(), bad);
+    // Keys CSV would read back otherwise (an empty field is no key, fields are
+    // trimmed) are refused; JSON lines hold them.
+    for key in ["a,b", "", " db"] {
+        let bad = Trace::from_calls(vec![
+            Call::new(ms(10), ms(1), Outcome::Success).with_key(key),
+        ])
+        .unwrap();
+        assert!(bad.write_csv(Vec::new()).is_err(), "{key:?}");
+        let mut out = Vec::new();
+        bad.write_json_lines(&mut out).unwrap();
+        assert_eq!(Trace::from_json_lines(out.as_slice()).unwrap(), bad);
+    }
 }
 
 #[test]
@@ -139,6 +143,11 @@ fn bad_json_lines_name_the_line_and_the_field() {
     for (bad, field, why) in [
         ("{", None, "not JSON"),
         ("[1, 2]", None, "not a JSON object"),
+        (
+            r#"{"at_ms": 5, "at_ms": 9, "latency_ms": 1, "outcome": "success"}"#,
+            Some("at_ms"),
+            "given twice",
+        ),
         (
             r#"{"at_ms": 5, "latency_ms": 1}"#,
             Some("outcome"),
@@ -376,8 +385,9 @@ mod recorder {
             recorder.record_at(ms(20), ms(5), Outcome::Success, None);
             recorder.record_at(ms(30), ms(25), Outcome::Failure, Some("db"));
             recorder.record_at(ms(31), ms(40), Outcome::Ignored, Some("a,b"));
+            recorder.record_at(ms(32), ms(1), Outcome::Success, Some(" "));
             recorder.flush().unwrap();
-            assert_eq!((recorder.written(), recorder.dropped()), (3, 0));
+            assert_eq!((recorder.written(), recorder.dropped()), (4, 0));
             let file = std::fs::File::open(&path).unwrap();
             let json = !name.ends_with("csv");
             let trace = if json {
@@ -385,12 +395,16 @@ mod recorder {
             } else {
                 Trace::from_csv(file).unwrap()
             };
-            // A latency past the start is cut to it; CSV cannot hold a comma in a key.
+            // A latency past the start is cut to it; CSV cannot hold a comma in a
+            // key, nor a key of spaces (trimmed, it is none).
             let key = if json { "a,b" } else { "a_b" };
+            let spaces = Call::new(ms(32), ms(1), Outcome::Success);
+            let spaces = if json { spaces.with_key(" ") } else { spaces };
             let expected = Trace::from_calls(vec![
                 Call::new(ms(20), ms(5), Outcome::Success),
                 Call::new(ms(30), ms(25), Outcome::Failure).with_key("db"),
                 Call::new(ms(31), ms(31), Outcome::Ignored).with_key(key),
+                spaces,
             ])
             .unwrap();
             assert_eq!(trace, expected, "{name}");

@@ -34,7 +34,8 @@ enum Message {
 /// file and the counts. When the last clone is dropped, it waits (up to
 /// [`DROP_WAIT`](Self::DROP_WAIT)) until the writer has written and flushed what
 /// it was handed, so a program that drops its recorder before it exits loses
-/// nothing. A key in CSV has its commas, quotes and line breaks replaced by `_`.
+/// nothing. A key in CSV has its commas, quotes and line breaks replaced by `_`,
+/// and spaces around it trimmed (an empty one is none).
 ///
 /// In a `fork()`ed child the writer thread is gone (only the forking thread
 /// survives a fork): a recorder made before the fork counts the child's calls
@@ -399,10 +400,13 @@ impl<W: Write> Out<'_, W> {
     }
 }
 
-/// A key CSV can hold: commas, quotes and line breaks become `_`.
+/// A key CSV can hold: commas, quotes and line breaks become `_`, spaces
+/// around it are trimmed, and an empty one is none.
 fn sanitize(mut call: Call, json: bool) -> Call {
     if !json {
-        call.key = call.key.map(|k| k.replace([',', '"', '\n', '\r'], "_"));
+        call.key = (call.key)
+            .map(|k| k.replace([',', '"', '\n', '\r'], "_").trim().to_owned())
+            .filter(|k| !k.is_empty());
     }
     call
 }

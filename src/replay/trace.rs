@@ -97,8 +97,9 @@ impl Call {
 ///   in a [`replay`](super::replay()).
 ///
 /// A CSV trace starts with a header naming the columns (in any order); its
-/// fields hold no commas or quotes. A JSON-lines trace has one object per line
-/// (`{"at_ms": 1500, "latency_ms": 20, "outcome": "success"}`), with no header;
+/// fields hold no commas or quotes and are trimmed, and an empty `key` is no key.
+/// A JSON-lines trace has one object per line
+/// (`{"at_ms": 1500, "latency_ms": 20, "outcome": "success"}`, each field once), with no header;
 /// its numbers are read as JSON numbers are (64-bit floats), so they are exact to
 /// about 15 significant digits (a nanosecond in 11 days), where CSV is exact.
 /// Blank lines are skipped; lines need not be in time order. A bad line is a
@@ -246,16 +247,18 @@ impl Trace {
             if line.trim().is_empty() {
                 continue;
             }
-            let value: Value = serde_json::from_str(&line)
-                .map_err(|e| TraceError::new(n, None, format!("not JSON: {e}")))?;
-            let Value::Object(object) = value else {
-                return Err(TraceError::new(n, None, "not a JSON object"));
-            };
-            if let Some(unknown) = object
-                .keys()
-                .find(|k| ![AT, LATENCY, OUTCOME, KEY].contains(&k.as_str()))
-            {
-                return Err(TraceError::unknown_column(n, unknown));
+            let Entries(entries) = serde_json::from_str(&line).map_err(|e| match e.classify() {
+                serde_json::error::Category::Data => TraceError::new(n, None, "not a JSON object"),
+                _ => TraceError::new(n, None, format!("not JSON: {e}")),
+            })?;
+            let mut object = serde_json::Map::new();
+            for (name, value) in entries {
+                let Some(&field) = [AT, LATENCY, OUTCOME, KEY].iter().find(|f| **f == name) else {
+                    return Err(TraceError::unknown_column(n, &name));
+                };
+                if object.insert(name, value).is_some() {
+                    return Err(TraceError::new(n, Some(field), "given twice"));
+                }
             }
             let field = |name: &'static str| {
                 object
@@ -310,8 +313,9 @@ impl Trace {
     /// to the same trace.
     ///
     /// # Errors
-    /// The writer's error, or [`io::ErrorKind::InvalidInput`] for a key holding a
-    /// comma, a quote or a line break (JSON lines can carry those).
+    /// The writer's error, or [`io::ErrorKind::InvalidInput`] for a key CSV would
+    /// read back otherwise: one holding a comma, a quote or a line break, an
+    /// empty one, or one with spaces around it (JSON lines can carry those).
     ///
     /// # Examples
     /// ```
@@ -396,7 +400,36 @@ impl Trace {
     }
 }
 
-/// One CSV row (with a `key` field if `keyed`).
+/// A JSON object's entries as written: a name given twice is kept twice (a map
+/// would keep only the last).
+struct Entries(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Entries, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        d.deserialize_map(Object)
+    }
+}
+
+/// One CSV row (with a `key` field if `keyed`). A key that CSV would read back
+/// otherwise is refused: one with a comma, a quote or a line break, an empty one
+/// (an empty field is no key), or one with spaces around it (fields are trimmed).
 pub(super) fn write_csv_row(mut w: impl Write, call: &Call, keyed: bool) -> io::Result<()> {
     write!(
         w,
@@ -407,7 +440,8 @@ pub(super) fn write_csv_row(mut w: impl Write, call: &Call, keyed: bool) -> io::
     )?;
     if keyed {
         let key = call.key.as_deref().unwrap_or_default();
-        if key.contains([',', '"', '\n', '\r']) {
+        let empty = call.key.is_some() && key.is_empty();
+        if empty || key.trim() != key || key.contains([',', '"', '\n', '\r']) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("the key {key:?} cannot be written to CSV; use JSON lines"),
