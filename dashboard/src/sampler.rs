@@ -8,6 +8,7 @@ use crate::source::{Source, Thresholds};
 use crate::view::{self, Query};
 use cutout::{CandidateReport, Reason, State, WindowCounts};
 use std::collections::{HashMap, VecDeque};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -319,13 +320,23 @@ impl Shared {
         page
     }
 
+    /// Samples into the frame clients read. A source that panics (a user's
+    /// `Breakers` or `FleetSource`) leaves the last frame, and the panic hook
+    /// reports it; the sampler goes on with the next tick.
+    fn sample_into(&self, sampler: &mut Sampler, pushed: bool) {
+        let sampled =
+            panic::catch_unwind(AssertUnwindSafe(|| sampler.sample(&self.source, pushed)));
+        if let Ok(frame) = sampled {
+            self.frames.send_replace(Arc::new(frame));
+        }
+    }
+
     /// Starts the sampler on the first request (the router may be built outside
     /// a runtime). The task holds the state weakly and ends with the router.
     pub(crate) fn ensure_started(self: &Arc<Shared>) {
         self.started.call_once(|| {
             let mut sampler = Sampler::new();
-            self.frames
-                .send_replace(Arc::new(sampler.sample(&self.source, false)));
+            self.sample_into(&mut sampler, false);
             let weak: Weak<Shared> = Arc::downgrade(self);
             let push = self.source.push.clone();
             let tick = self.source.tick;
@@ -350,8 +361,7 @@ impl Shared {
                     // Off the async workers: a tick over thousands of breakers
                     // takes milliseconds.
                     let done = tokio::task::spawn_blocking(move || {
-                        let frame = sampler.sample(&shared.source, pushed);
-                        shared.frames.send_replace(Arc::new(frame));
+                        shared.sample_into(&mut sampler, pushed);
                         sampler
                     });
                     match done.await {

@@ -5,8 +5,9 @@ mod common;
 
 use common::{Stream, get, request, serve, snapshot_until, stream_until};
 use cutout::{CircuitBreaker, Registry, State};
-use cutout_dashboard::Source;
+use cutout_dashboard::{Breakers, Source, Thresholds};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 const HOSTILE: &str = "<script>alert(1)</script>";
@@ -126,6 +127,39 @@ async fn transitions_between_two_ticks_are_all_reported() {
     reasons.sort_unstable();
     assert_eq!(reasons, ["forced_open", "reset"]);
     assert_eq!(seen["breakers"][0]["state"], "closed");
+}
+
+/// A user's source that panics on its first two reads.
+struct Flaky {
+    reads: AtomicU32,
+    db: CircuitBreaker,
+}
+
+impl Breakers for Flaky {
+    fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds)) {
+        // Relaxed: a count, read on its own.
+        if self.reads.fetch_add(1, Ordering::Relaxed) < 2 {
+            panic!("a source that fails (this test's, on purpose)");
+        }
+        f("db", &self.db, Thresholds::default());
+    }
+}
+
+/// A source that panics costs the frames it was read for, not the sampler: the
+/// first request is answered, and the breakers show once the source recovers.
+#[tokio::test]
+async fn a_source_that_panics_costs_a_frame_not_the_sampler() {
+    let flaky = Flaky {
+        reads: AtomicU32::new(0),
+        db: CircuitBreaker::builder().build().unwrap(),
+    };
+    let addr = serve(app(Source::new().breakers(Arc::new(flaky)))).await;
+    assert_eq!(get(addr, "/breakers/api/snapshot").await.status, 200);
+    let seen = snapshot_until(addr, "/breakers/api/snapshot", |v| {
+        v["breakers"].as_array().unwrap().len() == 1
+    })
+    .await;
+    assert_eq!(seen["breakers"][0]["name"], "db");
 }
 
 /// A dashboard started during an incident lists the transitions made before its
