@@ -74,7 +74,8 @@ impl<E> Retryable<E> for RetryAny {
 /// breaker Open, HalfOpen or ForcedOpen, the next attempt is made without sleeping
 /// (it is rejected at once, or admitted as a probe once the cooldown is over), so
 /// no retry ever sleeps against an open breaker. The breaker's cooldown is the
-/// backoff there.
+/// backoff there. A [shadow](crate::Builder::shadow) breaker admits every call
+/// whatever its state, so its retries back off as when closed.
 ///
 /// The sleep is injected: [`retry`] uses `std::thread::sleep`, [`retry_with_sleep`]
 /// any function, and [`retry_async`] any sleep-future factory (such as
@@ -165,7 +166,13 @@ impl<R> RetryPolicy<R> {
         if attempt.saturating_add(1) >= self.max_attempts || !self.retryable.is_retryable(error) {
             return Next::GiveUp;
         }
-        match breaker.state() {
+        // A shadow breaker admits every call, whatever its state: it is no
+        // backoff, and the retries back off as when closed.
+        let state = match breaker.is_shadow() {
+            true => State::Closed,
+            false => breaker.state(),
+        };
+        match state {
             // The breaker is the backoff: the next attempt is rejected at once, or
             // admitted as a probe.
             State::Open | State::HalfOpen | State::ForcedOpen => Next::Now,

@@ -86,6 +86,30 @@ impl Rig {
     }
 }
 
+/// A shadow breaker that has tripped still admits every attempt: the retries
+/// back off as when closed, not back to back.
+#[test]
+fn a_tripped_shadow_breaker_leaves_the_backoff_on() {
+    let clock = ManualClock::new();
+    let rig = Rig {
+        b: trips_after(1, COOLDOWN)
+            .shadow()
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+        clock,
+        waits: RefCell::new(Vec::new()),
+    };
+    let mut calls = 0;
+    let result = rig.retry(&policy(5, 1), || {
+        calls += 1;
+        Err::<(), _>("down")
+    });
+    assert_eq!(result, Err(Error::Inner("down")));
+    assert_eq!((calls, rig.b.state()), (5, State::Open));
+    assert_eq!(rig.waits().len(), 4, "{:?}", rig.waits());
+}
+
 #[test]
 fn retries_until_success_with_jittered_waits_under_each_ceiling() {
     let rig = Rig::new(100);
