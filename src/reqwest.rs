@@ -15,8 +15,9 @@
 //!   `.with(CircuitBreakerMiddleware::..)`. Each attempt then goes through the
 //!   breaker and counts in it, and once the breaker opens, the next attempt is
 //!   rejected at once with an error that `reqwest-retry` treats as fatal (it
-//!   never retries a middleware's error): an open breaker stops the retries, and
-//!   no backoff sleep is spent on a backend known to be down. With the retry
+//!   never retries a middleware's error): an open breaker stops the retries. One
+//!   backoff sleep is still spent, the one `reqwest-retry` takes before the
+//!   attempt that the breaker rejects (it sleeps, then tries); none after it. With the retry
 //!   inside, the breaker would see one outcome per series of attempts, and an
 //!   open breaker could not stop a series already under way.
 //! - **The timeout inside the breaker**: reqwest's own
