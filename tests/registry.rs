@@ -1086,6 +1086,69 @@ fn restore_all_under_the_cap_replaces_keys_in_place_and_skips_keys_without_room(
     assert_eq!(r.get("db").state(), State::Open);
 }
 
+/// `restore_all` at the cap takes a place from a breaker it may evict even when
+/// a lookup's scan has just found none (the gate that paces lookups' scans does
+/// not hold it back): a saved Open state is not skipped for want of a scan.
+#[test]
+fn restore_all_at_the_cap_evicts_past_the_lookups_scan_gate() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(1))
+        .max_keys(64)
+        .build()
+        .unwrap();
+    let held: Vec<_> = (0..64).map(|i| r.get(&format!("k{i}"))).collect();
+    r.get("busy"); // at the cap, every breaker held: the scan evicts nothing
+    drop(held);
+    clock.advance(Duration::from_secs(3600)); // every breaker idle, like new
+    let t0 = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut open = cutout::SavedState::new("db", State::Open, t0);
+    open.open_until = Some(t0 + Duration::from_secs(30));
+    assert_eq!(r.restore_all_at([("db".to_string(), open)], t0), Ok(1));
+    assert_eq!(r.get("db").state(), State::Open);
+}
+
+/// With or without a key cap, a breaker that `restore_all` replaces publishes
+/// what it counted since the last publication: no success goes unpublished.
+#[cfg(feature = "metrics")]
+#[test]
+fn restore_all_publishes_what_the_replaced_breaker_counted() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    for cap in [None, Some(10)] {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let clock = ManualClock::new();
+        metrics::with_local_recorder(&recorder, || {
+            let mut b = Registry::builder(manual(&clock));
+            if let Some(n) = cap {
+                b = b.max_keys(n);
+            }
+            let r: Registry<String, ManualClock> = b.build().unwrap();
+            for _ in 0..5 {
+                r.call("db", || Ok::<_, ()>(())).unwrap();
+            }
+            r.publish_metrics();
+            for _ in 0..2 {
+                r.call("db", || Ok::<_, ()>(())).unwrap();
+            }
+            assert_eq!(r.restore_all(r.save_all()), Ok(1));
+            r.publish_metrics();
+        });
+        let successes: u64 = (snapshotter.snapshot().into_vec().into_iter())
+            .filter(|(key, ..)| {
+                let label = |k, v| key.key().labels().any(|l| l.key() == k && l.value() == v);
+                key.key().name() == cutout::export::metrics::CALLS
+                    && label("breaker", "db")
+                    && label("outcome", "success")
+            })
+            .map(|(.., value)| match value {
+                DebugValue::Counter(n) => n,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(successes, 7, "max_keys {cap:?}");
+    }
+}
+
 /// `restore_all` at the cap, replacing keys that hold every place (Open, so no
 /// new key can evict them), while another thread's new keys race for places:
 /// each replaced key hands its place to its restored breaker, so every key is

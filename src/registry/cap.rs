@@ -77,6 +77,11 @@ impl<C: Clock> Drop for Place<'_, C> {
 }
 
 impl<C: Clock> Cap<C> {
+    /// How many breakers one scan evicts at most.
+    pub(super) fn batch(&self) -> usize {
+        (self.max / SCAN_RATIO).max(1)
+    }
+
     /// Takes a place for a new entry, if one is free.
     pub(super) fn reserve(&self) -> bool {
         self.held
@@ -150,14 +155,27 @@ where
     }
 
     /// Takes a place for a new entry, evicting the least recently used breakers
-    /// that behave like new ones if the cap is reached. `false`: no room.
-    pub(super) fn make_room(&self, map: &Pinned<'_, K, C, S>, cap: &Cap<C>, now: u64) -> bool {
+    /// that behave like new ones if the cap is reached: through the scan gate
+    /// for a lookup, past it for `restore_all` (an explicit, rare call, whose
+    /// keys must not be skipped while breakers it could evict are there).
+    /// `false`: no room.
+    pub(super) fn make_room(
+        &self,
+        map: &Pinned<'_, K, C, S>,
+        cap: &Cap<C>,
+        now: u64,
+        gated: bool,
+    ) -> bool {
         // A few tries: the places a scan frees may be taken by other inserts.
         for _ in 0..3 {
             if cap.reserve() {
                 return true;
             }
-            if self.evict_lru(map, cap, now) == 0 {
+            let evicted = match gated {
+                true => self.evict_lru(map, cap, now),
+                false => self.evict_oldest(map, cap, now, cap.batch()),
+            };
+            if evicted == 0 {
                 return false;
             }
         }
@@ -191,7 +209,7 @@ where
         }
         let mut gate = ScanGate {
             cap,
-            batch: (cap.max / SCAN_RATIO).max(1),
+            batch: cap.batch(),
             evicted: 0,
         };
         gate.evicted = self.evict_oldest(map, cap, now, gate.batch);

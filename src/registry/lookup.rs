@@ -390,7 +390,7 @@ where
         };
         // The place is taken before the insert, so the map never holds more
         // than `max` entries, however many threads insert at once.
-        if !self.make_room(map, cap, now) {
+        if !self.make_room(map, cap, now, true) {
             // Relaxed: a statistic.
             cap.overflowed.fetch_add(1, Ordering::Relaxed);
             return &cap.overflow;

@@ -143,8 +143,12 @@ where
                 // The key's own entry goes first, and hands its place to the
                 // restored one (given back, a new key could take it first). A key
                 // without one takes a new place; one that finds no room is skipped.
-                let handed_on = map.remove(&key).is_some_and(Self::claim);
-                if !handed_on && !self.make_room(&map, cap, used) {
+                let handed_on = map.remove(&key).is_some_and(|old| {
+                    let claimed = Self::claim(old);
+                    self.departed(&old.breaker);
+                    claimed
+                });
+                if !handed_on && !self.make_room(&map, cap, used, false) {
                     continue;
                 }
                 place = Some(Place(Some(cap))); // given back if the insert panics
