@@ -193,8 +193,11 @@ fn evict_idle_removes_idle_breakers_but_not_held_or_recent_ones() {
     assert!(r.is_empty());
 }
 
+/// An idle sweep evicts a breaker as a new one would behave but for a streak:
+/// Closed, nothing in flight or in its window. The streak, which no time ends,
+/// goes with it once the window has emptied; Open states stay.
 #[test]
-fn only_a_breaker_that_behaves_like_a_new_one_is_evicted() {
+fn an_idle_sweep_evicts_closed_breakers_with_an_empty_window() {
     let clock = ManualClock::new();
     let r: Registry<String, _> = Registry::builder(
         CircuitBreaker::builder()
@@ -216,19 +219,39 @@ fn only_a_breaker_that_behaves_like_a_new_one_is_evicted() {
     assert_eq!(r.get("open").state(), State::Open);
     clock.advance(Duration::from_secs(60));
     // Idle for a minute: only the breaker with nothing to remember goes. The
-    // streak (1 of 3), the window's call (an hour's window) and the two open
-    // states would all be lost by a fresh breaker.
+    // window's calls (an hour's window: the streak's failure is one) and the two
+    // open states would be lost by a fresh breaker.
     assert_eq!(r.evict_idle(Duration::from_secs(30)), 1);
     assert_eq!(r.len(), 4);
     assert_eq!(r.with("streak", |b| b.metrics().consecutive_failures), 1);
     assert_eq!(r.with("open", |b| b.state()), State::Open);
-    // Once the window has emptied (but the streak and the states persist).
+    // Once the window has emptied, the streak goes too; the states stay.
     clock.advance(Duration::from_secs(3600));
-    assert_eq!(r.evict_idle(Duration::from_secs(30)), 1);
+    assert_eq!(r.evict_idle(Duration::from_secs(30)), 2);
     let mut left = Vec::new();
     r.for_each(|k, _| left.push(k.clone()));
     left.sort();
-    assert_eq!(left, ["forced", "open", "streak"]);
+    assert_eq!(left, ["forced", "open"]);
+}
+
+/// Keys whose only call failed (a streak below the threshold) do not pile up
+/// under `evict_idle_after`: memory stays with the keys of the last idle periods.
+#[test]
+fn keys_whose_last_call_failed_do_not_accumulate() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(5))
+        .evict_idle_after(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    for i in 0..1_000 {
+        let _ = r.call(&format!("host-{i}"), || Err::<(), _>("refused"));
+        clock.advance(Duration::from_millis(10));
+    }
+    for i in 0..3 {
+        clock.advance(Duration::from_secs(120));
+        r.get(&format!("new-{i}")); // each new key may sweep
+    }
+    assert!(r.len() <= 3, "{} breakers left", r.len());
 }
 
 /// An evicted key with a per-key builder comes back from that builder (its name,

@@ -50,6 +50,20 @@ impl<C: Clock> Entry<C> {
     }
 }
 
+/// Whether an idle sweep may evict `breaker`: as a new one would behave but for
+/// its streak of consecutive failures, which no time ends (a key whose last call
+/// failed would be kept for ever), forgotten after the idle period: Closed, no
+/// call in flight, nothing in its window. A sweep's rule only: an eviction at
+/// the key cap takes only breakers that [behave like new](behaves_like_new), so
+/// that a crowd of new keys cannot wipe a real key's streak.
+pub(super) fn idle_forgettable<C: Clock>(breaker: &CircuitBreaker<C>) -> bool {
+    if breaker.in_flight() != 0 {
+        return false;
+    }
+    let m = breaker.metrics();
+    m.state == State::Closed && m.window.calls == 0
+}
+
 /// Whether `breaker` would behave exactly like a new one: Closed, no call in
 /// flight, no consecutive failure, nothing in its window. (Generation, lifetime
 /// counters and transition counts differ, but decide nothing.)

@@ -10,7 +10,8 @@ where
     S: BuildHasher,
 {
     /// Removes the breakers not used for more than `older_than` that behave like
-    /// new ones and are not held elsewhere (see [Idle eviction](Registry#idle-eviction));
+    /// new ones but for a streak of consecutive failures, which is forgotten, and
+    /// are not held elsewhere (see [Idle eviction](Registry#idle-eviction));
     /// returns how many it removed. An entry goes once it has been idle for
     /// `older_than` plus the idle resolution (see [`RegistryBuilder::idle_resolution`]).
     ///
@@ -102,7 +103,7 @@ where
             }
             let evict = now.saturating_sub(seen) >= limit
                 && Arc::strong_count(&entry.breaker) == 1
-                && behaves_like_new(&entry.breaker)
+                && idle_forgettable(&entry.breaker)
                 // The claim: fails if a lookup wrote the word since it was read.
                 // Relaxed: see the module's Orderings.
                 && entry

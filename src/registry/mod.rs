@@ -56,7 +56,7 @@ mod tests;
 use builder::OVERFLOW_NAME;
 pub use builder::RegistryBuilder;
 use cap::{Cap, Place};
-use entry::{EVICTED, Entry, OVERFLOW_ID, behaves_like_new};
+use entry::{EVICTED, Entry, OVERFLOW_ID, behaves_like_new, idle_forgettable};
 use saved::InitialState;
 
 type KeyedListener<K> = Arc<dyn Fn(&K, &Transition) + Send + Sync>;
@@ -151,11 +151,14 @@ type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
 /// unused for `older_than` plus the resolution: it never evicts a breaker used within
 /// `older_than`.
 ///
-/// Only a breaker that behaves like a new one is evicted: idle for `older_than`
-/// (plus the resolution), Closed, no call in flight (admitted and not yet recorded
-/// or dropped, from its lifetime counters), no consecutive failure and nothing in
-/// its sliding window (so idle for longer than its window, or with no call in it).
-/// An Open breaker keeps its cooldown, a failing streak its count. An entry whose
+/// Only a breaker that behaves like a new one but for its streak is evicted: idle
+/// for `older_than` (plus the resolution), Closed, no call in flight (admitted and
+/// not yet recorded or dropped, from its lifetime counters) and nothing in its
+/// sliding window (so idle for longer than its window, or with no call in it). A
+/// streak of consecutive failures, which no time ends, is forgotten with it (a
+/// key whose last call failed would otherwise stay for ever); an Open, forced-open,
+/// disabled or recovering breaker stays until a call or
+/// [`remove`](Registry::remove) moves it. An entry whose
 /// breaker is held elsewhere (an `Arc` from [`get`](Registry::get)) is never
 /// evicted either, so a held breaker and the registry never disagree about a key.
 ///
@@ -179,8 +182,9 @@ type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
 ///
 /// With [`RegistryBuilder::evict_idle_after`], a lookup that creates a new entry also
 /// sweeps the map when the last sweep is at least that long ago. Memory then stays
-/// proportional to the keys used in the last two idle periods, however many keys
-/// have come and gone: keys that never repeat do not accumulate.
+/// proportional to the keys used in the last two idle periods (and their windows),
+/// however many keys have come and gone: keys that never repeat do not accumulate,
+/// unless their breakers were left Open (or forced open, or disabled).
 ///
 /// # Keying safely
 /// Keys often come from requests: a host, a tenant, a route. Without a cap, a
