@@ -197,6 +197,32 @@ fn candidate_transitions_reach_their_own_listener_marked_shadow_and_not_the_live
     assert_eq!(candidate_seen.lock().unwrap().len(), 1);
 }
 
+/// A candidate's listener that panics does so once the live breaker has
+/// recorded the outcome: the live breaker's count and trip are never lost to it,
+/// for a recorded failure and for a permit dropped as one.
+#[test]
+fn a_candidates_panicking_listener_changes_nothing_the_live_breaker_keeps() {
+    use cutout::Dropped;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let panicking = || {
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .on_drop(Dropped::Failure)
+            .on_transition(|_| panic!("a candidate's listener (this test's, on purpose)"))
+    };
+    let (b, _) = with_candidate(live(1).on_drop(Dropped::Failure), "panicky", panicking());
+    assert!(catch_unwind(AssertUnwindSafe(|| fail(&b))).is_err());
+    let l = b.metrics().lifetime;
+    assert_eq!((l.admitted, l.failures, b.state()), (1, 1, State::Open));
+
+    let (b, _) = with_candidate(live(1).on_drop(Dropped::Failure), "panicky", panicking());
+    let permit = b.try_acquire().unwrap();
+    assert!(catch_unwind(AssertUnwindSafe(|| drop(permit))).is_err());
+    let l = b.metrics().lifetime;
+    assert_eq!((l.admitted, l.dropped, l.failures), (1, 1, 1));
+    assert_eq!(b.state(), State::Open);
+}
+
 #[test]
 fn reports_come_one_per_candidate_in_order() {
     let clock = ManualClock::new();

@@ -59,30 +59,46 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Offers a live outcome this breaker records to each of its candidates
     /// (none for most breakers): `None` for a permit dropped unrecorded. Every
     /// outcome is offered, a stale one included: the call ran, and a candidate
-    /// decides its own admission.
+    /// decides its own admission. Offered before this breaker records it; a
+    /// candidate's listener that panics does so when the returned guard drops,
+    /// at the end of the recording, so that this breaker's count and decision
+    /// are never lost to it.
     #[inline]
-    pub(super) fn offer(&self, ticket: Ticket, outcome: Option<Outcome>) {
-        if let Some(shadowing) = &self.shadowing {
-            for candidate in &shadowing.candidates {
-                candidate.offered(ticket.started(), outcome);
+    pub(super) fn offer(&self, ticket: Ticket, outcome: Option<Outcome>) -> Deferred {
+        match &self.shadowing {
+            Some(shadowing) if !shadowing.candidates.is_empty() => {
+                Self::offer_to(&shadowing.candidates, ticket.started(), outcome)
             }
+            _ => Deferred(None),
         }
     }
 
-    /// [`offer`](Self::offer) for a recorded outcome; then, for a breaker that
-    /// its candidates sent off the lean path ([`Lean::OFFERS`]), the lean path's
-    /// record of a closed success, if it applies (`true`: recorded).
+    /// [`offer`](Self::offer) to `candidates`, holding the first panic.
+    #[cold]
+    #[inline(never)]
+    fn offer_to(candidates: &[Self], started: u64, outcome: Option<Outcome>) -> Deferred {
+        let mut first = None;
+        for candidate in candidates {
+            let offered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                candidate.offered(started, outcome);
+            }));
+            if let Err(panic) = offered {
+                first.get_or_insert(panic);
+            }
+        }
+        Deferred(first)
+    }
+
+    /// After [`offer`](Self::offer), for a breaker that its candidates sent off
+    /// the lean path ([`Lean::OFFERS`]): the lean path's record of a closed
+    /// success, if it applies (`true`: recorded).
     #[inline]
-    pub(super) fn offered_then_lean(
+    pub(super) fn recorded_lean_after_offer(
         &self,
         r: StripeRef<'_>,
         ticket: Ticket,
         outcome: Outcome,
     ) -> bool {
-        if self.shadowing.is_none() {
-            return false;
-        }
-        self.offer(ticket, Some(outcome));
         // Not for calls timed precisely: they have no lean record (and would
         // come back here through `record_offering`).
         let lean = self.hot.lean;
@@ -330,5 +346,20 @@ impl<C: Clock> CircuitBreaker<C> {
             successes_turned_away: turned_away,
             unseen,
         })
+    }
+}
+
+/// The panic of a candidate's listener, resumed when this drops: at the end of
+/// the live breaker's recording, unless the thread is already unwinding (a
+/// listener of the live breaker's own panicked too), where it is dropped.
+pub(super) struct Deferred(Option<Box<dyn std::any::Any + Send>>);
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        if let Some(panic) = self.0.take()
+            && !std::thread::panicking()
+        {
+            std::panic::resume_unwind(panic);
+        }
     }
 }

@@ -9,9 +9,27 @@ impl<C: Clock> CircuitBreaker<C> {
     /// are the common case of a failing dependency.
     #[inline(never)]
     pub(super) fn record_general(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
-        if self.offered_then_lean(r, ticket, outcome) {
-            return;
+        if self.shadowing.is_some() {
+            return self.record_general_offered(r, ticket, outcome);
         }
+        self.record_own(r, ticket, outcome);
+    }
+
+    /// [`record_general`](Self::record_general) for a shadow breaker or one with
+    /// candidates: the outcome offered to the candidates first (see
+    /// [`offer`](Self::offer)), then recorded here.
+    #[cold]
+    #[inline(never)]
+    fn record_general_offered(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
+        let _offered = self.offer(ticket, Some(outcome));
+        if !self.recorded_lean_after_offer(r, ticket, outcome) {
+            self.record_own(r, ticket, outcome);
+        }
+    }
+
+    /// [`record_general`](Self::record_general)'s record in this breaker.
+    #[inline(always)]
+    fn record_own(&self, r: StripeRef<'_>, ticket: Ticket, outcome: Outcome) {
         let s = self.hot.word.load();
         if s != ticket.phase() {
             if ticket.is_shadow() {
@@ -59,7 +77,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// it is. Neither: ignored, its probe slot back.
     #[inline(never)]
     pub(crate) fn abandon(&self, ticket: Ticket) {
-        self.offer(ticket, None);
+        let _offered = self.offer(ticket, None);
         if ticket.is_shadow() {
             return; // a would-be rejection's: the call would not have happened
         }

@@ -27,7 +27,9 @@ impl<C: Clock + Clone> Builder<C> {
     /// [`shadow`](Self::shadow)) configured by `candidate`, which is offered the
     /// outcome of every call this breaker records, on this breaker's clock, and
     /// reported by [`CircuitBreaker::candidates`] under `name`. Its decisions
-    /// never change this breaker's. Of `candidate`, only the settings and
+    /// never change this breaker's, nor does its listener panicking (the panic
+    /// reaches the caller once this breaker has recorded the outcome). Of
+    /// `candidate`, only the settings and
     /// [`on_transition`](Self::on_transition) are used (its clock is this
     /// breaker's); it may have no candidates of its own and no
     /// [`restore`](Self::restore). Set this breaker's [`clock`](Self::clock)
