@@ -504,7 +504,10 @@ impl<C: Clock> Builder<C> {
 
     /// Calls `f` for every transition too, after the listener given so far (by
     /// [`on_transition`](Self::on_transition) or an earlier `also_on_transition`),
-    /// as `on_transition` says; a panic in an earlier listener skips `f`. For code
+    /// as `on_transition` says; a panic in an earlier listener skips `f`. Each
+    /// sees one thread's events in generation order: a transition an earlier
+    /// listener makes (a `force_open` on a trip) reaches that listener at once
+    /// and `f` after the event it was handed. For code
     /// that adds its own listener to a builder it was handed without replacing the
     /// caller's (`cutout_fleet::Fleet::breaker` does).
     ///
@@ -527,10 +530,9 @@ impl<C: Clock> Builder<C> {
     pub fn also_on_transition(mut self, f: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
         self.on_transition = Some(match self.on_transition.take() {
             None => Arc::new(f),
-            Some(first) => Arc::new(move |t: &Transition| {
-                first(t);
-                f(t);
-            }),
+            Some(first) => {
+                Arc::new(move |t: &Transition| crate::event::deliver_both(&first, &f, t))
+            }
         });
         self
     }

@@ -183,3 +183,56 @@ pub struct Transition {
     /// ```
     pub shadow: bool,
 }
+
+std::thread_local! {
+    /// The combined listeners (by address) delivering an event on this thread,
+    /// each with the events raised meanwhile that its second part has yet to take.
+    static DELIVERING: std::cell::RefCell<Vec<(usize, Vec<Transition>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `first`, then `then`, for `t` (see `Builder::also_on_transition`), so that
+/// each sees this thread's events in generation order even when one moves the
+/// breaker on: an event raised during the delivery (a listener's `force_open`)
+/// reaches `first` at once, as any event does, and `then` after the events
+/// before it. A panic in `first` skips `then` for `t` and the events held.
+pub(crate) fn deliver_both(
+    first: &crate::config::Listener,
+    then: &dyn Fn(&Transition),
+    t: &Transition,
+) {
+    let id = std::sync::Arc::as_ptr(first).cast::<()>() as usize;
+    let nested = DELIVERING.with(|d| {
+        let mut d = d.borrow_mut();
+        match d.iter_mut().find(|(i, _)| *i == id) {
+            Some((_, held)) => {
+                held.push(*t);
+                true
+            }
+            None => {
+                d.push((id, Vec::new()));
+                false
+            }
+        }
+    });
+    if nested {
+        return first(t);
+    }
+    /// Takes this delivery's entry off, however it ends.
+    struct Done(usize);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            DELIVERING.with(|d| d.borrow_mut().retain(|(i, _)| *i != self.0));
+        }
+    }
+    let _done = Done(id);
+    first(t);
+    then(t);
+    while let Some(next) = DELIVERING.with(|d| {
+        let mut d = d.borrow_mut();
+        let held = &mut d.iter_mut().find(|(i, _)| *i == id)?.1;
+        (!held.is_empty()).then(|| held.remove(0))
+    }) {
+        then(&next);
+    }
+}

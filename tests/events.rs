@@ -832,3 +832,38 @@ fn a_call_whose_admissions_transition_a_listener_overrides_follows_the_listener(
         );
     }
 }
+
+/// `also_on_transition`'s listener sees one thread's events in generation order
+/// even when the listener before it moves the breaker on (a `force_open` on a
+/// trip): that transition reaches the added listener after the trip, not before.
+#[test]
+fn an_added_listener_sees_events_in_generation_order_when_the_first_moves_the_breaker() {
+    let seen: Arc<Mutex<Vec<(u32, Reason)>>> = Arc::default();
+    let log = seen.clone();
+    let first_seen: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let first_log = first_seen.clone();
+    let b = Arc::new_cyclic(|me: &Weak<CircuitBreaker<ManualClock>>| {
+        let me = me.clone();
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .clock(ManualClock::new())
+            .on_transition(move |t: &Transition| {
+                first_log.lock().unwrap().push(t.generation);
+                if t.reason == Reason::ConsecutiveFailures
+                    && let Some(b) = me.upgrade()
+                {
+                    b.force_open();
+                }
+            })
+            .also_on_transition(move |t| log.lock().unwrap().push((t.generation, t.reason)))
+            .build()
+            .unwrap()
+    });
+    let _ = b.call(|| Err::<(), _>("down"));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(1, Reason::ConsecutiveFailures), (2, Reason::ForcedOpen)]
+    );
+    // The first listener takes each as it comes (its own force_open's inside it).
+    assert_eq!(*first_seen.lock().unwrap(), [1, 2]);
+}
