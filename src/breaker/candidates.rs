@@ -356,10 +356,11 @@ pub(super) struct Deferred(Option<Box<dyn std::any::Any + Send>>);
 
 impl Drop for Deferred {
     fn drop(&mut self) {
-        if let Some(panic) = self.0.take()
-            && !std::thread::panicking()
-        {
-            std::panic::resume_unwind(panic);
+        // Nested, not a let chain: the crate builds with Rust 1.87.
+        if let Some(panic) = self.0.take() {
+            if !std::thread::panicking() {
+                std::panic::resume_unwind(panic);
+            }
         }
     }
 }

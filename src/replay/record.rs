@@ -315,11 +315,10 @@ fn drain(rx: Receiver<Message>, w: impl Write, json: bool, shared: &Shared) {
         pending: 0,
         shared,
     };
-    if let Some(w) = &mut out.w
-        && !json
-        && writeln!(w, "at_ms,latency_ms,outcome,key").is_err()
-    {
-        out.w = None;
+    if let Some(w) = &mut out.w {
+        if !json && writeln!(w, "at_ms,latency_ms,outcome,key").is_err() {
+            out.w = None;
+        }
     }
     loop {
         let message = match rx.try_recv() {
@@ -363,10 +362,10 @@ impl<W: Write> Out<'_, W> {
     /// Writes one call with `write`, or counts it as dropped after an error.
     fn write(&mut self, write: impl FnOnce(&mut W) -> io::Result<()>) {
         self.pending += 1;
-        if let Some(w) = &mut self.w
-            && write(w).is_err()
-        {
-            self.w = None;
+        if let Some(w) = &mut self.w {
+            if write(w).is_err() {
+                self.w = None;
+            }
         }
         if self.w.is_none() {
             self.settle(false);
