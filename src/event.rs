@@ -202,7 +202,7 @@ pub(crate) fn deliver_both(
     t: &Transition,
 ) {
     let id = std::sync::Arc::as_ptr(first).cast::<()>() as usize;
-    let nested = DELIVERING.with(|d| {
+    let nested = DELIVERING.try_with(|d| {
         let mut d = d.borrow_mut();
         match d.iter_mut().find(|(i, _)| *i == id) {
             Some((_, held)) => {
@@ -215,24 +215,34 @@ pub(crate) fn deliver_both(
             }
         }
     });
-    if nested {
-        return first(t);
+    match nested {
+        Ok(true) => return first(t),
+        Ok(false) => {}
+        // The thread's locals are gone (a delivery from a destructor of its
+        // own as the thread exits): no holding.
+        Err(_) => {
+            first(t);
+            return then(t);
+        }
     }
     /// Takes this delivery's entry off, however it ends.
     struct Done(usize);
     impl Drop for Done {
         fn drop(&mut self) {
-            DELIVERING.with(|d| d.borrow_mut().retain(|(i, _)| *i != self.0));
+            let _ = DELIVERING.try_with(|d| d.borrow_mut().retain(|(i, _)| *i != self.0));
         }
     }
     let _done = Done(id);
     first(t);
     then(t);
-    while let Some(next) = DELIVERING.with(|d| {
-        let mut d = d.borrow_mut();
-        let held = &mut d.iter_mut().find(|(i, _)| *i == id)?.1;
-        (!held.is_empty()).then(|| held.remove(0))
-    }) {
+    let take = || {
+        DELIVERING.try_with(|d| {
+            let mut d = d.borrow_mut();
+            let held = &mut d.iter_mut().find(|(i, _)| *i == id)?.1;
+            (!held.is_empty()).then(|| held.remove(0))
+        })
+    };
+    while let Ok(Some(next)) = take() {
         then(&next);
     }
 }
