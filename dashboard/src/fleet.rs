@@ -146,9 +146,14 @@ impl FleetSource for cutout_fleet::Fleet {
         match action {
             FleetAction::ForceOpen(d) => self.force_open(key, d),
             FleetAction::Disable(d) => self.disable(key, d),
-            // No override names a key the fleet cannot carry: nothing to
-            // release, and the reset goes on to the local breakers.
-            FleetAction::Release if key.len() > cutout_fleet::MAX_NAME_BYTES => Ok(()),
+            // No override in force here for the key (none can name a key the
+            // fleet cannot carry): nothing to release, and the reset goes on to
+            // the local breakers, even with the fleet's table of overrides full.
+            FleetAction::Release
+                if key.len() > cutout_fleet::MAX_NAME_BYTES || self.override_of(key).is_none() =>
+            {
+                Ok(())
+            }
             FleetAction::Release => self.release(key),
         }
         .map_err(|e| e.to_string())

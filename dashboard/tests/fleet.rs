@@ -103,23 +103,34 @@ async fn the_controls_act_on_every_instance_through_the_fleet() {
 }
 
 /// Reset resets the local breaker whatever opened it: also one whose name the
-/// fleet cannot carry (over 200 bytes), which no fleet override can name.
-/// (Redis unreachable: the fleet still takes controls here.)
+/// fleet cannot carry (over 200 bytes), which no fleet override can name, and
+/// one with no override while the fleet's table of overrides is full. (Redis
+/// unreachable: the fleet still takes controls here.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reset_resets_a_breaker_whose_name_the_fleet_cannot_carry() {
+async fn reset_resets_a_breaker_that_no_fleet_override_names() {
     let fleet = Fleet::start(
         cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
     )
     .unwrap();
-    let name = "k".repeat(cutout_fleet::MAX_NAME_BYTES + 1);
-    let db = Arc::new(CircuitBreaker::builder().build().unwrap());
-    db.force_open();
-    let source = Source::new()
-        .breaker(name.clone(), db.clone())
-        .fleet(Arc::new(fleet))
-        .controls(true);
+    for i in 0..cutout_fleet::MAX_OVERRIDES {
+        fleet
+            .force_open(&format!("other{i}"), Duration::from_secs(60))
+            .unwrap();
+    }
+    let long = "k".repeat(cutout_fleet::MAX_NAME_BYTES + 1);
+    let names = [long.as_str(), "db"];
+    let mut source = Source::new().fleet(Arc::new(fleet)).controls(true);
+    let mut breakers = Vec::new();
+    for name in names {
+        let breaker = Arc::new(CircuitBreaker::builder().build().unwrap());
+        breaker.force_open();
+        source = source.breaker(name, breaker.clone());
+        breakers.push(breaker);
+    }
     let app = axum::Router::new().nest("/breakers", cutout_dashboard::router(source));
     let addr = serve(app).await;
-    assert_eq!(post(addr, &format!("name={name}&action=reset")).await, 204);
-    assert_eq!(db.state(), State::Closed);
+    for (name, breaker) in names.iter().zip(&breakers) {
+        assert_eq!(post(addr, &format!("name={name}&action=reset")).await, 204);
+        assert_eq!(breaker.state(), State::Closed);
+    }
 }
