@@ -50,27 +50,28 @@ impl<C: Clock> Entry<C> {
     }
 }
 
-/// Whether an idle sweep may evict `breaker`: as a new one would behave but for
-/// its streak of consecutive failures, which no time ends (a key whose last call
-/// failed would be kept for ever), forgotten after the idle period: Closed, no
-/// call in flight, nothing in its window. A sweep's rule only: an eviction at
-/// the key cap takes only breakers that [behave like new](behaves_like_new), so
-/// that a crowd of new keys cannot wipe a real key's streak.
-pub(super) fn idle_forgettable<C: Clock>(breaker: &CircuitBreaker<C>) -> bool {
+/// The streak of consecutive failures of `breaker` if it would otherwise behave
+/// exactly like a new one: Closed, no call in flight, nothing in its window.
+/// (Generation, lifetime counters and transition counts differ, but decide
+/// nothing.)
+fn streak_if_otherwise_new<C: Clock>(breaker: &CircuitBreaker<C>) -> Option<u64> {
     if breaker.in_flight() != 0 {
-        return false;
+        return None;
     }
     let m = breaker.metrics();
-    m.state == State::Closed && m.window.calls == 0
+    (m.state == State::Closed && m.window.calls == 0).then_some(m.consecutive_failures)
 }
 
-/// Whether `breaker` would behave exactly like a new one: Closed, no call in
-/// flight, no consecutive failure, nothing in its window. (Generation, lifetime
-/// counters and transition counts differ, but decide nothing.)
+/// Whether `breaker` would behave exactly like a new one: no streak either.
 pub(super) fn behaves_like_new<C: Clock>(breaker: &CircuitBreaker<C>) -> bool {
-    if breaker.in_flight() != 0 {
-        return false;
-    }
-    let m = breaker.metrics();
-    m.state == State::Closed && m.consecutive_failures == 0 && m.window.calls == 0
+    streak_if_otherwise_new(breaker) == Some(0)
+}
+
+/// Whether an idle sweep may evict `breaker`: as a new one would behave but for
+/// its streak, which no time ends (a key whose last call failed would be kept
+/// for ever), forgotten after the idle period. A sweep's rule only: an eviction
+/// at the key cap takes only breakers that [behave like new](behaves_like_new),
+/// so that a crowd of new keys cannot wipe a real key's streak.
+pub(super) fn idle_forgettable<C: Clock>(breaker: &CircuitBreaker<C>) -> bool {
+    streak_if_otherwise_new(breaker).is_some()
 }
