@@ -223,6 +223,27 @@ fn a_candidates_panicking_listener_changes_nothing_the_live_breaker_keeps() {
     assert_eq!(b.state(), State::Open);
 }
 
+/// The live breaker's own listener panicking too, on the same call: the
+/// candidate's panic, held, is dropped as the live one unwinds (two panics at
+/// once would abort), and the live breaker has counted and tripped.
+#[test]
+fn a_candidates_panic_held_while_the_live_listener_panics_is_dropped() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let (b, _) = with_candidate(
+        live(1).on_transition(|_| panic!("the live listener (this test's, on purpose)")),
+        "panicky",
+        live(1).on_transition(|_| panic!("a candidate's listener (this test's, on purpose)")),
+    );
+    let caught = catch_unwind(AssertUnwindSafe(|| fail(&b))).unwrap_err();
+    assert_eq!(
+        caught.downcast_ref::<&str>(),
+        Some(&"the live listener (this test's, on purpose)")
+    );
+    let l = b.metrics().lifetime;
+    assert_eq!((l.admitted, l.failures, b.state()), (1, 1, State::Open));
+    assert_eq!(b.candidates()[0].state, State::Open);
+}
+
 #[test]
 fn reports_come_one_per_candidate_in_order() {
     let clock = ManualClock::new();
