@@ -56,7 +56,8 @@ pub struct CandidateReport {
     /// The live calls it would have rejected.
     pub would_reject: u64,
     /// Of those, the calls that failed: failures the dependency would have been
-    /// spared.
+    /// spared (a dropped permit among them where the candidate's
+    /// [`on_drop`](crate::Builder::on_drop) counts it as a failure).
     pub failures_spared: u64,
     /// Of those, the calls that succeeded: successes it would have turned away,
     /// the cost of its tripping.
@@ -107,7 +108,8 @@ impl Candidacy {
     }
 
     /// Tallies the outcome of a call the candidate would have rejected: a
-    /// failure spared or a success turned away (an ignored call is neither).
+    /// failure spared (`Some(true)`), a success turned away (`Some(false)`), or
+    /// neither (`None`).
     pub(crate) fn would_have_rejected(&self, failed: Option<bool>) {
         let count = match failed {
             Some(true) => &self.failures_spared,

@@ -4,7 +4,8 @@
 //! unseen by it.
 
 use cutout::{
-    Builder, CandidateReport, CircuitBreaker, ManualClock, Reason, State, Transition, WindowCounts,
+    Builder, CandidateReport, CircuitBreaker, Dropped, ManualClock, Reason, State, Transition,
+    WindowCounts,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -202,7 +203,6 @@ fn candidate_transitions_reach_their_own_listener_marked_shadow_and_not_the_live
 /// for a recorded failure and for a permit dropped as one.
 #[test]
 fn a_candidates_panicking_listener_changes_nothing_the_live_breaker_keeps() {
-    use cutout::Dropped;
     use std::panic::{AssertUnwindSafe, catch_unwind};
     let panicking = || {
         CircuitBreaker::builder()
@@ -334,6 +334,24 @@ fn permits_and_drops_are_offered_too() {
         (r.would_reject, r.failures_spared, r.successes_turned_away),
         (2, 0, 1)
     );
+}
+
+/// A dropped permit the candidate would have rejected is a failure spared when
+/// its own `on_drop` counts such a drop as a failure (here after 1 s).
+#[test]
+fn a_would_be_rejected_drop_is_a_failure_spared_by_the_candidates_drop_rule() {
+    let after = Dropped::FailureAfter(Duration::from_secs(1));
+    let tight = live(1)
+        .open_duration(Duration::from_secs(10))
+        .on_drop(after);
+    let (live, clock) = with_candidate(live(10), "tight", tight);
+    fail(&live);
+    drop(live.try_acquire().unwrap()); // given up at once: not a failure
+    let permit = live.try_acquire().unwrap();
+    clock.advance(Duration::from_millis(1500));
+    drop(permit);
+    let r = only(&live);
+    assert_eq!((r.would_reject, r.failures_spared), (2, 1));
 }
 
 #[test]

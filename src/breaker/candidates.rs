@@ -272,17 +272,25 @@ impl<C: Clock> CircuitBreaker<C> {
         let Ok(ticket) = self.acquire_not_closed(r, s) else {
             return;
         };
+        let ticket_then = Ticket::new(ticket.phase(), started);
         if ticket.is_shadow() {
             if let Some(candidacy) = self.candidacy() {
                 candidacy.would_have_rejected(match outcome {
                     Some(Outcome::Success) => Some(false),
                     Some(Outcome::Failure) => Some(true),
-                    Some(Outcome::Ignored) | None => None,
+                    Some(Outcome::Ignored) => None,
+                    // A drop is a failure spared where this candidate's own
+                    // `on_drop` makes it one, and neither otherwise.
+                    None => self
+                        .config
+                        .on_drop
+                        .is_failure(|| ticket_then.elapsed(self.age_reading()))
+                        .then_some(true),
                 });
             }
             return;
         }
-        self.record_offered(r, Ticket::new(ticket.phase(), started), outcome);
+        self.record_offered(r, ticket_then, outcome);
     }
 
     /// Records an offered outcome off the lean path (`None`: dropped).

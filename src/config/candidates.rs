@@ -43,7 +43,9 @@ impl<C: Clock + Clone> Builder<C> {
     /// - A call it would have rejected counts as its would-be rejection, and the
     ///   outcome counts for nothing else: under its settings the call would not
     ///   have happened. The outcome is tallied as a failure the dependency would
-    ///   have been spared, or a success turned away.
+    ///   have been spared, or a success turned away (an ignored call as neither;
+    ///   a dropped permit as a failure where the candidate's own
+    ///   [`on_drop`](Self::on_drop) makes it one, else neither).
     /// - A call the live breaker rejected is not offered: its outcome is unknown.
     ///   It counts as unseen.
     /// - A live outcome that arrives after the live breaker moved to another
