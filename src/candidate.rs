@@ -143,9 +143,12 @@ impl Candidacy {
         let opened = self.opened.load(Ordering::Relaxed);
         let closed = self.closed.load(Ordering::Relaxed);
         let kept = opened.min(OPENED_AT_KEPT as u64);
-        let opened_at = (opened - kept..opened)
+        let mut opened_at: Vec<u64> = (opened - kept..opened)
             .map(|n| self.opened_at[(n % OPENED_AT_KEPT as u64) as usize].load(Ordering::Relaxed))
             .collect();
+        // Two threads' openings may note their ticks out of order (one delayed
+        // between its transition and its note, through a whole cooldown).
+        opened_at.sort_unstable();
         // An opening not yet closed runs to `now`.
         let open_now = opened.saturating_sub(closed).min(1);
         let time_open = (self.closed_ticks.load(Ordering::Relaxed))
@@ -161,5 +164,20 @@ impl Candidacy {
             self.failures_spared.load(Ordering::Relaxed),
             self.successes_turned_away.load(Ordering::Relaxed),
         )
+    }
+}
+
+#[cfg(all(test, not(cutout_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openings_noted_out_of_order_are_reported_oldest_first() {
+        let books = Candidacy::new("late".into());
+        books.note(State::HalfOpen, State::Open, 300); // the later opening, noted first
+        books.note(State::Closed, State::Open, 100);
+        books.note(State::Open, State::HalfOpen, 200);
+        let (opened, opened_at, time_open, ..) = books.books(400);
+        assert_eq!((opened, opened_at, time_open), (2, vec![100, 300], 200));
     }
 }
