@@ -8,7 +8,11 @@
 //! each request from a [`Registry`] the caller keeps (to read its breakers,
 //! publish their metrics, or save them), keyed by the request URL's
 //! `host[:port]` (no user info, no path) unless [`key`](CircuitBreakerMiddleware::key)
-//! says otherwise (per route, per tenant).
+//! says otherwise (per route, per tenant). reqwest follows redirects inside
+//! the request the middleware wraps, so a request redirected to another host
+//! counts in the first host's breaker; where that matters, build the client with
+//! [`redirect::Policy::none()`](::reqwest::redirect::Policy::none) and follow
+//! redirects above the middleware, each hop a request of its own.
 //!
 //! # Order with retry and timeout
 //! - **Retry outside the breaker**: `.with(RetryTransientMiddleware::..)` before
