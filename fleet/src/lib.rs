@@ -98,10 +98,10 @@
 //! - **Bounded by design.** A message stamped beyond this host's clock plus
 //!   [`max_skew`](FleetConfig::max_skew) (1 s) is refused, so no stamp holds a
 //!   peer's later messages off; a peer's heartbeats are kept in order for
-//!   `live_after` at most. The peer table holds [`MAX_PEERS`]: a peer with news
-//!   within `live_after` that reports a key Open keeps its place, and a
-//!   newcomer that reports one may take the place of a peer that reports none,
-//!   so a flood of made-up ids cannot keep out a real peer that trips.
+//!   `live_after` at most. The peer table holds [`MAX_PEERS`]: a live peer that
+//!   reports a key Open keeps its place, and a newcomer that reports one may
+//!   take the place of any other (one that is not live first), so a flood of
+//!   made-up ids cannot keep out a real peer that trips.
 //!
 //! # Faults
 //! With Redis down or unreachable, breakers keep deciding locally (the call path

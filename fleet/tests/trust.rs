@@ -220,6 +220,28 @@ fn a_flood_of_made_up_ids_cannot_keep_real_peers_out() {
     assert_eq!(v.live_peers(later), 1);
 }
 
+/// Made-up ids that each send one Open report and never a heartbeat count for
+/// no quorum, so they hold no place against live peers: real peers already in
+/// keep theirs, and trip with a quorum.
+#[test]
+fn a_flood_of_open_reports_without_heartbeats_cannot_keep_real_peers_out() {
+    let (now, wall) = start();
+    let mut v = view();
+    for id in ["a", "b"] {
+        v.apply(&heartbeat(id, wall, &[]).encode(), now, wall);
+    }
+    let far = wall + Duration::from_secs(600);
+    for i in 0..MAX_PEERS {
+        v.apply(&open(&format!("made-up-{i}"), far, None).encode(), now, wall);
+    }
+    let until = real_reports(&mut v, now, wall);
+    for id in ["a", "b"] {
+        v.apply(&heartbeat(id, wall, &[("db", until)]).encode(), now, wall);
+    }
+    assert_eq!(v.verdict("db", two(), now, wall), Some(until), "{:?}", v.stats());
+    assert_eq!(v.stats().peers_refused, 0, "{:?}", v.stats());
+}
+
 #[test]
 fn with_a_key_only_signed_fresh_messages_count() {
     let (now, wall) = start();

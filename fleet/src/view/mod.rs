@@ -14,9 +14,10 @@ use std::time::{Instant, SystemTime};
 /// The most peers a view keeps. A message from one more takes the place of a
 /// peer without news (no message) for
 /// [`live_after`](crate::FleetConfig::live_after); if every peer has news, one
-/// that reports a key Open takes the place of a peer that reports none (counted
-/// `peers_displaced`), and any other is refused (counted `peers_refused`). A
-/// peer with news that reports a key Open keeps its place.
+/// that reports a key Open takes the place of a peer that is not both live and
+/// reporting one, one that is not live first (counted `peers_displaced`), and
+/// any other is refused (counted `peers_refused`). A live peer that reports a
+/// key Open keeps its place.
 pub const MAX_PEERS: usize = 1024;
 /// The most Open keys a view keeps per peer; reports beyond are refused (counted
 /// as `overflow`).
@@ -65,10 +66,11 @@ pub struct FleetStats {
     pub overflow: u64,
     /// Refused: a message from an instance the view had no place for (every
     /// place held by a peer with news, and the message reported no key Open,
-    /// or every such peer did): a flood of made-up ids shows here.
+    /// or every such peer is live and reports one): a flood of made-up ids
+    /// shows here.
     pub peers_refused: u64,
-    /// Peers with news that reported no key Open, forgotten to make room for
-    /// an instance that reported one (see [`MAX_PEERS`]).
+    /// Peers with news, not both live and reporting a key Open, forgotten to
+    /// make room for an instance that reported one (see [`MAX_PEERS`]).
     pub peers_displaced: u64,
     /// Ignored: a heartbeat sent before one already applied from its peer,
     /// within [`live_after`](crate::FleetConfig::live_after) of applying that one

@@ -3,11 +3,13 @@
 //!
 //! An entry holds its place while its peer has news (a message taken, of any
 //! kind) younger than `live_after`; past that, any newcomer may take it. When
-//! every place is held, a newcomer that reports a key Open takes the place of the
-//! peer with the oldest news among those that report none; a newcomer that
-//! reports none is refused. So a live peer that reports a key Open, the evidence
-//! a quorum counts, is never displaced; and a peer that trips during a flood of
-//! empty heartbeats gets in with its report.
+//! every place is held, a newcomer that reports a key Open takes the place of a
+//! peer that is not both live and reporting one (one that is not live first,
+//! then the oldest news); a newcomer that reports none is refused. So a live
+//! peer that reports a key Open, the evidence a quorum counts, is never
+//! displaced; a peer that trips during a flood of empty heartbeats gets in with
+//! its report; and ids that only send Open reports, never a heartbeat (they
+//! count for no quorum), cannot push out live peers.
 
 use super::MAX_PEERS;
 use crate::message::{Message, OpenEntry};
@@ -122,9 +124,10 @@ pub(crate) fn admit(
             None => {
                 let idle = peers
                     .iter()
-                    .filter(|(_, p)| !p.reports_open(wall))
-                    .min_by_key(|(_, p)| p.news);
-                let Some((victim, _)) = idle else {
+                    .map(|(id, p)| (id, p, p.is_live(now, live_after)))
+                    .filter(|(_, p, live)| !(*live && p.reports_open(wall)))
+                    .min_by_key(|(_, p, live)| (*live, p.news));
+                let Some((victim, ..)) = idle else {
                     return Admission::Refused;
                 };
                 admission = Admission::Displaced;
