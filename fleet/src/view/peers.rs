@@ -46,6 +46,17 @@ impl Peer {
             .is_some_and(|h| now.saturating_duration_since(h) < live_after)
     }
 
+    /// Whether it was heard from within `age` of `now`: its latest heartbeat,
+    /// or, for a peer known by its Open reports alone (a transition before its
+    /// first heartbeat), its latest message.
+    pub(crate) fn heard_within(&self, now: Instant, age: Duration) -> bool {
+        let within = |t: Instant| now.saturating_duration_since(t) < age;
+        match self.heard {
+            Some(heard) => within(heard),
+            None => !self.open.is_empty() && within(self.news),
+        }
+    }
+
     /// Whether a heartbeat stamped `sent` is older than the last one applied,
     /// which was applied less than `live_after` ago. Bounded, so that no stamp
     /// (a clock stepped back on either side) holds a peer's heartbeats off for

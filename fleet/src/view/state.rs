@@ -387,14 +387,10 @@ impl ViewState {
         self.stats
     }
 
-    /// Forgets peers whose heartbeat is far older than the liveness age.
+    /// Forgets peers not heard from for far longer than the liveness age.
     pub(crate) fn prune(&mut self, now: Instant) {
         let forget = self.live_after.saturating_mul(10);
-        self.peers.retain(|_, p| {
-            p.heard
-                .is_some_and(|h| now.saturating_duration_since(h) < forget)
-                || !p.open.is_empty() && p.heard.is_none()
-        });
+        self.peers.retain(|_, p| p.heard_within(now, forget));
     }
 }
 
@@ -440,6 +436,19 @@ mod tests {
             sent_at: None,
         })
         .encode()
+    }
+
+    /// A peer known only by an Open report (no heartbeat ever) is kept while
+    /// its heartbeat may yet come, and forgotten as a silent peer is.
+    #[test]
+    fn a_peer_without_heartbeats_is_forgotten_as_a_silent_one() {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        v.apply(&transition("ghost", State::Open, Some(wall + LIVE)), now, wall);
+        v.prune(now + LIVE);
+        assert_eq!(v.peer_count(), 1, "its heartbeat may yet come");
+        v.prune(now + LIVE * 10);
+        assert_eq!(v.peer_count(), 0, "silent for ten liveness ages");
     }
 
     #[test]
