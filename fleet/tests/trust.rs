@@ -232,13 +232,22 @@ fn a_flood_of_open_reports_without_heartbeats_cannot_keep_real_peers_out() {
     }
     let far = wall + Duration::from_secs(600);
     for i in 0..MAX_PEERS {
-        v.apply(&open(&format!("made-up-{i}"), far, None).encode(), now, wall);
+        v.apply(
+            &open(&format!("made-up-{i}"), far, None).encode(),
+            now,
+            wall,
+        );
     }
     let until = real_reports(&mut v, now, wall);
     for id in ["a", "b"] {
         v.apply(&heartbeat(id, wall, &[("db", until)]).encode(), now, wall);
     }
-    assert_eq!(v.verdict("db", two(), now, wall), Some(until), "{:?}", v.stats());
+    assert_eq!(
+        v.verdict("db", two(), now, wall),
+        Some(until),
+        "{:?}",
+        v.stats()
+    );
     assert_eq!(v.stats().peers_refused, 0, "{:?}", v.stats());
 }
 

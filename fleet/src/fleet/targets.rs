@@ -210,6 +210,16 @@ impl Inner {
         }
     }
 
+    /// Forgets the peers the view has not heard from for long (see
+    /// `ViewState::prune`), and with them the reports their keys' quorums were
+    /// applied from: those would otherwise stay until each key changed again.
+    pub(super) fn prune_view(&self, now: Instant) {
+        let forgotten = self.view.lock().prune(now);
+        if !forgotten.is_empty() {
+            self.apply_quorum(&forgotten);
+        }
+    }
+
     /// Opens, for each of `keys`, the attached breakers that a quorum of live
     /// peers says should be Open, once per fresh set of reports: the reports a
     /// quorum was already applied from do not open a breaker again after its own
@@ -314,7 +324,7 @@ mod tests {
     use super::*;
     use crate::config::FleetConfig;
     use crate::fleet::threads::heartbeat;
-    use crate::message::{Message, Report};
+    use crate::message::{Message, OpenEntry, Report};
     use cutout::State;
 
     /// The reports a key's quorum was applied from are added to on each fresh
@@ -368,6 +378,42 @@ mod tests {
         assert_eq!(applied(), [("b".to_string(), 1)], "a's report withdrawn");
         apply(&transition("b", 2, false));
         assert!(inner.lock_attached().applied.is_empty(), "db forgotten");
+    }
+
+    /// Peers that report keys Open (a quorum), then fall silent and are
+    /// forgotten, take the reports applied for those keys with them: a fleet
+    /// whose peers come and go, reporting ever new keys, keeps none of theirs.
+    #[test]
+    fn the_reports_applied_go_with_the_peers_forgotten() {
+        let inner = Inner::new(FleetConfig::new("redis://127.0.0.1:9/")).unwrap();
+        let (t0, w0) = (Instant::now(), SystemTime::now());
+        let step = Duration::from_secs(31); // past ten liveness ages (3 s)
+        for round in 0..20u32 {
+            let (now, wall) = (t0 + step * round, w0 + step * round);
+            let entry = |j| OpenEntry {
+                key: format!("k{round}-{j}"),
+                until: wall + Duration::from_secs(60),
+                generation: 1,
+                level: 0,
+                external: false,
+            };
+            let open: Vec<OpenEntry> = (0..100).map(entry).collect();
+            for id in ["x", "y"] {
+                let beat = heartbeat(
+                    &format!("{id}{round}"),
+                    wall,
+                    open.clone(),
+                    Vec::new(),
+                    None,
+                );
+                let changed = inner.view.lock().apply(&beat, now, wall);
+                inner.apply_quorum(&changed);
+            }
+            assert_eq!(inner.lock_attached().applied.len(), 100, "a quorum each");
+            inner.prune_view(now + step);
+        }
+        assert_eq!(inner.view.lock().peer_count(), 0);
+        assert!(inner.lock_attached().applied.is_empty());
     }
 
     fn breaker() -> Arc<dyn Target> {

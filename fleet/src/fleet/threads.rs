@@ -337,7 +337,7 @@ fn subscribe_once(inner: &Inner) -> Result<(), ()> {
         }
         if last_tick.elapsed() >= Duration::from_secs(1) {
             last_tick = Instant::now();
-            inner.view.lock().prune(last_tick);
+            inner.prune_view(last_tick);
             #[cfg(feature = "metrics")]
             inner.view.record_metrics();
         }

@@ -387,10 +387,21 @@ impl ViewState {
         self.stats
     }
 
-    /// Forgets peers not heard from for far longer than the liveness age.
-    pub(crate) fn prune(&mut self, now: Instant) {
+    /// Forgets peers not heard from for far longer than the liveness age; the
+    /// keys they reported Open (whose reports changed).
+    pub(crate) fn prune(&mut self, now: Instant) -> Vec<String> {
         let forget = self.live_after.saturating_mul(10);
-        self.peers.retain(|_, p| p.heard_within(now, forget));
+        let mut keys = Vec::new();
+        self.peers.retain(|_, p| {
+            let keep = p.heard_within(now, forget);
+            if !keep {
+                keys.extend(p.open.keys().cloned());
+            }
+            keep
+        });
+        keys.sort_unstable();
+        keys.dedup();
+        keys
     }
 }
 
@@ -444,7 +455,11 @@ mod tests {
     fn a_peer_without_heartbeats_is_forgotten_as_a_silent_one() {
         let (now, wall) = (Instant::now(), SystemTime::now());
         let mut v = ViewState::new("me".into(), LIVE, MAX);
-        v.apply(&transition("ghost", State::Open, Some(wall + LIVE)), now, wall);
+        v.apply(
+            &transition("ghost", State::Open, Some(wall + LIVE)),
+            now,
+            wall,
+        );
         v.prune(now + LIVE);
         assert_eq!(v.peer_count(), 1, "its heartbeat may yet come");
         v.prune(now + LIVE * 10);
