@@ -1220,3 +1220,22 @@ fn the_backend_layer_keys_a_host_whatever_its_case() {
     breakers.for_each(|key, b| keys.push((key.clone(), b.metrics().lifetime.admitted)));
     assert_eq!(keys, [("orders.example:8080".to_string(), 4)]);
 }
+
+/// A `BackendFuture` polled again after it completed is `Pending`, as the
+/// layer's other futures are: its backend's future, done, is not polled again
+/// (a `Ready` panics then), and the call counts once.
+#[cfg(feature = "http")]
+#[test]
+fn a_backend_future_polled_after_it_completed_is_pending() {
+    use cutout::{Registry, http::BackendLayer};
+    use http::{Request, Response};
+    let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
+    let mut svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| {
+        std::future::ready(Ok::<_, std::convert::Infallible>(Response::new(())))
+    }));
+    let mut future = pin!(svc.call(Request::get("http://a/x").body(()).unwrap()));
+    assert!(poll_once(future.as_mut()).is_ready());
+    let again = catch_unwind(AssertUnwindSafe(|| poll_once(future.as_mut()).is_pending()));
+    assert!(matches!(again, Ok(true)), "the backend's future was polled again");
+    assert_eq!(breakers.get("a").metrics().lifetime.successes, 1);
+}

@@ -282,7 +282,8 @@ pin_project! {
     /// The response future of [`BackendService`]: the inner service's response,
     /// its error as [`Error::Inner`], or [`Error::Rejected`] at once for a
     /// rejected request. Dropping it before the response arrives counts the call
-    /// as [`Dropped`](crate::Dropped) says.
+    /// as [`Dropped`](crate::Dropped) says. Polling it again after it completed
+    /// returns `Pending` (a rejected one: the same rejection).
     #[must_use = "futures do nothing unless polled"]
     pub struct BackendFuture<F, K, C>
     where
@@ -307,16 +308,17 @@ where
     type Output = Result<Response<RB>, Error<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let Some(inner) = this.inner.as_pin_mut() else {
-            // Rejected (the only future without an inner one): the same rejection
-            // however often it is polled.
+        let mut this = self.project();
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            // Rejected: the same rejection however often it is polled; completed
+            // (its permit taken): nothing more.
             return match *this.rejected {
                 Some(rejected) => Poll::Ready(Err(Error::Rejected(rejected))),
                 None => Poll::Pending,
             };
         };
         let result = ready!(inner.poll(cx));
+        this.inner.set(None); // done: never polled again
         if let Some(permit) = this.permit.take() {
             let outcome = this.classify.classify(&result);
             permit.record(outcome);
