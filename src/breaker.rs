@@ -41,6 +41,7 @@ mod candidates;
 mod layout;
 mod manual;
 mod phase;
+pub(crate) use phase::STREAK_MAX;
 mod record;
 mod report;
 mod shadow;

@@ -189,8 +189,8 @@ impl<C: Clock> Builder<C> {
     }
 
     /// Trip after `n` failures in a row (a success resets the count; an ignored
-    /// outcome leaves it as it is). The count saturates at 2^31 - 1: a larger `n`
-    /// never trips.
+    /// outcome leaves it as it is); 1 to 2,147,483,647 (2^31 - 1, the longest
+    /// streak a breaker counts).
     pub fn consecutive_failures(mut self, n: u32) -> Self {
         self.settings.consecutive_failures = Some(n);
         self

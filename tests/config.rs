@@ -97,6 +97,35 @@ fn one_step_past_each_settings_range_is_refused_by_name() {
     assert_eq!(field_of(b().slow_calls(MS, f64::NAN)), "slow_calls");
     assert_eq!(field_of(b().jitter(f64::INFINITY)), "jitter");
     assert_eq!(field_of(b().half_open_probes(65_536)), "half_open_probes");
+    let past_streak = b().consecutive_failures(STREAK_LONGEST + 1);
+    assert_eq!(field_of(past_streak), "consecutive_failures");
+}
+
+/// The longest streak a breaker counts.
+const STREAK_LONGEST: u32 = u32::MAX / 2;
+
+/// A breaker restored one failure short of the longest streak it counts trips
+/// on the next failure (contract 17: at its threshold), from a saved streak
+/// even longer than that (it was saved under other settings).
+#[test]
+fn the_longest_streak_trips_at_its_threshold() {
+    let t0 = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let restored = |streak: u32| {
+        let mut saved = cutout::SavedState::new("db", State::Closed, t0);
+        saved.consecutive_failures = streak;
+        CircuitBreaker::builder()
+            .consecutive_failures(STREAK_LONGEST)
+            .clock(ManualClock::new())
+            .restore_at(saved, t0)
+            .build()
+            .unwrap()
+    };
+    for streak in [STREAK_LONGEST - 1, u32::MAX] {
+        let b = restored(streak);
+        assert_eq!(b.state(), State::Closed);
+        fail(&b);
+        assert_eq!(b.state(), State::Open, "from a saved streak of {streak}");
+    }
 }
 
 /// A window is checked whenever it is set, as every setting is, even where no rate
@@ -147,7 +176,7 @@ fn the_extreme_valid_value_of_each_setting_builds_and_works() {
     let built = |b: Builder<ManualClock>| b.build().unwrap_or_else(|e| panic!("{e}"));
 
     for unreachable in [
-        built(b().consecutive_failures(u32::MAX)),
+        built(b().consecutive_failures(STREAK_LONGEST)),
         built(b().failure_rate(f64::MIN_POSITIVE, u32::MAX)),
         built(b().minimum_calls(u32::MAX)),
     ] {

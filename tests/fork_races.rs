@@ -105,7 +105,7 @@ fn fork(body: impl FnOnce() -> i32) -> libc::pid_t {
 fn plain() -> &'static CircuitBreaker<ManualClock> {
     Box::leak(Box::new(
         CircuitBreaker::builder()
-            .consecutive_failures(u32::MAX)
+            .consecutive_failures(u32::MAX / 2)
             .clock(ManualClock::new())
             .build()
             .unwrap(),

@@ -20,7 +20,7 @@ fn owners_and_sharers_count_every_call_once() {
     let threads = cutout::owned_stripes_per_breaker() + 4;
     let clock = ManualClock::new();
     let breaker = CircuitBreaker::builder()
-        .consecutive_failures(u32::MAX)
+        .consecutive_failures(u32::MAX / 2)
         .window(Duration::from_secs(60), 6)
         // Never trips: a tenth of the calls fail.
         .failure_rate(1.0, 1)

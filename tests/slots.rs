@@ -32,7 +32,7 @@ fn serial() -> MutexGuard<'static, ()> {
 /// A breaker without a window (a stripe is one 128-byte line) that never trips.
 fn plain() -> CircuitBreaker<ManualClock> {
     CircuitBreaker::builder()
-        .consecutive_failures(u32::MAX)
+        .consecutive_failures(u32::MAX / 2)
         .clock(ManualClock::new())
         .build()
         .unwrap()

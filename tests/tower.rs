@@ -1062,7 +1062,7 @@ fn futures_passed_between_threads_count_once_and_leave_no_spares() {
         .map(|_| {
             Arc::new(
                 CircuitBreaker::builder()
-                    .consecutive_failures(u32::MAX)
+                    .consecutive_failures(u32::MAX / 2)
                     .clock(ManualClock::new())
                     .build()
                     .unwrap(),
@@ -1073,7 +1073,7 @@ fn futures_passed_between_threads_count_once_and_leave_no_spares() {
         .map(|_| {
             Arc::new(
                 CircuitBreaker::builder()
-                    .consecutive_failures(u32::MAX)
+                    .consecutive_failures(u32::MAX / 2)
                     .build()
                     .unwrap(),
             )
@@ -1236,6 +1236,9 @@ fn a_backend_future_polled_after_it_completed_is_pending() {
     let mut future = pin!(svc.call(Request::get("http://a/x").body(()).unwrap()));
     assert!(poll_once(future.as_mut()).is_ready());
     let again = catch_unwind(AssertUnwindSafe(|| poll_once(future.as_mut()).is_pending()));
-    assert!(matches!(again, Ok(true)), "the backend's future was polled again");
+    assert!(
+        matches!(again, Ok(true)),
+        "the backend's future was polled again"
+    );
     assert_eq!(breakers.get("a").metrics().lifetime.successes, 1);
 }

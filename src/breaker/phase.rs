@@ -13,8 +13,9 @@ use super::*;
 /// whose data is 0 lets through; so the check costs the lean path nothing.
 pub(super) const CHECK_DUE: u32 = 1 << 31;
 
-/// The streak word's other 31 bits: the streak, which saturates there.
-pub(super) const STREAK_MAX: u32 = CHECK_DUE - 1;
+/// The streak word's other 31 bits: the streak, which saturates there. The
+/// largest `consecutive_failures` a builder takes.
+pub(crate) const STREAK_MAX: u32 = CHECK_DUE - 1;
 
 /// What [`CircuitBreaker::take_probe`] found.
 pub(super) enum Probe {

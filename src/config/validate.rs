@@ -14,6 +14,13 @@ impl<C: Clock> Builder<C> {
                     "must be at least 1",
                 ));
             }
+            // A streak counts up to `STREAK_MAX`: a longer one would never trip.
+            Some(n) if n > crate::breaker::STREAK_MAX => {
+                return Err(ConfigError::new(
+                    "consecutive_failures",
+                    format!("must be at most {}", crate::breaker::STREAK_MAX),
+                ));
+            }
             n => n.map(u64::from),
         };
         let no_policy = consecutive_failures.is_none()
