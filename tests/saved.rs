@@ -1172,3 +1172,27 @@ fn a_window_of_the_same_length_in_other_buckets_takes_the_saved_totals() {
         );
     }
 }
+
+/// Saved below `minimum_calls` with a rate that trips there, a window restored
+/// under the same settings trips on the success that brings it up to
+/// `minimum_calls`, as the live breaker it was saved from does.
+#[test]
+fn a_restored_window_trips_on_the_success_that_reaches_minimum_calls() {
+    let build = || {
+        CircuitBreaker::builder()
+            .window(secs(10), 10)
+            .failure_rate(0.5, 4)
+            .clock(ManualClock::new())
+    };
+    let live = build().build().unwrap();
+    for _ in 0..3 {
+        let _ = live.call(|| Err::<(), _>("down"));
+    }
+    let saved = live.save_at(t0());
+    let restored = build().restore_at(saved, t0()).build().unwrap();
+    for b in [&live, &restored] {
+        assert_eq!(b.metrics().window.failures, 3);
+        assert!(b.call(|| Ok::<_, ()>(())).is_ok());
+        assert_eq!(b.state(), State::Open);
+    }
+}

@@ -225,6 +225,23 @@ impl Cfg {
         false
     }
 
+    /// Whether one (instant) success trips a Closed breaker restored with window
+    /// counts `c`: the one that brings the window up to `minimum_calls`, at a
+    /// rate that trips there (a failure below it marked the check due).
+    fn success_trips(&self, c: WindowCounts) -> bool {
+        if self.shape().is_none() || c.calls + 1 != self.minimum_calls() {
+            return false;
+        }
+        let n = (c.calls + 1) as f64;
+        let rate = self
+            .rate()
+            .is_some_and(|t| c.failures > 0 && c.failures as f64 / n >= t);
+        let slow = self
+            .slow
+            .is_some_and(|(_, r)| c.slow > 0 && c.slow as f64 / n >= r);
+        rate || slow
+    }
+
     /// Whether one slow success trips a Closed breaker holding window counts `c`:
     /// a slow call is recorded, so both rates are checked (a success never trips
     /// the consecutive-failure policy).
@@ -824,9 +841,14 @@ fn check_behaviour(
                 let mut streak = e.streak;
                 let mut window = e.window;
                 if path % 4 == 2 {
+                    let trips = cfg2.success_trips(window);
                     let p = b.try_acquire();
                     prop_assert!(p.is_ok());
                     p.unwrap().success();
+                    if trips {
+                        prop_assert_eq!(b.state(), State::Open, "window {:?}", window);
+                        return Ok(());
+                    }
                     streak = 0;
                     if cfg2.shape().is_some() {
                         window.calls += 1;

@@ -1,7 +1,7 @@
 //! What the breaker reports: its metrics snapshot, its heap, a cheap `Debug`, and
 //! what save and restore read and write of its insides.
 
-use super::phase::STREAK_MAX;
+use super::phase::{CHECK_DUE, STREAK_MAX};
 use super::*;
 
 impl<C: Clock> CircuitBreaker<C> {
@@ -136,11 +136,16 @@ impl<C: Clock> CircuitBreaker<C> {
             _ => b.bias,
         };
         b.phase.time = TimeSlot::starting(start.word, started);
-        let streak = start.streak.min(STREAK_MAX);
-        b.phase.streak = TaggedWord::holding(start.word.generation(), streak);
+        let mut streak = start.streak.min(STREAK_MAX);
         if let (Some(w), Some(counts)) = (&b.window, start.window) {
             w.seed(&b.hot.stripes, (start.word, &b.hot.word), b.origin, counts);
+            // Below `minimum_calls` at a rate that trips there: the success that
+            // brings the window up must check it, as `record_closed` marks it.
+            if policy::trips_at_minimum(&b.config, counts) {
+                streak |= CHECK_DUE;
+            }
         }
+        b.phase.streak = TaggedWord::holding(start.word.generation(), streak);
         b
     }
 

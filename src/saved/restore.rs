@@ -102,9 +102,10 @@ impl<C: Clock> Builder<C> {
     /// - **ForcedOpen**, **Disabled**: kept, until [`reset`](CircuitBreaker::reset).
     /// - **Closed**: Closed, with the consecutive failures (if this configuration
     ///   has [`consecutive_failures`](Self::consecutive_failures)) and the window's
-    ///   totals (see below). A trip is decided when the next failure or slow call
-    ///   is recorded, as always: restored counts already over a threshold trip the
-    ///   breaker then.
+    ///   totals (see below). A trip is decided when the next outcome is recorded
+    ///   that would decide one live: a failure or a slow call (restored counts
+    ///   already over a threshold trip the breaker then), or the success that
+    ///   brings a window below `minimum_calls` up to it.
     /// - **Recovering**: Closed, as above, with the ramp's consecutive failures
     ///   and window; the ramp's progress and level are not kept (a restart usually
     ///   comes long after the recovery it interrupted).
