@@ -4,9 +4,11 @@
 //! opens its breaker does not stop the view; two views' counters add up in one
 //! metrics series; a failed connection is one Redis error; an older
 //! heartbeat, queued while a resubscription read the picture, does not bring
-//! withdrawn reports back; and a transition whose event reached the listener
-//! after a newer one's does not withdraw the newer Open. The Redis tests start a
-//! `redis-server` on a free loopback port (see `common`); every wait is bounded.
+//! withdrawn reports back; a transition whose event reached the listener after
+//! a newer one's does not withdraw the newer Open; and a joiner reads its own
+//! namespace's heartbeats only, and all of them in a database of a million
+//! other keys. The Redis tests start a `redis-server` on a free loopback port
+//! (see `common`); every wait is bounded.
 
 mod common;
 
@@ -469,4 +471,62 @@ fn a_late_delivered_older_transition_does_not_withdraw_a_newer_open() {
         1,
         "the one stale transition"
     );
+}
+
+/// A namespace reads its own heartbeats only: the heartbeat keys of a fleet
+/// whose namespace extends this one's key prefix (`{ns}:hb:other`) match its
+/// scan's pattern, and are left out.
+#[test]
+fn a_namespace_does_not_read_another_fleets_heartbeats() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("prefix");
+    let other = format!("{ns}:hb:other");
+    let until = SystemTime::now() + Duration::from_secs(30);
+    for id in ["p", "q"] {
+        Peer::new(&redis, &other, id).heartbeat(&[("db", until, 1)]);
+    }
+    let joiner = Fleet::start(config(&redis, &ns, "j")).unwrap();
+    assert!(joiner.wait_synced(Duration::from_secs(10)));
+    let db = joiner.breaker("db", builder()).unwrap();
+    let seen = (joiner.view().live_peers(), db.state());
+    assert_eq!(seen, (0, State::Closed), "took {other}'s picture");
+}
+
+/// A joiner reads every live heartbeat however many other keys the database
+/// holds: its scan walks them all (it stopped after about 200,000).
+#[test]
+fn the_picture_holds_every_heartbeat_of_a_busy_database() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("busy");
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap();
+    // A million keys of another application, set in ten server-side batches.
+    let fill =
+        "for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do redis.call('SET', 'app:' .. i, '') end";
+    for batch in 0..10u64 {
+        let _: () = redis::cmd("EVAL")
+            .arg(fill)
+            .arg(0)
+            .arg(batch * 100_000)
+            .arg(batch * 100_000 + 99_999)
+            .query(&mut con)
+            .unwrap();
+    }
+    let until = SystemTime::now() + Duration::from_secs(30);
+    for id in ["p1", "p2", "p3", "p4"] {
+        Peer::new(&redis, &ns, id).heartbeat(&[("db", until, 1)]);
+    }
+    let joiner = config(&redis, &ns, "j").live_after(Duration::from_secs(60));
+    let joiner = Fleet::start(joiner).unwrap();
+    assert!(joiner.wait_synced(Duration::from_secs(60)));
+    let view = joiner.view();
+    assert_eq!((view.live_peers(), view.stats().accepted), (4, 4));
 }

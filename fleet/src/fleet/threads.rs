@@ -344,41 +344,49 @@ fn subscribe_once(inner: &Inner) -> Result<(), ()> {
     }
 }
 
-/// Reads every heartbeat in the namespace: the fleet's current picture.
+/// Reads every heartbeat in the namespace: the fleet's current picture. The
+/// scan walks the whole database (a pattern only filters what it returns), and
+/// ends when Redis says it is done, which a full iteration always is, or when
+/// the fleet stops: a database of millions of other keys is read through.
 fn read_picture(inner: &Inner, con: &mut redis::Connection) -> Result<(), ()> {
     let pattern = inner.config.heartbeat_pattern();
+    let prefix = inner.config.heartbeat_key("");
     let mut cursor: u64 = 0;
-    let mut rounds = 0;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
             .arg(&pattern)
             .arg("COUNT")
-            .arg(200)
+            .arg(1000)
             .query(con)
             .map_err(|_| ())?;
         if !keys.is_empty() {
             let values: Vec<Option<Vec<u8>>> =
                 redis::cmd("MGET").arg(&keys).query(con).map_err(|_| ())?;
-            for bytes in values.into_iter().flatten() {
-                apply(inner, &bytes);
+            for (key, bytes) in keys.iter().zip(values) {
+                if let Some(bytes) = bytes {
+                    apply_from(inner, &bytes, key.strip_prefix(&prefix));
+                }
             }
         }
         cursor = next;
-        rounds += 1;
-        // Bounded: a namespace holds one key per instance.
-        if cursor == 0 || rounds > 1000 || inner.stopping() {
+        if cursor == 0 || inner.stopping() {
             return Ok(());
         }
     }
 }
 
 fn apply(inner: &Inner, bytes: &[u8]) {
+    apply_from(inner, bytes, None);
+}
+
+/// [`apply`], for a message read from `instance`'s heartbeat key if given.
+fn apply_from(inner: &Inner, bytes: &[u8], instance: Option<&str>) {
     let changed = inner
         .view
         .lock()
-        .apply(bytes, Instant::now(), SystemTime::now());
+        .apply_from(bytes, instance, Instant::now(), SystemTime::now());
     if !changed.is_empty() {
         inner.apply_quorum(&changed);
     }

@@ -106,6 +106,20 @@ impl ViewState {
     /// Applies the message in `bytes`, received at `now` (monotonic) and `wall`
     /// (wall-clock). Returns the keys whose reports changed (empty if refused).
     pub(crate) fn apply(&mut self, bytes: &[u8], now: Instant, wall: SystemTime) -> Vec<String> {
+        self.apply_from(bytes, None, now, wall)
+    }
+
+    /// [`apply`](Self::apply), for a message read from `instance`'s heartbeat
+    /// key if given: one from another instance is not this fleet's (the key of
+    /// a fleet whose namespace extends this one's prefix, `{ns}:hb:x`, matches
+    /// this fleet's scan), and is left out uncounted.
+    pub(crate) fn apply_from(
+        &mut self,
+        bytes: &[u8],
+        instance: Option<&str>,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Vec<String> {
         let decoded = Message::decode_counted(bytes, wall, self.max_open, self.key.as_ref());
         let Decoded {
             mut message,
@@ -119,6 +133,9 @@ impl ViewState {
                 return Vec::new();
             }
         };
+        if instance.is_some_and(|i| i != message.instance()) {
+            return Vec::new();
+        }
         // Heartbeat entries left out, each counted by the rule it broke.
         refused.into_iter().for_each(|e| self.refused(e));
         if message.instance() == self.own {
