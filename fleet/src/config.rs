@@ -1,7 +1,7 @@
 //! The fleet's settings.
 
 use crate::Quorum;
-use crate::message::MAX_NAME_BYTES;
+use crate::message::name_ok;
 use crate::sign::SigningKey;
 use redis::IntoConnectionInfo;
 use std::fmt;
@@ -227,8 +227,11 @@ impl FleetConfig {
         if self.namespace.is_empty() || self.namespace.contains(['*', '?', '[', ']']) {
             return bad("namespace", "must be non-empty, without glob characters");
         }
-        if self.instance_id.is_empty() || self.instance_id.len() > MAX_NAME_BYTES {
-            return bad("instance_id", "must be 1 to 200 bytes");
+        if !name_ok(&self.instance_id) {
+            return bad(
+                "instance_id",
+                "must be 1 to 200 bytes, without control characters",
+            );
         }
         if !self.quorum.is_valid() {
             return bad("quorum", "a fraction must be in (0, 1]");

@@ -6,10 +6,11 @@
 //! one that missed the message, learns them within a heartbeat. Per key, the
 //! latest issued wins (by the issuer's wall clock, then by issuer id): a release
 //! is an override too, kept until the override it ended would have ended, so an
-//! instance that still relays the older one cannot bring it back.
+//! instance that still relays the older one cannot bring it back; and an
+//! override that ends before one it replaced stays as a release until then.
 
 use crate::message::Invalid;
-use crate::message::{MAX_NAME_BYTES, from_ms, to_ms};
+use crate::message::{from_ms, name_ok, to_ms};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -126,12 +127,13 @@ impl WireOverride {
         }
     }
 
-    /// The override, if it keeps the rules: names within [`MAX_NAME_BYTES`], a
-    /// known mode, an end no further than [`MAX_OVERRIDE`] after `now`.
+    /// The override, if it keeps the rules: names within
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES)
+    /// without control characters, a known mode, an end no further than
+    /// [`MAX_OVERRIDE`] after `now`.
     pub(crate) fn read(self, now: SystemTime) -> Result<Override, Invalid> {
-        let name = |s: &str| !s.is_empty() && s.len() <= MAX_NAME_BYTES;
         let mode = OverrideMode::parse(&self.mode).ok_or(Invalid::Field)?;
-        if !name(&self.key) || !name(&self.issuer) {
+        if !name_ok(&self.key) || !name_ok(&self.issuer) {
             return Err(Invalid::Field);
         }
         let issued_at = from_ms(self.issued_ms).ok_or(Invalid::FromFuture)?;
@@ -155,15 +157,25 @@ impl WireOverride {
 /// The overrides an instance knows, per key the latest issued.
 #[derive(Debug, Default)]
 pub(crate) struct Overrides {
-    by_key: HashMap<String, Override>,
+    by_key: HashMap<String, Held>,
     /// Keys whose mode in force changed, not yet acted on.
     changed: Vec<String>,
+}
+
+/// A key's latest override, and the latest end of those it replaced.
+#[derive(Debug)]
+struct Held {
+    o: Override,
+    /// Until when it must hold off the overrides it replaced (its own end, if
+    /// later): one that ends sooner stays as a release until then (see
+    /// [`Overrides::expire`]).
+    holds_off: SystemTime,
 }
 
 impl Overrides {
     /// The mode in force for `key` at `wall`.
     pub(crate) fn mode(&self, key: &str, wall: SystemTime) -> Option<OverrideMode> {
-        self.by_key.get(key)?.in_force(wall)
+        self.by_key.get(key)?.o.in_force(wall)
     }
 
     /// Takes `o` if it is newer than the key's; whether it was taken, or `None`
@@ -173,19 +185,20 @@ impl Overrides {
             return Some(false);
         }
         let before = self.mode(&o.key, wall);
-        match self.by_key.get(&o.key) {
-            Some(cur) if cur.rank() >= o.rank() => return Some(false),
-            Some(_) => {}
+        let holds_off = match self.by_key.get(&o.key) {
+            Some(cur) if cur.o.rank() >= o.rank() => return Some(false),
+            Some(cur) => cur.holds_off.max(o.until),
             None if self.by_key.len() >= MAX_OVERRIDES => {
                 self.expire(wall);
                 if self.by_key.len() >= MAX_OVERRIDES {
                     return None;
                 }
+                o.until
             }
-            None => {}
-        }
+            None => o.until,
+        };
         let key = o.key.clone();
-        self.by_key.insert(key.clone(), o);
+        self.by_key.insert(key.clone(), Held { o, holds_off });
         if self.mode(&key, wall) != before {
             self.changed.push(key);
         }
@@ -193,13 +206,23 @@ impl Overrides {
     }
 
     /// Forgets the overrides that ended by `wall`; a key whose mode was in
-    /// force is marked changed.
+    /// force is marked changed. One that replaced an override ending later
+    /// becomes a release until then (its issue time kept), as an operator's
+    /// release would be: an instance still relaying the replaced override can
+    /// then neither bring it back here nor keep it, once it takes this relay.
     pub(crate) fn expire(&mut self, wall: SystemTime) {
         let changed = &mut self.changed;
-        self.by_key.retain(|key, o| {
-            let keep = o.until > wall;
-            if !keep && o.mode != OverrideMode::Release {
+        self.by_key.retain(|key, held| {
+            if held.o.until > wall {
+                return true;
+            }
+            if held.o.mode != OverrideMode::Release {
                 changed.push(key.clone());
+            }
+            let keep = held.holds_off > wall;
+            if keep {
+                held.o.mode = OverrideMode::Release;
+                held.o.until = held.holds_off;
             }
             keep
         });
@@ -218,8 +241,8 @@ impl Overrides {
         let mut all: Vec<Override> = self
             .by_key
             .values()
-            .filter(|o| o.until > wall)
-            .cloned()
+            .filter(|h| h.o.until > wall)
+            .map(|h| h.o.clone())
             .collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));
         all
@@ -227,7 +250,7 @@ impl Overrides {
 
     /// When the next override ends, if any does.
     pub(crate) fn next_end(&self) -> Option<SystemTime> {
-        self.by_key.values().map(|o| o.until).min()
+        self.by_key.values().map(|h| h.o.until).min()
     }
 
     /// The time to issue a new override of `key` at `wall`: `wall` in whole
@@ -237,7 +260,7 @@ impl Overrides {
     pub(crate) fn issue_time(&self, key: &str, wall: SystemTime) -> SystemTime {
         let ms = |t| from_ms(to_ms(t)).unwrap_or(t);
         let after = (self.by_key.get(key))
-            .and_then(|o| ms(o.issued_at).checked_add(Duration::from_millis(1)));
+            .and_then(|h| ms(h.o.issued_at).checked_add(Duration::from_millis(1)));
         ms(wall).max(after.unwrap_or(UNIX_EPOCH))
     }
 
@@ -252,7 +275,7 @@ impl Overrides {
         linger: Duration,
     ) -> Override {
         let floor = wall.checked_add(linger).unwrap_or(wall);
-        let until = self.by_key.get(key).map_or(floor, |o| o.until.max(floor));
+        let until = (self.by_key.get(key)).map_or(floor, |h| h.holds_off.max(floor));
         Override {
             key: key.to_owned(),
             mode: OverrideMode::Release,
@@ -305,7 +328,37 @@ mod tests {
         t.expire(at(50));
         assert_eq!(t.mode("db", at(50)), None);
         assert_eq!(t.take_changed(), ["db"]);
-        assert!(t.relay(at(50)).is_empty());
+        // Still holding off the force-open, which would have run to 100.
+        let held = [o(OverrideMode::Release, "a", 40, 100)];
+        assert_eq!(t.relay(at(50)), held);
+    }
+
+    /// An override that ends while it outranks a longer one it replaced stays
+    /// as a release until that one's end, relayed as such: a stale relay of the
+    /// replaced override cannot bring it back here, and an instance that still
+    /// holds it learns that it ended.
+    #[test]
+    fn an_override_that_replaced_a_longer_one_holds_it_off_once_ended() {
+        let mut t = Overrides::default();
+        let force = o(OverrideMode::ForceOpen, "a", 10, 3600);
+        assert_eq!(t.take(force.clone(), at(10)), Some(true));
+        assert_eq!(
+            t.take(o(OverrideMode::Disable, "b", 20, 22), at(20)),
+            Some(true)
+        );
+        t.expire(at(22));
+        assert_eq!(t.mode("db", at(22)), None);
+        assert_eq!(t.take_changed(), ["db"]);
+        assert_eq!(t.take(force.clone(), at(23)), Some(false), "a stale relay");
+        assert_eq!(t.mode("db", at(23)), None);
+        let relayed = t.relay(at(23));
+        assert_eq!(relayed, [o(OverrideMode::Release, "b", 20, 3600)]);
+        let mut behind = Overrides::default();
+        behind.take(force, at(10));
+        assert_eq!(behind.take(relayed[0].clone(), at(23)), Some(true));
+        assert_eq!(behind.mode("db", at(23)), None);
+        t.expire(at(3600));
+        assert!(t.relay(at(3600)).is_empty() && t.next_end().is_none());
     }
 
     /// Two overrides issued in the same millisecond are ordered by issuer, so

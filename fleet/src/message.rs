@@ -22,7 +22,10 @@ pub const SIGNED_VERSION: u32 = 2;
 /// The largest message accepted or sent, in bytes (a heartbeat of many Open keys is
 /// the largest; see [`MAX_OPEN_PER_HEARTBEAT`]).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
-/// The longest breaker name (key) or instance id, in bytes.
+/// The longest breaker name (key) or instance id, in bytes. Neither may hold a
+/// control character (JSON writes each in six bytes, and no name needs one), so
+/// that a heartbeat relaying [`MAX_OVERRIDES`](crate::MAX_OVERRIDES) overrides of
+/// the longest names still fits in [`MAX_MESSAGE_BYTES`].
 pub const MAX_NAME_BYTES: usize = 200;
 /// The most Open keys one heartbeat lists; an instance holding more lists the
 /// earliest-ending ones that fit in [`MAX_MESSAGE_BYTES`], and says it holds more
@@ -283,8 +286,10 @@ fn state_from(name: &str) -> Option<State> {
     .find(|s| s.as_str() == name)
 }
 
-fn name_ok(s: &str) -> bool {
-    !s.is_empty() && s.len() <= MAX_NAME_BYTES
+/// Whether `s` may name a key or an instance: 1 to [`MAX_NAME_BYTES`] bytes, no
+/// control character.
+pub(crate) fn name_ok(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_NAME_BYTES && !s.chars().any(char::is_control)
 }
 
 impl Message {

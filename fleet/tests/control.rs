@@ -132,6 +132,10 @@ fn a_bad_override_is_refused_by_name() {
         "duration"
     );
     assert_eq!(field(fleet.release("")), "key");
+    assert_eq!(
+        field(fleet.force_open("d\u{1}b", Duration::from_secs(60))),
+        "key"
+    );
     // Redis unreachable: still in force here at once.
     fleet.force_open("db", Duration::from_secs(60)).unwrap();
     assert_eq!(fleet.override_of("db"), Some(OverrideMode::ForceOpen));

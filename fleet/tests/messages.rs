@@ -40,6 +40,7 @@ fn instance() -> impl Strategy<Value = String> {
         Just(String::new()),
         "[a-z]{1,3}",
         Just("x".repeat(300)),
+        Just("a\tb".to_owned()),
     ]
 }
 
@@ -47,7 +48,8 @@ fn key() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("db".to_owned()),
         Just("cache".to_owned()),
-        Just(String::new())
+        Just(String::new()),
+        Just("d\u{1}b".to_owned()),
     ]
 }
 
@@ -152,7 +154,7 @@ fn encode(shape: &Shape) -> Vec<u8> {
 }
 
 fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 200
+    !s.is_empty() && s.len() <= 200 && !s.chars().any(char::is_control)
 }
 
 fn valid_deadline(o: i64) -> bool {

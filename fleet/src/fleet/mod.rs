@@ -237,7 +237,8 @@ impl Fleet {
     ///
     /// # Errors
     /// [`FleetError::Config`] for a `duration` of zero or over [`MAX_OVERRIDE`],
-    /// or a `key` over [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES);
+    /// or a `key` over [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holding a
+    /// control character;
     /// [`FleetError::OverridesFull`] where this instance holds
     /// [`MAX_OVERRIDES`](crate::MAX_OVERRIDES) for other keys.
     pub fn force_open(&self, key: &str, duration: Duration) -> Result<(), FleetError> {
@@ -262,7 +263,8 @@ impl Fleet {
     ///
     /// # Errors
     /// [`FleetError::Config`] for a `key` over
-    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES); [`FleetError::OverridesFull`]
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holding a control
+    /// character; [`FleetError::OverridesFull`]
     /// as for [`force_open`](Self::force_open), for a key that holds none.
     pub fn release(&self, key: &str) -> Result<(), FleetError> {
         check_key(key)?;
@@ -355,12 +357,12 @@ impl Drop for Fleet {
 
 /// A key an override may name: one every receiver takes.
 fn check_key(key: &str) -> Result<(), FleetError> {
-    match key.is_empty() || key.len() > crate::MAX_NAME_BYTES {
-        true => Err(FleetError::Config {
+    match crate::message::name_ok(key) {
+        false => Err(FleetError::Config {
             field: "key",
-            why: "must be 1 to MAX_NAME_BYTES (200) bytes",
+            why: "must be 1 to MAX_NAME_BYTES (200) bytes, without control characters",
         }),
-        false => Ok(()),
+        true => Ok(()),
     }
 }
 

@@ -6,9 +6,7 @@ use super::Inner;
 use crate::config::FleetError;
 use crate::control::Override;
 use crate::held::Held;
-use crate::message::{
-    Heartbeat, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry,
-};
+use crate::message::{Heartbeat, MAX_MESSAGE_BYTES, MAX_OPEN_PER_HEARTBEAT, Message, OpenEntry};
 use crate::sign::SigningKey;
 use crate::view::Counters;
 use cutout::{Reason, State};
@@ -20,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// earliest-ending ones that fit, at most [`MAX_OPEN_PER_HEARTBEAT`] and within
 /// [`MAX_MESSAGE_BYTES`] (a receiver refuses a larger message whole), saying so if
 /// it holds more ([`Heartbeat::more`]), and none whose key no receiver takes (over
-/// [`MAX_NAME_BYTES`]).
+/// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES), or holding a control character).
 /// Signed with `key`, if one is given.
 pub(super) fn heartbeat(
     instance: &str,
@@ -29,7 +27,7 @@ pub(super) fn heartbeat(
     overrides: Vec<Override>,
     key: Option<&SigningKey>,
 ) -> Vec<u8> {
-    open.retain(|e| e.key.len() <= MAX_NAME_BYTES);
+    open.retain(|e| crate::message::name_ok(&e.key));
     open.sort_by_key(|e| e.until);
     let held = open.len();
     open.truncate(MAX_OPEN_PER_HEARTBEAT);
@@ -396,6 +394,8 @@ fn apply_from(inner: &Inner, bytes: &[u8], instance: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::MAX_NAME_BYTES;
+    use crate::{MAX_OVERRIDES, OverrideMode};
 
     /// The longest waits a `FleetConfig` takes (`Duration::MAX` for a reconnection
     /// or a heartbeat) are further than an `Instant` reaches: they saturate, a
@@ -453,5 +453,40 @@ mod tests {
             "{} entries",
             sent.open.len()
         );
+    }
+
+    /// A signed heartbeat from an instance with the longest id, relaying the
+    /// most overrides with the longest names, each character one JSON writes in
+    /// two bytes (a quote), still fits, and lists Open keys beside them.
+    #[test]
+    fn a_heartbeat_relaying_the_most_overrides_of_the_longest_names_fits() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let quotes =
+            |prefix: String| format!("{prefix}{}", "\"".repeat(MAX_NAME_BYTES - prefix.len()));
+        let overrides: Vec<Override> = (0..MAX_OVERRIDES)
+            .map(|i| Override {
+                key: quotes(format!("{i:02}")),
+                mode: OverrideMode::ForceOpen,
+                issuer: quotes(String::new()),
+                issued_at: now,
+                until: now + Duration::from_secs(3600),
+            })
+            .collect();
+        let open = |i: u64| OpenEntry {
+            key: format!("k{i}"),
+            until: now + Duration::from_secs(1 + i),
+            generation: 1,
+            level: 0,
+            external: false,
+        };
+        let key = SigningKey::new(&[7; 32], "cutout");
+        let id = quotes(String::new());
+        let bytes = heartbeat(&id, now, (0..50).map(open).collect(), overrides, Some(&key));
+        assert!(bytes.len() <= MAX_MESSAGE_BYTES, "{} bytes", bytes.len());
+        let decoded = Message::decode_counted(&bytes, now, Duration::MAX, Some(&key));
+        let Ok(Message::Heartbeat(sent)) = decoded.map(|d| d.message) else {
+            panic!("refused");
+        };
+        assert_eq!((sent.overrides.len(), sent.open.len()), (MAX_OVERRIDES, 50));
     }
 }
