@@ -226,10 +226,14 @@ impl FleetView {
     /// and counters `cutout_fleet_messages_total` (label `result`: `accepted` or
     /// the refusal's cause), `cutout_fleet_queue_dropped_total`,
     /// `cutout_fleet_stale_dropped_total`, `cutout_fleet_published_total`,
-    /// `cutout_fleet_redis_errors_total`, `cutout_fleet_quorum_opens_total` and
+    /// `cutout_fleet_redis_errors_total`, `cutout_fleet_quorum_opens_total`,
+    /// `cutout_fleet_peers_displaced_total` and
     /// `cutout_fleet_quorum_overflow_skipped_total`. The fleet's background
     /// thread calls it once a second; call it yourself before a scrape if you
-    /// like.
+    /// like. The `metrics` facade cannot remove a series, so a key's
+    /// `cutout_fleet_open_reports` stays at 0 once no peer reports it: where
+    /// peers report ever new keys, let the exporter drop idle series (the
+    /// Prometheus exporter's `idle_timeout`).
     #[cfg(feature = "metrics")]
     pub fn record_metrics(&self) {
         use std::collections::HashSet;
