@@ -317,6 +317,30 @@ fn a_trip_during_the_ramp_reopens_at_the_next_level_with_its_own_reason() {
     assert_eq!(seen[4..], recovered_at(1));
 }
 
+/// The ramp ends at the first call after its time, not at its time: a call
+/// admitted in the ramp that fails after the ramp's time has passed, before
+/// any call closed it, still trips the ramp.
+#[test]
+fn a_failure_after_the_ramps_time_before_the_call_that_ends_it_reopens() {
+    let (b, clock, log) = ramped(1);
+    recover(&b, &clock, 1);
+    let permit = std::iter::repeat_with(|| b.try_acquire())
+        .take(100)
+        .find_map(Result::ok)
+        .expect("the ramp admits 10% of the calls");
+    clock.advance(RAMP + SEC);
+    assert_eq!(b.state(), State::Recovering, "no call has ended it");
+    permit.failure();
+    let m = b.metrics();
+    assert_eq!((m.state, m.level), (State::Open, 1));
+    assert_eq!(m.transitions(Reason::RampFailed), 1);
+    let tripped = *log.lock().unwrap().last().unwrap();
+    assert_eq!(
+        (tripped.from, tripped.reason),
+        (State::Recovering, Reason::RampFailed)
+    );
+}
+
 #[test]
 fn the_rate_policies_apply_in_the_ramp_with_minimum_calls_unscaled() {
     let clock = ManualClock::new();
