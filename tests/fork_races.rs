@@ -34,10 +34,16 @@ fn in_own_process(name: &str, limit_s: u64) -> bool {
 /// with something a process does once (its first clock reading, its first
 /// breaker).
 fn in_fresh_processes(name: &str, tries: usize, limit_s: u64) -> bool {
+    fresh_outputs(name, tries, limit_s).is_none()
+}
+
+/// [`in_fresh_processes`], with what each process printed: `None` in the
+/// process that runs the body.
+fn fresh_outputs(name: &str, tries: usize, limit_s: u64) -> Option<Vec<String>> {
     if std::env::var_os(CHILD_ENV).is_some() {
-        return true;
+        return None;
     }
-    for _ in 0..tries {
+    let run = |_| {
         let child = common::run_child(name, &[], CHILD_ENV, Duration::from_secs(limit_s));
         assert!(
             child.status.is_some_and(|s| s.success()),
@@ -46,17 +52,29 @@ fn in_fresh_processes(name: &str, tries: usize, limit_s: u64) -> bool {
             child.stdout,
             child.stderr
         );
-    }
-    false
+        child.stdout
+    };
+    Some((0..tries).map(run).collect())
 }
 
 /// In each of 30 fresh processes running test `name` (`None` in the harness's
-/// process, which asserts they passed): forks children back to back (up to 40),
-/// each running `child`, while another thread runs `first` (a process's first use
-/// of something built lazily), and returns how many of them did not exit with 0
-/// within 3 s, and how many forked.
+/// process, which asserts they passed, and that they forked at least 10
+/// children in all: a process whose `first` ends before its first fork races
+/// nothing, and many do): forks children back to back (up to 40), each running `child`,
+/// while another thread runs `first` (a process's first use of something built
+/// lazily), and returns how many of them did not exit with 0 within 3 s, and
+/// how many forked.
 fn forks_during(name: &str, first: fn(), child: fn() -> i32) -> Option<(usize, usize)> {
-    if !in_fresh_processes(name, 30, 20) {
+    if let Some(outputs) = fresh_outputs(name, 30, 20) {
+        let forked: usize = (outputs.iter().flat_map(|out| out.lines()))
+            .filter_map(|line| {
+                line.split_once("children forked: ")?
+                    .1
+                    .parse::<usize>()
+                    .ok()
+            })
+            .sum();
+        assert!(forked >= 10, "{name}: {forked} children in 30 processes");
         return None;
     }
     let started = Arc::new(AtomicBool::new(false));
@@ -82,6 +100,8 @@ fn forks_during(name: &str, first: fn(), child: fn() -> i32) -> Option<(usize, u
         .iter()
         .filter(|&&pid| wait_child(pid, deadline) != Some(0))
         .count();
+    // On the line the harness starts with the test's name.
+    println!("children forked: {}", pids.len());
     Some((hung, pids.len()))
 }
 
