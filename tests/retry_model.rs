@@ -903,7 +903,6 @@ fn run(s: &Scenario) -> (Vec<String>, Vec<String>) {
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 384,
-        failure_persistence: None,
         ..ProptestConfig::default()
     })]
 

@@ -1483,7 +1483,6 @@ fn run_held(stack: Stack, cfg: Config, ops: Vec<Op>, teardown: Teardown) {
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 256,
-        failure_persistence: None,
         ..ProptestConfig::default()
     })]
 
