@@ -428,6 +428,38 @@ fn while_open_the_window_gauges_read_zero_and_the_tripped_gauges_the_trip() {
     });
 }
 
+/// After a trip by the consecutive-failure streak, the `tripped` gauges hold the
+/// window as it stood at the trip (a rate far from its own threshold): a
+/// dashboard reads the rates beside the trip's reason.
+#[test]
+fn after_a_streak_trip_the_tripped_gauges_hold_the_window_at_the_trip() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let b = CircuitBreaker::builder()
+            .name("s")
+            .clock(ManualClock::new())
+            .consecutive_failures(2)
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.9, 100)
+            .build()
+            .unwrap();
+        let _ = b.call(|| Ok::<_, ()>(()));
+        let _ = b.call(|| Err::<(), _>(()));
+        let _ = b.call(|| Err::<(), _>(()));
+        assert_eq!(b.metrics().transitions(Reason::ConsecutiveFailures), 1);
+        b.publish_metrics();
+        let s = seen(&snapshotter);
+        let me = [("breaker", "s")];
+        let rate = gauge(&s, names::TRIPPED_FAILURE_RATE, &me).unwrap();
+        let calls = gauge(&s, names::TRIPPED_WINDOW_CALLS, &me);
+        assert!(
+            (rate - 2.0 / 3.0).abs() < 1e-12 && calls == Some(3.0),
+            "{rate} {calls:?}"
+        );
+    });
+}
+
 /// The one counting rule: calls a timeout gave up on, which `on_drop` counted as
 /// failures and which tripped the breaker, are published as failures (and as
 /// dropped), so a dashboard never shows a breaker opening on zero failures.

@@ -24,7 +24,7 @@
 //! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_window_calls` | gauge | | calls in the sliding window | `publish_metrics` |
-//! | `circuit_breaker_tripped_failure_rate`, `circuit_breaker_tripped_slow_call_rate`, `circuit_breaker_tripped_window_calls` | gauge | | while Open after a trip by the window, the figures that tripped it ([`Metrics::tripped_by`](crate::Metrics::tripped_by)); 0 otherwise | `publish_metrics` |
+//! | `circuit_breaker_tripped_failure_rate`, `circuit_breaker_tripped_slow_call_rate`, `circuit_breaker_tripped_window_calls` | gauge | | while Open after a policy's trip, the window's figures at the trip ([`Metrics::tripped_by`](crate::Metrics::tripped_by)): those that tripped it, or, after a trip by the consecutive-failure streak, the window as it stood; 0 otherwise | `publish_metrics` |
 //! | `circuit_breaker_registry_overflowed_total` | counter | (no `breaker` label) | lookups a `Registry` with `max_keys` routed to its overflow breaker (itself published with its own `breaker` label: `"overflow"`, or as `RegistryBuilder::overflow_name` says) | `Registry::publish_metrics` |
 //! | `circuit_breaker_registry_orphaned_total` | counter | (no `breaker` label) | outcomes a `Registry` lost because their breaker was removed or replaced while the call ran, or evicted in eviction's one race ([`Registry::orphaned`](crate::Registry::orphaned)) | `Registry::publish_metrics` |
 //!
@@ -133,12 +133,12 @@ pub const FAILURE_RATE: &str = "circuit_breaker_failure_rate";
 pub const SLOW_CALL_RATE: &str = "circuit_breaker_slow_call_rate";
 /// Gauge: calls in the window.
 pub const WINDOW_CALLS: &str = "circuit_breaker_window_calls";
-/// Gauge: while Open after a trip by the window, the failure rate that tripped it.
+/// Gauge: while Open after a policy's trip, the window's failure rate at the trip.
 pub const TRIPPED_FAILURE_RATE: &str = "circuit_breaker_tripped_failure_rate";
-/// Gauge: while Open after a trip by the window, the slow-call rate that tripped it.
+/// Gauge: while Open after a policy's trip, the window's slow-call rate at the trip.
 pub const TRIPPED_SLOW_CALL_RATE: &str = "circuit_breaker_tripped_slow_call_rate";
-/// Gauge: while Open after a trip by the window, the calls in the window that
-/// tripped it.
+/// Gauge: while Open after a policy's trip, the calls in the window at the
+/// trip.
 pub const TRIPPED_WINDOW_CALLS: &str = "circuit_breaker_tripped_window_calls";
 /// The window's gauges: failure rate, slow-call rate, calls.
 const WINDOW: [&str; 3] = [FAILURE_RATE, SLOW_CALL_RATE, WINDOW_CALLS];
@@ -220,16 +220,16 @@ pub fn describe() {
     );
     describe_gauge!(
         TRIPPED_FAILURE_RATE,
-        "while open, the failure rate that tripped the circuit breaker, 0 to 1"
+        "while open, the failure rate in the circuit breaker's window when it tripped, 0 to 1"
     );
     describe_gauge!(
         TRIPPED_SLOW_CALL_RATE,
-        "while open, the slow-call rate that tripped the circuit breaker, 0 to 1"
+        "while open, the slow-call rate in the circuit breaker's window when it tripped, 0 to 1"
     );
     describe_gauge!(
         TRIPPED_WINDOW_CALLS,
         Unit::Count,
-        "while open, the calls in the sliding window that tripped the circuit breaker"
+        "while open, the calls in the circuit breaker's sliding window when it tripped"
     );
     describe_counter!(
         REGISTRY_OVERFLOWED,
