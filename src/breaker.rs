@@ -133,6 +133,15 @@ impl CircuitBreaker<DefaultClock> {
     }
 }
 
+impl<C> CircuitBreaker<C> {
+    /// The name as the builder holds it: cloning it copies a pointer for a
+    /// `&'static str` name.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn name_cow(&self) -> &std::borrow::Cow<'static, str> {
+        &self.config.name
+    }
+}
+
 impl<C: Clock> CircuitBreaker<C> {
     /// This breaker with its seed fixed (see `Builder::seeded`), before any call.
     pub(crate) fn with_seed(mut self, seed: u64) -> Self {
@@ -192,13 +201,6 @@ impl<C: Clock> CircuitBreaker<C> {
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    /// The name as the builder holds it: cloning it copies a pointer for a
-    /// `&'static str` name.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) fn name_cow(&self) -> &std::borrow::Cow<'static, str> {
         &self.config.name
     }
 

@@ -721,6 +721,30 @@ fn a_registry_key_evicted_and_used_again_adds_to_its_series() {
     assert_grew_to(&log, &series, 8);
 }
 
+/// A call in flight through a held handle (as the keyed tower layer and the
+/// reqwest middleware hold one) while a reload replaces its key's breaker
+/// records on the replaced breaker, which publishes it when its last handle
+/// goes: the failure reaches the key's series.
+#[cfg(feature = "registry")]
+#[test]
+fn a_call_in_flight_across_a_reload_reaches_the_keys_series() {
+    let log: Log = Log::default();
+    let recorder = Logging(log.clone());
+    metrics::with_local_recorder(&recorder, || {
+        let registry: cutout::Registry<String, ManualClock> =
+            cutout::Registry::new(trips_on(5, ManualClock::new())).unwrap();
+        registry.publish_metrics();
+        let held = registry.get("db");
+        let permit = held.try_acquire_owned().unwrap();
+        drop(held);
+        assert_eq!(registry.restore_all(registry.save_all()), Ok(1)); // a reload
+        permit.failure();
+        registry.publish_metrics();
+    });
+    let series = format!("{}{{breaker=db,outcome=failure}}", names::CALLS);
+    assert_grew_to(&log, &series, 1);
+}
+
 /// `circuit_breaker_registry_overflowed_total` (and `_orphaned_total`) carry no
 /// label: two registries in one process (one per kind of dependency) add to one
 /// series, which counts both (set with `Counter::absolute`, it went back and

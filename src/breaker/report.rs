@@ -4,6 +4,26 @@
 use super::phase::{CHECK_DUE, STREAK_MAX};
 use super::*;
 
+impl<C> CircuitBreaker<C> {
+    /// The lifetime counters (see [`Metrics::lifetime`]): no clock reading.
+    pub(crate) fn lifetime(&self) -> Lifetime {
+        let total = |c| self.hot.stripes.total(c);
+        Lifetime {
+            admitted: total(Counter::Admitted),
+            rejected: total(Counter::Rejected),
+            successes: total(Counter::Successes),
+            // Relaxed: a statistic, summed like the striped counters.
+            failures: total(Counter::Failures)
+                .wrapping_add(self.dropped_failures.load(Ordering::Relaxed)),
+            slow: total(Counter::Slow),
+            ignored: total(Counter::Ignored),
+            stale: total(Counter::Stale),
+            dropped: total(Counter::Dropped),
+            would_reject: self.would_reject(),
+        }
+    }
+}
+
 impl<C: Clock> CircuitBreaker<C> {
     /// A snapshot of the breaker's state, window and lifetime counters.
     ///
@@ -31,20 +51,7 @@ impl<C: Clock> CircuitBreaker<C> {
             Some(w) if counts_calls(s) => w.counts(&self.hot.stripes, generation, reading),
             _ => WindowCounts::default(),
         };
-        let total = |c| self.hot.stripes.total(c);
-        let lifetime = Lifetime {
-            admitted: total(Counter::Admitted),
-            rejected: total(Counter::Rejected),
-            successes: total(Counter::Successes),
-            // Relaxed: a statistic, summed like the striped counters.
-            failures: total(Counter::Failures)
-                .wrapping_add(self.dropped_failures.load(Ordering::Relaxed)),
-            slow: total(Counter::Slow),
-            ignored: total(Counter::Ignored),
-            stale: total(Counter::Stale),
-            dropped: total(Counter::Dropped),
-            would_reject: self.would_reject(),
-        };
+        let lifetime = self.lifetime();
         // If `s` is over already, as if it started now.
         let start = self.phase_start(s).unwrap_or(now);
         let ticks = self.time_of(s, start);

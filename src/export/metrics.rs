@@ -279,16 +279,37 @@ impl<C: Clock> CircuitBreaker<C> {
             }
         });
     }
+}
 
+impl<C> CircuitBreaker<C> {
     /// Publishes the growth of this breaker's counters alone: what a breaker
     /// leaving a registry that publishes owes its series (see
-    /// [`Registry::publish_metrics`](crate::Registry::publish_metrics)).
-    #[cfg(feature = "registry")]
+    /// [`Registry::publish_metrics`](crate::Registry::publish_metrics)), and what
+    /// one that has published owes as it goes.
     pub(crate) fn publish_counters(&self) {
         if let Some(published) = Marks::<COUNTED>::of(&self.attached) {
-            published.publish(|| {
-                publish_counts(published, self.name_cow().clone(), self.metrics().lifetime)
-            });
+            published
+                .publish(|| publish_counts(published, self.name_cow().clone(), self.lifetime()));
+        }
+    }
+}
+
+/// A breaker that has published publishes, as it goes, what it counted since its
+/// last publication: the calls recorded through a handle kept after it left a
+/// registry (an owned permit in flight, a tower or reqwest call) reach its
+/// series, as the counts of one that never left do. Caught while the thread
+/// unwinds, where a recorder's panic would abort the process.
+impl<C> Drop for CircuitBreaker<C> {
+    fn drop(&mut self) {
+        if self.attached.get::<Marks<COUNTED>>().is_none() {
+            return;
+        }
+        match std::thread::panicking() {
+            false => self.publish_counters(),
+            true => {
+                let publish = std::panic::AssertUnwindSafe(|| self.publish_counters());
+                let _ = std::panic::catch_unwind(publish);
+            }
         }
     }
 }
@@ -353,7 +374,10 @@ where
     /// on every scrape or on a timer. Once a registry has published, a breaker that
     /// leaves it (evicted, removed, or replaced by `restore_all`) publishes its
     /// counters as it goes, so that what it counted since the last scrape is not
-    /// lost to its series (a key evicted and used again adds to them).
+    /// lost to its series (a key evicted and used again adds to them); what calls
+    /// in flight through a handle kept meanwhile (an owned permit, the keyed tower
+    /// layer, the reqwest middleware) record on it after that, it publishes when
+    /// its last handle goes.
     ///
     /// # Examples
     /// ```

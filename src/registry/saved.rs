@@ -61,7 +61,9 @@ where
     /// the registry, in place of the key's breaker if it has one (as with
     /// [`remove`](Self::remove), the outcome of a [`call`](Self::call) in flight on
     /// that one is lost and counted by [`orphaned`](Self::orphaned); a handle from
-    /// [`get`](Self::get) still records on it). Returns how many it restored. Under
+    /// [`get`](Self::get) still records on it, and with the `metrics` feature its
+    /// series gets that outcome: see `publish_metrics`).
+    /// Returns how many it restored. Under
     /// [`max_keys`](RegistryBuilder::max_keys) a restored breaker takes the place
     /// of the key's breaker if it has one, else a place like a new key's (evicting
     /// one that behaves like new if it must); a key that finds no room is skipped
