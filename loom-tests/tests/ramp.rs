@@ -7,16 +7,22 @@
 //! (Recovering → Closed, `RampCompleted`; the failure, admitted in the ramp,
 //! is then stale, or was counted in the ramp just before its end, and changes
 //! nothing in the closed phase; the late call is admitted). Never both,
-//! never neither, one event and one counted transition either way.
+//! never neither, one event and one counted transition either way; and each
+//! way occurs among the executions.
 
 #![cfg(cutout_loom)]
 
 use cutout::{Error, Reason, State};
 use loom::thread;
 use loom_tests::{OPEN, model, shared_breaker, trip_and_cool};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const RAMP: Duration = Duration::from_secs(10);
+
+/// Executions that ended each way (std atomics: they outlive the executions).
+static FAILED: AtomicUsize = AtomicUsize::new(0);
+static COMPLETED: AtomicUsize = AtomicUsize::new(0);
 
 #[test]
 fn a_trip_racing_the_ramps_end_makes_one_transition() {
@@ -44,6 +50,7 @@ fn a_trip_racing_the_ramps_end_makes_one_transition() {
         assert_eq!((last.from, last.generation), (State::Recovering, 4));
         match last.reason {
             Reason::RampFailed => {
+                FAILED.fetch_add(1, Ordering::Relaxed);
                 assert_eq!((m.state, m.level, last.level), (State::Open, 1, 1));
                 assert_eq!(m.retry_after, Some(OPEN * 2), "the level-1 cooldown");
                 match late {
@@ -56,6 +63,7 @@ fn a_trip_racing_the_ramps_end_makes_one_transition() {
                 assert_eq!(m.transitions(Reason::RampCompleted), 0);
             }
             Reason::RampCompleted => {
+                COMPLETED.fetch_add(1, Ordering::Relaxed);
                 assert_eq!((m.state, m.level), (State::Closed, 0));
                 assert_eq!(late, Ok("late"));
                 // The failure is stale if it arrived after the end, or counted, in
@@ -68,4 +76,12 @@ fn a_trip_racing_the_ramps_end_makes_one_transition() {
             other => panic!("unexpected transition {other:?}"),
         }
     });
+    let ways = (
+        FAILED.load(Ordering::Relaxed),
+        COMPLETED.load(Ordering::Relaxed),
+    );
+    assert!(
+        ways.0 > 0 && ways.1 > 0,
+        "executions (failed, completed): {ways:?}"
+    );
 }
