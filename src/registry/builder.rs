@@ -66,7 +66,8 @@ where
     /// Evicts idle breakers automatically: a lookup that creates a new breaker
     /// first sweeps out those unused for `idle` (plus the idle resolution), at most
     /// once per `idle`. Memory then stays proportional to the keys used in the last
-    /// two `idle` periods, but for breakers left Open, forced open or disabled (see
+    /// two `idle` periods, but for breakers left Open, forced open, disabled or
+    /// recovering (see
     /// [Idle eviction](Registry#idle-eviction)). Must be above zero.
     pub fn evict_idle_after(mut self, idle: Duration) -> Self {
         self.idle_after = Some(idle);
