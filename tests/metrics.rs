@@ -8,7 +8,8 @@ use common::{sorted_labels, trips_on};
 use cutout::export::metrics as names;
 use cutout::{CircuitBreaker, ManualClock, Reason, State};
 use metrics::{
-    Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    Counter, CounterFn, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, Recorder, SharedString,
+    Unit,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::{CompositeKey, MetricKind};
@@ -599,12 +600,13 @@ type Log = Arc<Mutex<BTreeMap<String, Vec<u64>>>>;
 
 /// Logs the value each counter holds after every `increment` (its last value
 /// plus the increment) or `absolute` (the value given, as a recorder that stores
-/// what it is told would show it); gauges and histograms are dropped.
+/// what it is told would show it), and each value a gauge is set to (its `f64`
+/// bits); histograms are dropped.
 struct Logging(Log);
 
-struct LoggedCounter(String, Log);
+struct Logged(String, Log);
 
-impl LoggedCounter {
+impl Logged {
     fn log(&self, value: impl FnOnce(u64) -> u64) {
         let mut log = self.1.lock().unwrap();
         let values = log.entry(self.0.clone()).or_default();
@@ -612,12 +614,24 @@ impl LoggedCounter {
     }
 }
 
-impl CounterFn for LoggedCounter {
+impl CounterFn for Logged {
     fn increment(&self, value: u64) {
         self.log(|last| last + value);
     }
     fn absolute(&self, value: u64) {
         self.log(|_| value);
+    }
+}
+
+impl GaugeFn for Logged {
+    fn increment(&self, value: f64) {
+        self.log(|last| (f64::from_bits(last) + value).to_bits());
+    }
+    fn decrement(&self, value: f64) {
+        self.log(|last| (f64::from_bits(last) - value).to_bits());
+    }
+    fn set(&self, value: f64) {
+        self.log(|_| value.to_bits());
     }
 }
 
@@ -635,10 +649,10 @@ impl Recorder for Logging {
     fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
     fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        Counter::from_arc(Arc::new(LoggedCounter(render(key), self.0.clone())))
+        Counter::from_arc(Arc::new(Logged(render(key), self.0.clone())))
     }
-    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::noop()
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::from_arc(Arc::new(Logged(render(key), self.0.clone())))
     }
     fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
         Histogram::noop()
@@ -743,6 +757,33 @@ fn a_call_in_flight_across_a_reload_reaches_the_keys_series() {
     });
     let series = format!("{}{{breaker=db,outcome=failure}}", names::CALLS);
     assert_grew_to(&log, &series, 1);
+}
+
+/// A breaker that leaves a registry that publishes sets its gauges to zero: a
+/// removed key left Open does not read Open for ever.
+#[cfg(feature = "registry")]
+#[test]
+fn a_removed_keys_gauges_read_zero() {
+    let log: Log = Log::default();
+    let recorder = Logging(log.clone());
+    let last = |series: &str| {
+        let values = log.lock().unwrap().get(series).cloned().unwrap_or_default();
+        values.last().map(|bits| f64::from_bits(*bits))
+    };
+    let open = format!("{}{{breaker=db,state=open}}", names::STATE);
+    let tripped = format!("{}{{breaker=db}}", names::TRIPPED_WINDOW_CALLS);
+    metrics::with_local_recorder(&recorder, || {
+        let windowed = trips_on(1, ManualClock::new())
+            .window(Duration::from_secs(10), 10)
+            .failure_rate(0.9, 100);
+        let registry: cutout::Registry<String, ManualClock> =
+            cutout::Registry::new(windowed).unwrap();
+        let _ = registry.call("db", || Err::<(), _>(()));
+        registry.publish_metrics();
+        assert_eq!((last(&open), last(&tripped)), (Some(1.0), Some(1.0)));
+        assert!(registry.remove("db").is_some());
+    });
+    assert_eq!((last(&open), last(&tripped)), (Some(0.0), Some(0.0)));
 }
 
 /// `circuit_breaker_registry_overflowed_total` (and `_orphaned_total`) carry no

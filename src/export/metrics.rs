@@ -282,6 +282,19 @@ impl<C: Clock> CircuitBreaker<C> {
 }
 
 impl<C> CircuitBreaker<C> {
+    /// Sets this breaker's gauges to zero: it has left the registry that
+    /// published them.
+    #[cfg(feature = "registry")]
+    fn clear_gauges(&self) {
+        let name = self.name_cow();
+        for state in STATES {
+            gauge!(STATE, BREAKER_LABEL => name.clone(), "state" => state.as_str()).set(0.0);
+        }
+        for window in WINDOW.into_iter().chain(TRIPPED) {
+            gauge!(window, BREAKER_LABEL => name.clone()).set(0.0);
+        }
+    }
+
     /// Publishes the growth of this breaker's counters alone: what a breaker
     /// leaving a registry that publishes owes its series (see
     /// [`Registry::publish_metrics`](crate::Registry::publish_metrics)), and what
@@ -374,7 +387,8 @@ where
     /// on every scrape or on a timer. Once a registry has published, a breaker that
     /// leaves it (evicted, removed, or replaced by `restore_all`) publishes its
     /// counters as it goes, so that what it counted since the last scrape is not
-    /// lost to its series (a key evicted and used again adds to them); what calls
+    /// lost to its series (a key evicted and used again adds to them), and sets
+    /// its gauges to zero (a removed key left Open does not read Open); what calls
     /// in flight through a handle kept meanwhile (an owned permit, the keyed tower
     /// layer, the reqwest middleware) record on it after that, it publishes when
     /// its last handle goes.
@@ -406,11 +420,13 @@ where
         });
     }
 
-    /// A breaker leaving the registry: publishes its counters if the registry has
-    /// ever published (see [`publish_metrics`](Self::publish_metrics)).
+    /// A breaker leaving the registry: publishes its counters and sets its
+    /// gauges to zero (a key left Open would read Open for ever), if the
+    /// registry has ever published (see [`publish_metrics`](Self::publish_metrics)).
     pub(crate) fn publish_departed(&self, breaker: &CircuitBreaker<C>) {
         if self.attachment().get::<Marks<2>>().is_some() {
             breaker.publish_counters();
+            breaker.clear_gauges();
         }
     }
 }
