@@ -232,7 +232,7 @@ fn failures_from_many_threads_are_each_found_exactly_once() {
     const THREADS: u64 = 4;
     const CAP: usize = 16;
     let clock = ManualClock::new();
-    let never = (trips_on(u32::MAX, clock.clone()))
+    let never = (trips_on(u32::MAX / 2, clock.clone()))
         .window(Duration::from_secs(3600), 60)
         .failure_rate(1.0, u32::MAX);
     let r: Registry<String, ManualClock> = Registry::builder(never)
@@ -302,7 +302,7 @@ fn failures_from_many_threads_are_each_found_exactly_once() {
 fn calls_racing_remove_are_each_found_once() {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     let clock = ManualClock::new();
-    let r: Registry<String, ManualClock> = Registry::builder(trips_on(u32::MAX, clock.clone()))
+    let r: Registry<String, ManualClock> = Registry::builder(trips_on(u32::MAX / 2, clock.clone()))
         .build()
         .unwrap();
     let mut removed = Vec::new();

@@ -689,7 +689,8 @@ pub fn cutout_window_read() -> Cutout<ManualClock> {
 /// lets it skip the read of the window in all rows but `cutout_window_read`).
 pub fn failing(v: &mut impl Visit) {
     v.visit("direct", Direct);
-    v.visit("cutout_consecutive", cutout_consecutive(u32::MAX));
+    // The longest streak a breaker counts (2^31 - 1): more failures than a run makes.
+    v.visit("cutout_consecutive", cutout_consecutive(u32::MAX / 2));
     // The window is summed on every failure; the minimum is never reached.
     v.visit("cutout_window", cutout_window(u32::MAX));
     v.visit("cutout_window_slow", cutout_window_slow(u32::MAX));
