@@ -384,6 +384,14 @@ impl StateWord {
             let Some((next, now)) = f(seen) else {
                 return Update::Declined(seen);
             };
+            // The outgoing phase's start, put back if a claim a whole tag cycle
+            // late took its word and no reader has put it back (a phase that
+            // ends unread: a reset, a force-open, a trip): that claim's tag is
+            // also the phase after next's, which would take its stale tick for
+            // its start. One load; off the call paths.
+            if slot.start_of(seen).is_none() {
+                let _ = slot.reclaim(self, seen, now);
+            }
             let Some(start) = slot.claim(self, seen, next, now) else {
                 seen = self.load(); // the word moved on: offer `f` the new one
                 continue;

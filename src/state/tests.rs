@@ -266,6 +266,41 @@ fn a_current_start_claimed_over_a_tag_cycle_late_is_put_back() {
     assert_eq!(slot.start_of(over), Some(500));
 }
 
+/// A current start claimed over a tag cycle late, in a phase that no reader
+/// reads before it ends (a reset, a force-open, a trip): the transition out of
+/// it puts the start back, so the claim's tag, which is also the tag of the
+/// phase after next, is not taken for that phase's start (an Open phase's
+/// cooldown counted from the stale tick: over as it began).
+#[test]
+fn a_start_claimed_over_in_a_phase_nobody_reads_is_not_the_next_but_ones() {
+    let seen = Snapshot::pack(State::Closed, 0, 1);
+    let current = Snapshot::pack(
+        State::ForcedOpen,
+        0,
+        ((1u64 << SLOT_TAG_BITS) & u64::from(GEN_MASK)) as Generation,
+    );
+    let word = StateWord::at(current);
+    let slot = TimeSlot::starting(current, 100);
+    let next = seen.next(State::Open, 0);
+    let loaded = TimeSlot::pack(current, 100);
+    let late = TimeSlot::pack(next, 100);
+    let cas = slot
+        .word(next)
+        .compare_exchange(loaded, late, Ordering::AcqRel, Ordering::Acquire);
+    assert!(cas.is_ok(), "the late claim lands");
+    // A reset at tick 5,000, then a trip at 6,000: neither reads a start.
+    let moved = |s: Snapshot, to: State, at: u64| match word
+        .transition(&slot, s, |s| Some((s.next(to, 0), at)))
+    {
+        Update::Moved { to, start, .. } => (to, start),
+        Update::Declined(_) => panic!("declined"),
+    };
+    let (closed, start) = moved(current, State::Closed, 5_000);
+    assert_eq!(start, 5_000);
+    let (open, start) = moved(closed, State::Open, 6_000);
+    assert_eq!((start, slot.start_of(open)), (6_000, Some(6_000)));
+}
+
 /// Generation 0's previous phase is the last generation of the cycle, at any
 /// width: before, a 3-bit generation's wrap made every transition out of
 /// generation 0 look stale, and the transition loop spun for ever.

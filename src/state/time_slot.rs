@@ -33,7 +33,9 @@
 //! makes a whole tag cycle of transitions *in the same tick* finds the very bits
 //! it loaded and overwrites the current start. A reader that finds the current
 //! phase's start gone (the state word still holds the phase) puts it back
-//! ([`TimeSlot::reclaim`], off the hot path), no earlier than it was.
+//! ([`TimeSlot::reclaim`], off the hot path), no earlier than it was; so does a
+//! transition out of the phase, so that the late claim's tag, which is also the
+//! phase after next's, is never taken for that phase's start.
 //!
 //! The tags are 16 bits: a start could be taken for another phase's only by a
 //! reader that held a word through 65,536 transitions between two adjacent loads
@@ -125,7 +127,8 @@ impl TimeSlot {
     /// current phase's claim holding exactly the bits it loaded, and its CAS
     /// succeeds. No check made before a CAS can rule that out, so the claim is not
     /// where it is handled: a reader that finds the *current* phase's start gone
-    /// puts it back ([`reclaim`](Self::reclaim)).
+    /// puts it back ([`reclaim`](Self::reclaim)), and so does the transition out
+    /// of it, before its claim.
     pub(super) fn claim(
         &self,
         state: &StateWord,
