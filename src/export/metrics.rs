@@ -248,7 +248,8 @@ impl<C: Clock> CircuitBreaker<C> {
     /// `metrics` recorder: the state gauge, the call counters and the window gauges
     /// of the [table](crate::export::metrics). Call it on every scrape or on a
     /// timer; it costs one snapshot plus a recorder lookup per metric, and nothing
-    /// on the call path.
+    /// on the call path. Once it has published, a breaker publishes its counters'
+    /// growth once more when it is dropped, so its last calls reach its series.
     ///
     /// # Examples
     /// ```
