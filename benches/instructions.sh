@@ -65,7 +65,8 @@ for scenario in closed open failing ramp candidates; do
     echo
     echo "| $title ($CALLS calls) | instructions/call | locked/call |"
     echo "|---|---|---|"
-    for name in $("$BIN" list "$scenario"); do
+    names=$("$BIN" list "$scenario")
+    for name in $names; do
         profile "$scenario" "$name" 0 "$TMP/zero.out"
         profile "$scenario" "$name" "$CALLS" "$TMP/$scenario.$name.out"
         read -r ir0 ge0 < <(totals "$TMP/zero.out")
@@ -81,7 +82,8 @@ threads=${THREADS:-"2 4 8"}
 echo
 echo "| closed success, N threads on one breaker (instructions/call, locked/call) | $(for t in $threads; do printf '%s threads | ' "$t"; done)"
 echo "|---|$(for t in $threads; do printf -- '---|'; done)"
-for name in $("$BIN" list contended); do
+names=$("$BIN" list contended)
+for name in $names; do
     row="| $name |"
     for t in $threads; do
         profile closed "$name" 0 "$TMP/zero.out" "$t"
@@ -95,17 +97,19 @@ for name in $("$BIN" list contended); do
 done
 
 # The call shapes and thread histories (SHAPE in examples/instructions.rs).
-for shape in helper dyn crowd fresh; do
+for shape in helper dyn crowd beside fresh; do
     case $shape in
         helper) scenario=closed; title="closed success, through one shared generic helper (not inlined)" ;;
         dyn) scenario=closed; title="closed success, through a \`&dyn Fn\`" ;;
         crowd) scenario=closed; title="closed success, a thread started while a crowd held every owned slot, after the crowd left" ;;
+        beside) scenario=closed; title="closed success, a thread started while a crowd held every owned slot, beside it (a shared stripe)" ;;
         fresh) scenario=open; title="open rejection, from a thread whose first call is a rejection" ;;
     esac
     echo
     echo "| $title ($CALLS calls) | instructions/call | locked/call |"
     echo "|---|---|---|"
-    for name in $("$BIN" list "$scenario"); do
+    names=$("$BIN" list "$scenario")
+    for name in $names; do
         SHAPE=$shape profile "$scenario" "$name" 0 "$TMP/zero.out"
         SHAPE=$shape profile "$scenario" "$name" "$CALLS" "$TMP/shape.out"
         read -r ir0 ge0 < <(totals "$TMP/zero.out")
@@ -118,7 +122,8 @@ done
 echo
 echo "| closed, async and tower: cutout (default window); tower_resilience: tower-resilience 0.13's layer (its defaults) ($CALLS calls) | instructions/call | locked/call |"
 echo "|---|---|---|"
-for name in $("$BIN" list tower); do
+names=$("$BIN" list tower)
+for name in $names; do
     profile tower "$name" 0 "$TMP/zero.out"
     profile tower "$name" "$CALLS" "$TMP/tower.out"
     read -r ir0 ge0 < <(totals "$TMP/zero.out")
