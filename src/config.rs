@@ -473,6 +473,17 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// This builder on `clock`, its candidates too (as if the clock had been
+    /// set before them): what a replay runs.
+    #[cfg(feature = "replay")]
+    pub(crate) fn reclocked<C2: Clock + Clone>(self, clock: C2) -> Builder<C2> {
+        let mut b = self.clock(clock);
+        if !b.candidates.is_empty() {
+            b.clone_clock = Some(C2::clone);
+        }
+        b
+    }
+
     /// This builder with its breakers' seed fixed (the jitter of each cooldown,
     /// the ramp-up's draws), so that the same calls at the same times make the
     /// same decisions: what a replay needs. A live breaker's seed is random.

@@ -812,3 +812,17 @@ mod recorder {
         );
     }
 }
+
+/// A builder that builds with candidates replays too: the replay gives its
+/// candidates the replay's clock, as it gives the breaker (it refused them,
+/// asking for a clock set before the candidates, which the caller had done).
+#[test]
+fn a_builder_with_candidates_replays_as_without() {
+    let trace = csv("10,0,failure\n20,0,failure\n30,0,success\n");
+    let settings = || CircuitBreaker::builder().consecutive_failures(1);
+    let with = settings()
+        .clock(cutout::ManualClock::new())
+        .candidate("eager", CircuitBreaker::builder().consecutive_failures(1));
+    assert!(with.clone().build().is_ok());
+    assert_eq!(replay(with, &trace), replay(settings(), &trace));
+}

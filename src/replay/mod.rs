@@ -233,7 +233,7 @@ enum Event {
 /// ```
 pub fn replay<C: Clock>(builder: Builder<C>, trace: &Trace) -> Result<Report, ConfigError> {
     // A shadow setting replays as enforcing: the replay is the what-if.
-    let builder = builder.clock(ManualClock::new()).enforcing();
+    let builder = builder.reclocked(ManualClock::new()).enforcing();
     let calls = trace.calls();
     // Each key's calls, the keys in the order they first appear (an empty trace:
     // one keyless breaker, so a bad builder is still its error).
@@ -266,7 +266,7 @@ pub fn replay<C: Clock>(builder: Builder<C>, trace: &Trace) -> Result<Report, Co
         // settings give the same jittered cooldowns.
         let breaker = builder
             .clone()
-            .clock(clock.clone())
+            .reclocked(clock.clone())
             .seeded(splitmix64(n as u64))
             .on_transition(move |t| {
                 written
