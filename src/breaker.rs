@@ -371,7 +371,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 true => {
                     unlikely(); // the slow-call policy is the least common
                     match self.clock.now_if_cheap() {
-                        Some(now) if !lean.has(Lean::PRECISE) => now,
+                        Some(now) if !lean.has(Lean::PRECISE | Lean::OFFERS_PRECISE) => now,
                         _ => break 'lean None,
                     }
                 }

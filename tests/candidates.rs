@@ -244,6 +244,37 @@ fn a_candidates_panic_held_while_the_live_listener_panics_is_dropped() {
     assert_eq!(b.candidates()[0].state, State::Open);
 }
 
+/// A candidate's listener panicking on a closed success the live breaker
+/// records on its lean path (the candidate half-opens on it): every other
+/// candidate is offered that success all the same, and the panic reaches the
+/// caller after.
+#[test]
+fn a_candidates_panic_on_a_lean_success_skips_no_other_candidate() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let clock = ManualClock::new();
+    let tight = || live(1).open_duration(Duration::from_secs(1));
+    let b = live(10)
+        .clock(clock.clone())
+        .candidate(
+            "panicky",
+            tight().on_transition(|t| {
+                if t.to == State::HalfOpen {
+                    panic!("a candidate's listener (this test's, on purpose)")
+                }
+            }),
+        )
+        .candidate("plain", tight())
+        .build()
+        .unwrap();
+    fail(&b); // both candidates open
+    succeed(&b); // clears the live streak: the next success is a lean one
+    clock.advance(Duration::from_secs(1));
+    assert!(catch_unwind(AssertUnwindSafe(|| succeed(&b))).is_err());
+    assert_eq!(b.metrics().lifetime.successes, 2);
+    let plain = &b.candidates()[1];
+    assert_eq!(plain.state, State::Closed, "{plain:?}");
+}
+
 #[test]
 fn reports_come_one_per_candidate_in_order() {
     let clock = ManualClock::new();
@@ -417,6 +448,54 @@ fn a_candidate_of_a_shadow_breaker_sees_every_call() {
 }
 
 /// A candidate that trips when every call of at least two took 100 ms or more.
+/// A candidate timing calls precisely (a 5 ms slow-call threshold on a 1 ms
+/// clock) beside a live breaker that times nothing: each call is timed from a
+/// precise admission, as a breaker of the candidate's settings times it (from
+/// the live breaker's cheap reading, a 4.5 ms call read as up to 5.5 ms).
+#[test]
+fn a_candidate_timing_precisely_is_timed_from_a_precise_admission() {
+    #[derive(Clone)]
+    struct Floored(ManualClock);
+    impl cutout::Clock for Floored {
+        fn now(&self) -> u64 {
+            self.0.now() / 1_000_000 * 1_000_000
+        }
+        fn precise(&self) -> u64 {
+            self.0.now()
+        }
+        fn resolution(&self) -> Duration {
+            Duration::from_millis(1)
+        }
+    }
+    let precise = || {
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .slow_calls(Duration::from_millis(5), 1.0)
+            .minimum_calls(2)
+    };
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_micros(900));
+    let b = live(5)
+        .clock(Floored(clock.clone()))
+        .candidate("precise", precise())
+        .build()
+        .unwrap();
+    let alone = precise().clock(Floored(clock.clone())).build().unwrap();
+    for _ in 0..2 {
+        let (permit, own) = (b.try_acquire().unwrap(), alone.try_acquire().unwrap());
+        clock.advance(Duration::from_micros(4_500));
+        permit.success();
+        own.success();
+        clock.advance(Duration::from_micros(500));
+    }
+    assert_eq!(
+        (alone.metrics().lifetime.slow, alone.state()),
+        (0, State::Closed)
+    );
+    let r = &b.candidates()[0];
+    assert_eq!((r.state, r.opened), (State::Closed, 0), "{r:?}");
+}
+
 fn impatient() -> Builder {
     CircuitBreaker::builder()
         .window(Duration::from_secs(10), 10)

@@ -63,14 +63,13 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// The start of a call admitted now: a clock reading if calls are timed
-    /// (for the slow-call policy, `on_drop`, or a candidate's), else 0.
+    /// (for the slow-call policy, `on_drop`, or a candidate's), else 0; a
+    /// precise one where a candidate times calls precisely.
     #[inline]
     fn admission_reading(&self) -> u64 {
-        match self
-            .hot
-            .lean
-            .has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS_TIMED)
-        {
+        let lean = self.hot.lean;
+        match lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS_TIMED) {
+            true if lean.has(Lean::OFFERS_PRECISE) => self.precise(),
             true => self.age_reading(),
             false => 0,
         }

@@ -46,6 +46,9 @@ impl<C: Clock> CircuitBreaker<C> {
         if any(Lean::WINDOW) {
             offers |= Lean::OFFERS_WINDOW;
         }
+        if any(Lean::PRECISE) {
+            offers |= Lean::OFFERS_PRECISE;
+        }
         shadowing.candidates = candidates.into_boxed_slice();
         self.hot.lean = Lean(self.hot.lean.0 | offers);
         self
@@ -77,16 +80,23 @@ impl<C: Clock> CircuitBreaker<C> {
     #[cold]
     #[inline(never)]
     fn offer_to(candidates: &[Self], started: u64, outcome: Option<Outcome>) -> Deferred {
-        let mut first = None;
+        let mut held = Deferred(None);
         for candidate in candidates {
-            let offered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                candidate.offered(started, outcome);
-            }));
-            if let Err(panic) = offered {
-                first.get_or_insert(panic);
-            }
+            candidate.offered_holding(started, outcome, &mut held);
         }
-        Deferred(first)
+        held
+    }
+
+    /// [`offered`](Self::offered), a panic of this candidate's listener caught
+    /// and held in `held` (the first only), so that every other candidate is
+    /// offered the outcome too.
+    fn offered_holding(&self, started: u64, outcome: Option<Outcome>, held: &mut Deferred) {
+        let offered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.offered(started, outcome);
+        }));
+        if let Err(panic) = offered {
+            held.0.get_or_insert(panic);
+        }
     }
 
     /// After [`offer`](Self::offer), for a breaker that its candidates sent off
@@ -184,13 +194,16 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// [`record_offering`](Self::record_offering)'s offer to `candidates`, the
-    /// first having declined its lean path.
+    /// first having declined its lean path. The live breaker has recorded the
+    /// success: a candidate listener's panic is resumed once every candidate
+    /// has been offered it.
     #[cold]
     #[inline(never)]
     fn offer_success_to(candidates: &[Self], started: u64, now: u64) {
+        let mut held = Deferred(None);
         for candidate in candidates {
             if !candidate.offered_lean(started, now, slot::owned().get()) {
-                candidate.offered(started, Some(Outcome::Success));
+                candidate.offered_holding(started, Some(Outcome::Success), &mut held);
             }
         }
     }

@@ -81,6 +81,10 @@ impl Lean {
     /// each candidate's lean path; without one, it only checks that no
     /// candidate needs it (a closed success changes nothing such a candidate keeps).
     pub(super) const OFFERS_WINDOW: u8 = 32;
+    /// A candidate times calls precisely: the live breaker's calls start at a
+    /// precise reading (the candidate's own readings are precise), off the lean
+    /// path. Tested with `PRECISE`, in the same mask.
+    pub(super) const OFFERS_PRECISE: u8 = 64;
 
     pub(super) fn of(config: &Config) -> Lean {
         let window = match config.window {

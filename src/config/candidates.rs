@@ -65,7 +65,8 @@ impl<C: Clock + Clone> Builder<C> {
     /// its own settings, a closed success costs 66 instructions against 33 (a
     /// window's, 115 against 47), each further candidate about 9 (30), with no
     /// lock and no allocation (see `docs/PERFORMANCE.md`). Calls are timed only
-    /// where this breaker or a candidate times them. Without candidates nothing
+    /// where this breaker or a candidate times them, and from a precise reading
+    /// where a candidate times them precisely. Without candidates nothing
     /// changes. Transitions of a candidate reach its own
     /// `on_transition`, not this breaker's, marked
     /// [`shadow`](crate::Transition::shadow); the `metrics` and `tracing`
