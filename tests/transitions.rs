@@ -376,6 +376,31 @@ fn half_open_rejection_waits_at_most_the_next_cooldown() {
     );
 }
 
+/// With jitter, a full round's `retry_after` is the jittered cooldown a failed
+/// round then starts, exactly: a client told it comes back as the reopened
+/// breaker lets the next probe in (the jitter of the next generation, not the
+/// current one's).
+#[test]
+fn a_full_rounds_retry_after_is_the_jittered_cooldown_a_failed_round_starts() {
+    for i in 0..50u64 {
+        let clock = ManualClock::new();
+        let b = trips_after(1, SEC)
+            .jitter(1.0)
+            .half_open_timeout(30 * SEC)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        clock.advance(Duration::from_millis(i)); // each case its own draw
+        fail(&b);
+        clock.advance(b.try_acquire().unwrap_err().retry_after().unwrap());
+        let probe = b.try_acquire().unwrap();
+        let promised = b.try_acquire().unwrap_err().retry_after().unwrap();
+        probe.failure();
+        let reopened = b.try_acquire().unwrap_err().retry_after();
+        assert_eq!(reopened, Some(promised), "case {i}");
+    }
+}
+
 #[test]
 fn metrics_say_a_probe_can_go_now_while_a_slot_is_free() {
     let (b, clock, _) = logged(
