@@ -92,12 +92,11 @@ pub(crate) async fn control(
             );
         }
     };
-    let mut found = 0usize;
-    shared
-        .source
-        .for_each(&mut |n, _, _| found += usize::from(n == name));
-    if found == 0 {
-        return refuse(StatusCode::NOT_FOUND, "no breaker by that name");
+    let found = read_source(&shared, &name, |_| {}).await;
+    match found {
+        Err(panicked) => return panicked,
+        Ok(0) => return refuse(StatusCode::NOT_FOUND, "no breaker by that name"),
+        Ok(_) => {}
     }
     if let Some(fleet) = fleet {
         if let Err(why) = fleet.control(&name, fleet_action) {
@@ -107,10 +106,33 @@ pub(crate) async fn control(
             return StatusCode::NO_CONTENT.into_response();
         }
     }
-    shared.source.for_each(&mut |n, breaker, _| {
-        if n == name {
-            local(breaker);
-        }
+    match read_source(&shared, &name, local).await {
+        Err(panicked) => panicked,
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+/// Reads the source for the breakers named `name`, calling `act` on each, and
+/// counts them: off the async workers (a user's source may take its time), and
+/// a source that panics is a 500 that says so.
+async fn read_source(
+    shared: &Arc<Shared>,
+    name: &str,
+    act: fn(&cutout::CircuitBreaker),
+) -> Result<usize, Response> {
+    let (shared, name) = (shared.clone(), name.to_owned());
+    let read = tokio::task::spawn_blocking(move || {
+        let mut found = 0usize;
+        shared.source.for_each(&mut |n, breaker, _| {
+            if n == name {
+                found += 1;
+                act(breaker);
+            }
+        });
+        found
     });
-    StatusCode::NO_CONTENT.into_response()
+    read.await.map_err(|_| {
+        let why = "the breakers' source panicked (see the application's log)";
+        refuse(StatusCode::INTERNAL_SERVER_ERROR, why)
+    })
 }

@@ -83,7 +83,7 @@ async fn page(OriginalUri(uri): OriginalUri) -> Response {
 }
 
 async fn snapshot(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
-    shared.ensure_started();
+    shared.started().await;
     let query = Query::parse(uri.query());
     let frame = shared.frames.borrow().clone();
     let body = shared.render(&frame, &query).to_string();
@@ -102,7 +102,7 @@ async fn snapshot(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
 /// than queueing them: it holds one receiver and one frame. The stream holds the
 /// router's state weakly, and ends with it.
 async fn stream(State(shared): State<Arc<Shared>>, uri: Uri) -> impl IntoResponse {
-    shared.ensure_started();
+    shared.started().await;
     let query = Query::parse(uri.query());
     let mut frames = shared.frames.subscribe();
     frames.mark_changed();

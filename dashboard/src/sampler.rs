@@ -282,6 +282,8 @@ pub(crate) struct Shared {
     pub(crate) source: Source,
     pub(crate) frames: watch::Sender<Arc<Frame>>,
     started: std::sync::Once,
+    /// Whether the first sample was taken: the first requests wait for it.
+    sampled: watch::Sender<bool>,
     /// The pages rendered from the newest frame, by query: clients that ask for
     /// the same page share one rendering.
     pages: Mutex<(u64, HashMap<Query, Arc<str>>)>,
@@ -296,6 +298,7 @@ impl Shared {
             source,
             frames: watch::Sender::new(Arc::new(Frame::default())),
             started: std::sync::Once::new(),
+            sampled: watch::Sender::new(false),
             pages: Mutex::new((0, HashMap::new())),
         }
     }
@@ -305,7 +308,9 @@ impl Shared {
         let controls = self.source.controls;
         {
             let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
-            if pages.0 != frame.tick {
+            // A newer frame starts the cache afresh; an older one (a slow
+            // client's) is rendered for itself, leaving the newer pages.
+            if frame.tick > pages.0 {
                 *pages = (frame.tick, HashMap::new());
             }
             if let Some(page) = pages.1.get(query) {
@@ -332,15 +337,24 @@ impl Shared {
     }
 
     /// Starts the sampler on the first request (the router may be built outside
-    /// a runtime). The task holds the state weakly and ends with the router.
-    pub(crate) fn ensure_started(self: &Arc<Shared>) {
+    /// a runtime), and waits for its first sample: taken off the async workers,
+    /// as every sample is, so a source that blocks holds up the dashboard's
+    /// requests, not the application's workers. The task holds the state
+    /// weakly and ends with the router.
+    pub(crate) async fn started(self: &Arc<Shared>) {
         self.started.call_once(|| {
-            let mut sampler = Sampler::new();
-            self.sample_into(&mut sampler, false);
             let weak: Weak<Shared> = Arc::downgrade(self);
             let push = self.source.push.clone();
             let tick = self.source.tick;
             tokio::spawn(async move {
+                let Some(shared) = weak.upgrade() else { return };
+                let first = tokio::task::spawn_blocking(move || {
+                    let mut sampler = Sampler::new();
+                    shared.sample_into(&mut sampler, false);
+                    shared.sampled.send_replace(true);
+                    sampler
+                });
+                let Ok(mut sampler) = first.await else { return };
                 let mut every = tokio::time::interval(tick);
                 every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 every.tick().await;
@@ -372,6 +386,8 @@ impl Shared {
                 }
             });
         });
+        let mut sampled = self.sampled.subscribe();
+        let _ = sampled.wait_for(|taken| *taken).await;
     }
 }
 
@@ -379,6 +395,21 @@ impl Shared {
 mod tests {
     use super::*;
     use cutout::CircuitBreaker;
+
+    /// A client rendering an older frame than the cached one leaves the newer
+    /// frame's pages cached: the next client of the newer frame shares them.
+    #[test]
+    fn an_older_frame_leaves_the_newer_frames_pages() {
+        let shared = Shared::new(Source::new().finish());
+        let frame = |tick| Frame {
+            tick,
+            ..Frame::default()
+        };
+        let (old, new, query) = (frame(1), frame(2), Query::parse(None));
+        let first = shared.render(&new, &query);
+        let _ = shared.render(&old, &query);
+        assert!(Arc::ptr_eq(&first, &shared.render(&new, &query)));
+    }
 
     /// Open breakers come by the failure rate that tripped them (the one the
     /// page shows; their window counts afresh), highest first.

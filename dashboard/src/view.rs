@@ -45,7 +45,7 @@ impl Query {
                 }
                 "sick" => q.sick = v == "1" || v == "true",
                 "page" => q.page = v.parse().unwrap_or(0),
-                "per_page" => q.per_page = v.parse().unwrap_or(PER_PAGE).clamp(1, MAX_PER_PAGE),
+                "per_page" => q.per_page = page_size(&v),
                 _ => {}
             }
         }
@@ -171,6 +171,19 @@ pub(crate) fn page(frame: &Frame, query: &Query, controls: bool) -> Value {
     })
 }
 
+/// A `per_page` value: any whole number clamped to 1..=[`MAX_PER_PAGE`] (one
+/// too large to parse is the most), anything else the default.
+fn page_size(v: &str) -> usize {
+    let (negative, digits) = v.strip_prefix('-').map_or((false, v), |d| (true, d));
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return PER_PAGE;
+    }
+    match negative {
+        true => 1,
+        false => digits.parse().unwrap_or(usize::MAX).clamp(1, MAX_PER_PAGE),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +195,9 @@ mod tests {
         assert!(q.sick);
         assert_eq!((q.page, q.per_page), (3, MAX_PER_PAGE));
         assert_eq!(Query::parse(None).per_page, PER_PAGE);
+        let size = |v: &str| Query::parse(Some(&format!("per_page={v}"))).per_page;
+        let sizes = ["99999999999999999999999", "-3", "0", "7", "x", ""].map(size);
+        assert_eq!(sizes, [MAX_PER_PAGE, 1, 1, 7, PER_PAGE, PER_PAGE]);
         assert_eq!(decode("a%3Cb%zz%4"), "a<b%zz%4");
     }
 }
