@@ -108,6 +108,7 @@ pub(crate) async fn control(
     }
     match read_source(&shared, &name, local).await {
         Err(panicked) => panicked,
+        Ok(0) => refuse(StatusCode::NOT_FOUND, "no breaker by that name any more"),
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
     }
 }

@@ -118,6 +118,36 @@ async fn controls_that_wait_for_the_source_leave_the_workers_free() {
     assert_eq!(source.db.state(), State::Closed);
 }
 
+/// A source whose breaker is gone by the control's second read (removed
+/// meanwhile): the control says it found none, rather than 204 with nothing done.
+#[tokio::test]
+async fn a_breaker_removed_during_a_control_is_not_found() {
+    struct Leaving {
+        reads: std::sync::atomic::AtomicU32,
+        db: CircuitBreaker,
+    }
+    impl Breakers for Leaving {
+        fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds)) {
+            // Relaxed: a count, read on its own.
+            if self
+                .reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                == 0
+            {
+                f("db", &self.db, Thresholds::default());
+            }
+        }
+    }
+    let leaving = Leaving {
+        reads: Default::default(),
+        db: CircuitBreaker::builder().build().unwrap(),
+    };
+    let app = cutout_dashboard::router(Source::new().breakers(Arc::new(leaving)).controls(true));
+    let addr = common::serve(app).await;
+    let path = "/api/control?name=db&action=reset";
+    assert_eq!(request(addr, "POST", path, &SAME_ORIGIN).await.status, 404);
+}
+
 /// A source that panics answers a control request with a 500 that says so
 /// (the connection was dropped unanswered).
 #[tokio::test]
