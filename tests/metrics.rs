@@ -786,6 +786,48 @@ fn a_removed_keys_gauges_read_zero() {
     assert_eq!((last(&open), last(&tripped)), (Some(0.0), Some(0.0)));
 }
 
+/// A metrics recorder that panics while a sweep publishes what it evicted costs
+/// the registry no place under its cap: the places went back first.
+#[cfg(feature = "registry")]
+#[test]
+fn a_recorder_that_panics_in_a_sweep_costs_no_place() {
+    struct Panicking;
+    impl Recorder for Panicking {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            panic!("a recorder that fails (this test's, on purpose)")
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            panic!("a recorder that fails (this test's, on purpose)")
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+    let clock = ManualClock::new();
+    let registry: cutout::Registry<String, ManualClock> =
+        cutout::Registry::builder(trips_on(5, clock.clone()))
+            .max_keys(1)
+            .build()
+            .unwrap();
+    registry.call("a", || Ok::<_, ()>(())).unwrap();
+    metrics::with_local_recorder(&DebuggingRecorder::new(), || registry.publish_metrics());
+    clock.advance(Duration::from_secs(3600));
+    let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        metrics::with_local_recorder(&Panicking, || registry.evict_idle(Duration::from_secs(60)))
+    }));
+    assert!(swept.is_err(), "the recorder panicked");
+    assert_eq!(registry.len(), 0);
+    registry.call("b", || Ok::<_, ()>(())).unwrap();
+    assert_eq!(
+        (registry.len(), registry.overflowed()),
+        (1, 0),
+        "b has its own place"
+    );
+}
+
 /// `circuit_breaker_registry_overflowed_total` (and `_orphaned_total`) carry no
 /// label: two registries in one process (one per kind of dependency) add to one
 /// series, which counts both (set with `Counter::absolute`, it went back and

@@ -93,7 +93,7 @@ where
 
     pub(super) fn sweep(&self, now: u64, older_than: u64) -> usize {
         let limit = self.idle_limit(older_than);
-        let mut evicted = 0;
+        let mut evicted = Vec::new();
         self.map.pin().retain(|_, entry| {
             // Relaxed: see the module's Orderings.
             let seen = entry.last_used.load(Ordering::Relaxed);
@@ -111,15 +111,18 @@ where
                     .compare_exchange(seen, EVICTED, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok();
             if evict {
-                self.departed(&entry.breaker);
-                evicted += 1;
+                evicted.push(entry.breaker.clone());
             }
             !evict
         });
-        // The claimed entries have left the map: their places go back.
+        // The claimed entries have left the map: their places go back, before
+        // the breakers publish (a metrics recorder that panics costs no place).
         if let Some(cap) = &self.cap {
-            cap.release(evicted);
+            cap.release(evicted.len());
         }
-        evicted
+        for breaker in &evicted {
+            self.departed(breaker);
+        }
+        evicted.len()
     }
 }

@@ -217,10 +217,10 @@ where
     /// Removes `key`'s breaker; the next lookup creates a fresh one. Returns the
     /// removed breaker, if there was one. Unlike eviction, this removes a breaker
     /// whatever its state; the outcome of a [`call`](Self::call) in flight on it is
-    /// then lost, and counted by [`orphaned`](Self::orphaned) (a handle from
-    /// [`get`](Self::get) still records on it; such a call's permit is not given
-    /// back to it, so a half-open probe's slot stays taken until the half-open
-    /// timeout, when the next call reopens it).
+    /// then lost, and counted by [`orphaned`](Self::orphaned); the removed breaker
+    /// gets the call back as ignored, so a half-open probe's slot it took is
+    /// free again for whoever holds that breaker (a handle from
+    /// [`get`](Self::get) still records on it).
     ///
     /// # Examples
     /// ```
