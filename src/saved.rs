@@ -117,7 +117,7 @@ pub struct SavedState {
     pub state: State,
     /// The backoff level: how many failed probe rounds since the breaker last
     /// closed (the next reopening waits `open_duration * multiplier^level`). At
-    /// most 63.
+    /// most [`MAX_LEVEL`](Self::MAX_LEVEL) (63).
     pub level: u8,
     /// When an Open breaker admits a probe, on the saving host's wall clock.
     /// Required for [`State::Open`], ignored for every other state.
@@ -141,6 +141,10 @@ impl SavedState {
     /// # Ok::<(), cutout::ConfigError>(())
     /// ```
     pub const VERSION: u32 = 1;
+
+    /// The highest backoff [`level`](Self::level) a breaker reaches, and a
+    /// restore takes.
+    pub const MAX_LEVEL: u8 = LEVEL_MAX;
 
     /// A saved state of `state` for the breaker named `name`, saved at `saved_at`,
     /// with the current [`VERSION`](Self::VERSION), level 0, no deadline, no

@@ -8,7 +8,7 @@
 
 use crate::control::{Override, WireOverride};
 use crate::sign::{self, SigningKey};
-use cutout::State;
+use cutout::{SavedState, State};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -473,7 +473,11 @@ impl Message {
                 sent_ms,
             } => {
                 let state = state_from(&state).ok_or(Invalid::Field)?;
-                if !name_ok(&key) || !name_ok(&instance) || reason.len() > MAX_REASON_BYTES {
+                if !name_ok(&key)
+                    || !name_ok(&instance)
+                    || reason.len() > MAX_REASON_BYTES
+                    || level > SavedState::MAX_LEVEL
+                {
                     return Err(Invalid::Field);
                 }
                 let open_until = match (state, open_until_ms) {
@@ -524,7 +528,7 @@ impl Message {
                 let open = open
                     .into_iter()
                     .filter_map(|e| {
-                        let entry = match name_ok(&e.key) {
+                        let entry = match name_ok(&e.key) && e.level <= SavedState::MAX_LEVEL {
                             false => Err(Invalid::Field),
                             true => deadline(e.until_ms).map(|until| OpenEntry {
                                 until,

@@ -226,3 +226,34 @@ proptest! {
         prop_assert_eq!(view.verdict("db", Quorum::default(), Instant::now(), wall), None);
     }
 }
+
+/// A backoff level beyond cutout's highest (`SavedState::MAX_LEVEL`) is refused:
+/// a transition whole, a heartbeat's entry alone. A quorum of such reports would
+/// make a saved state that `Builder::restore` refuses.
+#[test]
+fn a_level_beyond_the_highest_is_refused() {
+    let now = UNIX_EPOCH + Duration::from_millis(WALL_MS);
+    let until = WALL_MS + 1_000;
+    let max = cutout::SavedState::MAX_LEVEL;
+    let transition = |level: u32| {
+        format!(
+            r#"{{"v":1,"kind":"transition","key":"db","instance":"b","generation":1,"state":"open","open_until_ms":{until},"level":{level},"reason":"x"}}"#
+        )
+    };
+    let decode = |s: String| cutout_fleet::Message::decode(s.as_bytes(), now, MAX_OPEN);
+    assert!(decode(transition(u32::from(max))).is_ok());
+    assert!(decode(transition(u32::from(max) + 1)).is_err());
+    let entry = |key: &str, level: u8| {
+        format!(r#"{{"key":"{key}","until_ms":{until},"generation":1,"level":{level}}}"#)
+    };
+    let beat = format!(
+        r#"{{"v":1,"kind":"heartbeat","instance":"b","sent_ms":{WALL_MS},"open":[{},{}],"more":false}}"#,
+        entry("db", max),
+        entry("cache", max + 1)
+    );
+    let Ok(cutout_fleet::Message::Heartbeat(h)) = decode(beat) else {
+        panic!("the heartbeat is taken");
+    };
+    let keys: Vec<&str> = h.open.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(keys, ["db"]);
+}
