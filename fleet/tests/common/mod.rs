@@ -66,19 +66,26 @@ impl Redis {
         }))
     }
 
+    /// Starts a server on a free port. A port found free can be taken again
+    /// before the server binds it (another test's server, or a connection's
+    /// local port): the server then exits, and another port is tried.
     fn start_with(secured: Option<Secured>) -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
         let mut redis = Redis {
-            port,
+            port: 0,
             dir: tempfile::tempdir().expect("a temporary directory"),
             child: None,
             secured,
         };
-        redis.restart();
-        redis
+        for _ in 0..5 {
+            redis.port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port");
+            if redis.spawn() {
+                return redis;
+            }
+        }
+        panic!("redis-server did not start on any of five free ports");
     }
 
     pub fn secured(&self) -> Option<&Secured> {
@@ -98,8 +105,15 @@ impl Redis {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    /// Starts the server (again, on the same port) and waits until it answers.
+    /// Starts the server again, on the same port, and waits until it answers.
     pub fn restart(&mut self) {
+        assert!(self.spawn(), "redis-server did not start again on its port");
+    }
+
+    /// Spawns the server on `self.port` and waits (10 s at most) until this
+    /// server, not another process on the port, answers; false if it exited
+    /// first (its port was taken).
+    fn spawn(&mut self) -> bool {
         let mut command = Command::new("redis-server");
         command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
@@ -114,20 +128,42 @@ impl Redis {
             command.args(["--user", &s.user, "on", &format!(">{}", s.user_password)]);
             command.args([&format!("~{ns}:*"), &format!("&{ns}:*"), "+@all"]);
         }
-        let child = command
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server starts");
-        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        loop {
+            if child.try_wait().expect("redis-server's status").is_some() {
+                return false;
+            }
+            if self.answering_pid() == Some(child.id()) {
+                self.child = Some(child);
+                return true;
+            }
             assert!(
                 Instant::now() < deadline,
-                "redis-server did not listen within 10 s"
+                "redis-server did not answer within 10 s"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The process id of the server answering on the port (`INFO server`),
+    /// if one answers: a connection that reached no server (refused, or a
+    /// socket connected to itself) gives none.
+    fn answering_pid(&self) -> Option<u32> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        if let Some(s) = &self.secured {
+            write!(stream, "AUTH {}\r\n", s.password).ok()?;
+        }
+        stream.write_all(b"INFO server\r\n").ok()?;
+        BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|line| line.strip_prefix("process_id:")?.trim().parse().ok())
     }
 
     /// Kills the server (SIGKILL: no goodbye to its clients).
