@@ -92,7 +92,9 @@
 //! - **What remains.** Instance ids are self-declared, and the key is shared: a
 //!   holder of the key (any instance of the fleet, or whoever steals its
 //!   configuration) can pose as another instance, or as many, and so reach a
-//!   quorum alone; and a signed message can be sent again within `live_after`.
+//!   quorum alone; and a signed message can be sent again while its stamp is
+//!   younger than `live_after` (for up to `live_after` plus `max_skew` after it
+//!   was sent, where the sender's clock runs ahead).
 //!   The quorum defends against faulty instances (a broken clock, a bug, a bad
 //!   network), not against a malicious holder of the key.
 //! - **Bounded by design.** A message stamped beyond this host's clock plus
