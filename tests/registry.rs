@@ -11,11 +11,11 @@ mod common;
 
 use common::hostile::{Hooked, Key, POISON, key, on_next_reading};
 use common::{trips_on, within};
-use cutout::{CircuitBreaker, ManualClock, Outcome, Reason, Registry, State};
+use cutout::{CircuitBreaker, ManualClock, Outcome, Reason, Registry, SavedState, State};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// How long a test waits for another thread before it fails instead of hanging.
 const BOUND: Duration = Duration::from_secs(10);
@@ -554,6 +554,26 @@ fn save_all_and_restore_all_round_trip_keeps_states_names_and_per_key_builders()
     let _ = b.call("cache", || Err::<(), _>("down"));
     assert_eq!(b.get("cache").state(), State::Closed);
     assert_eq!(b.overflowed(), 0);
+}
+
+/// `restore_all` restores states in the order given: a key given twice ends
+/// with its later state, and both restores are counted (as documented).
+#[test]
+fn restore_all_of_a_key_given_twice_keeps_the_later_state_and_counts_both() {
+    let clock = ManualClock::new();
+    let build = || Registry::<String, _>::new(manual(&clock).consecutive_failures(1)).unwrap();
+    let tripped = build();
+    let _ = tripped.call("db", || Err::<(), _>("down"));
+    let [(_, open)] = &tripped.save_all()[..] else {
+        panic!("one key saved")
+    };
+    let closed = SavedState::new("db", State::Closed, SystemTime::now());
+    let r = build();
+    let db = |s: &SavedState| ("db".to_string(), s.clone());
+    assert_eq!(r.restore_all([db(&closed), db(open)]), Ok(2));
+    assert_eq!((r.len(), r.get("db").state()), (1, State::Open));
+    assert_eq!(r.restore_all([db(open), db(&closed)]), Ok(2));
+    assert_eq!((r.len(), r.get("db").state()), (1, State::Closed));
 }
 
 #[test]

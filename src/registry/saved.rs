@@ -67,7 +67,8 @@ where
     /// [`max_keys`](RegistryBuilder::max_keys) a restored breaker takes the place
     /// of the key's breaker if it has one, else a place like a new key's (evicting
     /// one that behaves like new if it must); a key that finds no room is skipped
-    /// and not counted.
+    /// and not counted. States are restored in the order given: a key given twice
+    /// ends with its later state, and both restores are counted.
     ///
     /// # Errors
     /// All or nothing: if any state cannot be restored, the first such key and its
