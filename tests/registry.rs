@@ -869,6 +869,30 @@ fn at_the_cap_a_breaker_that_behaves_like_new_is_evicted_before_a_tripped_or_bus
     assert_eq!(r.overflowed(), 0);
 }
 
+/// The overflow breaker is built from the shared builder: a key `configure`d to
+/// trip on one failure runs on the shared settings (two failures) while it finds
+/// no room, as `max_keys` documents.
+#[test]
+fn a_configured_key_without_room_runs_on_the_shared_settings() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(2))
+        .configure("db".to_string(), manual(&clock).consecutive_failures(1))
+        .max_keys(1)
+        .build()
+        .unwrap();
+    let _ = r.call("tripped", || Err::<(), _>("down"));
+    let _ = r.call("tripped", || Err::<(), _>("down"));
+    assert_eq!(r.get("tripped").state(), State::Open); // holds the only place
+    let _ = r.call("db", || Err::<(), _>("down"));
+    let overflow = r.overflow().unwrap();
+    assert_eq!(
+        (r.get("db").name(), overflow.state()),
+        ("overflow", State::Closed)
+    );
+    let _ = r.call("db", || Err::<(), _>("down"));
+    assert_eq!(overflow.state(), State::Open);
+}
+
 #[test]
 fn when_every_breaker_is_tripped_or_busy_new_keys_share_the_overflow_breaker() {
     let clock = ManualClock::new();

@@ -87,7 +87,9 @@ where
     /// (see [Keying safely](Registry#keying-safely)). At the cap, a new key evicts
     /// the least recently used breaker that behaves like a new one; if there is
     /// none, it shares one overflow breaker with every other key in that case,
-    /// counted by [`Registry::overflowed`]. [`len`](Registry::len) never exceeds
+    /// counted by [`Registry::overflowed`]. The overflow breaker is built from the
+    /// shared builder: a [`configure`](Self::configure)d key that finds no room
+    /// runs on the shared settings until it has a place. [`len`](Registry::len) never exceeds
     /// `n`, even with many threads inserting at once.
     ///
     /// Lookups of keys the registry holds cost what they cost without a cap; only
