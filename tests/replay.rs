@@ -48,6 +48,35 @@ fn csv_and_json_lines_read_the_same_trace_and_write_it_back() {
     assert_eq!(Trace::from_json_lines(out.as_slice()).unwrap(), a);
 }
 
+/// Two calls admitted at one instant are ordered by their ends, whatever order
+/// the file lists them in: a trace written (in end order) and read back is the
+/// same trace, and replays the same (here the half-open probe goes to the
+/// shorter call either way).
+#[test]
+fn calls_admitted_together_keep_their_order_through_a_write_and_a_read() {
+    let b = || {
+        CircuitBreaker::builder()
+            .consecutive_failures(1)
+            .open_duration(ms(100))
+            .half_open_probes(1)
+    };
+    let listed_long_first = csv("10,0,failure\n200,90,success\n120,10,failure\n");
+    let listed_short_first = csv("10,0,failure\n120,10,failure\n200,90,success\n");
+    assert_eq!(listed_long_first, listed_short_first);
+    assert_eq!(listed_long_first.calls()[1].at, ms(120));
+    let trace = listed_long_first;
+    let mut out = Vec::new();
+    trace.write_csv(&mut out).unwrap();
+    assert_eq!(Trace::from_csv(out.as_slice()).unwrap(), trace);
+    let mut out = Vec::new();
+    trace.write_json_lines(&mut out).unwrap();
+    let back = Trace::from_json_lines(out.as_slice()).unwrap();
+    assert_eq!(back, trace);
+    let report = replay(b(), &trace).unwrap();
+    assert_eq!(report, replay(b(), &back).unwrap());
+    assert_eq!(report.transitions.last().unwrap().reason, Reason::ProbeFailed);
+}
+
 #[test]
 fn keys_round_trip_and_a_key_csv_cannot_hold_is_refused() {
     let trace = Trace::from_calls(vec![

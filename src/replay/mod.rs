@@ -49,7 +49,8 @@
 //!   and, if admitted, its end (its outcome recorded on its permit at `at`);
 //! - events run in time order; at the same instant, ends run before admissions
 //!   (an outcome known at `t` counts for a call admitted at `t`), ends in their
-//!   calls' admission order, admissions in the trace's admission order; a call
+//!   calls' admission order, admissions in the trace's order (by admission,
+//!   then by end: of two calls admitted together, the shorter first); a call
 //!   with no latency is recorded at once on admission;
 //! - the clock is moved to each event's time before it runs, so the breaker sees
 //!   each call's real latency (the slow-call policy judges it) and each cooldown

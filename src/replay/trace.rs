@@ -82,6 +82,13 @@ impl Call {
     pub fn admitted(&self) -> Duration {
         self.at.saturating_sub(self.latency)
     }
+
+    /// A trace's order: by admission, then by end. A file written in end order
+    /// (as [`Trace::write_csv`] and a recorder write) reads back to the order
+    /// it was written from.
+    fn order(&self) -> (Duration, Duration) {
+        (self.admitted(), self.at)
+    }
 }
 
 /// A recorded trace of calls, in admission order.
@@ -152,7 +159,7 @@ impl Trace {
             check_admission(call, i + 1)?;
         }
         let mut calls = calls;
-        calls.sort_by_key(Call::admitted);
+        calls.sort_by_key(Call::order);
         Ok(Trace { calls })
     }
 
@@ -212,7 +219,7 @@ impl Trace {
             check_admission(&call, n)?;
             calls.push(call);
         }
-        calls.sort_by_key(Call::admitted);
+        calls.sort_by_key(Call::order);
         Ok(Trace { calls })
     }
 
@@ -304,7 +311,7 @@ impl Trace {
             check_admission(&call, n)?;
             calls.push(call);
         }
-        calls.sort_by_key(Call::admitted);
+        calls.sort_by_key(Call::order);
         Ok(Trace { calls })
     }
 
@@ -364,7 +371,7 @@ impl Trace {
     }
 
     /// The calls, in admission order (`at - latency`; calls admitted at the same
-    /// time in the order they were read).
+    /// time in the order they ended, then in the order they were read).
     ///
     /// # Examples
     /// ```
