@@ -74,7 +74,10 @@ fn calls_admitted_together_keep_their_order_through_a_write_and_a_read() {
     assert_eq!(back, trace);
     let report = replay(b(), &trace).unwrap();
     assert_eq!(report, replay(b(), &back).unwrap());
-    assert_eq!(report.transitions.last().unwrap().reason, Reason::ProbeFailed);
+    assert_eq!(
+        report.transitions.last().unwrap().reason,
+        Reason::ProbeFailed
+    );
 }
 
 #[test]

@@ -164,8 +164,9 @@ impl Summary {
                 _ => {}
             }
         }
+        let end = trace.end();
         for since in out_since.values() {
-            not_closed += trace.end().saturating_sub(*since);
+            not_closed += end.saturating_sub(*since);
         }
         Summary {
             calls: trace.calls().len() as u64,

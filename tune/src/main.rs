@@ -4,6 +4,8 @@
 
 use clap::Parser;
 use cutout_tune::{Candidate, evaluate, load_trace, svg, table};
+use std::collections::HashMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -46,15 +48,42 @@ fn run(args: &Args) -> Result<(), String> {
         .iter()
         .map(|p| Candidate::load(p))
         .collect::<Result<Vec<_>, _>>()?;
+    // Two columns of one name could not be told apart, nor two timelines of
+    // one file name.
+    let mut names = HashMap::new();
+    let mut files = HashMap::new();
+    for (c, path) in candidates.iter().zip(&args.settings) {
+        if let Some(first) = names.insert(c.name.as_str(), path) {
+            return Err(format!(
+                "{} and {} are both named `{}`: give one a `name` of its own",
+                first.display(),
+                path.display(),
+                c.name
+            ));
+        }
+        if args.svg.is_some() {
+            let file = file_safe(&c.name);
+            if let Some(first) = files.insert(file.clone(), path) {
+                return Err(format!(
+                    "{} and {} make one timeline file, {file}.svg: give one a `name` \
+                     of letters, digits, `-` and `_` of its own",
+                    first.display(),
+                    path.display()
+                ));
+            }
+        }
+    }
     let mut columns = Vec::new();
     let mut reports = Vec::new();
-    for c in &candidates {
-        let (summary, report) = evaluate(&trace, c)?;
+    for (c, path) in candidates.iter().zip(&args.settings) {
+        let (summary, report) =
+            evaluate(&trace, c).map_err(|e| format!("{}: {e}", path.display()))?;
         columns.push((c.name.as_str(), summary));
         reports.push(report);
     }
     let label = args.trace.display().to_string();
-    print!("{}", table(&label, &trace, &columns));
+    let mut out = Stdout::default();
+    out.say(&table(&label, &trace, &columns));
     if let Some(dir) = &args.svg {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -67,10 +96,39 @@ fn run(args: &Args) -> Result<(), String> {
             let chart = svg::timeline(&label, name, &trace, report, summary);
             std::fs::write(&path, chart)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            println!("Timeline written to {}", path.display());
+            out.say(&format!("Timeline written to {}\n", path.display()));
         }
     }
-    Ok(())
+    out.result()
+}
+
+/// Standard output that a reader may close early (`| head`): what cannot be
+/// written is dropped, and the work (the timelines) goes on.
+#[derive(Default)]
+struct Stdout {
+    /// The first error other than a closed pipe, reported at the end.
+    error: Option<std::io::Error>,
+    closed: bool,
+}
+
+impl Stdout {
+    fn say(&mut self, text: &str) {
+        if self.closed || self.error.is_some() {
+            return;
+        }
+        match std::io::stdout().lock().write_all(text.as_bytes()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => self.closed = true,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    fn result(self) -> Result<(), String> {
+        match self.error {
+            Some(e) => Err(format!("cannot write to standard output: {e}")),
+            None => Ok(()),
+        }
+    }
 }
 
 /// `name` with anything but letters, digits, `-` and `_` replaced by `_`.

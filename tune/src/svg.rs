@@ -411,16 +411,34 @@ fn state_color(st: State) -> &'static str {
     }
 }
 
+/// `text` escaped for XML text and attributes; control characters XML 1.0
+/// cannot hold (all below U+0020 but tab, line feed and carriage return) become
+/// U+FFFD, so that a key holding one still makes a well-formed file.
 fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if c < ' ' => out.push(char::REPLACEMENT_CHARACTER),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_is_escaped_and_control_characters_replaced() {
+        assert_eq!(esc("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
+        assert_eq!(esc("db\u{1}\t\u{1f}é"), "db\u{fffd}\t\u{fffd}é");
+    }
 
     #[test]
     fn axis_tops_are_round() {

@@ -197,12 +197,64 @@ fn bad_inputs_name_the_file_the_line_and_the_field() {
     let (ok, _, err) = tune(&[&here("traces/client.csv"), &zero]);
     assert!(!ok);
     assert!(
-        err.contains("zero") && err.contains("half_open_probes"),
+        err.contains("zero.toml") && err.contains("half_open_probes"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 
     assert!(Trace::from_csv("".as_bytes()).is_err());
+}
+
+/// Two settings of one name would make two columns no reader could tell apart
+/// and one timeline file written twice: refused, naming both files. With
+/// `--svg`, names that make one file name are refused too.
+#[test]
+fn two_settings_of_one_name_are_refused() {
+    let dir = std::env::temp_dir().join(format!("cutout-tune-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.toml"), dir.join("b.toml"));
+    std::fs::write(&a, "name = \"storm\"\n").unwrap();
+    std::fs::write(&b, "name = \"storm\"\nconsecutive_failures = 2\n").unwrap();
+    let trace = here("traces/client.csv");
+    let (ok, _, err) = tune(&[&trace, &a, &b]);
+    assert!(!ok);
+    assert!(
+        err.contains("a.toml and ") && err.contains("b.toml are both named `storm`"),
+        "{err}"
+    );
+    // Two columns told apart, whose timelines would be one file (`storm_.svg`).
+    std::fs::write(&a, "name = \"storm!\"\n").unwrap();
+    std::fs::write(&b, "name = \"storm?\"\n").unwrap();
+    let (ok, _, err) = tune(&[&trace, &a, &b]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = tune(&[&trace, &a, &b, Path::new("--svg"), &dir]);
+    assert!(
+        !ok && err.contains("b.toml make one timeline file, storm_.svg"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A reader that closes the output early (`| head -1`) does not stop the
+/// tuner: it writes every timeline and exits 0.
+#[test]
+fn a_closed_standard_output_still_writes_every_timeline() {
+    let dir = std::env::temp_dir().join(format!("cutout-tune-pipe-{}", std::process::id()));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // closed before the tuner writes a byte
+    let status = Command::new(env!("CARGO_BIN_EXE_cutout-tune"))
+        .arg(here("traces/client.csv"))
+        .args(["eager", "patient"].map(|n| here(&format!("settings/{n}.toml"))))
+        .arg("--svg")
+        .arg(&dir)
+        .stdout(writer)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    for name in ["eager", "patient"] {
+        assert!(dir.join(format!("client-{name}.svg")).exists(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The README's table is what its command prints: the replay is deterministic
