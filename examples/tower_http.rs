@@ -51,13 +51,15 @@ pub fn classify(result: &Result<Response<Body>, Infallible>) -> Outcome {
 }
 
 /// What a client gets when the breaker rejects its request: a 503, with
-/// `Retry-After` in whole seconds (rounded up, so nobody comes back early) unless
-/// the breaker was forced open and only a reset will close it.
+/// `Retry-After` in whole seconds (rounded up, so nobody comes back early, and at
+/// least 1: a rejection with nothing left to wait, a ramp's or one answered just
+/// as the cooldown ended, is no invitation to retry at once) unless the breaker
+/// was forced open and only a reset will close it.
 pub fn rejected_response(rejected: &Rejected) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(b"circuit open")));
     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     if let Some(after) = rejected.retry_after() {
-        let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+        let seconds = (after.as_secs() + u64::from(after.subsec_nanos() > 0)).max(1);
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));

@@ -465,17 +465,21 @@ where
     let mut jitter = None;
     let mut attempt = 0;
     loop {
-        let error = match breaker.call_async(op()).await {
-            Err(Error::Inner(error)) => error,
-            done => return done,
-        };
-        match policy.after_failure(breaker, attempt, &error, &mut jitter) {
-            Next::GiveUp => return Err(Error::Inner(error)),
-            Next::Now => {}
-            Next::After(wait) => {
-                drop(error);
-                sleep(wait).await;
+        // The error's scope ends before the sleep: held across the `await`, it
+        // would make the future `Send` only where `E` is.
+        let wait = {
+            let error = match breaker.call_async(op()).await {
+                Err(Error::Inner(error)) => error,
+                done => return done,
+            };
+            match policy.after_failure(breaker, attempt, &error, &mut jitter) {
+                Next::GiveUp => return Err(Error::Inner(error)),
+                Next::Now => None,
+                Next::After(wait) => Some(wait),
             }
+        };
+        if let Some(wait) = wait {
+            sleep(wait).await;
         }
         attempt += 1;
     }

@@ -423,6 +423,19 @@ fn async_retries_stop_at_an_open_breaker() {
     assert_eq!(rig.b.metrics().lifetime.admitted, 1);
 }
 
+/// `retry_async`'s future is `Send` where its attempts' futures are, whatever
+/// the error (here one that is not `Send`): the error of a failed attempt is
+/// not held across the sleep.
+#[test]
+fn async_retries_are_send_with_an_error_that_is_not() {
+    fn assert_send<T: Send>(_: &T) {}
+    let breaker = CircuitBreaker::builder().build().unwrap();
+    let p = policy(3, 1);
+    let attempt = || async { Err::<u8, std::rc::Rc<str>>("down".into()) };
+    let retrying = retry_async(&breaker, &p, |_| async {}, attempt);
+    assert_send(&retrying);
+}
+
 /// `retry_async` dropped while it sleeps between attempts holds no permit: the
 /// failed attempt was recorded before the sleep, and the drop records nothing more.
 #[test]

@@ -246,10 +246,15 @@ fn an_open_breaker_is_ready_at_once_and_rejects_without_asking_a_service_that_is
     let mut late = svc.clone();
     b.reset();
     let _ = b.call(|| Err::<(), _>("trip"));
+    let rejected = rejected_after_readiness(&mut late, || clock.advance(COOLDOWN));
     assert_eq!(
-        rejected_after_readiness(&mut late, || clock.advance(COOLDOWN)),
+        (rejected.state(), rejected.retry_after()),
         (State::Open, Some(Duration::ZERO))
     );
+    // The example's hand-written 503 asks for at least a second, as the http
+    // layer's does: nothing left to wait is no invitation to retry at once.
+    let response = tower_http::rejected_response(&rejected);
+    assert_eq!(response.headers()[hyper::header::RETRY_AFTER], "1");
     assert_eq!(b.state(), State::Open, "no probe taken by it");
     assert_eq!(asked.load(Ordering::Relaxed), 1);
 
@@ -264,8 +269,9 @@ fn an_open_breaker_is_ready_at_once_and_rejects_without_asking_a_service_that_is
     // Ready for the forced-open breaker, reset before the call: rejected by the
     // state that answered, retrying at once (`Rejected::retry_after`'s exception;
     // the tower model found it on the default clock). Over http: Retry-After 1.
+    let rejected = rejected_after_readiness(&mut svc.clone(), || b.reset());
     assert_eq!(
-        rejected_after_readiness(&mut svc.clone(), || b.reset()),
+        (rejected.state(), rejected.retry_after()),
         (State::ForcedOpen, Some(Duration::ZERO))
     );
     #[cfg(feature = "http")]
@@ -295,8 +301,8 @@ fn an_open_breaker_is_ready_at_once_and_rejects_without_asking_a_service_that_is
 }
 
 /// Makes `svc` ready (a rejection answers it), runs `between`, then calls it:
-/// the state and retry time of the call's rejection.
-fn rejected_after_readiness<S, E>(svc: &mut S, between: impl FnOnce()) -> (State, Option<Duration>)
+/// the call's rejection.
+fn rejected_after_readiness<S, E>(svc: &mut S, between: impl FnOnce()) -> cutout::Rejected
 where
     S: Service<(), Error = Error<E>>,
     S::Response: std::fmt::Debug,
@@ -305,7 +311,7 @@ where
     assert!(poll_once(pin!(ServiceExt::<()>::ready(&mut *svc))).is_ready());
     between();
     match poll_once(pin!(svc.call(()))) {
-        Poll::Ready(Err(Error::Rejected(r))) => (r.state(), r.retry_after()),
+        Poll::Ready(Err(Error::Rejected(r))) => r,
         other => panic!("expected a rejection, got {other:?}"),
     }
 }
