@@ -51,6 +51,9 @@ fn the_same_reports_do_not_reopen(join: bool) {
     // (up to 2 s) before it passes.
     let soon = || SystemTime::now() + Duration::from_millis(3_000);
     let later = SystemTime::now() + Duration::from_secs(20);
+    // The breaker's clock is manual: its cooldown ends when the test says, not
+    // when a cached reading of a loaded machine's clock catches up.
+    let clock = ManualClock::new();
     let fleet;
     let breaker;
     if join {
@@ -59,24 +62,26 @@ fn the_same_reports_do_not_reopen(join: bool) {
         c.heartbeat(&[("db", later, 1)]);
         fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
         assert!(fleet.wait_synced(Duration::from_secs(2)));
-        breaker = fleet.breaker("db", builder()).unwrap();
+        breaker = fleet.breaker("db", builder().clock(clock.clone())).unwrap();
     } else {
         fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
         assert!(fleet.wait_synced(Duration::from_secs(2)));
-        breaker = fleet.breaker("db", builder()).unwrap();
+        breaker = fleet.breaker("db", builder().clock(clock.clone())).unwrap();
         assert_eq!(breaker.state(), State::Closed);
         a.heartbeat(&[("db", soon(), 1)]);
         b.heartbeat(&[("db", later, 1)]);
         c.heartbeat(&[("db", later, 1)]);
-        wait_for("the quorum opens db", Duration::from_secs(2), || {
-            breaker.state() == State::Open
+        // All three applied: a report arriving after the probe would be a new
+        // one, which may open db again.
+        wait_for("the quorum opens db", Duration::from_secs(5), || {
+            breaker.state() == State::Open && fleet.view().stats().accepted >= 3
         });
     }
     assert_eq!(breaker.state(), State::Open);
     let left = breaker.metrics().retry_after.unwrap();
     assert!(left <= Duration::from_millis(3_000), "{left:?}");
     // Past the earliest deadline, the local probe succeeds: Closed.
-    std::thread::sleep(left + Duration::from_millis(20));
+    clock.advance(left + Duration::from_millis(1));
     breaker.try_acquire().expect("a probe").success();
     assert_eq!(breaker.state(), State::Closed);
     // `b` and `c` still hold db Open and keep saying so.
@@ -124,7 +129,8 @@ fn a_peer_restarted_under_the_same_id_opens_a_key_by_quorum_again() {
     let (mut a, mut b) = (Peer::new(&redis, &ns, "a"), Peer::new(&redis, &ns, "b"));
     let fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
     assert!(fleet.wait_synced(Duration::from_secs(2)));
-    let breaker = fleet.breaker("db", builder()).unwrap();
+    let clock = ManualClock::new();
+    let breaker = fleet.breaker("db", builder().clock(clock.clone())).unwrap();
     a.heartbeat(&[]);
     b.heartbeat(&[]);
     wait_for("peers live", Duration::from_secs(2), || {
@@ -137,7 +143,7 @@ fn a_peer_restarted_under_the_same_id_opens_a_key_by_quorum_again() {
     wait_for("the quorum opens db", Duration::from_secs(2), || {
         breaker.state() == State::Open
     });
-    std::thread::sleep(breaker.metrics().retry_after.unwrap() + Duration::from_millis(20));
+    clock.advance(breaker.metrics().retry_after.unwrap() + Duration::from_millis(1));
     breaker.try_acquire().expect("a probe").success();
     assert_eq!(breaker.state(), State::Closed);
     // Both recover (their probes close them: generation 3), then restart.
@@ -162,6 +168,12 @@ fn a_peer_restarted_under_the_same_id_opens_a_key_by_quorum_again() {
     );
 }
 
+/// How long a silent peer stays live in the late-heartbeat tests: short, so a
+/// peer falls late soon, and long beside a loaded machine's pauses, so a peer
+/// the test keeps sending for never does. Each wait sends the heartbeats of
+/// every peer meant to be live, and checks what it must in the same poll.
+const LATE: Duration = Duration::from_millis(1_500);
+
 /// Two peers report `db` Open (generation 1) and the quorum (2) opens it; its own
 /// probe closes it (its clock is manual: the cooldown ends while the reports still
 /// stand). Then `a`'s heartbeat is late past `live_after`, so `b`'s heartbeats find
@@ -179,7 +191,7 @@ fn a_late_heartbeat_does_not_make_the_same_reports_new() {
     let fleet = Fleet::start(
         config(&redis, &ns, "me")
             .heartbeat_every(Duration::from_millis(100))
-            .live_after(Duration::from_millis(300)),
+            .live_after(LATE),
     )
     .unwrap();
     assert!(fleet.wait_synced(Duration::from_secs(2)));
@@ -194,7 +206,7 @@ fn a_late_heartbeat_does_not_make_the_same_reports_new() {
     b.heartbeat(&report);
     sent += 2;
     // The open is counted just after it is made: wait for both.
-    wait_for("the quorum opens db", Duration::from_secs(2), || {
+    wait_for("the quorum opens db", Duration::from_secs(5), || {
         breaker.state() == State::Open && fleet.view().stats().quorum_opens >= 1
     });
     let opens = fleet.view().stats().quorum_opens;
@@ -203,27 +215,29 @@ fn a_late_heartbeat_does_not_make_the_same_reports_new() {
     clock.advance(breaker.metrics().retry_after.unwrap() + Duration::from_millis(1));
     breaker.try_acquire().expect("a probe").success();
     assert_eq!(breaker.state(), State::Closed);
-    // `a` falls silent; `b` keeps sending until `a` is no longer live.
-    wait_for("a's heartbeat is late", Duration::from_secs(2), || {
+    // `a` falls silent; `b` keeps sending until `a` is no longer live, and
+    // one of its heartbeats is applied without `a`: no quorum.
+    let mut sent_without_a = u64::MAX;
+    wait_for("a's heartbeat is late", Duration::from_secs(10), || {
         b.heartbeat(&report);
         sent += 1;
-        fleet.view().live_peers() == 1
+        if fleet.view().live_peers() == 1 && sent_without_a == u64::MAX {
+            sent_without_a = sent + 1; // the next one
+        }
+        fleet.view().stats().accepted >= sent_without_a
+            && fleet.view().open_reports("db").len() == 1
     });
-    // One more from `b` with `a` not live: no quorum.
-    b.heartbeat(&report);
-    sent += 1;
-    wait_for("b's heartbeats applied", Duration::from_secs(2), || {
-        fleet.view().stats().accepted >= sent
-    });
-    assert_eq!(fleet.view().open_reports("db").len(), 1);
     assert_eq!(breaker.state(), State::Closed);
     // `a` is back, with the same report (generation 1): a quorum again.
     a.heartbeat(&report);
     sent += 1;
-    wait_for("a is live again", Duration::from_secs(2), || {
-        fleet.view().stats().accepted >= sent && fleet.view().live_peers() == 2
+    wait_for("a is live again", Duration::from_secs(10), || {
+        a.heartbeat(&report); // both kept live
+        b.heartbeat(&report);
+        fleet.view().stats().accepted >= sent
+            && fleet.view().live_peers() == 2
+            && fleet.view().open_reports("db").len() == 2
     });
-    assert_eq!(fleet.view().open_reports("db").len(), 2);
     let until = Instant::now() + Duration::from_millis(200);
     while Instant::now() < until {
         assert_eq!(
@@ -261,7 +275,7 @@ fn a_report_already_applied_does_not_open_again_after_its_peer_was_late() {
     let fleet = Fleet::start(
         config(&redis, &ns, "me")
             .heartbeat_every(Duration::from_millis(100))
-            .live_after(Duration::from_millis(300)),
+            .live_after(LATE),
     )
     .unwrap();
     assert!(fleet.wait_synced(Duration::from_secs(2)));
@@ -276,11 +290,13 @@ fn a_report_already_applied_does_not_open_again_after_its_peer_was_late() {
     sent += 3;
     // A message is counted before the quorum it makes opens db, and the open
     // before it is counted: wait for all three.
-    wait_for("all three applied", Duration::from_secs(2), || {
+    wait_for("all three applied", Duration::from_secs(5), || {
         let stats = fleet.view().stats();
-        stats.accepted >= sent && db.state() == State::Open && stats.quorum_opens >= 1
+        stats.accepted >= sent
+            && db.state() == State::Open
+            && stats.quorum_opens >= 1
+            && fleet.view().open_reports("db").len() == 3
     });
-    assert_eq!(fleet.view().open_reports("db").len(), 3);
     assert_eq!(fleet.view().stats().quorum_opens, 1);
     let close = |db: &CircuitBreaker<ManualClock>| {
         clock.advance(db.metrics().retry_after.unwrap() + Duration::from_millis(1));
@@ -289,7 +305,7 @@ fn a_report_already_applied_does_not_open_again_after_its_peer_was_late() {
     };
     close(&db);
     // `c` falls silent; `a` and `b` keep sending until `c` is no longer live.
-    wait_for("c's heartbeat is late", Duration::from_secs(2), || {
+    wait_for("c's heartbeat is late", Duration::from_secs(10), || {
         a.heartbeat(&first);
         b.heartbeat(&first);
         sent += 2;
@@ -300,7 +316,9 @@ fn a_report_already_applied_does_not_open_again_after_its_peer_was_late() {
     a.heartbeat(&second);
     b.heartbeat(&first);
     sent += 2;
-    wait_for("a's new trip opens db", Duration::from_secs(2), || {
+    wait_for("a's new trip opens db", Duration::from_secs(5), || {
+        a.heartbeat(&second); // both kept live
+        b.heartbeat(&first);
         let stats = fleet.view().stats();
         stats.accepted >= sent && db.state() == State::Open && stats.quorum_opens >= 2
     });
@@ -311,10 +329,14 @@ fn a_report_already_applied_does_not_open_again_after_its_peer_was_late() {
     a.heartbeat(&second);
     b.heartbeat(&first);
     sent += 3;
-    wait_for("c is live again", Duration::from_secs(2), || {
-        fleet.view().stats().accepted >= sent && fleet.view().live_peers() == 3
+    wait_for("c is live again", Duration::from_secs(10), || {
+        c.heartbeat(&first); // all three kept live
+        a.heartbeat(&second);
+        b.heartbeat(&first);
+        fleet.view().stats().accepted >= sent
+            && fleet.view().live_peers() == 3
+            && fleet.view().open_reports("db").len() == 3
     });
-    assert_eq!(fleet.view().open_reports("db").len(), 3);
     let end = Instant::now() + Duration::from_millis(200);
     while Instant::now() < end {
         assert_eq!(
