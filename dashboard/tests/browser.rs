@@ -18,7 +18,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,12 +30,21 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const SHOW: Duration = Duration::from_secs(5);
 
 /// chromedriver, ended when dropped.
-struct Driver(Child);
+/// chromedriver, and the profile of the browser it starts: on drop (a test that
+/// failed before its session's `DELETE` included) it is killed, and so is any
+/// browser still running on that profile, which is then removed.
+struct Driver(Child, PathBuf);
 
 impl Drop for Driver {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        // The profile's path is this test process's own: only its browser has it.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f"])
+            .arg(&self.1)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
 
@@ -198,6 +207,8 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
     let site = common::serve(sim::app(playground)).await;
 
     let port = free_port();
+    let profile =
+        std::env::temp_dir().join(format!("cutout-dashboard-chromium-{}", std::process::id()));
     let _driver = Driver(
         Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
@@ -205,6 +216,7 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
+        profile.clone(),
     );
     let driver: SocketAddr = ([127, 0, 0, 1], port).into();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -215,8 +227,6 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let profile =
-        std::env::temp_dir().join(format!("cutout-dashboard-chromium-{}", std::process::id()));
     let capabilities = json!({"capabilities": {"alwaysMatch": {
         "browserName": "chrome",
         "goog:chromeOptions": {"binary": CHROMIUM, "args": [
@@ -325,5 +335,4 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
         .await;
 
     session.cmd("DELETE", "", None).await;
-    let _ = std::fs::remove_dir_all(profile);
 }

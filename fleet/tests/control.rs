@@ -187,14 +187,14 @@ fn force_open_and_release_reach_every_instance() {
     }
     fleets[0].force_open("db", Duration::from_secs(60)).unwrap();
     for b in &breakers {
-        wait_for("forced open", Duration::from_secs(1), || {
+        wait_for("forced open", Duration::from_secs(5), || {
             b.state() == State::ForcedOpen
         });
         assert!(b.try_acquire().is_err());
     }
     fleets[1].release("db").unwrap();
     for b in &breakers {
-        wait_for("released", Duration::from_secs(1), || {
+        wait_for("released", Duration::from_secs(5), || {
             b.state() == State::Closed
         });
     }
@@ -225,8 +225,9 @@ fn a_joiner_learns_a_disable_and_it_ends_at_its_deadline() {
     wait_for("b live at a", Duration::from_secs(5), || {
         a.view().live_peers() == 1
     });
-    a.disable("db", Duration::from_secs(3)).unwrap();
-    wait_for("disabled at b", Duration::from_secs(1), || {
+    // Long enough for a loaded machine to start `late` within it.
+    a.disable("db", Duration::from_secs(6)).unwrap();
+    wait_for("disabled at b", Duration::from_secs(5), || {
         db_b.state() == State::Disabled
     });
     let late = Fleet::start(config(&redis, &ns, "late")).unwrap();
@@ -236,7 +237,7 @@ fn a_joiner_learns_a_disable_and_it_ends_at_its_deadline() {
     let _ = db_late.call(|| Err::<(), _>("down"));
     assert_eq!(db_late.state(), State::Disabled, "nothing trips");
     for db in [&db_a, &db_b, &db_late] {
-        wait_for("ended", Duration::from_secs(5), || {
+        wait_for("ended", Duration::from_secs(12), || {
             db.state() == State::Closed
         });
     }

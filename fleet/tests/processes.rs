@@ -10,6 +10,11 @@ use std::time::Duration;
 
 const SECOND: Duration = Duration::from_secs(1);
 
+/// The nodes' settings here: an open of 30 s outlasts a loaded machine's pauses
+/// between a trip and a joiner's start, and a joiner waits up to 5 s for the
+/// picture.
+const NODE: &[&str] = &["--open-ms", "30000", "--join-ms", "5000"];
+
 fn trip(node: &mut Node) {
     let answer = node.ask("fail 3", 5 * SECOND);
     assert!(answer.starts_with("done open"), "{answer}");
@@ -23,9 +28,9 @@ fn two_trips_open_the_third_and_a_joiner_starts_open() {
     let redis = Redis::start();
     let ns = namespace("quorum");
     let url = redis.url();
-    let mut a = Node::spawn(&url, &ns, "a", &[]);
-    let mut b = Node::spawn(&url, &ns, "b", &[]);
-    let mut c = Node::spawn(&url, &ns, "c", &[]);
+    let mut a = Node::spawn(&url, &ns, "a", NODE);
+    let mut b = Node::spawn(&url, &ns, "b", NODE);
+    let mut c = Node::spawn(&url, &ns, "c", NODE);
     for node in [&mut a, &mut b, &mut c] {
         assert!(node.ready.starts_with("ready closed"), "{}", node.ready);
         node.await_live(2, 5_000);
@@ -38,10 +43,10 @@ fn two_trips_open_the_third_and_a_joiner_starts_open() {
 
     // A second trip makes a quorum: the third opens without sending a call.
     trip(&mut b);
-    let answer = c.ask("wait-open 1000", 5 * SECOND);
+    let answer = c.ask("wait-open 5000", 10 * SECOND);
     assert!(
         answer.starts_with("open "),
-        "the third did not open within 1 s: {answer}"
+        "the third did not open within 5 s: {answer}"
     );
     // The counter follows the open (bounded wait: it is bumped just after).
     let counted = (0..100).any(|_| {
@@ -53,7 +58,7 @@ fn two_trips_open_the_third_and_a_joiner_starts_open() {
     assert_eq!(c.ask("call", 5 * SECOND), "rejected open");
 
     // A fourth instance, started during the outage, starts Open.
-    let d = Node::spawn(&url, &ns, "d", &[]);
+    let d = Node::spawn(&url, &ns, "d", NODE);
     assert_eq!(d.ready, "ready open true");
 }
 
@@ -65,9 +70,9 @@ fn redis_dies_local_decisions_go_on_and_the_view_recovers() {
     let mut redis = Redis::start();
     let ns = namespace("outage");
     let url = redis.url();
-    let mut a = Node::spawn(&url, &ns, "a", &[]);
-    let mut b = Node::spawn(&url, &ns, "b", &[]);
-    let mut c = Node::spawn(&url, &ns, "c", &[]);
+    let mut a = Node::spawn(&url, &ns, "a", NODE);
+    let mut b = Node::spawn(&url, &ns, "b", NODE);
+    let mut c = Node::spawn(&url, &ns, "c", NODE);
     for node in [&mut a, &mut b, &mut c] {
         node.await_live(2, 5_000);
     }
@@ -89,7 +94,7 @@ fn redis_dies_local_decisions_go_on_and_the_view_recovers() {
     }
     trip(&mut a);
     trip(&mut b);
-    let d = Node::spawn(&url, &ns, "d", &[]);
+    let d = Node::spawn(&url, &ns, "d", NODE);
     assert_eq!(d.ready, "ready open true");
 }
 
