@@ -104,6 +104,18 @@ fn keys_round_trip_and_a_key_csv_cannot_hold_is_refused() {
     }
 }
 
+/// A byte-order mark before the first line, as a spreadsheet's CSV export (or
+/// an editor's UTF-8 file) begins with, is read past: it is no part of the
+/// first column's name, nor of the first JSON object.
+#[test]
+fn a_byte_order_mark_is_read_past() {
+    let plain = csv("120,20,success\n");
+    let marked = format!("\u{feff}{HEADER}120,20,success\n");
+    assert_eq!(Trace::from_csv(marked.as_bytes()).unwrap(), plain);
+    let json = "\u{feff}{\"at_ms\": 120, \"latency_ms\": 20, \"outcome\": \"success\"}\n";
+    assert_eq!(Trace::from_json_lines(json.as_bytes()).unwrap(), plain);
+}
+
 #[test]
 fn bad_csv_names_the_line_and_the_field() {
     for (text, line, field, why) in [

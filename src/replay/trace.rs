@@ -109,7 +109,8 @@ impl Call {
 /// (`{"at_ms": 1500, "latency_ms": 20, "outcome": "success"}`, each field once), with no header;
 /// its numbers are read as JSON numbers are (64-bit floats), so they are exact to
 /// about 15 significant digits (a nanosecond in 11 days), where CSV is exact.
-/// Blank lines are skipped; lines need not be in time order. A bad line is a
+/// Blank lines are skipped, and so is a byte-order mark at the start (as a
+/// spreadsheet's export writes); lines need not be in time order. A bad line is a
 /// [`TraceError`] naming its line (1-based, the header being line 1) and field.
 ///
 /// # Examples
@@ -184,7 +185,9 @@ impl Trace {
             None => return Err(TraceError::new(1, None, "the trace is empty: no header")),
             Some(line) => line.map_err(|e| TraceError::read(1, &e))?,
         };
-        let columns = header_columns(&header)?;
+        // A byte-order mark, as spreadsheets write before a CSV export, is no
+        // part of the first column's name.
+        let columns = header_columns(header.strip_prefix('\u{feff}').unwrap_or(&header))?;
         let mut calls = Vec::new();
         for (i, line) in lines.enumerate() {
             let n = i + 2;
@@ -251,10 +254,15 @@ impl Trace {
         for (i, line) in io::BufReader::new(reader).lines().enumerate() {
             let n = i + 1;
             let line = line.map_err(|e| TraceError::read(n, &e))?;
+            // A byte-order mark before the first line is no part of it.
+            let line = match n {
+                1 => line.strip_prefix('\u{feff}').unwrap_or(&line),
+                _ => &line,
+            };
             if line.trim().is_empty() {
                 continue;
             }
-            let Entries(entries) = serde_json::from_str(&line).map_err(|e| match e.classify() {
+            let Entries(entries) = serde_json::from_str(line).map_err(|e| match e.classify() {
                 serde_json::error::Category::Data => TraceError::new(n, None, "not a JSON object"),
                 _ => TraceError::new(n, None, format!("not JSON: {e}")),
             })?;
