@@ -80,6 +80,7 @@ pub fn timeline(
     let mut keys: Vec<Option<&str>> = trace.calls().iter().map(|c| c.key.as_deref()).collect();
     keys.sort_unstable();
     keys.dedup();
+    let undrawn = keys.len().saturating_sub(MAX_STRIPS);
     keys.truncate(MAX_STRIPS);
     let strip_top = 84.0;
     let strip_h = 22.0;
@@ -114,7 +115,16 @@ pub fn timeline(
         summary.successes_turned_away
     );
 
-    // The state strips, exactly as the replay's transitions say.
+    // The state strips, exactly as the replay's transitions say; the keys past
+    // the first few are named as left out, not dropped silently.
+    if undrawn > 0 {
+        let _ = writeln!(
+            s,
+            r##"<text x="{LEFT}" y="{:.1}" fill="#666">{undrawn} more key{} not drawn (the table counts every key)</text>"##,
+            strips_bottom + 12.0,
+            if undrawn == 1 { "" } else { "s" }
+        );
+    }
     for (k, key) in keys.iter().enumerate() {
         let top = strip_top + (strip_h + 4.0) * k as f64;
         let mut t0 = 0.0;
@@ -435,12 +445,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn text_is_escaped_and_control_characters_replaced() {
-        assert_eq!(esc("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
-        assert_eq!(esc("db\u{1}\t\u{1f}é"), "db\u{fffd}\t\u{fffd}é");
-    }
-
-    #[test]
     fn axis_tops_are_round() {
         assert_eq!(nice_ceiling(1280.0), (2000.0, 500.0));
         assert_eq!(nice_ceiling(90.0), (100.0, 25.0));
@@ -472,8 +476,40 @@ mod tests {
         assert!((2..=30).contains(&labels), "{labels} time labels");
     }
 
+    /// Escaped for XML, and control characters XML 1.0 cannot hold replaced (a
+    /// key holding one made the file ill-formed).
     #[test]
     fn text_is_escaped() {
         assert_eq!(esc(r#"a<b & "c">"#), "a&lt;b &amp; &quot;c&quot;&gt;");
+        assert_eq!(esc("db\u{1}\t\u{1f}é"), "db\u{fffd}\t\u{fffd}é");
+    }
+
+    /// Keys past the strips drawn are counted on the chart, not left out
+    /// silently.
+    #[test]
+    fn keys_past_the_strips_are_counted() {
+        use cutout::replay::{Call, Trace, replay};
+        use cutout::{CircuitBreaker, Outcome};
+        use std::time::Duration;
+        let calls = |keys: usize| {
+            let call = |k| {
+                Call::new(Duration::from_millis(10), Duration::ZERO, Outcome::Success)
+                    .with_key(format!("k{k}"))
+            };
+            Trace::from_calls((0..keys).map(call).collect()).unwrap()
+        };
+        let chart = |trace: &Trace| {
+            let report = replay(CircuitBreaker::builder(), trace).unwrap();
+            timeline(
+                "t",
+                "c",
+                trace,
+                &report,
+                &crate::Summary::of(trace, &report),
+            )
+        };
+        assert!(chart(&calls(MAX_STRIPS + 3)).contains(">3 more keys not drawn"));
+        assert!(chart(&calls(MAX_STRIPS + 1)).contains(">1 more key not drawn"));
+        assert!(!chart(&calls(MAX_STRIPS)).contains("not drawn"));
     }
 }
