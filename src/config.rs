@@ -541,9 +541,11 @@ impl<C: Clock> Builder<C> {
     pub fn also_on_transition(mut self, f: impl Fn(&Transition) + Send + Sync + 'static) -> Self {
         self.on_transition = Some(match self.on_transition.take() {
             None => Arc::new(f),
-            Some(first) => {
-                Arc::new(move |t: &Transition| crate::event::deliver_both(&first, &f, t))
-            }
+            Some(first) => Arc::new(move |t: &Transition| {
+                // This combination's own field: its address names it.
+                let id = std::ptr::from_ref(&first) as usize;
+                crate::event::deliver_both(id, &*first, &f, t)
+            }),
         });
         self
     }

@@ -185,8 +185,8 @@ pub struct Transition {
 }
 
 std::thread_local! {
-    /// The combined listeners (by address) delivering an event on this thread,
-    /// each with the events raised meanwhile that its second part has yet to take.
+    /// The combined listeners (by `id`) delivering an event on this thread, each
+    /// with the events raised meanwhile that its second part has yet to take.
     static DELIVERING: std::cell::RefCell<Vec<(usize, Vec<Transition>)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -196,12 +196,16 @@ std::thread_local! {
 /// breaker on: an event raised during the delivery (a listener's `force_open`)
 /// reaches `first` at once, as any event does, and `then` after the events
 /// before it. A panic in `first` skips `then` for `t` and the events held.
+///
+/// `id` names the combined listener: the address of a field it holds, so that
+/// two combinations sharing a `first` (builders cloned from one) hold their
+/// events apart, and an event of another breaker reaches its own `then`.
 pub(crate) fn deliver_both(
-    first: &crate::config::Listener,
+    id: usize,
+    first: &dyn Fn(&Transition),
     then: &dyn Fn(&Transition),
     t: &Transition,
 ) {
-    let id = std::sync::Arc::as_ptr(first).cast::<()>() as usize;
     let nested = DELIVERING.try_with(|d| {
         let mut d = d.borrow_mut();
         match d.iter_mut().find(|(i, _)| *i == id) {

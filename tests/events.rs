@@ -867,3 +867,74 @@ fn an_added_listener_sees_events_in_generation_order_when_the_first_moves_the_br
     // The first listener takes each as it comes (its own force_open's inside it).
     assert_eq!(*first_seen.lock().unwrap(), [1, 2]);
 }
+
+/// Two breakers built from clones of one builder share its first listener, each
+/// with an added listener of its own. The first listener, handling `a`'s trip,
+/// forces `b` open: `b`'s event reaches `b`'s added listener, not `a`'s (the
+/// events held during a delivery were kept by the shared first listener, and
+/// drained into the listener of the delivery under way).
+#[test]
+fn an_event_raised_during_another_breakers_delivery_reaches_its_own_added_listener() {
+    type Seen = Arc<Mutex<Vec<(u32, Reason)>>>;
+    let other: Arc<std::sync::OnceLock<CircuitBreaker<ManualClock>>> = Arc::default();
+    let force = other.clone();
+    let base = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .clock(ManualClock::new())
+        .on_transition(move |t: &Transition| {
+            if t.reason == Reason::ConsecutiveFailures {
+                force.get().expect("b is built").force_open();
+            }
+        });
+    let (seen_a, seen_b): (Seen, Seen) = Default::default();
+    let (log_a, log_b) = (seen_a.clone(), seen_b.clone());
+    let a = (base.clone())
+        .also_on_transition(move |t| log_a.lock().unwrap().push((t.generation, t.reason)))
+        .build()
+        .unwrap();
+    let b = base
+        .also_on_transition(move |t| log_b.lock().unwrap().push((t.generation, t.reason)))
+        .build()
+        .unwrap();
+    assert!(other.set(b).is_ok());
+    let _ = a.call(|| Err::<(), _>("down"));
+    assert_eq!(*seen_a.lock().unwrap(), [(1, Reason::ConsecutiveFailures)]);
+    assert_eq!(*seen_b.lock().unwrap(), [(1, Reason::ForcedOpen)]);
+}
+
+/// A registry's keyed listener sees a key's events in generation order when the
+/// shared builder's listener moves the breaker on (a `force_open` on a trip), as
+/// an added listener does.
+#[test]
+fn a_keyed_listener_sees_events_in_generation_order_when_the_shared_one_moves_the_breaker() {
+    let registry: Arc<std::sync::OnceLock<cutout::Registry<String, ManualClock>>> = Arc::default();
+    let force = registry.clone();
+    let seen: Arc<Mutex<Vec<(String, u32, Reason)>>> = Arc::default();
+    let log = seen.clone();
+    let shared = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .clock(ManualClock::new())
+        .on_transition(move |t: &Transition| {
+            if t.reason == Reason::ConsecutiveFailures {
+                force.get().expect("built").get("db").force_open();
+            }
+        });
+    let built = cutout::Registry::builder(shared)
+        .on_transition(move |key: &String, t| {
+            log.lock()
+                .unwrap()
+                .push((key.clone(), t.generation, t.reason));
+        })
+        .build()
+        .unwrap();
+    assert!(registry.set(built).is_ok());
+    let _ = registry.get().unwrap().call("db", || Err::<(), _>("down"));
+    let db = |g, r| ("db".to_string(), g, r);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            db(1, Reason::ConsecutiveFailures),
+            db(2, Reason::ForcedOpen)
+        ]
+    );
+}

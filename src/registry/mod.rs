@@ -436,17 +436,23 @@ where
 }
 
 /// A breaker's listener that calls the registry's keyed listener (after the shared
-/// builder's own, if any).
+/// builder's own, if any, as `Builder::also_on_transition` combines them: each
+/// sees the breaker's events in generation order, a transition the shared one
+/// makes included).
 fn keyed_listener<K: Send + Sync + 'static>(
     key: K,
     keyed: KeyedListener<K>,
     shared: Option<Listener>,
 ) -> Listener {
-    Arc::new(move |t: &Transition| {
-        if let Some(shared) = &shared {
-            shared(t);
-        }
-        keyed(&key, t);
+    Arc::new(move |t: &Transition| match &shared {
+        // This listener's own field: its address names the combination.
+        Some(shared) => crate::event::deliver_both(
+            std::ptr::from_ref(&keyed) as usize,
+            &**shared,
+            &|t| keyed(&key, t),
+            t,
+        ),
+        None => keyed(&key, t),
     })
 }
 
