@@ -786,26 +786,49 @@ fn a_removed_keys_gauges_read_zero() {
     assert_eq!((last(&open), last(&tripped)), (Some(0.0), Some(0.0)));
 }
 
+/// A metrics recorder that panics on every counter and gauge (this test's, on
+/// purpose).
+struct Panicking;
+
+impl Recorder for Panicking {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+        panic!("a recorder that fails (this test's, on purpose)")
+    }
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        panic!("a recorder that fails (this test's, on purpose)")
+    }
+    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::noop()
+    }
+}
+
+/// A metrics recorder that panics as a transition is exported does not cost
+/// the breaker's listener (a fleet's, say) the transition: the listener has
+/// it, then the panic goes on to the caller.
+#[test]
+fn a_recorder_that_panics_on_a_transition_still_lets_the_listener_have_it() {
+    let seen: Arc<Mutex<Vec<State>>> = Arc::default();
+    let log = seen.clone();
+    let breaker = trips_on(1, ManualClock::new())
+        .on_transition(move |t| log.lock().unwrap().push(t.to))
+        .build()
+        .unwrap();
+    let tripped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        metrics::with_local_recorder(&Panicking, || breaker.call(|| Err::<(), _>("down")))
+    }));
+    assert!(tripped.is_err(), "the recorder's panic reached the caller");
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(*seen.lock().unwrap(), [State::Open]);
+}
+
 /// A metrics recorder that panics while a sweep publishes what it evicted costs
 /// the registry no place under its cap: the places went back first.
 #[cfg(feature = "registry")]
 #[test]
 fn a_recorder_that_panics_in_a_sweep_costs_no_place() {
-    struct Panicking;
-    impl Recorder for Panicking {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
-            panic!("a recorder that fails (this test's, on purpose)")
-        }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            panic!("a recorder that fails (this test's, on purpose)")
-        }
-        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::noop()
-        }
-    }
     let clock = ManualClock::new();
     let registry: cutout::Registry<String, ManualClock> =
         cutout::Registry::builder(trips_on(5, clock.clone()))

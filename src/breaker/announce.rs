@@ -57,13 +57,17 @@ impl<C: Clock> CircuitBreaker<C> {
         // The built-in observers (the observability integrations enabled), then the
         // user's listener. While the thread unwinds, a panic in any of them (a
         // tracing subscriber's, a metrics recorder's, the listener's) is caught.
+        // Otherwise an observer's panic is held until the listener has the event
+        // (a broken recorder must not cost the listener, a fleet's say, its
+        // transition), and resumed when `_held` drops.
         // A candidate's transitions are its live breaker's name's, labelled with
         // the candidate's.
         let unwinding = std::thread::panicking();
         let (name, candidate) = (&self.config.name, candidacy.map(|c| &c.name));
+        let mut _held = super::candidates::Deferred::default();
         for observe in crate::OBSERVERS {
             match unwinding {
-                false => observe(name, candidate, &event),
+                false => _held.catch(|| observe(name, candidate, &event)),
                 true => deliver_unwinding(|| observe(name, candidate, &event)),
             }
         }

@@ -91,12 +91,7 @@ impl<C: Clock> CircuitBreaker<C> {
     /// and held in `held` (the first only), so that every other candidate is
     /// offered the outcome too.
     fn offered_holding(&self, started: u64, outcome: Option<Outcome>, held: &mut Deferred) {
-        let offered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.offered(started, outcome);
-        }));
-        if let Err(panic) = offered {
-            held.0.get_or_insert(panic);
-        }
+        held.catch(|| self.offered(started, outcome));
     }
 
     /// After [`offer`](Self::offer), for a breaker that its candidates sent off
@@ -370,10 +365,23 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 }
 
-/// The panic of a candidate's listener, resumed when this drops: at the end of
-/// the live breaker's recording, unless the thread is already unwinding (a
-/// listener of the live breaker's own panicked too), where it is dropped.
+/// A panic held for later (a candidate's listener's, resumed at the end of the
+/// live breaker's recording; an observer's, once the listener has its event):
+/// resumed when this drops, unless the thread is already unwinding (a listener
+/// of the live breaker's own panicked too), where it is dropped.
+#[derive(Default)]
 pub(super) struct Deferred(Option<Box<dyn std::any::Any + Send>>);
+
+impl Deferred {
+    /// Runs `f`, holding its panic if it panics (the first held only).
+    pub(super) fn catch(&mut self, f: impl FnOnce()) {
+        // `AssertUnwindSafe`: what `f` reads is the breaker's atomics and an
+        // event, which a panic cannot leave half-written.
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            self.0.get_or_insert(panic);
+        }
+    }
+}
 
 impl Drop for Deferred {
     fn drop(&mut self) {
