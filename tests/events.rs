@@ -905,6 +905,7 @@ fn an_event_raised_during_another_breakers_delivery_reaches_its_own_added_listen
 /// A registry's keyed listener sees a key's events in generation order when the
 /// shared builder's listener moves the breaker on (a `force_open` on a trip), as
 /// an added listener does.
+#[cfg(feature = "registry")]
 #[test]
 fn a_keyed_listener_sees_events_in_generation_order_when_the_shared_one_moves_the_breaker() {
     let registry: Arc<std::sync::OnceLock<cutout::Registry<String, ManualClock>>> = Arc::default();
