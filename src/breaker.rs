@@ -225,8 +225,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// ignored and gives a half-open slot back).
     ///
     /// # Errors
-    /// [`Rejected`] when the breaker is open, forced open, or half-open with every
-    /// probe slot taken.
+    /// [`Rejected`] when the breaker is open, forced open, half-open with every
+    /// probe slot taken, or recovering ([`ramp_up`](crate::Builder::ramp_up))
+    /// and shedding the call: [`Rejected::state`] says which.
     ///
     /// # Examples
     /// ```

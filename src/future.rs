@@ -68,7 +68,9 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Like [`call_async`](Self::call_async), with `classify` saying what the result
     /// means: a [`Success`](Outcome::Success), a [`Failure`](Outcome::Failure) or
     /// [`Ignored`](Outcome::Ignored) (a 404, the caller's own cancellation): any
-    /// `Fn(&Result<T, E>) -> Outcome`.
+    /// `Fn(&Result<T, E>) -> Outcome`. A closure, so that its argument's type is
+    /// inferred; a [`Classify`] type goes in one:
+    /// `breaker.call_async_with(|r| ErrIsFailure.classify(r), call)`.
     ///
     /// # Errors
     /// As [`call_async`](Self::call_async).
@@ -125,7 +127,10 @@ pin_project! {
     /// was taken, the call has not run, and the next poll asks for a permit again.
     /// A wrapped future whose drop panics after it completed has its outcome
     /// recorded first; the panic reaches the poller, and the future is done (a
-    /// later poll returns `Pending`).
+    /// later poll returns `Pending`). A transition listener's panic as the
+    /// outcome is recorded (a probe's success closing the breaker) reaches the
+    /// poller with the outcome recorded, and leaves the future poisoned as a
+    /// call's panic does.
     ///
     /// # Examples
     /// ```

@@ -535,6 +535,49 @@ fn a_rejected_call_whose_classifier_panics_when_dropped_leaves_the_future_done()
     assert_done_after_a_panicking_rejection(&b, call);
 }
 
+/// A `call_async` whose probe succeeds, with a listener that panics as the
+/// success closes the breaker: the outcome is recorded, the panic reaches the
+/// poller, and the future is poisoned as a call's panic leaves it (as its docs
+/// say): polled again, it panics, and takes no permit.
+#[test]
+fn a_listener_that_panics_as_the_outcome_is_recorded_reaches_the_poller() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(1))
+        .on_transition(|t: &cutout::Transition| {
+            if t.to == State::Closed {
+                std::panic::resume_unwind(Box::new("a listener that fails, on purpose"));
+            }
+        })
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let _ = b.call(|| Err::<(), _>("down"));
+    clock.advance(Duration::from_secs(1));
+    let mut call = pin!(b.call_async(async { Ok::<u8, ()>(7) }));
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut()))).is_err());
+    assert_eq!(b.state(), State::Closed, "the outcome was recorded");
+    let admitted = b.metrics().lifetime.admitted;
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(call.as_mut()))).is_err());
+    assert_eq!(b.metrics().lifetime.admitted, admitted, "no permit taken");
+}
+
+/// A `Classify` type classifies a `call_async_with` through a closure, as its
+/// docs show.
+#[test]
+fn a_classify_type_goes_in_a_closure() {
+    use cutout::{Classify, ErrIsFailure};
+    let b = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .build()
+        .unwrap();
+    let failed =
+        block_on(b.call_async_with(|r| ErrIsFailure.classify(r), async { Err::<u8, _>(1) }));
+    assert!(failed.is_err());
+    assert_eq!(b.state(), State::Open);
+}
+
 #[test]
 #[should_panic(expected = "still pending after")]
 fn block_on_gives_up_on_a_future_that_never_completes() {
