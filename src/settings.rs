@@ -307,7 +307,18 @@ struct Text(Duration);
 
 impl Serialize for Text {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&text::format_duration(self.0))
+        s.serialize_str(&written(self.0)?)
+    }
+}
+
+/// `d` as text, if the parser reads it back: at most `u64::MAX` nanoseconds
+/// (about 584 years), refused when written rather than when read.
+fn written<E: serde::ser::Error>(d: Duration) -> Result<String, E> {
+    match u64::try_from(d.as_nanos()) {
+        Ok(_) => Ok(text::format_duration(d)),
+        Err(_) => Err(E::custom(format!(
+            "{d:?} is beyond 584 years (u64::MAX nanoseconds), the longest duration a settings file holds"
+        ))),
     }
 }
 
@@ -328,7 +339,7 @@ impl Serialize for OnDrop {
         match self.0 {
             Dropped::Ignored => s.serialize_str("ignored"),
             Dropped::Failure => s.serialize_str("failure"),
-            Dropped::FailureAfter(d) => s.serialize_str(&text::format_duration(d)),
+            Dropped::FailureAfter(d) => s.serialize_str(&written(d)?),
         }
     }
 }

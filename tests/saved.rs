@@ -107,6 +107,26 @@ fn a_deadline_between_milliseconds_rounds_up_so_no_probe_is_early() {
     assert!(succeed(&b));
 }
 
+/// A reload loop (save, restore, save ... at one wall-clock instant between
+/// milliseconds): each cycle rounds the deadline up, as documented, so the
+/// cooldown ends at most a millisecond or two later a cycle, never sooner.
+#[test]
+fn a_reload_loop_moves_the_deadline_later_by_at_most_two_ms_a_cycle() {
+    let now = t0() + Duration::from_micros(500);
+    let live = consecutive(&ManualClock::new()).build().unwrap();
+    for _ in 0..3 {
+        fail(&live);
+    }
+    let mut saved = live.save_at(now);
+    for _ in 0..100 {
+        let before = saved.open_until.unwrap();
+        let restored = consecutive(&ManualClock::new()).restore_at(saved, now);
+        saved = restored.build().unwrap().save_at(now);
+        let after = saved.open_until.unwrap().duration_since(before);
+        assert!(after.as_ref().is_ok_and(|d| *d <= ms(2)), "{after:?}");
+    }
+}
+
 #[test]
 fn a_wall_clock_step_after_the_restore_changes_nothing() {
     // The deadline was converted at the build: only the breaker's clock counts.

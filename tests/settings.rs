@@ -53,6 +53,28 @@ fn toml_round_trips() {
     assert_eq!(toml::from_str::<Settings>(&text).unwrap(), settings);
 }
 
+/// What a settings file writes, it reads back: a duration up to `u64::MAX`
+/// nanoseconds round-trips, and a longer one (a `Settings` made in code) is
+/// refused as it is written, naming the limit, not when it is read.
+#[test]
+fn durations_past_what_a_file_reads_are_refused_when_written() {
+    let with = |open: Duration, dropped: Duration| {
+        let mut settings = Settings::default();
+        settings.open_duration = Some(open);
+        settings.on_drop = Some(cutout::Dropped::FailureAfter(dropped));
+        settings
+    };
+    let longest = Duration::from_nanos(u64::MAX);
+    let settings = with(longest, longest);
+    let text = toml::to_string(&settings).unwrap();
+    assert_eq!(toml::from_str::<Settings>(&text).unwrap(), settings);
+    let one_more = longest + Duration::from_nanos(1);
+    for too_long in [with(Duration::MAX, longest), with(longest, one_more)] {
+        let err = toml::to_string(&too_long).unwrap_err().to_string();
+        assert!(err.contains("584 years"), "{err}");
+    }
+}
+
 #[test]
 fn a_zero_in_toml_parses_and_build_names_the_field() {
     let settings: Settings =

@@ -91,6 +91,10 @@ impl<C: Clock> Builder<C> {
     ///   from then on only that clock counts, so a later wall-clock step changes
     ///   nothing. A deadline further ahead than this configuration's longest
     ///   cooldown ([`max_open_duration`](Self::max_open_duration)) is cut to it.
+    ///   A save rounds the deadline up to a whole millisecond and a restore up to
+    ///   a tick, so that no restored breaker probes early: a state saved and
+    ///   restored again and again (a reload loop) ends its cooldown up to a
+    ///   millisecond or two later each time, never sooner.
     ///   ([`Metrics::time_in_state`](crate::Metrics::time_in_state) reads the
     ///   phase as if it began one cooldown of its level before the deadline, as
     ///   for [`open_for`](CircuitBreaker::open_for): 0 while more than that is

@@ -91,19 +91,23 @@ fn decimal(number: &str, unit: u64) -> Result<u64, String> {
             .ok_or_else(too_long)?;
     }
     nanos = nanos.checked_mul(unit).ok_or_else(too_long)?;
-    // Each fraction digit is worth a tenth of the one before.
-    let mut place = unit;
-    for b in fraction.bytes() {
-        let digit = u64::from(b - b'0');
-        if !place.is_multiple_of(10) {
-            if digit != 0 {
-                return Err(format!("`{number}` is finer than a nanosecond"));
-            }
-            continue;
-        }
-        place /= 10;
-        nanos = nanos.checked_add(digit * place).ok_or_else(too_long)?;
+    // The fraction is `digits / 10^k` of a unit: exact where `digits * unit` is
+    // a multiple of 10^k. Past its trailing zeros no exact fraction has more
+    // than 13 digits (a unit has at most 2^13 in it), so 19 bound the sums.
+    let finer = || format!("`{number}` is finer than a nanosecond");
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.len() > 19 {
+        return Err(finer());
     }
+    let digits = fraction
+        .bytes()
+        .fold(0u128, |n, b| n * 10 + u128::from(b - b'0'));
+    let (scaled, scale) = (digits * u128::from(unit), 10u128.pow(fraction.len() as u32));
+    if !scaled.is_multiple_of(scale) {
+        return Err(finer());
+    }
+    let part = u64::try_from(scaled / scale).map_err(|_| too_long())?;
+    nanos = nanos.checked_add(part).ok_or_else(too_long)?;
     Ok(nanos)
 }
 
@@ -123,6 +127,17 @@ mod tests {
         assert_eq!(parse_duration("250µs"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_duration("7ns"), Ok(Duration::from_nanos(7)));
         assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        // Exact fractions of an hour or a minute, whose tenths are no whole
+        // number of nanoseconds on the way.
+        assert_eq!(
+            parse_duration("0.000000000005h"),
+            Ok(Duration::from_nanos(18))
+        );
+        assert_eq!(
+            parse_duration("0.00000000025m"),
+            Ok(Duration::from_nanos(15))
+        );
+        assert_eq!(parse_duration("1.50000000000000000000000s"), Ok(ms(1_500)));
     }
 
     #[test]
@@ -135,6 +150,8 @@ mod tests {
             ("1.s", "not a non-negative decimal"),
             (".s", "not a non-negative decimal"),
             ("1.5ns", "finer than a nanosecond"),
+            ("0.0000000000001h", "finer than a nanosecond"),
+            ("0.00000000000000000001s", "finer than a nanosecond"),
             ("99999999999999999999s", "584 years"),
             ("", "no unit"),
         ] {
