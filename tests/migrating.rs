@@ -201,9 +201,8 @@ fn window_reads_zero_after_a_trip_and_tripped_by_keeps_the_figures() {
 
 #[test]
 fn state_is_a_pure_read() {
-    // Resilience4j's and gobreaker's state getters move an Open breaker whose
-    // cooldown is over to HalfOpen; cutout's `state()` reads, and the next call
-    // moves it.
+    // gobreaker's state getter moves an Open breaker whose cooldown is over to
+    // HalfOpen; cutout's `state()` reads, and the next call moves it.
     let (b, clock) = on_manual_clock(
         CircuitBreaker::builder()
             .consecutive_failures(1)
