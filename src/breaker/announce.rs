@@ -59,15 +59,15 @@ impl<C: Clock> CircuitBreaker<C> {
         // tracing subscriber's, a metrics recorder's, the listener's) is caught.
         // Otherwise an observer's panic is held until the listener has the event
         // (a broken recorder must not cost the listener, a fleet's say, its
-        // transition), and resumed when `_held` drops.
+        // transition), and resumed when `held` drops.
         // A candidate's transitions are its live breaker's name's, labelled with
         // the candidate's.
         let unwinding = std::thread::panicking();
         let (name, candidate) = (&self.config.name, candidacy.map(|c| &c.name));
-        let mut _held = super::candidates::Deferred::default();
+        let mut held = super::candidates::Deferred::default();
         for observe in crate::OBSERVERS {
             match unwinding {
-                false => _held.catch(|| observe(name, candidate, &event)),
+                false => held.catch(|| observe(name, candidate, &event)),
                 true => deliver_unwinding(|| observe(name, candidate, &event)),
             }
         }

@@ -92,8 +92,9 @@ where
     /// none, it shares one overflow breaker with every other key in that case,
     /// counted by [`Registry::overflowed`]. The overflow breaker is built from the
     /// shared builder: a [`configure`](Self::configure)d key that finds no room
-    /// runs on the shared settings until it has a place. [`len`](Registry::len) never exceeds
-    /// `n`, even with many threads inserting at once.
+    /// runs on the shared settings until it has a place.
+    /// [`len`](Registry::len) never exceeds `n`, even with many threads inserting
+    /// at once.
     ///
     /// Lookups of keys the registry holds cost what they cost without a cap; only
     /// a new key does more work (about 32 entry visits, amortized).
