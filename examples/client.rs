@@ -66,9 +66,10 @@ pub fn breakers<C: Clock + Clone>(clock: C) -> Result<Arc<Registry<String, C>>, 
     Ok(Arc::new(Registry::builder(builder).max_keys(64).build()?))
 }
 
-/// The frontend's HTTP client: retries outside the breaker (an open breaker stops
-/// them at once), the breaker per backend, and reqwest's timeout inside it (a hung
-/// backend is a failure).
+/// The frontend's HTTP client: retries outside the breaker (an open breaker ends
+/// them), the breaker per backend, and reqwest's timeout inside it (a backend that
+/// hangs before its response head is a failure; a body that stalls later is read
+/// after the middleware returns, where no breaker sees it).
 pub fn client<C>(breakers: Arc<Registry<String, C>>, timeout: Duration) -> ClientWithMiddleware
 where
     C: Clock + Clone + Send + Sync + 'static,
@@ -121,20 +122,20 @@ async fn orders(State(frontend): State<Frontend>, Path(name): Path<String>) -> R
         .send()
         .await
     {
-        Ok(response) if response.status().is_success() => {
-            (StatusCode::OK, response.text().await.unwrap_or_default()).into_response()
-        }
+        // The body is read after the middleware returns, where no breaker sees
+        // it: a body that breaks off is the frontend's 502, not a 200.
+        Ok(response) if response.status().is_success() => match response.text().await {
+            Ok(text) => (StatusCode::OK, text).into_response(),
+            Err(_) => StatusCode::BAD_GATEWAY.into_response(),
+        },
         Ok(_) => StatusCode::BAD_GATEWAY.into_response(),
-        Err(e) => match rejected(&e).and_then(|r| r.retry_after()) {
-            Some(after) => {
-                let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    [(header::RETRY_AFTER, secs.max(1).to_string())],
-                )
-                    .into_response()
-            }
-            None if rejected(&e).is_some() => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        Err(e) => match rejected(&e).map(|r| r.retry_after_secs()) {
+            Some(Some(secs)) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, secs.to_string())],
+            )
+                .into_response(),
+            Some(None) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
             None => StatusCode::BAD_GATEWAY.into_response(),
         },
     }

@@ -58,8 +58,7 @@ pub fn classify(result: &Result<Response<Body>, Infallible>) -> Outcome {
 pub fn rejected_response(rejected: &Rejected) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(b"circuit open")));
     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    if let Some(after) = rejected.retry_after() {
-        let seconds = (after.as_secs() + u64::from(after.subsec_nanos() > 0)).max(1);
+    if let Some(seconds) = rejected.retry_after_secs() {
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));

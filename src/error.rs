@@ -78,6 +78,37 @@ impl Rejected {
         let ms = self.packed >> Rejected::STATE_BITS;
         (ms != Rejected::NEVER).then(|| Duration::from_millis(ms))
     }
+
+    /// [`retry_after`](Self::retry_after) in whole seconds, as an HTTP
+    /// `Retry-After` header carries it: rounded up, so that no client comes back
+    /// early, and at least 1, so that none is told `0` (a ramp's shed, or a
+    /// rejection with nothing left to wait, is no invitation to retry at once).
+    /// `None` where only a reset ends the rejections.
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let breaker = CircuitBreaker::builder()
+    ///     .consecutive_failures(1)
+    ///     .open_duration(Duration::from_secs(10))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let _ = breaker.call(|| Err::<(), _>("down"));
+    /// clock.advance(Duration::from_millis(7_500));
+    /// let rejected = breaker.try_acquire().unwrap_err();
+    /// assert_eq!(rejected.retry_after(), Some(Duration::from_millis(2_500)));
+    /// assert_eq!(rejected.retry_after_secs(), Some(3));
+    /// breaker.force_open();
+    /// assert_eq!(breaker.try_acquire().unwrap_err().retry_after_secs(), None);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after()
+            .map(|after| (after.as_secs() + u64::from(after.subsec_nanos() > 0)).max(1))
+    }
 }
 
 impl fmt::Debug for Rejected {

@@ -82,7 +82,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 /// The default HTTP classifier: a `5xx` response is a failure, any other response
 /// a success (a `404` says the dependency is up), an `Err` a failure.
@@ -141,20 +140,13 @@ impl<B, E> Classify<Response<B>, E> for ServerErrorIsFailure {
 pub fn rejection_response<B: Default>(rejected: &Rejected) -> Response<B> {
     let mut response = Response::new(B::default());
     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    if let Some(after) = rejected.retry_after() {
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(retry_after_secs(after)),
-        );
+    if let Some(secs) = rejected.retry_after_secs() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     response.extensions_mut().insert(*rejected);
     response
-}
-
-/// Whole seconds, rounded up, at least 1.
-fn retry_after_secs(after: Duration) -> u64 {
-    let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
-    secs.max(1)
 }
 
 /// A tower [`Layer`] that puts one shared breaker in front of an HTTP service:
@@ -470,17 +462,19 @@ mod tests {
 
     #[test]
     fn retry_after_is_whole_seconds_rounded_up_and_at_least_one() {
-        let ms = Duration::from_millis;
-        for (after, secs) in [
-            (Duration::ZERO, 1),
-            (ms(1), 1),
-            (ms(1000), 1),
-            (ms(1001), 2),
-            (ms(19_500), 20),
-            (Duration::from_secs(60), 60),
+        for (ms, secs) in [
+            (0, 1),
+            (1, 1),
+            (1000, 1),
+            (1001, 2),
+            (19_500, 20),
+            (60_000, 60),
         ] {
-            assert_eq!(retry_after_secs(after), secs, "{after:?}");
+            let rejected = Rejected::after_ms(State::Open, ms);
+            assert_eq!(rejected.retry_after_secs(), Some(secs), "{ms} ms");
         }
+        let forced = Rejected::until_reset(State::ForcedOpen);
+        assert_eq!(forced.retry_after_secs(), None);
     }
 
     #[test]

@@ -116,3 +116,38 @@ async fn a_sick_backend_opens_its_own_breaker_stops_receiving_calls_and_recovers
     }
     assert_eq!(breakers.len(), 2, "one breaker per backend host:port");
 }
+
+/// A backend whose response head says 200 and whose body breaks off (a
+/// `content-length` of 100, 5 bytes sent, the connection closed): the breaker
+/// saw a success (it classifies the head), and the frontend answers 502, not a
+/// 200 with an empty body.
+#[tokio::test]
+async fn a_body_that_breaks_off_is_the_frontends_502() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let broken = listener.local_addr().unwrap();
+    // Serves whatever connections come (left blocked in `accept` at the end).
+    std::thread::spawn(move || {
+        for mut socket in listener.incoming().map_while(Result::ok) {
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request);
+            let head = "HTTP/1.1 200 OK\r\ncontent-length: 100\r\nconnection: close\r\n\r\nhello";
+            let _ = socket.write_all(head.as_bytes());
+        }
+    });
+    let breakers = example::breakers(ManualClock::new()).unwrap();
+    let well = example::spawn_backend(Arc::new(Backend::default()))
+        .await
+        .unwrap();
+    let frontend = Frontend {
+        client: example::client(breakers.clone(), TIMEOUT),
+        backends: [broken, well],
+    };
+    let addr = example::serve(example::frontend(frontend)).await.unwrap();
+    let response = reqwest::get(format!("http://{addr}/orders/a"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    let breaker = breakers.get(&broken.to_string());
+    assert_eq!(breaker.state(), State::Closed, "the head was a success");
+}
