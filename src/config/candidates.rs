@@ -63,7 +63,7 @@ impl<C: Clock + Clone> Builder<C> {
     /// candidate without a window only checks that its streak is clear; one
     /// with a window counts the success in its bucket. With one candidate of
     /// its own settings, a closed success costs 66 instructions against 33 (a
-    /// window's, 115 against 47), each further candidate about 9 (30), with no
+    /// window's, 116 against 47), each further candidate about 9 (31), with no
     /// lock and no allocation (see `docs/PERFORMANCE.md`). Calls are timed only
     /// where this breaker or a candidate times them, and from a precise reading
     /// where a candidate times them precisely. Without candidates nothing
