@@ -217,15 +217,16 @@ fn a_late_heartbeat_does_not_make_the_same_reports_new() {
     breaker.try_acquire().expect("a probe").success();
     assert_eq!(breaker.state(), State::Closed);
     // `a` falls silent; `b` keeps sending until `a` is no longer live, and
-    // one of its heartbeats is applied without `a`: no quorum.
-    let mut sent_without_a = u64::MAX;
+    // one of its heartbeats (`without_a`, the first sent once `a` is seen not
+    // live) is applied without `a`: no quorum.
+    let mut without_a = None;
     wait_for("a's heartbeat is late", Duration::from_secs(10), || {
         b.heartbeat(&report);
         sent += 1;
-        if fleet.view().live_peers() == 1 && sent_without_a == u64::MAX {
-            sent_without_a = sent + 1; // the next one
+        if fleet.view().live_peers() == 1 {
+            without_a.get_or_insert(sent + 1); // the next one
         }
-        fleet.view().stats().accepted >= sent_without_a
+        without_a.is_some_and(|n| fleet.view().stats().accepted >= n)
             && fleet.view().open_reports("db").len() == 1
     });
     assert_eq!(breaker.state(), State::Closed);
