@@ -43,11 +43,11 @@ const DEFAULT_MINIMUM_CALLS: u32 = 20;
 /// | `ramp_up` | [`ramp_up`](Builder::ramp_up) | duration |
 /// | `shadow` | [`shadow`](Builder::shadow) when `true` | `true` or `false` |
 ///
-/// A duration is a decimal number and a unit: `ns`, `us`, `ms`, `s`, `m` or `h`
-/// ("500ms", "10s", "1.5m"). `slow_calls` and `slow_call_rate` go together: a
-/// file with one and not the other is refused while parsing, naming the missing
-/// one. An unknown field is refused while parsing, naming it. A value out of
-/// range parses, and [`Builder::build`] refuses it with a
+/// A duration is a decimal number and a unit: `ns`, `us` (or `µs`), `ms`, `s`,
+/// `m` or `h` ("500ms", "10s", "1.5m"). `slow_calls` and `slow_call_rate` go
+/// together: a file with one and not the other is refused while parsing, naming
+/// the missing one. An unknown field is refused while parsing, naming it. A
+/// value out of range parses, and [`Builder::build`] refuses it with a
 /// [`ConfigError`](crate::ConfigError) whose [`field`](crate::ConfigError::field)
 /// is the builder method's name.
 ///

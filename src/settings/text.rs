@@ -15,9 +15,10 @@ const UNITS: [(&str, u64); 6] = [
     ("ns", 1),
 ];
 
-/// Parses a duration written as a decimal number and a unit (`ns`, `us` or `µs`,
-/// `ms`, `s`, `m`, `h`), with an optional space between: "500ms", "10s",
-/// "1.5 m". Zero parses ("0s"); whether it is allowed is for the setting to say.
+/// Parses a duration written as a decimal number and a unit (`ns`, `us` or `µs`
+/// with the micro sign or the Greek mu, `ms`, `s`, `m`, `h`), with an optional
+/// space between: "500ms", "10s", "1.5 m". Zero parses ("0s"); whether it is
+/// allowed is for the setting to say.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -25,7 +26,12 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("`{text}` has no unit: write it as 500ms, 10s, 2m or 1h"))?;
     let (number, unit) = text.split_at(split);
     let number = number.trim_end();
-    let unit = if unit == "µs" { "us" } else { unit };
+    // The micro sign (U+00B5, as `Duration`'s `Debug` writes it) or the Greek
+    // mu (U+03BC, as many keyboards type it).
+    let unit = match unit {
+        "\u{b5}s" | "\u{3bc}s" => "us",
+        unit => unit,
+    };
     let (_, nanos) = UNITS
         .iter()
         .find(|(name, _)| *name == unit)
@@ -123,8 +129,9 @@ mod tests {
         assert_eq!(parse_duration(" 1.5 m "), Ok(ms(90_000)));
         assert_eq!(parse_duration("2h"), Ok(ms(7_200_000)));
         assert_eq!(parse_duration("0.1s"), Ok(ms(100)));
-        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
-        assert_eq!(parse_duration("250µs"), Ok(Duration::from_micros(250)));
+        for micro in ["250us", "250\u{b5}s", "250\u{3bc}s"] {
+            assert_eq!(parse_duration(micro), Ok(Duration::from_micros(250)));
+        }
         assert_eq!(parse_duration("7ns"), Ok(Duration::from_nanos(7)));
         assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
         // Exact fractions of an hour or a minute, whose tenths are no whole
