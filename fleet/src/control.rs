@@ -155,11 +155,14 @@ impl WireOverride {
 }
 
 /// The overrides an instance knows, per key the latest issued.
+///
+/// What the local breakers must be told is not kept here: it is the difference
+/// between the modes in force and the modes the breakers were last set to
+/// ([`Overrides::changes`]), so no order of takes, ends and sweeps can leave a
+/// breaker in a mode that is no longer in force.
 #[derive(Debug, Default)]
 pub(crate) struct Overrides {
     by_key: HashMap<String, Held>,
-    /// Keys whose mode in force changed, not yet acted on.
-    changed: Vec<String>,
 }
 
 /// A key's latest override, and the latest end of those it replaced.
@@ -184,7 +187,6 @@ impl Overrides {
         if o.until <= wall {
             return Some(false);
         }
-        let before = self.mode(&o.key, wall);
         let holds_off = match self.by_key.get(&o.key) {
             Some(cur) if cur.o.rank() >= o.rank() => return Some(false),
             Some(cur) => cur.holds_off.max(o.until),
@@ -197,27 +199,19 @@ impl Overrides {
             }
             None => o.until,
         };
-        let key = o.key.clone();
-        self.by_key.insert(key.clone(), Held { o, holds_off });
-        if self.mode(&key, wall) != before {
-            self.changed.push(key);
-        }
+        self.by_key.insert(o.key.clone(), Held { o, holds_off });
         Some(true)
     }
 
-    /// Forgets the overrides that ended by `wall`; a key whose mode was in
-    /// force is marked changed. One that replaced an override ending later
-    /// becomes a release until then (its issue time kept), as an operator's
-    /// release would be: an instance still relaying the replaced override can
-    /// then neither bring it back here nor keep it, once it takes this relay.
+    /// Forgets the overrides that ended by `wall`. One that replaced an
+    /// override ending later becomes a release until then (its issue time
+    /// kept), as an operator's release would be: an instance still relaying the
+    /// replaced override can then neither bring it back here nor keep it, once
+    /// it takes this relay.
     pub(crate) fn expire(&mut self, wall: SystemTime) {
-        let changed = &mut self.changed;
-        self.by_key.retain(|key, held| {
+        self.by_key.retain(|_, held| {
             if held.o.until > wall {
                 return true;
-            }
-            if held.o.mode != OverrideMode::Release {
-                changed.push(key.clone());
             }
             let keep = held.holds_off > wall;
             if keep {
@@ -228,11 +222,21 @@ impl Overrides {
         });
     }
 
-    /// The keys whose mode in force changed since the last call.
-    pub(crate) fn take_changed(&mut self) -> Vec<String> {
-        let mut keys = std::mem::take(&mut self.changed);
+    /// The keys whose mode in force at `wall` differs from `set`, the mode
+    /// the local breakers were last set to per key (a key not in it: none),
+    /// sorted. An override that ended counts as none whether or not
+    /// [`expire`](Self::expire) has swept it yet.
+    pub(crate) fn changes(
+        &self,
+        wall: SystemTime,
+        set: &HashMap<String, OverrideMode>,
+    ) -> Vec<String> {
+        let in_table = (self.by_key.iter())
+            .filter(|(key, held)| held.o.in_force(wall) != set.get(*key).copied())
+            .map(|(key, _)| key);
+        let gone = set.keys().filter(|key| !self.by_key.contains_key(*key));
+        let mut keys: Vec<String> = in_table.chain(gone).cloned().collect();
         keys.sort_unstable();
-        keys.dedup();
         keys
     }
 
@@ -305,29 +309,48 @@ mod tests {
         }
     }
 
+    /// The keys whose mode changed at `wall`, each then set in `set` as the
+    /// fleet's sync does to its breakers.
+    fn sync(
+        t: &Overrides,
+        set: &mut HashMap<String, OverrideMode>,
+        wall: SystemTime,
+    ) -> Vec<String> {
+        let keys = t.changes(wall, set);
+        for key in &keys {
+            match t.mode(key, wall) {
+                Some(mode) => set.insert(key.clone(), mode),
+                None => set.remove(key),
+            };
+        }
+        keys
+    }
+
     /// The latest issued wins; a stale relay of an older override, after its
     /// release, changes nothing; the override ends at its deadline.
     #[test]
     fn the_latest_issued_wins_and_a_release_holds_off_stale_relays() {
-        let mut t = Overrides::default();
+        let (mut t, mut set) = (Overrides::default(), HashMap::new());
         let force = o(OverrideMode::ForceOpen, "a", 10, 100);
         assert_eq!(t.take(force.clone(), at(10)), Some(true));
         assert_eq!(t.mode("db", at(11)), Some(OverrideMode::ForceOpen));
-        assert_eq!(t.take_changed(), ["db"]);
+        assert_eq!(sync(&t, &mut set, at(11)), ["db"]);
         let release = t.release("db", "b", at(20), Duration::from_secs(3));
         assert_eq!(release.until, at(100), "kept as long as what it ended");
         assert_eq!(t.take(release, at(20)), Some(true));
         assert_eq!(t.mode("db", at(21)), None);
         assert_eq!(t.take(force, at(30)), Some(false), "a stale relay");
         assert_eq!(t.mode("db", at(31)), None);
-        assert_eq!(t.take_changed(), ["db"]);
+        assert_eq!(sync(&t, &mut set, at(31)), ["db"]);
         let disable = o(OverrideMode::Disable, "a", 40, 50);
         assert_eq!(t.take(disable, at(40)), Some(true));
+        assert_eq!(sync(&t, &mut set, at(40)), ["db"]);
         t.expire(at(49));
         assert_eq!(t.mode("db", at(49)), Some(OverrideMode::Disable));
+        assert!(sync(&t, &mut set, at(49)).is_empty(), "no change");
         t.expire(at(50));
         assert_eq!(t.mode("db", at(50)), None);
-        assert_eq!(t.take_changed(), ["db"]);
+        assert_eq!(sync(&t, &mut set, at(50)), ["db"]);
         // Still holding off the force-open, which would have run to 100.
         let held = [o(OverrideMode::Release, "a", 40, 100)];
         assert_eq!(t.relay(at(50)), held);
@@ -339,16 +362,18 @@ mod tests {
     /// holds it learns that it ended.
     #[test]
     fn an_override_that_replaced_a_longer_one_holds_it_off_once_ended() {
-        let mut t = Overrides::default();
+        let (mut t, mut set) = (Overrides::default(), HashMap::new());
         let force = o(OverrideMode::ForceOpen, "a", 10, 3600);
         assert_eq!(t.take(force.clone(), at(10)), Some(true));
+        assert_eq!(sync(&t, &mut set, at(10)), ["db"]);
         assert_eq!(
             t.take(o(OverrideMode::Disable, "b", 20, 22), at(20)),
             Some(true)
         );
+        assert_eq!(sync(&t, &mut set, at(20)), ["db"]);
         t.expire(at(22));
         assert_eq!(t.mode("db", at(22)), None);
-        assert_eq!(t.take_changed(), ["db"]);
+        assert_eq!(sync(&t, &mut set, at(22)), ["db"]);
         assert_eq!(t.take(force.clone(), at(23)), Some(false), "a stale relay");
         assert_eq!(t.mode("db", at(23)), None);
         let relayed = t.relay(at(23));
@@ -359,6 +384,30 @@ mod tests {
         assert_eq!(behind.mode("db", at(23)), None);
         t.expire(at(3600));
         assert!(t.relay(at(3600)).is_empty() && t.next_end().is_none());
+    }
+
+    /// A release taken after an override ended but before the table swept it
+    /// (it replaces the ended one) still reports the key changed: the
+    /// breakers the override set are reset. So does an end never swept.
+    #[test]
+    fn release_after_unswept_end_still_reports_the_change() {
+        let (mut t, mut set) = (Overrides::default(), HashMap::new());
+        let force = o(OverrideMode::ForceOpen, "a", 10, 100);
+        assert_eq!(t.take(force.clone(), at(10)), Some(true));
+        assert_eq!(sync(&t, &mut set, at(10)), ["db"], "ForceOpen applied");
+        let wall = at(100) + Duration::from_millis(500);
+        let release = t.release("db", "ops", wall, Duration::from_secs(6));
+        assert_eq!(t.take(release, wall), Some(true));
+        t.expire(wall);
+        assert_eq!(t.mode("db", wall), None);
+        assert_eq!(sync(&t, &mut set, wall), ["db"], "the force-open's end");
+        assert!(set.is_empty());
+
+        let (mut t, mut set) = (Overrides::default(), HashMap::new());
+        assert_eq!(t.take(force, at(10)), Some(true));
+        assert_eq!(sync(&t, &mut set, at(10)), ["db"]);
+        assert_eq!(sync(&t, &mut set, at(100)), ["db"], "ended, not swept");
+        assert!(sync(&t, &mut set, at(101)).is_empty());
     }
 
     /// Two overrides issued in the same millisecond are ordered by issuer, so

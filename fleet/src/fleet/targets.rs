@@ -125,7 +125,8 @@ pub(super) struct Attached {
     pub(super) registries: Vec<Weak<dyn Target>>,
     /// Keys a fleet-wide override was applied to here, and not yet released,
     /// with its mode: only these are reset when it ends, and only from the
-    /// state it set.
+    /// state it set. What `sync_overrides` compares the modes in force with, so
+    /// a key is acted on whenever the two differ, however its override ended.
     pub(super) overridden: HashMap<String, OverrideMode>,
     /// Per key, the reports (instance, generation) a quorum was applied from, each
     /// kept while its peer holds it (live or not): the same reports do not open a
@@ -151,8 +152,9 @@ impl Attached {
 }
 
 impl Inner {
-    /// Acts on the fleet-wide overrides whose mode in force changed (or ended
-    /// by now) on the attached breakers and registries; when the next one ends.
+    /// Acts on the fleet-wide overrides whose mode in force differs from the
+    /// one the local breakers were last set to (`overridden`), an end included,
+    /// on the attached breakers and registries; when the next one ends.
     ///
     /// One pass at a time (`syncing`): a change taken by one pass (the
     /// publisher's, woken by an override just issued) is applied before the
@@ -167,8 +169,12 @@ impl Inner {
         let mut next = None;
         for _ in 0..ROUNDS {
             let wall = SystemTime::now();
+            // Taken first: the two locks are never held together. Only
+            // `saved_state` adds to it outside a pass, and only a mode in force,
+            // so a copy this stale at worst sets that mode once more.
+            let set = self.lock_attached().overridden.clone();
             let keys;
-            (keys, next) = self.view.lock().override_changes(wall);
+            (keys, next) = self.view.lock().override_changes(wall, &set);
             if keys.is_empty() {
                 break;
             }

@@ -373,13 +373,15 @@ impl ViewState {
     }
 
     /// Forgets the overrides ended by `wall`; then the keys whose override in
-    /// force changed since the last call, and when the next one ends.
+    /// force differs from `set`, the mode the local breakers were last set to
+    /// (see [`Overrides::changes`]), and when the next override ends.
     pub(crate) fn override_changes(
         &mut self,
         wall: SystemTime,
+        set: &HashMap<String, OverrideMode>,
     ) -> (Vec<String>, Option<SystemTime>) {
         self.overrides.expire(wall);
-        (self.overrides.take_changed(), self.overrides.next_end())
+        (self.overrides.changes(wall, set), self.overrides.next_end())
     }
 
     /// The overrides a heartbeat relays at `wall`.
