@@ -15,7 +15,7 @@ use cutout::{
     Builder, CircuitBreaker, Clock, ConfigError, Registry, SavedState, State, Transition,
 };
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime};
@@ -39,9 +39,17 @@ struct Inner {
     /// takes is applied before another's pass (a caller's, after it issued an
     /// override) returns, and passes apply their changes in the order taken.
     syncing: Mutex<()>,
+    /// When the publisher next acts on the overrides' ends, by the wall clock
+    /// in ms since the epoch, or [`UNPLANNED`]: the subscriber wakes it when it
+    /// learns an override that ends sooner (see `sync_overrides_and_wake`).
+    override_wake: AtomicU64,
     /// Set once the first picture has been read.
     synced: (Mutex<bool>, Condvar),
 }
+
+/// [`Inner::override_wake`] while the publisher plans no wake for an
+/// override's end: none is held, or its pass is reading them now.
+const UNPLANNED: u64 = u64::MAX;
 
 /// A running fleet view: this instance's transitions published to Redis, its peers'
 /// collected into a [`FleetView`], and a quorum that opens local breakers.
@@ -411,6 +419,7 @@ impl Inner {
             stop: AtomicBool::new(false),
             attached: Mutex::new(Attached::default()),
             syncing: Mutex::new(()),
+            override_wake: AtomicU64::new(UNPLANNED),
             synced: (Mutex::new(false), Condvar::new()),
         })
     }

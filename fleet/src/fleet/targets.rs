@@ -1,13 +1,15 @@
 //! The quorum's targets: the breakers and registries attached to the fleet, and
 //! how a quorum of peers' reports opens them, once per fresh set of reports.
 
-use super::Inner;
+use super::{Inner, UNPLANNED};
 use crate::control::OverrideMode;
+use crate::message::to_ms;
 use crate::view::Counters;
 use cutout::{CircuitBreaker, Clock, Registry, State};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -183,6 +185,43 @@ impl Inner {
             }
         }
         next
+    }
+
+    /// The publisher's pass of `sync_overrides`: when the next override ends,
+    /// kept as the wake-up it plans ([`Inner::override_wake`]).
+    ///
+    /// Unplanned while the pass reads the table: an override another thread
+    /// takes after that read, and finds ending before the plan stored after
+    /// it, wakes the publisher (see `sync_overrides_and_wake`); one taken
+    /// before the read is within the plan.
+    pub(super) fn sync_overrides_and_plan(&self) -> Option<SystemTime> {
+        // Relaxed: the view's lock orders this store before the pass reads the
+        // table, and so before the load of a thread that takes an override
+        // after that read.
+        self.override_wake.store(UNPLANNED, Ordering::Relaxed);
+        let next = self.sync_overrides();
+        // Relaxed: a load that misses it sees `UNPLANNED`, and wakes the
+        // publisher once more than needed.
+        (self.override_wake).store(next.map_or(UNPLANNED, to_ms), Ordering::Relaxed);
+        next
+    }
+
+    /// A pass of `sync_overrides` on a thread other than the publisher's
+    /// (the subscriber, after a peer's message): wakes the publisher if the
+    /// next override ends before the wake-up it planned, so that an override
+    /// learned from a peer (or a shorter one of the same mode, which changes
+    /// nothing when it arrives) ends at its end, not at the publisher's next
+    /// heartbeat.
+    pub(super) fn sync_overrides_and_wake(&self) {
+        let Some(end) = self.sync_overrides() else {
+            return;
+        };
+        // Relaxed: see `sync_overrides_and_plan`.
+        if to_ms(end) < self.override_wake.load(Ordering::Relaxed) {
+            if let Some(publisher) = self.publisher.get() {
+                publisher.unpark();
+            }
+        }
     }
 
     /// Applies `key`'s override in force at `wall` (or its end) to the attached

@@ -247,7 +247,7 @@ pub(super) fn publish_loop(inner: &Inner) {
             });
         }
         // Overrides that ended are acted on here, Redis or not.
-        let override_end = inner.sync_overrides().map(|end| {
+        let override_end = inner.sync_overrides_and_plan().map(|end| {
             let left = end.duration_since(SystemTime::now()).unwrap_or_default();
             later(left)
         });
@@ -388,14 +388,15 @@ fn apply_from(inner: &Inner, bytes: &[u8], instance: Option<&str>) {
     if !changed.is_empty() {
         inner.apply_quorum(&changed);
     }
-    inner.sync_overrides();
+    inner.sync_overrides_and_wake();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::message::MAX_NAME_BYTES;
-    use crate::{MAX_OVERRIDES, OverrideMode};
+    use crate::{Fleet, FleetConfig, MAX_OVERRIDES, OverrideMode};
+    use cutout::CircuitBreaker;
 
     /// The longest waits a `FleetConfig` takes (`Duration::MAX` for a reconnection
     /// or a heartbeat) are further than an `Instant` reaches: they saturate, a
@@ -488,5 +489,50 @@ mod tests {
             panic!("refused");
         };
         assert_eq!((sent.overrides.len(), sent.open.len()), (MAX_OVERRIDES, 50));
+    }
+
+    /// An override learned from a peer that ends before the publisher's next
+    /// planned wake (a shorter one of the same mode: nothing to apply when it
+    /// arrives) ends on time, not at the next heartbeat or reconnection.
+    #[test]
+    fn a_peers_override_ends_at_its_end() {
+        let config = FleetConfig::new("redis://127.0.0.1:9/")
+            .join_wait(Duration::ZERO)
+            .heartbeat_every(Duration::from_secs(20))
+            .live_after(Duration::from_secs(60))
+            .reconnect(Duration::from_secs(20), Duration::from_secs(40));
+        let fleet = Fleet::start(config).unwrap();
+        // Attached, not built by the fleet: its transitions wake nothing.
+        let db = Arc::new(CircuitBreaker::builder().build().unwrap());
+        fleet.attach("db", &db);
+        let wall = SystemTime::now();
+        let force = |issuer: &str, issued_at, until| {
+            let o = Override {
+                key: "db".into(),
+                mode: OverrideMode::ForceOpen,
+                issuer: issuer.into(),
+                issued_at,
+                until,
+            };
+            Message::Control(o).encode()
+        };
+        apply(
+            &fleet.inner,
+            &force("a", wall, wall + Duration::from_secs(600)),
+        );
+        assert_eq!(db.state(), State::ForcedOpen);
+        let end = wall + Duration::from_millis(300);
+        apply(
+            &fleet.inner,
+            &force("b", wall + Duration::from_millis(1), end),
+        );
+        assert_eq!(db.state(), State::ForcedOpen, "the same mode");
+        // Generous for a loaded machine; the publisher's next wake without the
+        // override's end is the reconnection, 10 s or more away.
+        let deadline = end + Duration::from_secs(5);
+        while db.state() != State::Closed && SystemTime::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(db.state(), State::Closed, "reset at the override's end");
     }
 }
