@@ -28,7 +28,10 @@
 //!   a key Open, the attached local breaker opens until the earliest reported
 //!   deadline, through [`CircuitBreaker::open_for`](cutout::CircuitBreaker::open_for)
 //!   (reported as [`Reason::External`](cutout::Reason::External)); after that it
-//!   probes on its own. Only a Closed breaker opens: a half-open round decides
+//!   probes on its own. A quorum is decided as reports arrive, and again within
+//!   a second when the number of live peers changes: a
+//!   [`Fraction`](Quorum::Fraction) reached as quiet peers age out opens too.
+//!   Only a Closed breaker opens: a half-open round decides
 //!   for itself, a forced-open or disabled breaker is left alone. The same reports
 //!   open a breaker once: after its own probes close it, only a new report (a
 //!   peer's new trip) can open it again. A report is its peer's instance id and

@@ -258,10 +258,12 @@ impl Inner {
     /// Forgets the peers the view has not heard from for long (see
     /// `ViewState::prune`), and with them the reports their keys' quorums were
     /// applied from: those would otherwise stay until each key changed again.
+    /// If the number of live peers changed, re-decides each key a live peer
+    /// reports Open: a fractional quorum may be reached as quiet peers age out.
     pub(super) fn prune_view(&self, now: Instant) {
-        let forgotten = self.view.lock().prune(now);
-        if !forgotten.is_empty() {
-            self.apply_quorum(&forgotten);
+        let keys = self.view.lock().prune(now);
+        if !keys.is_empty() {
+            self.apply_quorum(&keys);
         }
     }
 

@@ -24,6 +24,8 @@ pub(crate) struct ViewState {
     /// With a key, only messages it signed are taken.
     key: Option<SigningKey>,
     peers: HashMap<String, Peer>,
+    /// How many peers were live at the last [`prune`](Self::prune).
+    live_seen: usize,
     overrides: Overrides,
     stats: FleetStats,
 }
@@ -43,6 +45,7 @@ impl ViewState {
             max_skew: DEFAULT_MAX_SKEW,
             key: None,
             peers: HashMap::new(),
+            live_seen: 0,
             overrides: Overrides::default(),
             stats: FleetStats::default(),
         }
@@ -407,7 +410,12 @@ impl ViewState {
     }
 
     /// Forgets peers not heard from for far longer than the liveness age; the
-    /// keys they reported Open (whose reports changed).
+    /// keys whose quorum may have changed with no message to say so: those
+    /// the forgotten peers reported Open (whose reports changed), and, if the
+    /// number of live peers changed since the last call (a peer aged out, or
+    /// came back), every key a live peer reports Open, since a
+    /// [`Fraction`](Quorum::Fraction)'s number needed follows it. Called on a
+    /// tick: a quorum that quiet peers' ageing out makes is applied then.
     pub(crate) fn prune(&mut self, now: Instant) -> Vec<String> {
         let forget = self.live_after.saturating_mul(10);
         let mut keys = Vec::new();
@@ -418,6 +426,14 @@ impl ViewState {
             }
             keep
         });
+        let live = self.live_peers(now);
+        if live != self.live_seen {
+            self.live_seen = live;
+            let reported = (self.peers.values())
+                .filter(|p| self.is_live(p, now))
+                .flat_map(|p| p.open.keys().cloned());
+            keys.extend(reported);
+        }
         keys.sort_unstable();
         keys.dedup();
         keys
@@ -514,6 +530,42 @@ mod tests {
         // A close withdraws the report.
         v.apply(&transition("b", State::HalfOpen, None), now, wall);
         assert_eq!(v.open_reports("db", now, wall).len(), 1);
+    }
+
+    /// Under a fractional quorum the number needed follows the live peers:
+    /// when quiet peers age out, the reports left may be a quorum with no
+    /// message to say so, so the tick that finds the live count changed
+    /// re-decides each key a live peer reports Open.
+    #[test]
+    fn a_quorum_reached_as_quiet_peers_age_out_is_re_decided() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let half = Quorum::Fraction {
+            of_live: 0.5,
+            at_least: NonZeroUsize::MIN,
+        };
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let until = wall + s(60);
+        for i in 0..6 {
+            v.apply(&heartbeat(&format!("quiet{i}"), wall, &[]), now, wall);
+        }
+        for i in 0..4 {
+            let beat = heartbeat(&format!("open{i}"), wall + s(2), &[("db", until)]);
+            v.apply(&beat, now + s(2), wall + s(2));
+        }
+        let (now, wall) = (now + s(2), wall + s(2));
+        assert_eq!(v.live_peers(now), 10);
+        assert_eq!(v.verdict("db", half, now, wall), None, "4 of 10");
+        v.prune(now);
+        assert!(v.prune(now).is_empty(), "nothing changed");
+        // The quiet ones, heard 2 s earlier, age out first.
+        let (now, wall) = (now + s(2), wall + s(2));
+        assert_eq!(v.live_peers(now), 4);
+        assert_eq!(v.verdict("db", half, now, wall).map(|v| v.0), Some(until));
+        assert_eq!(v.prune(now), ["db"], "4 of 4: re-decided");
+        assert!(v.prune(now).is_empty(), "once");
     }
 
     #[test]
