@@ -110,7 +110,9 @@ pub struct Heartbeat {
     /// or, if `more`, the earliest-ending ones.
     pub open: Vec<OpenEntry>,
     /// It holds more keys Open than it lists, each ending no sooner than the last
-    /// listed: a receiver keeps those it learned from the sender's transitions.
+    /// listed: a receiver keeps those it learned from the sender's transitions
+    /// that end no sooner than the last listed (with nothing listed, all of
+    /// them).
     pub more: bool,
     /// The fleet-wide overrides it knows (at most
     /// [`MAX_OVERRIDES`](crate::MAX_OVERRIDES)), relayed so that an instance

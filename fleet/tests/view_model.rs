@@ -19,7 +19,8 @@
 //!   counts for nothing until a heartbeat makes the peer live;
 //! - a heartbeat replaces the peer's Open keys; with `more`, the sender holds more
 //!   keys than it lists, each ending no sooner than the last listed, and the
-//!   receiver keeps those it learned that end no sooner than that;
+//!   receiver keeps those it learned that end no sooner than that (with nothing
+//!   listed, all of them);
 //! - a report whose deadline has passed counts for nothing; an Open deadline
 //!   further than `max_open` ahead is refused (a transition whole, a heartbeat
 //!   entry alone), counted `deadline_too_far`;
@@ -385,10 +386,8 @@ impl Model {
         let mut open: BTreeMap<usize, MEntry> = accepted.iter().copied().collect();
         if more {
             // "It holds more keys Open than it lists, each ending no sooner than
-            // the last listed: a receiver keeps those it learned."
-            // Nothing listed at all (no sender does that: it lists at least
-            // one entry when it holds any) bounds nothing: the docs are silent,
-            // and the code keeps nothing; so does the model.
+            // the last listed: a receiver keeps those it learned [...] that end
+            // no sooner than the last listed (with nothing listed, all of them)."
             let last = match LAST_OVER_REFUSED {
                 true => entries.iter().map(|(_, e)| e.until).max(),
                 false => accepted.iter().map(|(_, e)| e.until).max(),
@@ -398,7 +397,7 @@ impl Model {
                 false => until > last,
             };
             for (k, e) in &p.open {
-                if !open.contains_key(k) && last.is_some_and(|last| beyond(e.until, last)) {
+                if !open.contains_key(k) && last.is_none_or(|last| beyond(e.until, last)) {
                     open.insert(*k, *e);
                 }
             }

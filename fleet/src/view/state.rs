@@ -253,8 +253,9 @@ impl ViewState {
                 if h.more {
                     // It listed its earliest-ending keys only: those it reported
                     // Open (by transition) that end no sooner than the last listed
-                    // stay (keys tied at the cut may be held), within the bound.
-                    let beyond = |e: &OpenEntry| last.is_some_and(|last| e.until >= last);
+                    // (with nothing listed, all of them) stay (keys tied at the
+                    // cut may be held), within the bound.
+                    let beyond = |e: &OpenEntry| last.is_none_or(|last| e.until >= last);
                     for (key, entry) in &before {
                         if beyond(entry) && open.len() < MAX_KEYS_PER_PEER {
                             open.entry(key.clone()).or_insert_with(|| entry.clone());
@@ -566,6 +567,38 @@ mod tests {
         assert_eq!(v.verdict("db", half, now, wall).map(|v| v.0), Some(until));
         assert_eq!(v.prune(now), ["db"], "4 of 4: re-decided");
         assert!(v.prune(now).is_empty(), "once");
+    }
+
+    /// A heartbeat that says it holds more than it lists keeps the keys its
+    /// sender reported Open by transition that end no sooner than the last
+    /// listed: with nothing listed, all of them. One that holds no more drops
+    /// those it does not list.
+    #[test]
+    fn a_heartbeat_listing_nothing_but_more_keeps_every_reported_key() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let beat = |sent: SystemTime, more: bool| {
+            Message::Heartbeat(Heartbeat {
+                instance: "a".into(),
+                sent_at: sent,
+                open: Vec::new(),
+                more,
+                overrides: Vec::new(),
+            })
+            .encode()
+        };
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        v.apply(&beat(wall, false), now, wall);
+        v.apply(&transition("a", State::Open, Some(wall + s(60))), now, wall);
+        assert_eq!(v.open_reports("db", now, wall).len(), 1);
+        let (now, wall) = (now + s(1), wall + s(1));
+        assert!(v.apply(&beat(wall, true), now, wall).is_empty(), "kept");
+        assert_eq!(v.open_reports("db", now, wall).len(), 1);
+        let (now, wall) = (now + s(1), wall + s(1));
+        assert_eq!(v.apply(&beat(wall, false), now, wall), ["db"], "dropped");
+        assert!(v.open_reports("db", now, wall).is_empty());
     }
 
     #[test]
