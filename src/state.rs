@@ -371,15 +371,47 @@ impl StateWord {
 
     /// The only way the word changes: offer `f` the current word (starting from
     /// `seen`) until it declines or this thread's CAS installs its answer: the next
-    /// word and the time it starts at. The start is claimed in `slot` first (see
-    /// [`TimeSlot`]): the first candidate's for this transition is every
-    /// candidate's, so `Moved` reports the start the new phase has.
+    /// word and the time it starts at, a clock reading. The start is claimed in
+    /// `slot` first (see [`TimeSlot`]): the first candidate's for this transition
+    /// is every candidate's, so `Moved` reports the start the new phase has.
     pub(crate) fn transition(
         &self,
         slot: &TimeSlot,
+        seen: Snapshot,
+        f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
+    ) -> Update {
+        self.transition_claiming(slot, seen, false, PATIENCE, f)
+    }
+
+    /// [`transition`](Self::transition) to a phase whose start `f` works out
+    /// rather than reads (`open_for`'s: the start that puts its deadline where it
+    /// was asked).
+    pub(crate) fn transition_at(
+        &self,
+        slot: &TimeSlot,
+        seen: Snapshot,
+        f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
+    ) -> Update {
+        self.transition_claiming(slot, seen, true, PATIENCE, f)
+    }
+
+    /// [`transition`](Self::transition), `f`'s starts `fixed` (worked out) or
+    /// read. A candidate that finds the transition's start claimed by another
+    /// whose claim it may not take ([`Claim::serves`](time_slot::Claim::serves): one of the two starts was
+    /// worked out) does not install its word with that start: that candidate is
+    /// between its claim and its CAS, a few instructions, and this one waits
+    /// for its CAS, then offers `f` the word it installed. Only a candidate that
+    /// stalls there longer than `patience` (descheduled, or a thread a `fork`
+    /// left behind) is not waited for: its start is taken, as any other's.
+    pub(super) fn transition_claiming(
+        &self,
+        slot: &TimeSlot,
         mut seen: Snapshot,
+        fixed: bool,
+        patience: std::time::Duration,
         mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
     ) -> Update {
+        let mut wait = Wait::new(patience);
         loop {
             let Some((next, now)) = f(seen) else {
                 return Update::Declined(seen);
@@ -392,10 +424,18 @@ impl StateWord {
             if slot.start_of(seen).is_none() {
                 let _ = slot.reclaim(self, seen, now);
             }
-            let Some(start) = slot.claim(self, seen, next, now) else {
+            let Some(claim) = slot.claim_start(self, seen, next, now, fixed) else {
                 seen = self.load(); // the word moved on: offer `f` the new one
                 continue;
             };
+            if !claim.serves(now, fixed) {
+                let current = self.load();
+                if current != seen || wait.again() {
+                    seen = current;
+                    continue;
+                }
+            }
+            let start = claim.start;
             // AcqRel: Release publishes the claimed start with the word (see the
             // module's Orderings); Acquire hands the loop the newest word.
             match self
@@ -412,6 +452,55 @@ impl StateWord {
                 Err(actual) => seen = Snapshot(actual),
             }
         }
+    }
+}
+
+/// How long a transition waits for another candidate's CAS (see
+/// [`StateWord::transition_claiming`]).
+const PATIENCE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A wait for another thread's CAS: spins, then yields until the patience runs
+/// out. Under loom it yields for ever (loom then runs the other thread).
+struct Wait {
+    spins: u32,
+    patience: std::time::Duration,
+    #[cfg(not(cutout_loom))]
+    until: Option<std::time::Instant>,
+}
+
+impl Wait {
+    fn new(patience: std::time::Duration) -> Wait {
+        Wait {
+            spins: 0,
+            patience,
+            #[cfg(not(cutout_loom))]
+            until: None,
+        }
+    }
+
+    /// Waits a moment; `false` once the patience has run out.
+    #[cfg(not(cutout_loom))]
+    fn again(&mut self) -> bool {
+        if self.spins < 64 {
+            self.spins += 1;
+            std::hint::spin_loop();
+            return true;
+        }
+        let until = *self
+            .until
+            .get_or_insert_with(|| std::time::Instant::now() + self.patience);
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::yield_now();
+        true
+    }
+
+    #[cfg(cutout_loom)]
+    fn again(&mut self) -> bool {
+        let _ = (self.spins, self.patience);
+        loom::thread::yield_now();
+        true
     }
 }
 

@@ -188,3 +188,66 @@ fn huge_durations_saturate_and_a_saturated_clock_ends_them() {
         assert_eq!(b.state(), State::Closed, "{d:?}");
     }
 }
+
+/// `open_for` and a trip at the same moment (real threads): whichever opens the
+/// breaker, the Open phase is the winner's. `open_for` used to take a trip's
+/// start claimed a moment before its own CAS, and so opened the breaker for the
+/// trip's cooldown while it reported the hour it was asked for. The loom model
+/// `open_for_races_a_trip` checks every interleaving; this runs the real code
+/// many times.
+#[test]
+fn open_for_racing_a_trip_keeps_the_winners_deadline() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const ROUNDS: u32 = 100_000;
+    let hour = Duration::from_secs(3600);
+    let (b, _clock, seen) = breaker();
+    let b = Arc::new(b);
+    // Round `i` starts when `go` reaches it; the tripping thread marks it done.
+    let (go, done) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let tripper = {
+        let (b, go, done) = (b.clone(), go.clone(), done.clone());
+        std::thread::spawn(move || {
+            for i in 1..=ROUNDS {
+                while go.load(Ordering::Acquire) < i {
+                    std::hint::spin_loop();
+                }
+                // The second failure trips: each thread starts at a spread of moments.
+                let _ = b.call(|| Err::<(), _>("down"));
+                for _ in 0..i % 64 {
+                    std::hint::spin_loop();
+                }
+                let _ = b.call(|| Err::<(), _>("down"));
+                done.store(i, Ordering::Release);
+            }
+        })
+    };
+    let mut opened_by = [0u32; 2];
+    for i in 1..=ROUNDS {
+        b.reset();
+        seen.lock().unwrap().clear();
+        go.store(i, Ordering::Release);
+        for _ in 0..(i / 64) % 64 {
+            std::hint::spin_loop();
+        }
+        let opened = b.open_for(hour);
+        while done.load(Ordering::Acquire) < i {
+            std::hint::spin_loop();
+        }
+        let opens: Vec<_> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| t.to == State::Open)
+            .map(|t| (t.reason, t.open_until.map(|until| until - t.at)))
+            .collect();
+        let winner = match opened {
+            true => (Reason::External, Some(hour)),
+            false => (Reason::ConsecutiveFailures, Some(Duration::from_secs(1))),
+        };
+        assert_eq!(opens, [winner], "round {i}: open_for returned {opened}");
+        opened_by[usize::from(opened)] += 1;
+    }
+    go.store(ROUNDS, Ordering::Release);
+    tripper.join().unwrap();
+    eprintln!("opened by a trip / by open_for: {opened_by:?}");
+}

@@ -6,6 +6,9 @@
 //!   a generation that moved by one per transition made (1 or 2); an observer that
 //!   sees Open sees the full cooldown; every admitted call is counted once. A trip
 //!   after that has the full cooldown.
+//! - `open_for()` racing a trip: one Open phase, the winner's, with the winner's
+//!   deadline (the hour `open_for` asked for, or the trip's cooldown), as its
+//!   transition reports and its rejections say.
 //! - `force_open()` racing a probe's success: the breaker always ends ForcedOpen
 //!   (never Closed), the generation counts exactly the transitions made, and the
 //!   success is counted once, as fresh or as stale; only a fresh one may close.
@@ -56,6 +59,35 @@ fn reset_races_a_trip() {
         let _ = breaker.call(|| Err::<(), _>("down"));
         let r = breaker.try_acquire().map(|_| ()).unwrap_err();
         assert_eq!((r.state(), r.retry_after()), (State::Open, Some(OPEN)));
+    });
+}
+
+#[test]
+fn open_for_races_a_trip() {
+    model(|| {
+        let (_clock, events, breaker) = shared_breaker(|b| b.consecutive_failures(1));
+        let p = breaker.try_acquire_owned().unwrap();
+        let t1 = thread::spawn(move || p.failure());
+        let b = breaker.clone();
+        let hour = std::time::Duration::from_secs(3600);
+        let t2 = thread::spawn(move || b.open_for(hour));
+        t1.join().unwrap();
+        let opened = t2.join().unwrap();
+
+        // One Open phase, the winner's, with the winner's deadline: a trip's start
+        // is never `open_for`'s, nor `open_for`'s a trip's.
+        let opens: Vec<_> = events
+            .get()
+            .iter()
+            .map(|t| (t.reason, t.open_until.map(|until| until - t.at)))
+            .collect();
+        let winner = match opened {
+            true => (Reason::External, Some(hour)),
+            false => (Reason::ConsecutiveFailures, Some(OPEN)),
+        };
+        assert_eq!(opens, [winner]);
+        let r = breaker.try_acquire().map(|_| ()).unwrap_err();
+        assert_eq!(r.retry_after(), winner.1);
     });
 }
 

@@ -51,7 +51,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Opens a Closed breaker for `duration` from now, reported as
     /// [`Reason::External`]: a decision made outside the breaker's own policies (a
     /// fleet of peers that all see the dependency down, an operator's signal).
-    /// Returns whether this call opened it.
+    /// Returns whether this call opened it: then the breaker is open until
+    /// `duration` from now, even where a trip opened it at the same moment (one
+    /// of the two did, and the breaker keeps its deadline: `false` and the trip's
+    /// cooldown, or `true` and `duration`).
     ///
     /// Only a Closed breaker opens: an Open or HalfOpen one (a probe round in
     /// progress decides for itself), a ForcedOpen or a Disabled one is left as it

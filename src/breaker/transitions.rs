@@ -103,7 +103,9 @@ impl<C: Clock> CircuitBreaker<C> {
         // is given the start that puts its deadline where it was asked, as a trip
         // at that start would have. Ticks count from one longest cooldown before
         // the build (`bias`), so that start is never before tick 0.
-        let update = self.transition(self.hot.word.load(), |cur| {
+        // A trip made at the same moment would share its start with this one's
+        // (see `StateWord::transition_at`).
+        let update = self.transition_from(self.hot.word.load(), true, |cur| {
             cur.is_closed().then(|| {
                 let next = cur.next(State::Open, cur.level());
                 let cooldown = self.cooldown(next.level(), next.generation());
@@ -142,11 +144,22 @@ impl<C: Clock> CircuitBreaker<C> {
     fn transition(
         &self,
         seen: Snapshot,
+        f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
+    ) -> Update {
+        self.transition_from(seen, false, f)
+    }
+
+    /// [`transition`](Self::transition), `f`'s starts `fixed` (worked out for a
+    /// deadline, see [`StateWord::transition_at`]) or clock readings.
+    fn transition_from(
+        &self,
+        seen: Snapshot,
+        fixed: bool,
         mut f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
     ) -> Update {
         // What each attempt saw of the word its phase starts, just before its CAS.
         let mut before = 0;
-        let update = self.hot.word.transition(&self.phase.time, seen, |cur| {
+        let step = |cur| {
             let next = f(cur)?;
             before = match next.0.state() {
                 State::Closed | State::Recovering => {
@@ -161,7 +174,12 @@ impl<C: Clock> CircuitBreaker<C> {
                 _ => 0,
             };
             Some(next)
-        });
+        };
+        let (word, time) = (&self.hot.word, &self.phase.time);
+        let update = match fixed {
+            false => word.transition(time, seen, step),
+            true => word.transition_at(time, seen, step),
+        };
         if let Update::Moved { to, .. } = update {
             match to.state() {
                 State::Closed | State::Recovering => {

@@ -1,6 +1,7 @@
 use super::*;
 use proptest::prelude::*;
-use time_slot::SLOT_TAG_BITS;
+use std::time::Duration;
+use time_slot::{Claim, SLOT_TAG_BITS};
 
 fn any_state() -> impl Strategy<Value = State> {
     prop_oneof![
@@ -319,6 +320,127 @@ fn a_transition_out_of_generation_zero_claims_across_the_wrap() {
         assert_eq!((start, slot.start_of(to)), (round, Some(round)));
         seen = to;
     }
+}
+
+#[test]
+fn a_reading_stands_for_a_reading_and_a_worked_out_start_only_for_itself() {
+    let reading = Claim {
+        start: 5,
+        fixed: false,
+    };
+    let worked_out = Claim {
+        start: 1_000,
+        fixed: true,
+    };
+    assert!(
+        reading.serves(7, false),
+        "two threads' readings of one moment"
+    );
+    assert!(
+        !reading.serves(1_000, true),
+        "open_for would take a trip's deadline"
+    );
+    assert!(
+        !worked_out.serves(5, false),
+        "a trip would take open_for's deadline"
+    );
+    assert!(
+        !worked_out.serves(2_000, true),
+        "another open_for's deadline"
+    );
+    assert!(worked_out.serves(1_000, true));
+}
+
+/// A Closed word, its slot, and the Open word a trip or `open_for` makes of it.
+fn closed_at_3() -> (StateWord, TimeSlot, Snapshot, Snapshot) {
+    let word = StateWord::new();
+    let slot = TimeSlot::starting(Snapshot::INITIAL, 3);
+    let seen = word.load();
+    (word, slot, seen, seen.next(State::Open, 0))
+}
+
+/// `open_for` (its start worked out: 1000) after a trip claimed its start (5):
+/// taking 5 would open the breaker for the trip's cooldown and report it as
+/// `open_for`'s. It waits for the trip's CAS and finds the breaker Open.
+#[test]
+fn a_worked_out_start_waits_for_a_reading_claimed_first() {
+    let (word, slot, seen, open) = closed_at_3();
+    assert_eq!(slot.claim(&word, seen, open, 5), Some(5));
+    std::thread::scope(|s| {
+        let open_for = s.spawn(|| {
+            word.transition_claiming(&slot, seen, true, Duration::from_secs(60), |cur| {
+                cur.is_closed().then_some((open, 1_000))
+            })
+        });
+        // Real time: the trip's CAS lands while `open_for` waits (a moment here
+        // only makes that likely; either order must give the same result).
+        std::thread::sleep(Duration::from_millis(20));
+        let trip = word.transition(&slot, seen, |cur| (cur == seen).then_some((open, 6)));
+        assert_eq!(
+            trip,
+            Update::Moved {
+                from: seen,
+                to: open,
+                start: 5
+            }
+        );
+        assert_eq!(open_for.join().unwrap(), Update::Declined(open));
+    });
+    assert_eq!(slot.start_of(open), Some(5));
+}
+
+/// The other order: `open_for` claimed 1000 first, and a trip (a reading, 5)
+/// waits for its CAS rather than open the breaker until `open_for`'s deadline.
+#[test]
+fn a_reading_waits_for_a_worked_out_start_claimed_first() {
+    let (word, slot, seen, open) = closed_at_3();
+    let claimed = slot.claim_start(&word, seen, open, 1_000, true);
+    assert_eq!(
+        claimed,
+        Some(Claim {
+            start: 1_000,
+            fixed: true
+        })
+    );
+    std::thread::scope(|s| {
+        let trip = s.spawn(|| {
+            word.transition_claiming(&slot, seen, false, Duration::from_secs(60), |cur| {
+                (cur == seen).then_some((open, 5))
+            })
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let open_for =
+            word.transition_at(&slot, seen, |cur| cur.is_closed().then_some((open, 1_000)));
+        assert_eq!(
+            open_for,
+            Update::Moved {
+                from: seen,
+                to: open,
+                start: 1_000
+            }
+        );
+        assert_eq!(trip.join().unwrap(), Update::Declined(open));
+    });
+    assert_eq!(slot.start_of(open), Some(1_000));
+}
+
+/// A candidate that claimed first and never makes its CAS (a thread a `fork` left
+/// behind) is waited for only as long as the patience: then its start is taken.
+#[test]
+fn a_candidate_that_never_lands_is_waited_for_a_bounded_time() {
+    let (word, slot, seen, open) = closed_at_3();
+    assert_eq!(slot.claim(&word, seen, open, 5), Some(5));
+    let update = word.transition_claiming(&slot, seen, true, Duration::ZERO, |cur| {
+        cur.is_closed().then_some((open, 1_000))
+    });
+    assert_eq!(
+        update,
+        Update::Moved {
+            from: seen,
+            to: open,
+            start: 5
+        }
+    );
 }
 
 #[test]

@@ -21,6 +21,11 @@
 //! thread that sees a phase's word also sees its start (the claim came before the
 //! CAS that the thread's load saw), every thread agrees on it, and nobody waits for
 //! anybody: the start is the clock reading of the transition's first candidate.
+//! One start is not a reading: `open_for`'s, worked out so that its deadline falls
+//! where it was asked, is marked in the word's top bit. It stands for no other
+//! candidate's start and no other's for it ([`Claim::serves`]): a candidate that
+//! finds such a mismatched claim waits for the claimant's CAS, a few instructions
+//! on (see [`StateWord::transition_claiming`]); only there does a thread wait.
 //! The current phase's start stays readable until the phase after next claims its
 //! word; a reader still holding a word that old finds a later tag and knows its
 //! word is stale. A claim is a CAS from the exact value seen, made only from the
@@ -45,7 +50,42 @@
 use super::*;
 
 pub(super) const SLOT_TAG_BITS: u32 = 16;
-pub(super) const SLOT_TICKS_BITS: u32 = 64 - SLOT_TAG_BITS;
+/// A start's ticks: 47 bits (4,400 years of milliseconds), below [`FIXED`].
+pub(super) const SLOT_TICKS_BITS: u32 = 63 - SLOT_TAG_BITS;
+/// The word's top bit: the start was worked out for a deadline (`open_for`), not
+/// read from the clock (see [`Claim::serves`]).
+const FIXED: u64 = 1 << 63;
+
+/// A claimed start: its tick, and whether it was worked out for a deadline
+/// (`open_for`'s: the start that puts the deadline where it was asked) rather
+/// than read from the clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Claim {
+    pub(crate) start: u64,
+    pub(crate) fixed: bool,
+}
+
+impl Claim {
+    fn of(word: u64) -> Claim {
+        Claim {
+            start: (word >> SLOT_TAG_BITS) & mask(SLOT_TICKS_BITS),
+            fixed: word & FIXED != 0,
+        }
+    }
+
+    /// Whether a candidate whose own start is `start` (`fixed`: worked out) may
+    /// take this claim, another candidate's, for its phase's start. Two clock
+    /// readings may stand for each other: they differ by the moment between two
+    /// threads' readings. A worked-out start stands only for itself: taken by a
+    /// trip it would give the trip `open_for`'s deadline, and taking a trip's
+    /// would give `open_for` the trip's.
+    pub(crate) fn serves(self, start: u64, fixed: bool) -> bool {
+        match self.fixed || fixed {
+            false => true,
+            true => self.fixed == fixed && self.start == start.min(mask(SLOT_TICKS_BITS)),
+        }
+    }
+}
 
 /// When each of the two newest phases started, tagged with (the low 16 bits of)
 /// its generation, in the word of its generation's parity: see the module docs.
@@ -104,13 +144,28 @@ impl TimeSlot {
         // Acquire: pairs with the Release of the claim that wrote it (made before
         // the CAS that installed `s`, which the caller's load of `s` saw).
         let word = self.word(s).load(Ordering::Acquire);
-        (word & mask(SLOT_TAG_BITS) == TimeSlot::tag(s)).then_some(word >> SLOT_TAG_BITS)
+        (word & mask(SLOT_TAG_BITS) == TimeSlot::tag(s)).then_some(Claim::of(word).start)
     }
 
-    /// Claims `now` as the start of phase `next`, which a candidate is about to
-    /// install over `seen` (one generation earlier) in `state`, unless another
-    /// candidate claimed first; returns the claimed start, or `None` if the breaker
-    /// has moved past `seen`.
+    /// [`claim_start`](Self::claim_start) of a clock reading `now`: the start
+    /// claimed (the tests' shorthand).
+    #[cfg(test)]
+    pub(super) fn claim(
+        &self,
+        state: &StateWord,
+        seen: Snapshot,
+        next: Snapshot,
+        now: u64,
+    ) -> Option<u64> {
+        self.claim_start(state, seen, next, now, false)
+            .map(|claim| claim.start)
+    }
+
+    /// Claims `start` (`fixed`: worked out for a deadline, not read) as the
+    /// start of phase `next`, which a candidate is about to install over `seen`
+    /// (one generation earlier) in `state`, unless another candidate claimed
+    /// first; returns the claim made or found, or `None` if the breaker has moved
+    /// past `seen`.
     ///
     /// `next`'s word holds the phase before `seen` (its parity) until the first
     /// claim for `next`, and the state word cannot move past `seen` before that
@@ -129,33 +184,30 @@ impl TimeSlot {
     /// where it is handled: a reader that finds the *current* phase's start gone
     /// puts it back ([`reclaim`](Self::reclaim)), and so does the transition out
     /// of it, before its claim.
-    pub(super) fn claim(
+    pub(super) fn claim_start(
         &self,
         state: &StateWord,
         seen: Snapshot,
         next: Snapshot,
-        now: u64,
-    ) -> Option<u64> {
+        start: u64,
+        fixed: bool,
+    ) -> Option<Claim> {
         let word = self.word(next);
         // Acquire: pairs with the Release of a claim that wrote it.
         let mut claimed = word.load(Ordering::Acquire);
         loop {
             let tag = claimed & mask(SLOT_TAG_BITS);
             if tag == TimeSlot::tag(next) {
-                return Some(claimed >> SLOT_TAG_BITS);
+                return Some(Claim::of(claimed));
             }
             if tag != TimeSlot::previous(seen) || state.load() != seen {
                 return None;
             }
+            let mine = TimeSlot::pack(next, start) | if fixed { FIXED } else { 0 };
             // AcqRel: Release publishes the start to whoever sees `next` (this CAS
             // comes before the state word's); Acquire hands back a newer claim.
-            match word.compare_exchange(
-                claimed,
-                TimeSlot::pack(next, now),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(now.min(mask(SLOT_TICKS_BITS))),
+            match word.compare_exchange(claimed, mine, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(Claim::of(mine)),
                 Err(actual) => claimed = actual,
             }
         }
@@ -164,7 +216,7 @@ impl TimeSlot {
     /// The start of phase `s`, found over by [`start_of`](Self::start_of): `None`
     /// if the breaker has moved past `s`, as `start_of` meant; but if the state
     /// word still holds `s`, its start was claimed over by a candidate a whole tag
-    /// cycle late (see [`claim`](Self::claim)), and this puts it back.
+    /// cycle late (see [`claim_start`](Self::claim_start)), and this puts it back.
     ///
     /// Nothing else writes another tag into the current phase's word: its own
     /// claim came before the CAS that installed `s`, and the next claim of that
@@ -186,12 +238,14 @@ impl TimeSlot {
         let mut found = word.load(Ordering::Acquire);
         loop {
             if found & mask(SLOT_TAG_BITS) == TimeSlot::tag(s) {
-                return Some(found >> SLOT_TAG_BITS);
+                return Some(Claim::of(found).start);
             }
             if state.load() != s {
                 return None;
             }
-            let start = (found >> SLOT_TAG_BITS).min(now);
+            // Put back unmarked: whether a start was worked out matters only to
+            // the candidates for the transition it starts, before its CAS.
+            let start = Claim::of(found).start.min(now);
             // AcqRel: Release publishes the start as a claim does; Acquire hands
             // back a newer claim.
             match word.compare_exchange(
