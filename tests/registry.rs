@@ -893,6 +893,31 @@ fn a_configured_key_without_room_runs_on_the_shared_settings() {
     assert_eq!(overflow.state(), State::Open);
 }
 
+/// The keyed listener hears from keyed breakers only; the overflow breaker's
+/// transitions reach the shared builder's own listener, as `on_transition` says.
+#[test]
+fn the_overflow_breakers_transitions_reach_the_shared_listener_not_the_keyed_one() {
+    let clock = ManualClock::new();
+    let (keyed, shared) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let (k, s) = (keyed.clone(), shared.clone());
+    let builder = manual(&clock)
+        .consecutive_failures(1)
+        .on_transition(move |t| s.lock().unwrap().push(t.to));
+    let r: Registry<String, _> = Registry::builder(builder)
+        .max_keys(1)
+        .on_transition(move |key: &String, t| k.lock().unwrap().push((key.clone(), t.to)))
+        .build()
+        .unwrap();
+    let _ = r.call("a", || Err::<(), _>("down")); // holds the only place, Open
+    let _ = r.call("b", || Err::<(), _>("down")); // no room: the overflow breaker trips
+    assert_eq!(r.overflow().unwrap().state(), State::Open);
+    assert_eq!(*keyed.lock().unwrap(), [("a".to_string(), State::Open)]);
+    assert_eq!(*shared.lock().unwrap(), [State::Open, State::Open]);
+}
+
 #[test]
 fn when_every_breaker_is_tripped_or_busy_new_keys_share_the_overflow_breaker() {
     let clock = ManualClock::new();

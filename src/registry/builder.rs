@@ -56,11 +56,15 @@ where
         self
     }
 
-    /// Calls `f` with the key and the event for every transition of every breaker
-    /// (after the builder's own [`on_transition`](Builder::on_transition), if any,
-    /// as [`also_on_transition`](Builder::also_on_transition) adds a listener: `f`
-    /// sees each key's events in generation order, one the builder's listener
-    /// makes included, and a panic in the builder's listener skips `f`).
+    /// Calls `f` with the key and the event for every transition of every keyed
+    /// breaker (after the builder's own [`on_transition`](Builder::on_transition),
+    /// if any, as [`also_on_transition`](Builder::also_on_transition) adds a
+    /// listener: `f` sees each key's events in generation order, one the builder's
+    /// listener makes included, and a panic in the builder's listener skips `f`).
+    ///
+    /// The overflow breaker of a capped registry ([`max_keys`](Self::max_keys))
+    /// has no key, so `f` never hears from it: the shared builder's own
+    /// `on_transition` does, and [`Registry::overflow`] reads it.
     pub fn on_transition(mut self, f: impl Fn(&K, &Transition) + Send + Sync + 'static) -> Self {
         self.on_transition = Some(Arc::new(f));
         self
