@@ -43,7 +43,7 @@
 //! | any other response (`2xx`-`4xx`) | success | the backend answered |
 //! | a connect error, a timeout, an error while sending the request or reading its response head (a reset, a closed connection) | failure | the backend is unreachable or hung |
 //! | a redirect error (too many, or refused by the redirect policy) | ignored | the backend answered; the caller's policy refused it |
-//! | a body or decode error, a builder error | ignored | the caller's own request (the response body is read after the middleware returns, where no breaker sees it) |
+//! | a body or decode error (a request body the caller gave that fails as it is sent included), a builder error | ignored | the caller's own request (the response body is read after the middleware returns, where no breaker sees it) |
 //! | another middleware's error (one placed after this one) | ignored | not the backend's answer |
 //!
 //! [`CircuitBreakerMiddleware::classify`] takes any other
@@ -339,14 +339,32 @@ impl Classify<Response, reqwest_middleware::Error> for DefaultClassifier {
                 Outcome::Ignored
             }
             Ok(_) => Outcome::Success,
-            Err(reqwest_middleware::Error::Reqwest(e))
-                if e.is_connect() || e.is_timeout() || e.is_request() =>
-            {
+            Err(reqwest_middleware::Error::Reqwest(e)) if e.is_connect() || e.is_timeout() => {
+                Outcome::Failure
+            }
+            Err(reqwest_middleware::Error::Reqwest(e)) if e.is_request() && !is_own_body(e) => {
                 Outcome::Failure
             }
             Err(_) => Outcome::Ignored,
         }
     }
+}
+
+/// Whether request error `e` is the caller's own request body failing as it was
+/// sent (a stream the caller gave that broke): reqwest reports it as a request
+/// error whose sources hold the body's error, itself a reqwest body error.
+fn is_own_body(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(error) = source {
+        if error
+            .downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_body)
+        {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// The error of a request that [`CircuitBreakerMiddleware`] rejected, inside a

@@ -134,6 +134,44 @@ async fn a_timeout_is_a_failure_and_429_and_404_are_not() {
     );
 }
 
+/// A request body that fails at once: the caller's own.
+struct BrokenBody;
+
+impl hyper::body::Body for BrokenBody {
+    type Data = hyper::body::Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Ready(Some(Err(std::io::Error::other("the caller's body broke"))))
+    }
+}
+
+/// reqwest reports a request body the caller gave that fails as it is sent as a
+/// request error (the same kind as a reset): the table's "a body error", ignored.
+/// It opened the backend's breaker for every caller of the host.
+#[tokio::test]
+async fn the_callers_own_broken_request_body_is_not_a_backend_failure() {
+    let clock = ManualClock::new();
+    let registry = breakers(&clock, 1);
+    let (hung, addr) = backend(Mode::Hung).await;
+    let error = client(CircuitBreakerMiddleware::new(registry.clone()))
+        .post(format!("http://{addr}/upload"))
+        .body(reqwest::Body::wrap(BrokenBody))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_request() && !error.is_timeout(), "{error:?}");
+    let m = registry.get(&addr.to_string()).metrics();
+    assert_eq!(
+        (m.state, m.lifetime.failures, m.lifetime.ignored),
+        (State::Closed, 0, 1),
+        "{error:?}"
+    );
+    drop(hung);
+}
+
 #[tokio::test]
 async fn a_key_function_gives_each_route_its_own_breaker() {
     let clock = ManualClock::new();
