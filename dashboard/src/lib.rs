@@ -52,7 +52,10 @@
 //! # Query
 //! `api/snapshot` and `api/stream` take `q` (a name filter, case-insensitive),
 //! `sick=1` (only breakers not Closed or Disabled), `page` (from 0) and
-//! `per_page` (1 to 200, default 50).
+//! `per_page` (1 to 200, default 50). The filter keeps the names that contain
+//! `q` once both are in Unicode lower case, each character lowercased alone
+//! (`Σ` is `σ` wherever it stands). It is not case folding: `İ` is `i̇`, so
+//! `q=İstanbul` does not find `istanbul`.
 //!
 //! # Controls
 //! With [`Source::controls`]`(true)` the page offers force open, disable and reset

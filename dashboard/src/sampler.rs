@@ -34,7 +34,7 @@ pub(crate) struct Event {
 #[derive(Clone, Debug)]
 pub(crate) struct Row {
     pub(crate) name: Arc<str>,
-    /// The name in lower case, for the filter.
+    /// The name in [`view::lower`] case, for the filter.
     pub(crate) lower: Arc<str>,
     pub(crate) state: State,
     pub(crate) generation: u32,
@@ -178,7 +178,7 @@ impl Sampler {
                 Some(at) => (at, false),
                 None => {
                     let track = Track {
-                        lower: Arc::from(name.to_lowercase()),
+                        lower: Arc::from(view::lower(name.chars())),
                         admitted: m.lifetime.admitted,
                         rejected: m.lifetime.rejected,
                         // Every transition since the build is new at the first tick.

@@ -15,7 +15,7 @@ const MAX_FILTER: usize = 200;
 /// What a client asked to see.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Query {
-    /// Keep the names that contain this, case-insensitively.
+    /// Keep the names that contain this, both in [`lower`] case.
     pub(crate) filter: String,
     /// Keep only the sick (not Closed and not Disabled).
     pub(crate) sick: bool,
@@ -36,13 +36,7 @@ impl Query {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             let v = decode(v);
             match k {
-                "q" => {
-                    q.filter = v
-                        .chars()
-                        .take(MAX_FILTER)
-                        .collect::<String>()
-                        .to_lowercase()
-                }
+                "q" => q.filter = lower(v.chars().take(MAX_FILTER)),
                 "sick" => q.sick = v == "1" || v == "true",
                 "page" => q.page = v.parse().unwrap_or(0),
                 "per_page" => q.per_page = page_size(&v),
@@ -56,6 +50,15 @@ impl Query {
         (!self.sick || rank(row.state) < 3)
             && (self.filter.is_empty() || row.lower.contains(&self.filter))
     }
+}
+
+/// `chars` in lower case, each character lowercased alone: a name and a query
+/// that contain the same text in any case contain it in the same lower case.
+/// `str::to_lowercase` does not promise that, since it makes a word-final `Σ`
+/// a `ς` and any other a `σ`, so that "ΟΔΟΣ" would not find "ΟΔΟΣΑ". This is
+/// Unicode lowercasing, not case folding: `İ` becomes `i̇`, not `i`.
+pub(crate) fn lower(chars: impl IntoIterator<Item = char>) -> String {
+    chars.into_iter().flat_map(char::to_lowercase).collect()
 }
 
 /// Percent-decoding, `+` as a space; a bad escape is kept as it is.
@@ -187,6 +190,10 @@ fn page_size(v: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Source;
+    use crate::sampler::Sampler;
+    use cutout::CircuitBreaker;
+    use std::sync::Arc;
 
     #[test]
     fn the_query_reads_its_fields_and_clamps_the_page_size() {
@@ -199,5 +206,33 @@ mod tests {
         let sizes = ["99999999999999999999999", "-3", "0", "7", "x", ""].map(size);
         assert_eq!(sizes, [MAX_PER_PAGE, 1, 1, 7, PER_PAGE, PER_PAGE]);
         assert_eq!(decode("a%3Cb%zz%4"), "a<b%zz%4");
+    }
+
+    /// The names a filter keeps, of a frame of breakers with these names.
+    fn kept(names: &[&str], q: &str) -> Vec<String> {
+        let mut source = Source::new();
+        for name in names {
+            let breaker = Arc::new(CircuitBreaker::builder().build().unwrap());
+            source = source.breaker(*name, breaker);
+        }
+        let frame = Sampler::new().sample(&source.finish(), false);
+        let query = Query::parse(Some(&format!("q={q}")));
+        let page = page(&frame, &query, false);
+        let mut kept: Vec<String> = (page["breakers"].as_array().unwrap().iter())
+            .map(|b| b["name"].as_str().unwrap().to_owned())
+            .collect();
+        kept.sort();
+        kept
+    }
+
+    /// A capital sigma lowercases to σ wherever it stands, in the name and in
+    /// the query alike: `str::to_lowercase` would make a word-final one ς, and
+    /// a query that ends a word would then miss a name that goes on.
+    #[test]
+    fn the_filter_lowercases_each_character_alone() {
+        let names = ["ΟΔΟΣΑ", "ΟΔΟΣ-1", "other"];
+        assert_eq!(kept(&names, "ΟΔΟΣ"), ["ΟΔΟΣ-1", "ΟΔΟΣΑ"]);
+        assert_eq!(kept(&names, "σ"), ["ΟΔΟΣ-1", "ΟΔΟΣΑ"]);
+        assert_eq!(kept(&names, "OTHER"), ["other"]);
     }
 }
