@@ -6,7 +6,7 @@ use crate::fleet::{FleetOverride, MAX_FLEET_KEYS};
 use crate::push::PUSH_GAP;
 use crate::source::{Source, Thresholds};
 use crate::view::{self, Query};
-use cutout::{CandidateReport, Reason, State, WindowCounts};
+use cutout::{CandidateReport, Metrics, Reason, State, WindowCounts};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Weak};
@@ -114,7 +114,67 @@ struct Track {
     recent_shared: Arc<[Event]>,
     /// Admitted and rejected per second, as of the last regular tick.
     per_s: (f64, f64),
+    /// The last tick that read it (0 before the first: ticks count from 1).
     seen: u64,
+}
+
+impl Track {
+    /// Takes this tick's read of the breaker, `secs` after the last regular
+    /// tick: on a regular tick its rates and a chart point, on every tick its
+    /// new transitions as events (`first`: made before the breaker was seen).
+    fn take(
+        &mut self,
+        m: &Metrics,
+        counts: Vec<u64>,
+        secs: f64,
+        at_ms: u64,
+        pushed: bool,
+        first: bool,
+    ) {
+        let rate = |now: u64, before: u64| {
+            if secs > 0.0 {
+                now.saturating_sub(before) as f64 / secs
+            } else {
+                0.0
+            }
+        };
+        if !pushed {
+            self.per_s = (
+                rate(m.lifetime.admitted, self.admitted),
+                rate(m.lifetime.rejected, self.rejected),
+            );
+            self.admitted = m.lifetime.admitted;
+            self.rejected = m.lifetime.rejected;
+            if self.history.len() == HISTORY {
+                self.history.pop_front();
+            }
+            let (a, r) = self.per_s;
+            self.history.push_back((a as f32, r as f32));
+            self.history_shared = self.history.iter().copied().collect();
+        }
+        // Every transition since the last tick, by reason: the counters only
+        // grow, so none between two ticks goes unseen.
+        let mut changed = false;
+        for (i, reason) in Reason::iter().enumerate() {
+            let delta = counts[i].saturating_sub(self.transitions[i]);
+            if delta > 0 {
+                if self.recent.len() == RECENT {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(Event {
+                    at_ms,
+                    reason,
+                    count: delta,
+                    earlier: first,
+                });
+                changed = true;
+            }
+        }
+        self.transitions = counts;
+        if changed {
+            self.recent_shared = self.recent.iter().cloned().collect();
+        }
+    }
 }
 
 /// The sampler's state, owned by its task.
@@ -188,58 +248,21 @@ impl Sampler {
                         recent: VecDeque::with_capacity(RECENT),
                         recent_shared: Arc::from(Vec::new()),
                         per_s: (0.0, 0.0),
-                        seen: tick,
+                        seen: 0,
                     };
                     same_name.push((address, track));
                     (same_name.len() - 1, true)
                 }
             };
             let track = &mut same_name[at].1;
-            let rate = |now: u64, before: u64| {
-                if secs > 0.0 {
-                    now.saturating_sub(before) as f64 / secs
-                } else {
-                    0.0
-                }
-            };
-            if !pushed {
-                track.per_s = (
-                    rate(m.lifetime.admitted, track.admitted),
-                    rate(m.lifetime.rejected, track.rejected),
-                );
-                track.admitted = m.lifetime.admitted;
-                track.rejected = m.lifetime.rejected;
-                if track.history.len() == HISTORY {
-                    track.history.pop_front();
-                }
-                let (a, r) = track.per_s;
-                track.history.push_back((a as f32, r as f32));
-                track.history_shared = track.history.iter().copied().collect();
+            // A breaker the source lists twice is read once per tick: a second
+            // read would find no new count, and take a zero rate and a second
+            // chart point for it. Its second row repeats the first's figures.
+            if track.seen != tick {
+                track.take(&m, counts, secs, at_ms, pushed, first);
+                track.seen = tick;
             }
             let (admitted_per_s, rejected_per_s) = track.per_s;
-            // Every transition since the last tick, by reason: the counters only
-            // grow, so none between two ticks goes unseen.
-            let mut changed = false;
-            for (i, reason) in Reason::iter().enumerate() {
-                let delta = counts[i].saturating_sub(track.transitions[i]);
-                if delta > 0 {
-                    if track.recent.len() == RECENT {
-                        track.recent.pop_front();
-                    }
-                    track.recent.push_back(Event {
-                        at_ms,
-                        reason,
-                        count: delta,
-                        earlier: first,
-                    });
-                    changed = true;
-                }
-            }
-            track.transitions = counts;
-            if changed {
-                track.recent_shared = track.recent.iter().cloned().collect();
-            }
-            track.seen = tick;
             rows.push(Row {
                 name: key,
                 lower: track.lower.clone(),
@@ -475,6 +498,32 @@ mod tests {
                     row.state
                 );
             }
+        }
+    }
+
+    /// One breaker listed twice (a registry's key, and the same breaker by
+    /// name) is one track read once per tick: both rows show the first read's
+    /// rates, and its chart gains one point per tick, not two.
+    #[test]
+    fn a_breaker_listed_twice_is_read_once_per_tick() {
+        let registry: Arc<cutout::Registry<String>> =
+            Arc::new(cutout::Registry::new(CircuitBreaker::builder()).unwrap());
+        let db = registry.get("db");
+        let source = Source::new()
+            .registry(registry)
+            .breaker("db", db.clone())
+            .finish();
+        let mut sampler = Sampler::new();
+        sampler.sample(&source, false);
+        for _ in 0..100 {
+            let _ = db.call(|| Ok::<_, ()>(()));
+        }
+        let frame = sampler.sample(&source, false);
+        assert_eq!(frame.rows.len(), 2);
+        for row in &frame.rows {
+            assert!(row.admitted_per_s > 0.0, "{}", row.admitted_per_s);
+            assert_eq!(row.admitted_per_s, frame.rows[0].admitted_per_s);
+            assert_eq!(row.history.len(), 2);
         }
     }
 }
