@@ -104,8 +104,13 @@ pub(crate) fn rank(state: State) -> u8 {
 /// What the sampler remembers of a breaker between ticks.
 struct Track {
     lower: Arc<str>,
+    /// The lifetime counts the next regular tick's rates count from, read at
+    /// `since`: each track keeps its own, since a tick may read some breakers
+    /// and not others (a source that panics midway), and a breaker first seen
+    /// in a pushed frame starts from there.
     admitted: u64,
     rejected: u64,
+    since: Instant,
     transitions: Vec<u64>,
     history: VecDeque<(f32, f32)>,
     /// `history` as the frames share it, made again on regular ticks only.
@@ -119,21 +124,22 @@ struct Track {
 }
 
 impl Track {
-    /// Takes this tick's read of the breaker, `secs` after the last regular
-    /// tick: on a regular tick its rates and a chart point, on every tick its
-    /// new transitions as events (`first`: made before the breaker was seen).
+    /// Takes this tick's read of the breaker, made at `now`: on a regular
+    /// tick its rates and a chart point, on every tick its new transitions as
+    /// events (`first`: made before the breaker was seen).
     fn take(
         &mut self,
         m: &Metrics,
         counts: Vec<u64>,
-        secs: f64,
+        now: Instant,
         at_ms: u64,
         pushed: bool,
         first: bool,
     ) {
-        let rate = |now: u64, before: u64| {
+        let secs = now.duration_since(self.since).as_secs_f64();
+        let rate = |count: u64, before: u64| {
             if secs > 0.0 {
-                now.saturating_sub(before) as f64 / secs
+                count.saturating_sub(before) as f64 / secs
             } else {
                 0.0
             }
@@ -145,6 +151,7 @@ impl Track {
             );
             self.admitted = m.lifetime.admitted;
             self.rejected = m.lifetime.rejected;
+            self.since = now;
             if self.history.len() == HISTORY {
                 self.history.pop_front();
             }
@@ -182,7 +189,6 @@ pub(crate) struct Sampler {
     /// Per name, each breaker of that name by its address: two breakers under
     /// one name (two registries' keys, say) keep their own counters.
     tracks: HashMap<Arc<str>, Vec<(usize, Track)>>,
-    last: Option<Instant>,
     tick: u64,
 }
 
@@ -190,7 +196,6 @@ impl Sampler {
     pub(crate) fn new() -> Sampler {
         Sampler {
             tracks: HashMap::new(),
-            last: None,
             tick: 0,
         }
     }
@@ -200,12 +205,6 @@ impl Sampler {
     /// the rates and the charts move on regular ticks, one point per tick.
     pub(crate) fn sample(&mut self, source: &Source, pushed: bool) -> Frame {
         let now = Instant::now();
-        let secs = self
-            .last
-            .map_or(0.0, |last| now.duration_since(last).as_secs_f64());
-        if !pushed {
-            self.last = Some(now);
-        }
         self.tick += 1;
         let tick = self.tick;
         let at_ms = SystemTime::now()
@@ -241,6 +240,7 @@ impl Sampler {
                         lower: Arc::from(view::lower(name.chars())),
                         admitted: m.lifetime.admitted,
                         rejected: m.lifetime.rejected,
+                        since: now,
                         // Every transition since the build is new at the first tick.
                         transitions: vec![0; counts.len()],
                         history: VecDeque::with_capacity(HISTORY),
@@ -259,7 +259,7 @@ impl Sampler {
             // read would find no new count, and take a zero rate and a second
             // chart point for it. Its second row repeats the first's figures.
             if track.seen != tick {
-                track.take(&m, counts, secs, at_ms, pushed, first);
+                track.take(&m, counts, now, at_ms, pushed, first);
                 track.seen = tick;
             }
             let (admitted_per_s, rejected_per_s) = track.per_s;
@@ -525,5 +525,86 @@ mod tests {
             assert_eq!(row.admitted_per_s, frame.rows[0].admitted_per_s);
             assert_eq!(row.history.len(), 2);
         }
+    }
+
+    /// `calls` successful calls through `breaker`.
+    fn admit(breaker: &CircuitBreaker, calls: usize) {
+        for _ in 0..calls {
+            let _ = breaker.call(|| Ok::<_, ()>(()));
+        }
+    }
+
+    /// How the rate shown compares with `calls` over the real time since
+    /// `since`: about 1, a little more for the sampling time `since` counts.
+    fn shown_over_real(row: &Row, calls: usize, since: Instant) -> f64 {
+        row.admitted_per_s / (calls as f64 / since.elapsed().as_secs_f64())
+    }
+
+    /// Two breakers, and a switch that makes the read panic between them.
+    struct Flaky {
+        a: Arc<CircuitBreaker>,
+        b: Arc<CircuitBreaker>,
+        panic: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::Breakers for Flaky {
+        fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds)) {
+            f("a", &self.a, Thresholds::default());
+            if self.panic.load(std::sync::atomic::Ordering::Relaxed) {
+                panic!("a source that fails between its breakers");
+            }
+            f("b", &self.b, Thresholds::default());
+        }
+    }
+
+    /// A read that panics before it reaches a breaker leaves that breaker's
+    /// rate to the next tick, over the whole time since its last read.
+    #[test]
+    fn a_panicked_read_leaves_the_rates_of_the_breakers_it_missed_right() {
+        let new = || Arc::new(CircuitBreaker::builder().build().unwrap());
+        let flaky = Arc::new(Flaky {
+            a: new(),
+            b: new(),
+            panic: false.into(),
+        });
+        let source = Source::new().breakers(flaky.clone()).finish();
+        let mut sampler = Sampler::new();
+        let since = Instant::now();
+        sampler.sample(&source, false);
+        std::thread::sleep(Duration::from_millis(300));
+        flaky
+            .panic
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let sampled = panic::catch_unwind(AssertUnwindSafe(|| sampler.sample(&source, false)));
+        assert!(sampled.is_err());
+        flaky
+            .panic
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        admit(&flaky.b, 1000);
+        std::thread::sleep(Duration::from_millis(300));
+        let frame = sampler.sample(&source, false);
+        let b = frame.rows.iter().find(|r| &*r.name == "b").unwrap();
+        let ratio = shown_over_real(b, 1000, since);
+        assert!((0.5..1.5).contains(&ratio), "shown / real: {ratio}");
+    }
+
+    /// A breaker first seen in a pushed frame gets its first rate over the
+    /// time since then, not since the regular tick before it.
+    #[test]
+    fn a_breaker_first_seen_in_a_pushed_frame_gets_its_rate_from_then() {
+        let registry: Arc<cutout::Registry<String>> =
+            Arc::new(cutout::Registry::new(CircuitBreaker::builder()).unwrap());
+        let source = Source::new().registry(registry.clone()).finish();
+        let mut sampler = Sampler::new();
+        sampler.sample(&source, false);
+        std::thread::sleep(Duration::from_millis(600));
+        let b = registry.get("b");
+        let since = Instant::now();
+        sampler.sample(&source, true);
+        admit(&b, 1000);
+        std::thread::sleep(Duration::from_millis(200));
+        let frame = sampler.sample(&source, false);
+        let ratio = shown_over_real(&frame.rows[0], 1000, since);
+        assert!((0.5..1.5).contains(&ratio), "shown / real: {ratio}");
     }
 }
