@@ -126,7 +126,8 @@ struct Track {
 impl Track {
     /// Takes this tick's read of the breaker, made at `now`: on a regular
     /// tick its rates and a chart point, on every tick its new transitions as
-    /// events (`first`: made before the breaker was seen).
+    /// events (`first`: made before the breaker was seen). A breaker whose
+    /// counts went back is taken as new, and read as at its first tick.
     fn take(
         &mut self,
         m: &Metrics,
@@ -136,6 +137,17 @@ impl Track {
         pushed: bool,
         first: bool,
     ) {
+        // The counters only grow: one that went back is a new breaker in the
+        // old one's place (rebuilt at its address), whose counts all count.
+        let went_back = m.lifetime.admitted < self.admitted
+            || m.lifetime.rejected < self.rejected
+            || counts.iter().zip(&self.transitions).any(|(c, t)| c < t);
+        if went_back {
+            self.admitted = 0;
+            self.rejected = 0;
+            self.transitions.fill(0);
+        }
+        let first = first || went_back;
         let secs = now.duration_since(self.since).as_secs_f64();
         let rate = |count: u64, before: u64| {
             if secs > 0.0 {
@@ -606,5 +618,46 @@ mod tests {
         let frame = sampler.sample(&source, false);
         let ratio = shown_over_real(&frame.rows[0], 1000, since);
         assert!((0.5..1.5).contains(&ratio), "shown / real: {ratio}");
+    }
+
+    /// A breaker that the application rebuilds in place, at the same address.
+    struct Rebuilt(std::sync::RwLock<CircuitBreaker>);
+
+    impl crate::Breakers for Rebuilt {
+        fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds)) {
+            f("db", &self.0.read().unwrap(), Thresholds::default());
+        }
+    }
+
+    /// A breaker rebuilt in place whose counts are below the old one's is a
+    /// new breaker: every count of its own is new (its transitions made before
+    /// this read, as earlier), and its track keeps the old one's chart and events.
+    #[test]
+    fn a_breaker_rebuilt_in_place_counts_afresh() {
+        let tripping = || {
+            (CircuitBreaker::builder().consecutive_failures(1))
+                .build()
+                .unwrap()
+        };
+        let old = tripping();
+        admit(&old, 100);
+        let _ = old.call(|| Err::<(), _>(()));
+        let rebuilt = Arc::new(Rebuilt(std::sync::RwLock::new(old)));
+        let source = Source::new().breakers(rebuilt.clone()).finish();
+        let mut sampler = Sampler::new();
+        sampler.sample(&source, false);
+        let new = tripping();
+        admit(&new, 10);
+        let _ = new.call(|| Err::<(), _>(()));
+        *rebuilt.0.write().unwrap() = new;
+        let frame = sampler.sample(&source, false);
+        let row = &frame.rows[0];
+        let recent: Vec<_> = (row.recent.iter())
+            .map(|e| (e.reason, e.count, e.earlier))
+            .collect();
+        let trip = (Reason::ConsecutiveFailures, 1, true);
+        assert_eq!(recent, [trip, trip]);
+        assert!(row.admitted_per_s > 0.0);
+        assert_eq!(row.history.len(), 2);
     }
 }

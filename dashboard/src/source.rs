@@ -30,6 +30,14 @@ pub struct Thresholds {
 /// Implemented for a [`Registry`] (through [`Source::registry`]) and for a list
 /// of named breakers (through [`Source::breaker`]); implement it for anything
 /// else that holds breakers, for example a breaker that is rebuilt at run time.
+///
+/// The dashboard tells breakers apart by name and address. A breaker rebuilt
+/// in place (a `RwLock<CircuitBreaker>` whose content is replaced) keeps the
+/// old one's card, chart and events, and is known for a new breaker when one
+/// of its counts (admitted, rejected, or transitions of one reason) is below
+/// the old one's: from then on all of its own counts count. One read first
+/// when every one of its counts has caught up with the old one's is taken for
+/// the old one, and only what it counted beyond them shows.
 pub trait Breakers: Send + Sync + 'static {
     /// Calls `f` once per breaker with its name and thresholds.
     fn for_each(&self, f: &mut dyn FnMut(&str, &CircuitBreaker, Thresholds));
