@@ -60,6 +60,11 @@ where
             let _ = write!(name, "{key}");
             f(&name, breaker, self.thresholds);
         });
+        // Not in the registry's `for_each`, yet Open it turns away every key
+        // that finds no room: the page must show it.
+        if let Some(overflow) = self.registry.overflow() {
+            f(overflow.name(), overflow, self.thresholds);
+        }
     }
 }
 
@@ -173,6 +178,12 @@ impl Source {
 
     /// [`listener`](Self::listener) for a registry: give it to
     /// [`RegistryBuilder::on_transition`](cutout::RegistryBuilder::on_transition).
+    ///
+    /// That listener hears the keyed breakers only, not the overflow breaker of
+    /// a registry with [`max_keys`](cutout::RegistryBuilder::max_keys): to push
+    /// its transitions too, give [`listener`](Self::listener) to the shared
+    /// builder's [`on_transition`](cutout::Builder::on_transition) as well.
+    /// Without that, they show at the next tick.
     pub fn registry_listener<K>(&self) -> impl Fn(&K, &Transition) + Send + Sync + 'static {
         let push = self.push.clone();
         move |_: &K, _: &Transition| push.poke()
@@ -188,7 +199,11 @@ impl Source {
         self
     }
 
-    /// Every breaker of `registry`, named by its key's `Display`.
+    /// Every breaker of `registry`, its overflow breaker included: a keyed one
+    /// named by its key's `Display`, the overflow breaker of a registry with
+    /// [`max_keys`](cutout::RegistryBuilder::max_keys) by its own name
+    /// (`"overflow"` unless
+    /// [`overflow_name`](cutout::RegistryBuilder::overflow_name) says otherwise).
     #[must_use]
     pub fn registry<K>(mut self, registry: Arc<Registry<K>>) -> Self
     where
@@ -247,5 +262,30 @@ impl Source {
         for set in &self.sets {
             set.for_each(f);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampler::{Sampler, rank};
+
+    /// A capped registry's overflow breaker is listed under its name: Open, it
+    /// turns away every key without room, and the page shows it.
+    #[test]
+    fn a_registry_lists_its_overflow_breaker() {
+        let registry: Registry<String> =
+            Registry::builder(CircuitBreaker::builder().consecutive_failures(1))
+                .max_keys(1)
+                .build()
+                .unwrap();
+        let _held = registry.get("a");
+        let _ = registry.get("b").call(|| Err::<(), _>(()));
+        let source = Source::new().registry(Arc::new(registry)).finish();
+        let frame = Sampler::new().sample(&source, false);
+        let rows: Vec<_> = (frame.rows.iter())
+            .map(|r| (&*r.name, rank(r.state) < 3))
+            .collect();
+        assert_eq!(rows, [("overflow", true), ("a", false)]);
     }
 }
