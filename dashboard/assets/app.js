@@ -35,15 +35,18 @@
     source.onerror = () => $("live").className = "live";
   }
 
-  // A card per row: `key` is the row's name and its rank among the rows of
-  // that name (breakers of two registries may share one).
-  function card(key, name) {
+  // A card per row: `key` is the row's id (one per breaker, though breakers
+  // of two registries may share a name) and its rank among the rows of that
+  // id (a source may list one breaker twice). Its controls name the id, so
+  // they act on that breaker alone.
+  function card(key, row) {
     let c = cards.get(key);
     if (c) return c;
     const el = template.content.firstElementChild.cloneNode(true);
-    el.querySelector(".name").textContent = name;
+    el.querySelector(".name").textContent = row.name;
+    const { id, name } = row;
     for (const button of el.querySelectorAll(".controls button")) {
-      button.addEventListener("click", () => control(name, button.dataset.action));
+      button.addEventListener("click", () => control(id, name, button.dataset.action));
     }
     c = { el, q: (s) => el.querySelector(s) };
     cards.set(key, c);
@@ -149,12 +152,12 @@
     $("next").disabled = frame.page + 1 >= frame.pages;
     const keep = new Set();
     const order = [];
-    const named = new Map();
+    const seen = new Map();
     for (const row of frame.breakers) {
-      const rank = named.get(row.name) || 0;
-      named.set(row.name, rank + 1);
-      const key = row.name + "\u0000" + rank;
-      const c = card(key, row.name);
+      const rank = seen.get(row.id) || 0;
+      seen.set(row.id, rank + 1);
+      const key = row.id + "/" + rank;
+      const c = card(key, row);
       update(c, row);
       keep.add(key);
       order.push(c.el);
@@ -163,8 +166,9 @@
     order.forEach((el, i) => { if (main.children[i] !== el) main.insertBefore(el, main.children[i] || null); });
   }
 
-  async function control(name, action) {
+  async function control(id, name, action) {
     const url = new URL("api/control", base);
+    url.searchParams.set("id", String(id));
     url.searchParams.set("name", name);
     url.searchParams.set("action", action);
     // Through a fleet, force open and disable last as long as the field says.

@@ -59,7 +59,11 @@
 //!
 //! # Controls
 //! With [`Source::controls`]`(true)` the page offers force open, disable and reset
-//! per breaker: `POST api/control?name=N&action=force_open|disable|reset`. A
+//! per breaker: `POST api/control?id=I&action=force_open|disable|reset`. Each
+//! row of the snapshot carries an `id`, one per breaker and never reused, so
+//! that breakers sharing a name (each with a card of its own) are told apart;
+//! the page sends its card's. A script may send `name=N` instead, for every
+//! breaker named `N`, and with both, the id must name a breaker called `N`. A
 //! request is refused unless the browser marks it `Sec-Fetch-Site: same-origin`
 //! or its `Origin` matches its `Host`; `GET` changes nothing. The dashboard has no
 //! authentication of its own: mount a router with controls behind the
@@ -89,8 +93,11 @@
 //! attach the breakers the page shows (`Fleet::breaker`, `Fleet::attach`,
 //! `Fleet::attach_registry`), or a click changes only the other instances.
 //! Reset does both: `Fleet::release` everywhere, and a reset of the local
-//! breaker, whatever opened it. Without a fleet, or with one that takes no
-//! controls, each control acts on the local breaker alone. [`FleetSource`]
+//! breaker, whatever opened it. The id narrows the local action only: a
+//! fleet's override is by name, so through a fleet force open and disable
+//! reach every breaker of the id's name, and reset resets the local breaker the
+//! id names. Without a fleet, or with one that takes no controls, each control
+//! acts on the local breakers alone. [`FleetSource`]
 //! has an example.
 //!
 //! Key names are shown as text: the page builds no HTML from data, and its

@@ -33,6 +33,12 @@ pub(crate) struct Event {
 /// A breaker as of the last tick.
 #[derive(Clone, Debug)]
 pub(crate) struct Row {
+    /// Its track's id: one per breaker the sampler tells apart, never reused,
+    /// so that a control names one breaker of a name that several share.
+    pub(crate) id: u64,
+    /// The breaker's address, with the name how a control finds it in the
+    /// source again.
+    pub(crate) address: usize,
     pub(crate) name: Arc<str>,
     /// The name in [`view::lower`] case, for the filter.
     pub(crate) lower: Arc<str>,
@@ -103,6 +109,7 @@ pub(crate) fn rank(state: State) -> u8 {
 
 /// What the sampler remembers of a breaker between ticks.
 struct Track {
+    id: u64,
     lower: Arc<str>,
     /// The lifetime counts the next regular tick's rates count from, read at
     /// `since`: each track keeps its own, since a tick may read some breakers
@@ -202,6 +209,8 @@ pub(crate) struct Sampler {
     /// one name (two registries' keys, say) keep their own counters.
     tracks: HashMap<Arc<str>, Vec<(usize, Track)>>,
     tick: u64,
+    /// The last track id given out.
+    ids: u64,
 }
 
 impl Sampler {
@@ -209,6 +218,7 @@ impl Sampler {
         Sampler {
             tracks: HashMap::new(),
             tick: 0,
+            ids: 0,
         }
     }
 
@@ -235,7 +245,7 @@ impl Sampler {
             }
         });
         let mut rows = Vec::with_capacity(self.tracks.len());
-        let tracks = &mut self.tracks;
+        let (tracks, ids) = (&mut self.tracks, &mut self.ids);
         source.for_each(&mut |name, breaker, thresholds| {
             let m = breaker.metrics();
             let counts: Vec<u64> = Reason::iter().map(|r| m.transitions(r)).collect();
@@ -248,7 +258,9 @@ impl Sampler {
             let (at, first) = match same_name.iter().position(|(a, _)| *a == address) {
                 Some(at) => (at, false),
                 None => {
+                    *ids += 1;
                     let track = Track {
+                        id: *ids,
                         lower: Arc::from(view::lower(name.chars())),
                         admitted: m.lifetime.admitted,
                         rejected: m.lifetime.rejected,
@@ -276,6 +288,8 @@ impl Sampler {
             }
             let (admitted_per_s, rejected_per_s) = track.per_s;
             rows.push(Row {
+                id: track.id,
+                address,
                 name: key,
                 lower: track.lower.clone(),
                 state: m.state,

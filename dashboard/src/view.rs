@@ -95,6 +95,7 @@ fn row_json(row: &Row) -> Value {
     let counts =
         |c: cutout::WindowCounts| json!({"calls": c.calls, "failures": c.failures, "slow": c.slow});
     json!({
+        "id": row.id,
         "name": &*row.name,
         "state": row.state.as_str(),
         "generation": row.generation,

@@ -12,7 +12,7 @@ mod sim;
 
 mod common;
 
-use cutout::CircuitBreaker;
+use cutout::{CircuitBreaker, State};
 use cutout_dashboard::{Source, router};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -319,20 +319,31 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
     session.until(&card_state("downstream"), "Closed").await;
 
     // Two breakers of one name (two registries' keys) get a card each: the
-    // healthy one does not hide its forced-open twin.
+    // healthy one does not hide its forced-open twin, and its controls act on
+    // it alone.
     let open = Arc::new(CircuitBreaker::builder().build().unwrap());
     open.force_open();
     let closed = Arc::new(CircuitBreaker::builder().build().unwrap());
-    let twins = Source::new().breaker("twin", open).breaker("twin", closed);
+    let twins = (Source::new().breaker("twin", open.clone()))
+        .breaker("twin", closed.clone())
+        .controls(true);
     let twins = common::serve(axum::Router::new().nest("/breakers", router(twins))).await;
     let url = format!("http://{twins}/breakers");
     session.cmd("POST", "/url", Some(json!({"url": url}))).await;
+    let states =
+        "return [...document.querySelectorAll('.breaker .state')].map(s => s.textContent).join();";
+    session.until(states, "Forced open,Closed").await;
     session
-        .until(
-            "return [...document.querySelectorAll('.breaker .state')].map(s => s.textContent).join();",
-            "Forced open,Closed",
+        .run(
+            "document.querySelectorAll('.breaker')[1]\
+               .querySelector('button[data-action=disable]').click(); return null;",
         )
         .await;
+    session.until(states, "Forced open,Disabled").await;
+    assert_eq!(
+        (open.state(), closed.state()),
+        (State::ForcedOpen, State::Disabled)
+    );
 
     session.cmd("DELETE", "", None).await;
 }

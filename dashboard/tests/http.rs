@@ -278,6 +278,59 @@ async fn controls_take_same_origin_posts_only() {
     assert_eq!(request(addr, "POST", bad, &same_site).await.status, 400);
 }
 
+/// Breakers that share a name have a card and an id each: a control that
+/// names an id acts on that breaker alone, one that names only the name on
+/// every breaker of the name.
+#[tokio::test]
+async fn a_control_with_an_id_acts_on_that_breaker_alone() {
+    let new = || Arc::new(CircuitBreaker::builder().build().unwrap());
+    let (busy, idle) = (new(), new());
+    for _ in 0..3 {
+        let _ = busy.call(|| Ok::<_, ()>(()));
+    }
+    let source = (Source::new().breaker("db", busy.clone()))
+        .breaker("db", idle.clone())
+        .controls(true);
+    let addr = serve(app(source)).await;
+    let page = snapshot_until(addr, "/breakers/api/snapshot", |p| p["total"] == 2).await;
+    let id_of = |calls: u64| {
+        let rows = page["breakers"].as_array().unwrap();
+        let row = rows.iter().find(|r| r["window"]["calls"] == calls).unwrap();
+        row["id"].as_u64().expect("a row carries its id")
+    };
+    let (busy_id, idle_id) = (id_of(3), id_of(0));
+    assert_ne!(busy_id, idle_id);
+
+    let same_site = [("sec-fetch-site", "same-origin")];
+    let post = |query: String| async move {
+        let path = format!("/breakers/api/control?{query}");
+        request(addr, "POST", &path, &same_site).await.status
+    };
+    assert_eq!(post(format!("id={busy_id}&action=force_open")).await, 204);
+    assert_eq!(
+        (busy.state(), idle.state()),
+        (State::ForcedOpen, State::Closed)
+    );
+    assert_eq!(
+        post(format!("name=db&id={idle_id}&action=disable")).await,
+        204
+    );
+    assert_eq!(
+        (busy.state(), idle.state()),
+        (State::ForcedOpen, State::Disabled)
+    );
+    // An id that names no breaker, or another breaker than the name does.
+    assert_eq!(post("id=999999&action=reset".into()).await, 404);
+    assert_eq!(
+        post(format!("name=other&id={idle_id}&action=reset")).await,
+        400
+    );
+    assert_eq!(post("id=x&action=reset".into()).await, 400);
+    // Without an id, every breaker of the name.
+    assert_eq!(post("name=db&action=reset".into()).await, 204);
+    assert_eq!((busy.state(), idle.state()), (State::Closed, State::Closed));
+}
+
 #[tokio::test]
 async fn a_page_is_bounded_and_removed_breakers_leave_it() {
     let keys: Vec<String> = (0..300).map(|i| format!("k{i:03}")).collect();
