@@ -21,8 +21,9 @@
 //! transition claims the new phase's start before the word's CAS, so every thread
 //! that sees the word sees its start, all agree on it, and none waits for another
 //! (see the `state` module's docs), except in one race: `open_for` works its start
-//! out from the deadline asked for, and it and a trip at the same moment each wait
-//! for the other's CAS rather than take its start (and its deadline). A claim is made only while the word still
+//! out from the deadline asked for, so it and another transition out of the same
+//! Closed word (a trip, a reset, another `open_for`) take neither's start; the
+//! later to claim waits for the other's CAS, 20 ms at most. A claim is made only while the word still
 //! holds the candidate's: the slot's tags are 16 bits of the generation, and a
 //! candidate a whole tag cycle behind would otherwise overwrite the current
 //! phase's start and wedge admission. Each thread also keeps the deadline of the

@@ -372,8 +372,10 @@ impl StateWord {
     /// The only way the word changes: offer `f` the current word (starting from
     /// `seen`) until it declines or this thread's CAS installs its answer: the next
     /// word and the time it starts at, a clock reading. The start is claimed in
-    /// `slot` first (see [`TimeSlot`]): the first candidate's for this transition
-    /// is every candidate's, so `Moved` reports the start the new phase has.
+    /// `slot` first (see [`TimeSlot`]): the first candidate's reading for this
+    /// transition is every candidate's (one worked out for a deadline is waited
+    /// out, see [`transition_claiming`](Self::transition_claiming)), so `Moved`
+    /// reports the start the new phase has.
     pub(crate) fn transition(
         &self,
         slot: &TimeSlot,
@@ -429,8 +431,9 @@ impl StateWord {
                 continue;
             };
             if !claim.serves(now, fixed) {
-                let current = self.load();
-                if current != seen || wait.again() {
+                // Waits here, not offering `f` the same word again (its steps,
+                // a window's withdrawal among them, are for a word that moved).
+                if let Some(current) = wait.until_moved(self, seen) {
                     seen = current;
                     continue;
                 }
@@ -475,6 +478,20 @@ impl Wait {
             patience,
             #[cfg(not(cutout_loom))]
             until: None,
+        }
+    }
+
+    /// The word `state` holds once it is no longer `seen`, or `None` once the
+    /// patience has run out (a patience shared by every wait of one transition).
+    fn until_moved(&mut self, state: &StateWord, seen: Snapshot) -> Option<Snapshot> {
+        loop {
+            let current = state.load();
+            if current != seen {
+                return Some(current);
+            }
+            if !self.again() {
+                return None;
+            }
         }
     }
 

@@ -8,7 +8,11 @@
 //!   after that has the full cooldown.
 //! - `open_for()` racing a trip: one Open phase, the winner's, with the winner's
 //!   deadline (the hour `open_for` asked for, or the trip's cooldown), as its
-//!   transition reports and its rejections say.
+//!   transition reports and its rejections say; two `open_for()` calls with
+//!   different durations: one opens it, for its own. (A model with two other
+//!   transitions beside `open_for` exceeds loom's branch limit: under loom a
+//!   waiter yields without a bound, and two waiters yield to each other; on a
+//!   machine the wait is bounded, 20 ms.)
 //! - `force_open()` racing a probe's success: the breaker always ends ForcedOpen
 //!   (never Closed), the generation counts exactly the transitions made, and the
 //!   success is counted once, as fresh or as stale; only a fresh one may close.
@@ -23,6 +27,7 @@ use cutout::{ManualClock, Reason, State};
 use loom::thread;
 use loom_tests::{Events, OPEN, builder, model, shared_breaker, trip_and_cool};
 use std::sync::Arc;
+use std::time::Duration;
 
 #[test]
 fn reset_races_a_trip() {
@@ -69,7 +74,7 @@ fn open_for_races_a_trip() {
         let p = breaker.try_acquire_owned().unwrap();
         let t1 = thread::spawn(move || p.failure());
         let b = breaker.clone();
-        let hour = std::time::Duration::from_secs(3600);
+        let hour = Duration::from_secs(3600);
         let t2 = thread::spawn(move || b.open_for(hour));
         t1.join().unwrap();
         let opened = t2.join().unwrap();
@@ -88,6 +93,29 @@ fn open_for_races_a_trip() {
         assert_eq!(opens, [winner]);
         let r = breaker.try_acquire().map(|_| ()).unwrap_err();
         assert_eq!(r.retry_after(), winner.1);
+    });
+}
+
+#[test]
+fn two_open_fors_race() {
+    model(|| {
+        let (_clock, events, breaker) = shared_breaker(|b| b.consecutive_failures(1));
+        let (hour, two) = (Duration::from_secs(3600), Duration::from_secs(7200));
+        let b = breaker.clone();
+        let t1 = thread::spawn(move || b.open_for(hour));
+        let b = breaker.clone();
+        let t2 = thread::spawn(move || b.open_for(two));
+        let (first, second) = (t1.join().unwrap(), t2.join().unwrap());
+
+        // Exactly one opened it, for its own duration.
+        assert!(first ^ second);
+        let asked = if first { hour } else { two };
+        let opens: Vec<_> = events
+            .get()
+            .iter()
+            .map(|t| (t.reason, t.open_until.map(|until| until - t.at)))
+            .collect();
+        assert_eq!(opens, [(Reason::External, Some(asked))]);
     });
 }
 

@@ -54,7 +54,10 @@ impl<C: Clock> CircuitBreaker<C> {
     /// Returns whether this call opened it: then the breaker is open until
     /// `duration` from now, even where a trip opened it at the same moment (one
     /// of the two did, and the breaker keeps its deadline: `false` and the trip's
-    /// cooldown, or `true` and `duration`).
+    /// cooldown, or `true` and `duration`). A call that finds another transition
+    /// under way waits for it, 20 ms at most: only a thread stalled mid-transition
+    /// longer than that (descheduled, or left behind by a `fork`) has its start
+    /// taken, and with it its deadline.
     ///
     /// Only a Closed breaker opens: an Open or HalfOpen one (a probe round in
     /// progress decides for itself), a ForcedOpen or a Disabled one is left as it

@@ -103,8 +103,9 @@ impl<C: Clock> CircuitBreaker<C> {
         // is given the start that puts its deadline where it was asked, as a trip
         // at that start would have. Ticks count from one longest cooldown before
         // the build (`bias`), so that start is never before tick 0.
-        // A trip made at the same moment would share its start with this one's
-        // (see `StateWord::transition_at`).
+        // Worked out, not read: no candidate made at the same moment (a trip, a
+        // reset) takes it, and this one takes none of theirs; the later of two
+        // waits for the other's CAS (see `StateWord::transition_claiming`).
         let update = self.transition_from(self.hot.word.load(), true, |cur| {
             cur.is_closed().then(|| {
                 let next = cur.next(State::Open, cur.level());

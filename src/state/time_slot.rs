@@ -6,10 +6,10 @@
 //! low 16 bits of) the generation it belongs to:
 //!
 //! ```text
-//!  63                                              16 15              0
-//! +--------------------------------------------------+----------------+
-//! |            start (48: ms ticks)                  | tag: gen % 2^16 |
-//! +--------------------------------------------------+----------------+
+//!  63  62                                          16 15              0
+//! +---+----------------------------------------------+----------------+
+//! | F |          start (47: ms ticks)                | tag: gen % 2^16 |
+//! +---+----------------------------------------------+----------------+
 //! ```
 //!
 //! A phase's time follows from its start and its word (Open: the start plus the
@@ -22,10 +22,13 @@
 //! CAS that the thread's load saw), every thread agrees on it, and nobody waits for
 //! anybody: the start is the clock reading of the transition's first candidate.
 //! One start is not a reading: `open_for`'s, worked out so that its deadline falls
-//! where it was asked, is marked in the word's top bit. It stands for no other
-//! candidate's start and no other's for it ([`Claim::serves`]): a candidate that
-//! finds such a mismatched claim waits for the claimant's CAS, a few instructions
-//! on (see [`StateWord::transition_claiming`]); only there does a thread wait.
+//! where it was asked, is marked in the word's top bit (`F`). It stands for no
+//! other candidate's start and no other's for it ([`Claim::serves`]): a candidate
+//! that finds such a mismatched claim, made first, waits for the claimant's CAS,
+//! a few instructions on (see [`StateWord::transition_claiming`]): only there does
+//! a thread wait, and for 20 ms at most. (A claim a whole tag cycle late, above,
+//! that is `open_for`'s is waited for those 20 ms, its claimant's CAS never
+//! landing: as before, its start is then taken.)
 //! The current phase's start stays readable until the phase after next claims its
 //! word; a reader still holding a word that old finds a later tag and knows its
 //! word is stale. A claim is a CAS from the exact value seen, made only from the
