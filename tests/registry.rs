@@ -893,6 +893,36 @@ fn a_configured_key_without_room_runs_on_the_shared_settings() {
     assert_eq!(overflow.state(), State::Open);
 }
 
+/// The scan gate, as "Keying safely" says: with 64 places a scan evicts up to 2
+/// breakers (64 / 32), and one that evicts none holds the next scan back until
+/// two more new keys have come: the first of them goes to overflow unscanned.
+#[test]
+fn a_scan_that_evicts_nothing_lets_a_batch_of_new_keys_overflow_before_the_next() {
+    let clock = ManualClock::new();
+    let r: Registry<String, _> = Registry::builder(manual(&clock).consecutive_failures(1))
+        .max_keys(64)
+        .idle_resolution(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    for i in 0..64 {
+        let _ = r.call(&format!("k{i}"), || Err::<(), _>("down")); // Open: kept
+    }
+    clock.advance(Duration::from_millis(10));
+    assert_eq!(
+        r.get("new0").name(),
+        "overflow",
+        "a scan that evicts nothing"
+    );
+    r.get("k0").reset(); // evictable once idle again
+    clock.advance(Duration::from_millis(10));
+    assert_eq!(r.get("new1").name(), "overflow", "the gate is shut");
+    assert_eq!(r.get("new2").name(), "new2", "the next scan evicts k0");
+    let mut kept = Vec::new();
+    r.for_each(|key, _| kept.push(key.clone()));
+    assert!(!kept.contains(&"k0".to_string()) && kept.contains(&"new2".to_string()));
+    assert_eq!(r.overflowed(), 2);
+}
+
 /// The keyed listener hears from keyed breakers only; the overflow breaker's
 /// transitions reach the shared builder's own listener, as `on_transition` says.
 #[test]

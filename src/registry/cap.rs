@@ -5,9 +5,10 @@
 use super::*;
 
 /// At the cap, one scan evicts up to `max_keys / SCAN_RATIO` breakers (at least
-/// one), and a scan that evicts fewer lets that many fewer new keys go by before
-/// the next: a scan visits at most `max_keys` entries, so each new key at the cap
-/// costs about `SCAN_RATIO` entry visits, amortized, however hostile the keys.
+/// one), and a scan that evicts `k` fewer holds the next back until `k` more new
+/// keys have come (`k - 1` go by unscanned): a scan visits at most `max_keys`
+/// entries, so each new key at the cap costs about `SCAN_RATIO` entry visits,
+/// amortized, however hostile the keys.
 const SCAN_RATIO: usize = 32;
 
 /// The scan gate's bit while a scan runs (no miss count reaches it), beside the
@@ -36,8 +37,8 @@ pub(super) struct Cap<C: Clock> {
 
 /// A scan at the cap while it runs: reopens the scan gate when it ends, also if a
 /// key's `Hash` or `Eq` panics in it (see `Registry::evict_oldest`). A scan that
-/// evicted fewer than a batch lets the difference go by before the next one; a
-/// scan cut short by a panic counts as having evicted nothing.
+/// evicted fewer than a batch holds the next one back by the difference (in new
+/// keys); a scan cut short by a panic counts as having evicted nothing.
 struct ScanGate<'c, C: Clock> {
     cap: &'c Cap<C>,
     batch: usize,

@@ -237,9 +237,10 @@ type Pinned<'m, K, C, S> = HashMapRef<'m, K, Entry<C>, S, LocalGuard<'m>>;
 /// [`on_transition`](RegistryBuilder::on_transition) listener has no key to report
 /// for the overflow breaker (the shared builder's own listener still runs). So
 /// that hostile keys cost bounded work, a scan that finds fewer than `n / 32`
-/// breakers to evict lets that many more new keys go to overflow before the next
-/// scan: each new key at the cap costs about 32 entry visits, amortized, and a key
-/// may overflow for that long after a breaker has become evictable. Scans never
+/// breakers to evict (at least one) holds the next scan back until as many more
+/// new keys have come as it fell short by, those before it going to overflow:
+/// each new key at the cap costs about 32 entry visits, amortized, and a key may
+/// overflow for that long after a breaker has become evictable. Scans never
 /// run concurrently; a new key arriving during one goes to overflow.
 ///
 /// # Examples
