@@ -50,8 +50,10 @@ pub struct CandidateReport {
     /// When it opened, as time since the live breaker was built: the most recent
     /// [`OPENED_AT_KEPT`](Self::OPENED_AT_KEPT) (16) openings, oldest first.
     pub opened_at: Vec<Duration>,
-    /// The time it has spent Open (its cooldowns; a half-open round not
-    /// included), the current cooldown up to now.
+    /// The time it has spent Open: its cooldowns, each up to its deadline or
+    /// the transition that ended it sooner (a reset), the current one up to now.
+    /// Not the time after a deadline until a live call half-opened it (it would
+    /// have admitted that call), nor a half-open round.
     pub time_open: Duration,
     /// The live calls it would have rejected.
     pub would_reject: u64,
@@ -85,8 +87,9 @@ pub(crate) struct Candidacy {
     /// Openings started, and ended (each a transition out of Open).
     opened: AtomicU64,
     closed: AtomicU64,
-    /// The sums of the openings' start and end ticks: the time spent Open is the
-    /// ends less the starts, however their transitions' books interleave.
+    /// The sums of the openings' start and end ticks (an end no later than the
+    /// opening's deadline): the time spent Open is the ends less the starts,
+    /// however their transitions' books interleave.
     opened_ticks: AtomicU64,
     closed_ticks: AtomicU64,
     /// The start ticks of the last `OPENED_AT_KEPT` openings, by number.
@@ -121,12 +124,14 @@ impl Candidacy {
     }
 
     /// Notes a transition at tick `at` (counted from the build): into Open, out
-    /// of Open, or neither.
-    pub(crate) fn note(&self, from: State, to: State, at: u64) {
+    /// of Open (whose deadline was tick `until`: an opening ends there at the
+    /// latest, the candidate admitting the next call), or neither.
+    pub(crate) fn note(&self, from: State, to: State, at: u64, until: u64) {
         // Relaxed, all: statistics (see the module's orderings).
         if from == State::Open {
             self.closed.fetch_add(1, Ordering::Relaxed);
-            self.closed_ticks.fetch_add(at, Ordering::Relaxed);
+            self.closed_ticks
+                .fetch_add(at.min(until), Ordering::Relaxed);
         }
         if to == State::Open {
             let n = self.opened.fetch_add(1, Ordering::Relaxed);
@@ -135,10 +140,11 @@ impl Candidacy {
         }
     }
 
-    /// The report's fields from these books, at tick `now` (from the build):
-    /// `opened`, `opened_at` (in ticks), `time_open` (in ticks), the failures
-    /// spared and the successes turned away.
-    pub(crate) fn books(&self, now: u64) -> (u64, Vec<u64>, u64, u64, u64) {
+    /// The report's fields from these books, at tick `now` (from the build), an
+    /// opening still in progress counted to `open_end` (`now`, or its deadline
+    /// if that passed): `opened`, `opened_at` (in ticks), `time_open` (in
+    /// ticks), the failures spared and the successes turned away.
+    pub(crate) fn books(&self, now: u64, open_end: u64) -> (u64, Vec<u64>, u64, u64, u64) {
         // Relaxed, all: statistics (see `CandidateReport`).
         let opened = self.opened.load(Ordering::Relaxed);
         let closed = self.closed.load(Ordering::Relaxed);
@@ -149,10 +155,10 @@ impl Candidacy {
         // Two threads' openings may note their ticks out of order (one delayed
         // between its transition and its note, through a whole cooldown).
         opened_at.sort_unstable();
-        // An opening not yet closed runs to `now`.
+        // An opening not yet closed runs to `open_end`.
         let open_now = opened.saturating_sub(closed).min(1);
         let time_open = (self.closed_ticks.load(Ordering::Relaxed))
-            .wrapping_add(open_now * now)
+            .wrapping_add(open_now * open_end)
             .wrapping_sub(self.opened_ticks.load(Ordering::Relaxed));
         // Read mid-transition (a count seen without its tick), it may overshoot:
         // no opening is longer than the breaker's life.
@@ -174,10 +180,10 @@ mod tests {
     #[test]
     fn openings_noted_out_of_order_are_reported_oldest_first() {
         let books = Candidacy::new("late".into());
-        books.note(State::HalfOpen, State::Open, 300); // the later opening, noted first
-        books.note(State::Closed, State::Open, 100);
-        books.note(State::Open, State::HalfOpen, 200);
-        let (opened, opened_at, time_open, ..) = books.books(400);
+        books.note(State::HalfOpen, State::Open, 300, 0); // the later opening, noted first
+        books.note(State::Closed, State::Open, 100, 0);
+        books.note(State::Open, State::HalfOpen, 200, 250);
+        let (opened, opened_at, time_open, ..) = books.books(400, 400);
         assert_eq!((opened, opened_at, time_open), (2, vec![100, 300], 200));
     }
 }

@@ -302,6 +302,32 @@ fn reports_come_one_per_candidate_in_order() {
     );
 }
 
+/// Time open is the candidate's cooldowns: an opening whose deadline passed with
+/// no live call to half-open it stops counting at the deadline (the candidate
+/// would have admitted the next call), as the current one does.
+#[test]
+fn time_open_is_its_cooldowns_not_the_idle_time_after_them() {
+    let once = CircuitBreaker::builder()
+        .consecutive_failures(1)
+        .open_duration(Duration::from_secs(1));
+    let (live, clock) = with_candidate(live(1000), "once", once);
+    fail(&live);
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(only(&live).time_open, Duration::from_millis(500));
+    clock.advance(Duration::from_secs(10)); // no live call comes
+    let idle = only(&live);
+    assert_eq!(
+        (idle.state, idle.time_open),
+        (State::Open, Duration::from_secs(1))
+    );
+    let _ = live.call(|| Ok::<_, ()>(())); // half-opens it: the probe closes it
+    let r = only(&live);
+    assert_eq!(
+        (r.state, r.time_open),
+        (State::Closed, Duration::from_secs(1))
+    );
+}
+
 #[test]
 fn opened_at_keeps_the_most_recent_openings() {
     let flappy = CircuitBreaker::builder()
@@ -688,8 +714,8 @@ mod model {
     struct Reference {
         breaker: Live,
         clock: ManualClock,
-        /// Its transitions: (from, to, at).
-        seen: Arc<Mutex<Vec<(State, State, Duration)>>>,
+        /// Its transitions.
+        seen: Arc<Mutex<Vec<Transition>>>,
         spared: u64,
         turned_away: u64,
     }
@@ -701,7 +727,7 @@ mod model {
             let log = seen.clone();
             let breaker = builder(s)
                 .clock(clock.clone())
-                .on_transition(move |t| log.lock().unwrap().push((t.from, t.to, t.at)))
+                .on_transition(move |t| log.lock().unwrap().push(*t))
                 .build()
                 .unwrap();
             Reference {
@@ -729,20 +755,24 @@ mod model {
             let seen = self.seen.lock().unwrap();
             let opens: Vec<_> = seen
                 .iter()
-                .filter(|t| t.1 == State::Open)
-                .map(|t| t.2)
+                .filter(|t| t.to == State::Open)
+                .map(|t| t.at)
                 .collect();
+            // Each opening up to its end, or its deadline if that came first.
             let mut open = Duration::ZERO;
-            let mut since = None;
-            for &(from, to, at) in seen.iter() {
-                if from == State::Open {
-                    open += at - since.take().unwrap();
+            let mut since: Option<(Duration, Duration)> = None;
+            for t in seen.iter() {
+                if t.from == State::Open {
+                    let (start, deadline) = since.take().unwrap();
+                    open += t.at.min(deadline) - start;
                 }
-                if to == State::Open {
-                    since = Some(at);
+                if t.to == State::Open {
+                    since = Some((t.at, t.open_until.unwrap()));
                 }
             }
-            open += since.map_or(Duration::ZERO, |s| now - s);
+            open += since.map_or(Duration::ZERO, |(start, deadline)| {
+                now.min(deadline) - start
+            });
             let kept = opens.len().saturating_sub(CandidateReport::OPENED_AT_KEPT);
             let m = self.breaker.metrics();
             assert_eq!(r.state, m.state, "{r:?}");

@@ -38,7 +38,15 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         let at = at(to, start).saturating_sub(self.bias);
         if let Some(candidacy) = candidacy {
-            candidacy.note(from.state(), to.state(), at);
+            // An Open phase's deadline (its start is still in the slot, the
+            // phase after next not yet claimed over it), for its books.
+            let until = match from.is(State::Open) {
+                true => self.phase.time.start_of(from).map_or(at, |start| {
+                    self.time_of(from, start).saturating_sub(self.bias)
+                }),
+                false => at,
+            };
+            candidacy.note(from.state(), to.state(), at, until);
         }
         let event = Transition {
             from: from.state(),

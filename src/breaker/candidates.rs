@@ -350,7 +350,15 @@ impl<C: Clock> CircuitBreaker<C> {
     fn candidate_report(&self, unseen: u64) -> Option<CandidateReport> {
         let candidacy = self.candidacy()?;
         let now = self.ticks().saturating_sub(self.bias);
-        let (opened, opened_at, time_open, spared, turned_away) = candidacy.books(now);
+        let s = self.hot.word.load();
+        let open_end = match s.is(State::Open) {
+            true => self
+                .peek_ticks(s, now + self.bias)
+                .saturating_sub(self.bias),
+            false => now,
+        };
+        let (opened, opened_at, time_open, spared, turned_away) =
+            candidacy.books(now, open_end.min(now));
         Some(CandidateReport {
             name: candidacy.name.to_string(),
             state: self.state(),
