@@ -302,6 +302,20 @@ fn reports_come_one_per_candidate_in_order() {
     );
 }
 
+/// Reports and the exports' labels tell candidates apart by name: an empty
+/// name, or one given twice, is a `ConfigError` naming `candidate`.
+#[test]
+fn a_candidate_without_a_name_or_with_anothers_is_refused() {
+    for names in [["a", "a"], ["a", ""]] {
+        let mut b = CircuitBreaker::builder().clock(ManualClock::new());
+        for name in names {
+            b = b.candidate(name, CircuitBreaker::builder());
+        }
+        let e = b.build().map(|_| ()).unwrap_err();
+        assert_eq!(e.field(), "candidate", "{names:?}: {e}");
+    }
+}
+
 /// Time open is the candidate's cooldowns: an opening whose deadline passed with
 /// no live call to half-open it stops counting at the deadline (the candidate
 /// would have admitted the next call), as the current one does.

@@ -26,9 +26,12 @@ impl<C: Clock + Clone> Builder<C> {
     /// Attaches a what-if candidate: a shadow breaker (see
     /// [`shadow`](Self::shadow)) configured by `candidate`, which is offered the
     /// outcome of every call this breaker records, on this breaker's clock, and
-    /// reported by [`CircuitBreaker::candidates`] under `name`. Its decisions
-    /// never change this breaker's, nor does its listener panicking (the panic
-    /// reaches the caller once this breaker has recorded the outcome). Of
+    /// reported by [`CircuitBreaker::candidates`] under `name` (not empty, and
+    /// no other candidate's: reports and the exports' labels tell candidates
+    /// apart by name, and the build's [`ConfigError`] names `candidate`
+    /// otherwise). Its decisions never change this breaker's, nor does its
+    /// listener panicking (the panic reaches the caller once this breaker has
+    /// recorded the outcome). Of
     /// `candidate`, only the settings and
     /// [`on_transition`](Self::on_transition) are used (its clock is this
     /// breaker's); it may have no candidates of its own and no
@@ -129,12 +132,19 @@ impl<C: Clock> Builder<C> {
     /// `candidate`, whose reason names the candidate and its setting.
     pub(super) fn candidate_parts(&self) -> Result<Vec<CandidateParts<C>>, ConfigError> {
         let mut parts = Vec::with_capacity(self.candidates.len());
-        for spec in &self.candidates {
+        for (i, spec) in self.candidates.iter().enumerate() {
             let refuse = |reason: &dyn fmt::Display| {
                 ConfigError::new("candidate", format!("`{}`: {reason}", spec.name))
             };
             if let Some(reason) = spec.refused {
                 return Err(refuse(&reason));
+            }
+            // A report, a metric's label and a trace tell candidates apart by name.
+            if spec.name.is_empty() {
+                return Err(refuse(&"a candidate needs a name"));
+            }
+            if self.candidates[..i].iter().any(|c| c.name == spec.name) {
+                return Err(refuse(&"another candidate has this name"));
             }
             let Some(clone) = self.clone_clock else {
                 return Err(refuse(&"set the breaker's clock before its candidates"));
