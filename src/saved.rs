@@ -257,7 +257,9 @@ impl SavedState {
 /// most `u32::MAX` of each count: totals above half of that (more than two
 /// billion calls in one window) are scaled down to it, keeping their rates
 /// (rounded up, by less than one part in two billion), so the bucket keeps room
-/// for as many calls counted there after them.
+/// for as many calls counted there after them. Their calls then count as 2^31
+/// towards a [`minimum_calls`](crate::Builder::failure_rate) above that: the
+/// restored breaker waits for as many more calls before its rates decide.
 ///
 /// # Examples
 /// ```
