@@ -907,6 +907,7 @@ fn a_scan_that_evicts_nothing_lets_a_batch_of_new_keys_overflow_before_the_next(
     for i in 0..64 {
         let _ = r.call(&format!("k{i}"), || Err::<(), _>("down")); // Open: kept
     }
+    assert_eq!((r.len(), r.is_empty()), (64, false));
     clock.advance(Duration::from_millis(10));
     assert_eq!(
         r.get("new0").name(),
