@@ -399,10 +399,11 @@ impl StateWord {
 
     /// [`transition`](Self::transition), `f`'s starts `fixed` (worked out) or
     /// read. A candidate that finds the transition's start claimed by another
-    /// whose claim it may not take ([`Claim::serves`](time_slot::Claim::serves): one of the two starts was
-    /// worked out) does not install its word with that start: that candidate is
-    /// between its claim and its CAS, a few instructions, and this one waits
-    /// for its CAS, then offers `f` the word it installed. Only a candidate that
+    /// whose claim it may not take ([`Claim::serves`](time_slot::Claim::serves):
+    /// one of the two starts was worked out) does not install its word with that
+    /// start: that candidate is between its claim and its CAS, a few
+    /// instructions, and this one waits for its CAS, then offers `f` the word it
+    /// installed. Only a candidate that
     /// stalls there longer than `patience` (descheduled, or a thread a `fork`
     /// left behind) is not waited for: its start is taken, as any other's.
     pub(super) fn transition_claiming(
