@@ -349,16 +349,17 @@ impl<C: Clock> CircuitBreaker<C> {
     /// This candidate's report; `unseen`: its live breaker's rejections.
     fn candidate_report(&self, unseen: u64) -> Option<CandidateReport> {
         let candidacy = self.candidacy()?;
-        let now = self.ticks().saturating_sub(self.bias);
+        let ticks = self.ticks();
         let s = self.hot.word.load();
+        // An opening in progress counts up to its deadline.
         let open_end = match s.is(State::Open) {
-            true => self
-                .peek_ticks(s, now + self.bias)
-                .saturating_sub(self.bias),
-            false => now,
+            true => self.peek_ticks(s, ticks).min(ticks),
+            false => ticks,
         };
-        let (opened, opened_at, time_open, spared, turned_away) =
-            candidacy.books(now, open_end.min(now));
+        let (opened, opened_at, time_open, spared, turned_away) = candidacy.books(
+            ticks.saturating_sub(self.bias),
+            open_end.saturating_sub(self.bias),
+        );
         Some(CandidateReport {
             name: candidacy.name.to_string(),
             state: self.state(),
