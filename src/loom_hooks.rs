@@ -66,7 +66,9 @@ impl WindowModel {
                 return;
             }
             let next = Snapshot::closed(seen.generation().wrapping_add(1));
-            let _ = self.word.transition(&self.slot, seen, |_| Some((next, 0)));
+            let _ = self
+                .word
+                .transition(&self.slot, seen, false, |_| Some((next, 0)));
         }
     }
 

@@ -371,34 +371,24 @@ impl StateWord {
 
     /// The only way the word changes: offer `f` the current word (starting from
     /// `seen`) until it declines or this thread's CAS installs its answer: the next
-    /// word and the time it starts at, a clock reading. The start is claimed in
-    /// `slot` first (see [`TimeSlot`]): the first candidate's reading for this
-    /// transition is every candidate's (one worked out for a deadline is waited
-    /// out, see [`transition_claiming`](Self::transition_claiming)), so `Moved`
-    /// reports the start the new phase has.
+    /// word and the time it starts at: a clock reading, or `fixed`, worked out
+    /// (`open_for`'s: the start that puts its deadline where it was asked). The
+    /// start is claimed in `slot` first (see [`TimeSlot`]): the first candidate's
+    /// reading for this transition is every candidate's (one worked out for a
+    /// deadline is waited out, see [`transition_claiming`](Self::transition_claiming)),
+    /// so `Moved` reports the start the new phase has.
     pub(crate) fn transition(
         &self,
         slot: &TimeSlot,
         seen: Snapshot,
+        fixed: bool,
         f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
     ) -> Update {
-        self.transition_claiming(slot, seen, false, PATIENCE, f)
+        self.transition_claiming(slot, seen, fixed, PATIENCE, f)
     }
 
-    /// [`transition`](Self::transition) to a phase whose start `f` works out
-    /// rather than reads (`open_for`'s: the start that puts its deadline where it
-    /// was asked).
-    pub(crate) fn transition_at(
-        &self,
-        slot: &TimeSlot,
-        seen: Snapshot,
-        f: impl FnMut(Snapshot) -> Option<(Snapshot, u64)>,
-    ) -> Update {
-        self.transition_claiming(slot, seen, true, PATIENCE, f)
-    }
-
-    /// [`transition`](Self::transition), `f`'s starts `fixed` (worked out) or
-    /// read. A candidate that finds the transition's start claimed by another
+    /// [`transition`](Self::transition), waiting for another candidate's CAS at
+    /// most `patience` ([`PATIENCE`] outside tests). A candidate that finds the transition's start claimed by another
     /// whose claim it may not take ([`Claim::serves`](time_slot::Claim::serves):
     /// one of the two starts was worked out) does not install its word with that
     /// start: that candidate is between its claim and its CAS, a few

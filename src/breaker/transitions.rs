@@ -151,7 +151,7 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// [`transition`](Self::transition), `f`'s starts `fixed` (worked out for a
-    /// deadline, see [`StateWord::transition_at`]) or clock readings.
+    /// deadline, see [`StateWord::transition`]) or clock readings.
     fn transition_from(
         &self,
         seen: Snapshot,
@@ -176,11 +176,10 @@ impl<C: Clock> CircuitBreaker<C> {
             };
             Some(next)
         };
-        let (word, time) = (&self.hot.word, &self.phase.time);
-        let update = match fixed {
-            false => word.transition(time, seen, step),
-            true => word.transition_at(time, seen, step),
-        };
+        let update = self
+            .hot
+            .word
+            .transition(&self.phase.time, seen, fixed, step);
         if let Update::Moved { to, .. } = update {
             match to.state() {
                 State::Closed | State::Recovering => {

@@ -130,14 +130,14 @@ fn a_transition_claims_its_start_and_every_candidate_takes_the_first_claim() {
     let seen = word.load();
     assert_eq!(slot.start_of(seen), Some(3));
     assert_eq!(
-        word.transition(&slot, seen, |_| None),
+        word.transition(&slot, seen, false, |_| None),
         Update::Declined(seen)
     );
     // A candidate for another transition out of `seen` claimed 5 first.
     let other = seen.next(State::ForcedOpen, 0);
     assert_eq!(slot.claim(&word, seen, other, 5), Some(5));
     let Update::Moved { from, to, start } =
-        word.transition(&slot, seen, |s| Some((s.next(State::Open, 0), 7)))
+        word.transition(&slot, seen, false, |s| Some((s.next(State::Open, 0), 7)))
     else {
         panic!("the CAS on an unchanged word must succeed");
     };
@@ -193,7 +193,7 @@ fn a_candidate_a_tag_cycle_old_does_not_claim_over_the_current_phase() {
         TimeSlot::tag(current.next(State::HalfOpen, 1).next(State::Open, 2))
     );
     assert_eq!(
-        word.transition(&slot, stale, |cur| (cur == stale)
+        word.transition(&slot, stale, false, |cur| (cur == stale)
             .then_some((cur.next(State::Open, 2), 200))),
         Update::Declined(current)
     );
@@ -205,7 +205,7 @@ fn a_candidate_a_tag_cycle_old_does_not_claim_over_the_current_phase() {
     assert_eq!(slot.claim(&word, stale, next, 300), None);
     assert_eq!(slot.start_of(current), Some(100));
     // The current phase still moves on, and claims with its own start.
-    let Update::Moved { to, start, .. } = word.transition(&slot, current, |cur| {
+    let Update::Moved { to, start, .. } = word.transition(&slot, current, false, |cur| {
         Some((cur.next(State::HalfOpen, 1), 400))
     }) else {
         panic!("an unchanged word moves");
@@ -291,7 +291,7 @@ fn a_start_claimed_over_in_a_phase_nobody_reads_is_not_the_next_but_ones() {
     assert!(cas.is_ok(), "the late claim lands");
     // A reset at tick 5,000, then a trip at 6,000: neither reads a start.
     let moved = |s: Snapshot, to: State, at: u64| match word
-        .transition(&slot, s, |s| Some((s.next(to, 0), at)))
+        .transition(&slot, s, false, |s| Some((s.next(to, 0), at)))
     {
         Update::Moved { to, start, .. } => (to, start),
         Update::Declined(_) => panic!("declined"),
@@ -312,9 +312,9 @@ fn a_transition_out_of_generation_zero_claims_across_the_wrap() {
     let slot = TimeSlot::starting(last, 1);
     let mut seen = last;
     for round in 0..60 {
-        let Update::Moved { to, start, .. } =
-            word.transition(&slot, seen, |s| Some((s.next(State::Closed, 0), round)))
-        else {
+        let Update::Moved { to, start, .. } = word.transition(&slot, seen, false, |s| {
+            Some((s.next(State::Closed, 0), round))
+        }) else {
             panic!("an unchanged word moves");
         };
         assert_eq!((start, slot.start_of(to)), (round, Some(round)));
@@ -375,7 +375,7 @@ fn a_worked_out_start_waits_for_a_reading_claimed_first() {
         // Real time: the trip's CAS lands while `open_for` waits (a moment here
         // only makes that likely; either order must give the same result).
         std::thread::sleep(Duration::from_millis(20));
-        let trip = word.transition(&slot, seen, |cur| (cur == seen).then_some((open, 6)));
+        let trip = word.transition(&slot, seen, false, |cur| (cur == seen).then_some((open, 6)));
         assert_eq!(
             trip,
             Update::Moved {
@@ -409,8 +409,9 @@ fn a_reading_waits_for_a_worked_out_start_claimed_first() {
             })
         });
         std::thread::sleep(Duration::from_millis(20));
-        let open_for =
-            word.transition_at(&slot, seen, |cur| cur.is_closed().then_some((open, 1_000)));
+        let open_for = word.transition(&slot, seen, true, |cur| {
+            cur.is_closed().then_some((open, 1_000))
+        });
         assert_eq!(
             open_for,
             Update::Moved {
