@@ -1227,6 +1227,39 @@ fn the_backend_layer_keys_a_host_whatever_its_case() {
     assert_eq!(keys, [("orders.example:8080".to_string(), 4)]);
 }
 
+/// `BackendLayer` keys a backend as the reqwest middleware does: a port that
+/// is its scheme's default is no part of the key (`http://h:80` is `h`, as
+/// `http://h` is), another port is; a `Host` header, with no scheme to read,
+/// keeps what it says.
+#[cfg(feature = "http")]
+#[test]
+fn the_backend_layer_keys_a_default_port_as_no_port() {
+    use cutout::{Registry, http::BackendLayer};
+    use http::{Request, Response};
+    let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
+    let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| async {
+        Ok::<_, std::convert::Infallible>(Response::new(()))
+    }));
+    let get = |uri: &str| Request::get(uri).body(()).unwrap();
+    let requests = [
+        get("http://a:80/x"),
+        get("http://A/y"),
+        get("https://u@a:443/z"),
+        get("https://a:80/w"),
+        get("http://a:443/v"),
+        Request::get("/u").header("host", "a:80").body(()).unwrap(),
+    ];
+    for request in requests {
+        block_on(svc.clone().oneshot(request)).unwrap();
+    }
+    let mut keys = Vec::new();
+    breakers.for_each(|key, b| keys.push((key.clone(), b.metrics().lifetime.admitted)));
+    keys.sort();
+    let expected = [("a", 3), ("a:443", 1), ("a:80", 2)];
+    let expected = expected.map(|(k, n)| (k.to_string(), n));
+    assert_eq!(keys, expected);
+}
+
 /// A `BackendFuture` polled again after it completed is `Pending`, as the
 /// layer's other futures are: its backend's future, done, is not polled again
 /// (a `Ready` panics then), and the call counts once.

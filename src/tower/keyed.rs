@@ -24,8 +24,9 @@ use std::task::{Context, Poll, ready};
 /// breaker, from a [`Registry`] the caller keeps.
 ///
 /// The key is the request URI's authority without user info (`host[:port]`, as
-/// the URI writes it, in lower case), or its `Host` header for a URI with no
-/// authority, or the empty string for a request that names neither. A rejected
+/// the URI writes it, in lower case; the port only where it is not the scheme's
+/// default, as the reqwest middleware keys it), or its `Host` header for a URI
+/// with no authority, or the empty string for a request that names neither. A rejected
 /// request never reaches the inner service: its future fails at once with
 /// [`Error::Rejected`]; the inner service's errors come as [`Error::Inner`].
 /// Responses are classified by [`ServerErrorIsFailure`] (a `5xx` or an `Err`
@@ -200,15 +201,27 @@ impl<Svc, C: Clock, S, K> BackendService<Svc, C, S, K> {
     }
 }
 
-/// The registry key of `request`: its URI's authority without user info, else
-/// its `Host` header, else the empty string; in lower case, as DNS reads a host
-/// (`Orders:8080` is `orders:8080`). Borrowed, with no allocation, unless it has
-/// a capital letter.
+/// The registry key of `request`: its URI's authority without user info (and
+/// without a port that is its scheme's default), else its `Host` header, else
+/// the empty string; in lower case, as DNS reads a host (`Orders:8080` is
+/// `orders:8080`). Borrowed, with no allocation, unless it has a capital letter.
 fn backend_key<B>(request: &Request<B>) -> Cow<'_, str> {
-    let key = match request.uri().authority() {
+    let uri = request.uri();
+    let key = match uri.authority() {
         Some(authority) => {
             let all = authority.as_str();
-            all.rsplit_once('@').map_or(all, |(_, host_port)| host_port)
+            let host_port = all.rsplit_once('@').map_or(all, |(_, host_port)| host_port);
+            let default = match uri.scheme_str() {
+                Some(s) if s.eq_ignore_ascii_case("http") => Some(80),
+                Some(s) if s.eq_ignore_ascii_case("https") => Some(443),
+                _ => None,
+            };
+            match authority.port_u16() {
+                Some(port) if default == Some(port) => host_port
+                    .rsplit_once(':')
+                    .map_or(host_port, |(host, _)| host),
+                _ => host_port,
+            }
         }
         None => request
             .headers()
