@@ -485,8 +485,9 @@ impl<C: Clock> Builder<C> {
     }
 
     /// This builder with its breakers' seed fixed (the jitter of each cooldown,
-    /// the ramp-up's draws), so that the same calls at the same times make the
-    /// same decisions: what a replay needs. A live breaker's seed is random.
+    /// the ramp-up's draws), and its candidates' (each drawn from it), so that
+    /// the same calls at the same times make the same decisions: what a replay
+    /// needs. A live breaker's seed is random.
     #[cfg(feature = "replay")]
     pub(crate) fn seeded(mut self, seed: u64) -> Self {
         self.settings.seed = Some(seed);
@@ -597,7 +598,7 @@ impl<C: Clock> Builder<C> {
             Some(seed) => breaker.with_seed(seed),
             None => breaker,
         };
-        Ok(breaker.attach_candidates(candidates))
+        Ok(breaker.attach_candidates(candidates, seed))
     }
 
     /// Checks every setting once and keeps what building a breaker needs, so a

@@ -173,11 +173,23 @@ impl<C: Clock> Builder<C> {
 }
 
 impl<C: Clock> CircuitBreaker<C> {
-    /// This breaker with the candidates of `parts` built beside it.
-    pub(super) fn attach_candidates(self, parts: Vec<CandidateParts<C>>) -> CircuitBreaker<C> {
+    /// This breaker with the candidates of `parts` built beside it; with a
+    /// fixed `seed` (see `Builder::seeded`), each candidate's is drawn from it.
+    pub(super) fn attach_candidates(
+        self,
+        parts: Vec<CandidateParts<C>>,
+        seed: Option<u64>,
+    ) -> CircuitBreaker<C> {
         let candidates = parts
             .into_iter()
-            .map(|p| self.new_candidate(p.name, p.config, p.clock, p.listener))
+            .enumerate()
+            .map(|(i, p)| {
+                let candidate = self.new_candidate(p.name, p.config, p.clock, p.listener);
+                match seed {
+                    Some(seed) => candidate.with_seed(crate::util::splitmix64(seed ^ i as u64)),
+                    None => candidate,
+                }
+            })
             .collect();
         self.with_candidates(candidates)
     }

@@ -234,3 +234,37 @@ fn levels_beyond_the_table_use_the_cap() {
     assert_eq!(c.max_level(), 6);
     assert_eq!(crate::policy::cooldown(&c, 40, 0, 0), 60_000);
 }
+
+/// A seeded builder (a replay's) fixes its candidates' seeds too, each its own:
+/// two builds make the same jittered cooldowns, so a candidate's time open is
+/// the same, and another seed draws another.
+#[cfg(feature = "replay")]
+#[test]
+fn a_seeded_builder_fixes_its_candidates_jitter() {
+    let time_open = |seed| {
+        let clock = ManualClock::new();
+        let jittered = || {
+            CircuitBreaker::builder()
+                .consecutive_failures(1)
+                .open_duration(Duration::from_secs(100))
+                .jitter(0.5)
+        };
+        let b = CircuitBreaker::builder()
+            .clock(clock.clone())
+            .consecutive_failures(1000)
+            .candidate("first", jittered())
+            .candidate("second", jittered())
+            .seeded(seed)
+            .build()
+            .unwrap();
+        let _ = b.call(|| Err::<(), _>(()));
+        clock.advance(Duration::from_secs(1000));
+        let _ = b.call(|| Ok::<_, ()>(()));
+        let reports = b.candidates();
+        [reports[0].time_open, reports[1].time_open]
+    };
+    let [first, second] = time_open(7);
+    assert_eq!(time_open(7), [first, second]);
+    assert_ne!(first, second, "each candidate draws its own jitter");
+    assert_ne!(time_open(8), [first, second]);
+}
