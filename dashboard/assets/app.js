@@ -147,6 +147,9 @@
         field.value = String(Math.round(frame.fleet.override_default_s / 60));
       }
     }
+    // Past the last page (breakers went), the server shows the last: the
+    // pager goes on from the page shown.
+    query.page = frame.page;
     $("pageinfo").textContent = "page " + (frame.page + 1) + " of " + frame.pages;
     $("prev").disabled = frame.page === 0;
     $("next").disabled = frame.page + 1 >= frame.pages;
@@ -176,11 +179,10 @@
       const minutes = Math.floor(Number($("for").value));
       if (minutes >= 1) url.searchParams.set("for_s", String(minutes * 60));
     }
+    // A refusal stays shown (frames rewrite the summary) until the next control.
     const response = await fetch(url, { method: "POST" });
-    if (!response.ok) {
-      $("summary").textContent = action + " failed: " + response.status + " " +
-        (await response.text()).trim();
-    }
+    $("error").textContent = response.ok ? "" : action + " of " + name + " failed: " +
+      response.status + " " + (await response.text()).trim();
   }
 
   let typing = null;

@@ -137,32 +137,26 @@ fn candidate_json(c: &cutout::CandidateReport) -> Value {
     })
 }
 
-/// The page `query` asks for, with the totals a pager needs.
+/// The page `query` asks for, with the totals a pager needs; past the last
+/// page (breakers went, or the filter keeps fewer), the last page, numbered as
+/// such.
 pub(crate) fn page(frame: &Frame, query: &Query, controls: bool) -> Value {
-    let mut matched = 0usize;
-    let mut sick = 0usize;
-    let first = query.page.saturating_mul(query.per_page);
-    let mut rows = Vec::with_capacity(query.per_page.min(frame.rows.len()));
-    for row in &frame.rows {
-        if rank(row.state) < 3 {
-            sick += 1;
-        }
-        if !query.keeps(row) {
-            continue;
-        }
-        if matched >= first && rows.len() < query.per_page {
-            rows.push(row_json(row));
-        }
-        matched += 1;
-    }
+    let sick = frame.rows.iter().filter(|r| rank(r.state) < 3).count();
+    let kept: Vec<&Row> = frame.rows.iter().filter(|r| query.keeps(r)).collect();
+    let pages = kept.len().div_ceil(query.per_page).max(1);
+    let shown = query.page.min(pages - 1);
+    let rows: Vec<Value> = (kept.chunks(query.per_page).nth(shown).unwrap_or_default())
+        .iter()
+        .map(|r| row_json(r))
+        .collect();
     json!({
         "tick": frame.tick,
         "total": frame.rows.len(),
         "sick": sick,
-        "matched": matched,
-        "page": query.page,
+        "matched": kept.len(),
+        "page": shown,
         "per_page": query.per_page,
-        "pages": matched.div_ceil(query.per_page).max(1),
+        "pages": pages,
         "controls": controls,
         "fleet": frame.fleet.map(|f| json!({
             "live_peers": f.live_peers,
@@ -224,6 +218,34 @@ mod tests {
             .collect();
         kept.sort();
         kept
+    }
+
+    /// A page past the last (breakers went since the client asked) is the
+    /// last page, numbered as such: the pager goes back from there.
+    #[test]
+    fn a_page_past_the_last_is_the_last() {
+        let mut source = Source::new();
+        for name in ["a", "b", "c"] {
+            source = source.breaker(name, Arc::new(CircuitBreaker::builder().build().unwrap()));
+        }
+        let frame = Sampler::new().sample(&source.finish(), false);
+        let names = |q: &str| {
+            let page = page(&frame, &Query::parse(Some(q)), false);
+            let rows = page["breakers"].as_array().unwrap().iter();
+            let names: Vec<String> = rows.map(|b| b["name"].as_str().unwrap().into()).collect();
+            (
+                page["page"].as_u64().unwrap(),
+                page["pages"].as_u64().unwrap(),
+                names,
+            )
+        };
+        assert_eq!(
+            names("per_page=2&page=0"),
+            (0, 2, vec!["a".into(), "b".into()])
+        );
+        assert_eq!(names("per_page=2&page=1"), (1, 2, vec!["c".into()]));
+        assert_eq!(names("per_page=2&page=9"), (1, 2, vec!["c".into()]));
+        assert_eq!(names("per_page=2&page=9&q=zz"), (0, 1, vec![]));
     }
 
     /// A capital sigma lowercases to σ wherever it stands, in the name and in

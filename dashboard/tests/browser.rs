@@ -345,5 +345,24 @@ async fn the_page_shows_trips_resets_and_hostile_keys_as_text() {
         (State::ForcedOpen, State::Disabled)
     );
 
+    // A refused control (here the server's answer is stood in for: the breaker
+    // went) stays shown when the next frame rewrites the summary.
+    session
+        .run(
+            "window.fetch = async () => new Response('no breaker by that id', {status: 404}); \
+             document.getElementById('summary').textContent = 'stale'; \
+             document.querySelectorAll('.breaker')[0]\
+               .querySelector('button[data-action=reset]').click(); return null;",
+        )
+        .await;
+    session
+        .until(
+            "const summary = document.getElementById('summary').textContent; \
+             return summary === 'stale' ? summary : document.getElementById('error').textContent;",
+            "reset of twin failed: 404 no breaker by that id",
+        )
+        .await;
+    assert_eq!(open.state(), State::ForcedOpen);
+
     session.cmd("DELETE", "", None).await;
 }
