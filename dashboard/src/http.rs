@@ -6,12 +6,13 @@ use crate::sampler::Shared;
 use crate::view::Query;
 use axum::Router;
 use axum::extract::{OriginalUri, State};
-use axum::http::{HeaderValue, Uri, header};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const PAGE: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/app.js");
@@ -100,26 +101,57 @@ async fn snapshot(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
 /// One event per frame, each the client's page of the newest frame (rendered
 /// once per frame and query, whoever asks). A slow client skips frames rather
 /// than queueing them: it holds one receiver and one frame. The stream holds the
-/// router's state weakly, and ends with it.
-async fn stream(State(shared): State<Arc<Shared>>, uri: Uri) -> impl IntoResponse {
+/// router's state weakly, and ends with it. At most `max_streams` at once: one
+/// more is refused (503) until one closes.
+async fn stream(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
+    let max = shared.source.max_streams;
+    let Some(open) = Open::take(&shared.streams, max) else {
+        let why = format!("{max} event streams are open, the most this dashboard serves\n");
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    };
     shared.started().await;
     let query = Query::parse(uri.query());
     let mut frames = shared.frames.subscribe();
     frames.mark_changed();
     let weak = Arc::downgrade(&shared);
     drop(shared);
-    let events = futures_util::stream::unfold((frames, query), move |(mut frames, query)| {
+    let state = (frames, query, open);
+    let events = futures_util::stream::unfold(state, move |(mut frames, query, open)| {
         let weak = weak.clone();
         async move {
             frames.changed().await.ok()?;
             let frame = frames.borrow_and_update().clone();
             let data = weak.upgrade()?.render(&frame, &query);
             let event = Event::default().event("frame").data(&*data);
-            Some((Ok::<_, Infallible>(event), (frames, query)))
+            Some((Ok::<_, Infallible>(event), (frames, query, open)))
         }
     });
     (
         [(header::CACHE_CONTROL, "no-store")],
         Sse::new(events).keep_alive(KeepAlive::default()),
     )
+        .into_response()
+}
+
+/// One open event stream, counted in the router's `streams` until it drops
+/// (the client went, or the router did).
+struct Open(Arc<AtomicUsize>);
+
+impl Open {
+    /// Counts one more stream in `streams`, if fewer than `max` are open.
+    fn take(streams: &Arc<AtomicUsize>, max: usize) -> Option<Open> {
+        // Relaxed: the count guards no other memory, only its own bound.
+        (streams.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < max).then(|| n + 1)
+        }))
+        .ok()
+        .map(|_| Open(streams.clone()))
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        // Relaxed: as in `take`.
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }

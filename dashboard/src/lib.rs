@@ -116,7 +116,7 @@ mod view;
 pub use axum::Router;
 pub use fleet::{FleetAction, FleetOverride, FleetSource, OVERRIDE_DEFAULT, OVERRIDE_MAX};
 pub use push::PUSH_GAP;
-pub use source::{Breakers, MAX_TICK, MIN_TICK, Source, TICK, Thresholds};
+pub use source::{Breakers, MAX_STREAMS, MAX_TICK, MIN_TICK, Source, TICK, Thresholds};
 
 use std::sync::Arc;
 

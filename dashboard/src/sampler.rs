@@ -9,6 +9,7 @@ use crate::view::{self, Query};
 use cutout::{CandidateReport, Metrics, Reason, State, WindowCounts};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -336,6 +337,8 @@ pub(crate) struct Shared {
     /// The pages rendered from the newest frame, by query: clients that ask for
     /// the same page share one rendering.
     pages: Mutex<(u64, HashMap<Query, Arc<str>>)>,
+    /// The event streams open now: at most `source.max_streams`.
+    pub(crate) streams: Arc<AtomicUsize>,
 }
 
 /// The most distinct pages kept per frame; others are rendered per client.
@@ -349,6 +352,7 @@ impl Shared {
             started: std::sync::Once::new(),
             sampled: watch::Sender::new(false),
             pages: Mutex::new((0, HashMap::new())),
+            streams: Arc::default(),
         }
     }
 

@@ -14,6 +14,9 @@ pub const TICK: Duration = Duration::from_millis(250);
 pub const MIN_TICK: Duration = Duration::from_millis(50);
 /// The longest tick [`Source::tick`] takes.
 pub const MAX_TICK: Duration = Duration::from_secs(60);
+/// The most event streams a router serves at once unless
+/// [`Source::max_streams`] says otherwise: one per open page.
+pub const MAX_STREAMS: usize = 128;
 
 /// The thresholds a breaker's rates are drawn against. A breaker does not report
 /// its configuration, so the source states them; `None` draws no line.
@@ -105,6 +108,7 @@ pub struct Source {
     pub(crate) controls: bool,
     pub(crate) fleet: Option<Arc<dyn FleetSource>>,
     pub(crate) tick: Duration,
+    pub(crate) max_streams: usize,
     pub(crate) push: Arc<Push>,
 }
 
@@ -116,6 +120,7 @@ impl std::fmt::Debug for Source {
             .field("controls", &self.controls)
             .field("fleet", &self.fleet.is_some())
             .field("tick", &self.tick)
+            .field("max_streams", &self.max_streams)
             .finish_non_exhaustive()
     }
 }
@@ -137,6 +142,7 @@ impl Source {
             controls: false,
             fleet: None,
             tick: TICK,
+            max_streams: MAX_STREAMS,
             push: Arc::default(),
         }
     }
@@ -147,6 +153,17 @@ impl Source {
     #[must_use]
     pub fn tick(mut self, every: Duration) -> Self {
         self.tick = every.clamp(MIN_TICK, MAX_TICK);
+        self
+    }
+
+    /// The most event streams (`api/stream`, one per open page) served at once:
+    /// [`MAX_STREAMS`] unless set here, at least 1. One more is refused with
+    /// `503 Service Unavailable`, saying why, until a stream closes; the JSON
+    /// snapshot is not counted. Each stream costs a render of its page per
+    /// frame (shared with the streams that show the same page).
+    #[must_use]
+    pub fn max_streams(mut self, n: usize) -> Self {
+        self.max_streams = n.max(1);
         self
     }
 

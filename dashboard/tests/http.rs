@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::{Stream, get, request, serve, snapshot_until, stream_until};
+use common::{Stream, WAIT, get, request, serve, snapshot_until, status, stream_until};
 use cutout::{CircuitBreaker, Registry, State};
-use cutout_dashboard::{Breakers, Source, Thresholds};
+use cutout_dashboard::{Breakers, MIN_TICK, Source, Thresholds};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -210,6 +210,36 @@ async fn the_stream_sends_the_clients_page_and_follows_changes() {
     })
     .await;
     assert_eq!(later["sick"], 1);
+}
+
+/// A router serves at most `max_streams` event streams at once: one more is
+/// refused, saying why, and served again once a stream has closed. The JSON
+/// snapshot is not counted.
+#[tokio::test]
+async fn streams_beyond_the_most_are_refused_until_one_closes() {
+    let source = Source::new().registry(registry(&["alpha"])).tick(MIN_TICK);
+    let addr = serve(app(source.max_streams(2))).await;
+    let mut first = Stream::open(addr, "/breakers/api/stream").await;
+    let _second = Stream::open(addr, "/breakers/api/stream?q=al").await;
+    first.next().await;
+    let refused = get(addr, "/breakers/api/stream").await;
+    assert_eq!(refused.status, 503);
+    assert!(
+        refused.body.contains("2 event streams are open"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(get(addr, "/breakers/api/snapshot").await.status, 200);
+    // The server sees the first stream gone when it next writes to it.
+    drop(first);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while status(addr, "/breakers/api/stream").await != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no stream after one closed"
+        );
+        tokio::time::sleep(MIN_TICK).await;
+    }
 }
 
 #[tokio::test]

@@ -75,6 +75,12 @@ pub async fn request(
     }
 }
 
+/// The status of a `GET` of `path`, its body left unread (an event stream's
+/// never ends) and dropped with the connection.
+pub async fn status(addr: SocketAddr, path: &str) -> u16 {
+    send(addr, "GET", path, &[]).await.status().as_u16()
+}
+
 pub async fn get(addr: SocketAddr, path: &str) -> Reply {
     request(addr, "GET", path, &[]).await
 }
