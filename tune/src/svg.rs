@@ -85,7 +85,9 @@ pub fn timeline(
     let strip_top = 84.0;
     let strip_h = 22.0;
     let strips_bottom = strip_top + (strip_h + 4.0) * keys.len().max(1) as f64;
-    let calls_top = strips_bottom + 54.0;
+    // The line naming the keys left out, under the strips, moves the legend down.
+    let legend_y = strips_bottom + if undrawn > 0 { 30.0 } else { 14.0 };
+    let calls_top = legend_y + 40.0;
     let panel_h = 120.0;
     let rates_top = calls_top + panel_h + 50.0;
     let height = rates_top + panel_h + 44.0;
@@ -158,7 +160,7 @@ pub fn timeline(
         );
     }
     let mut lx = LEFT;
-    let ly = strips_bottom + 14.0;
+    let ly = legend_y;
     let ramped = report.transitions.iter().any(|t| t.to == State::Recovering);
     let states = [
         (State::Closed, "closed"),
@@ -421,9 +423,10 @@ fn state_color(st: State) -> &'static str {
     }
 }
 
-/// `text` escaped for XML text and attributes; control characters XML 1.0
-/// cannot hold (all below U+0020 but tab, line feed and carriage return) become
-/// U+FFFD, so that a key holding one still makes a well-formed file.
+/// `text` escaped for XML text and attributes; the characters XML 1.0 cannot
+/// hold (all below U+0020 but tab, line feed and carriage return, and U+FFFE
+/// and U+FFFF) become U+FFFD, so that a key holding one still makes a
+/// well-formed file.
 fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -433,7 +436,10 @@ fn esc(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\t' | '\n' | '\r' => out.push(c),
-            c if c < ' ' => out.push(char::REPLACEMENT_CHARACTER),
+            // The characters XML 1.0 forbids (Rust strings hold no surrogate).
+            c if c < ' ' || c == '\u{fffe}' || c == '\u{ffff}' => {
+                out.push(char::REPLACEMENT_CHARACTER)
+            }
             c => out.push(c),
         }
     }
@@ -482,6 +488,7 @@ mod tests {
     fn text_is_escaped() {
         assert_eq!(esc(r#"a<b & "c">"#), "a&lt;b &amp; &quot;c&quot;&gt;");
         assert_eq!(esc("db\u{1}\t\u{1f}é"), "db\u{fffd}\t\u{fffd}é");
+        assert_eq!(esc("\u{fffd}\u{fffe}\u{ffff}"), "\u{fffd}".repeat(3));
     }
 
     /// Keys past the strips drawn are counted on the chart, not left out
@@ -508,7 +515,16 @@ mod tests {
                 &crate::Summary::of(trace, &report),
             )
         };
-        assert!(chart(&calls(MAX_STRIPS + 3)).contains(">3 more keys not drawn"));
+        let many = chart(&calls(MAX_STRIPS + 3));
+        assert!(many.contains(">3 more keys not drawn"));
+        // The note has a line of its own, above the legend's.
+        let y_of = |text: &str| -> f64 {
+            let line = many.lines().find(|l| l.contains(text)).unwrap();
+            let y = &line[line.rfind("<text").unwrap()..];
+            let y = &y[y.find("y=\"").unwrap() + 3..];
+            y[..y.find('"').unwrap()].parse().unwrap()
+        };
+        assert!(y_of(">closed</text>") - y_of("more keys not drawn") >= 14.0);
         assert!(chart(&calls(MAX_STRIPS + 1)).contains(">1 more key not drawn"));
         assert!(!chart(&calls(MAX_STRIPS)).contains("not drawn"));
     }
