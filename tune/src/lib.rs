@@ -41,18 +41,26 @@ impl Candidate {
     /// `name`.
     ///
     /// # Errors
-    /// The parser's message (it names the line and the field).
+    /// The parser's message (it names the line and the field), or one naming
+    /// `name` if it is empty or holds a control character (a line break).
     ///
     /// # Examples
     /// ```
     /// let c = cutout_tune::Candidate::from_toml("file", "name = \"fast\"\nopen_duration = \"2s\"")?;
     /// assert_eq!(c.name, "fast");
     /// assert!(cutout_tune::Candidate::from_toml("file", "open_duraton = \"2s\"").is_err());
+    /// assert!(cutout_tune::Candidate::from_toml("file", "name = \"a\\nb\"").is_err());
     /// # Ok::<(), String>(())
     /// ```
     pub fn from_toml(fallback: &str, text: &str) -> Result<Candidate, String> {
         let settings: Settings = toml::from_str(text).map_err(|e| e.to_string())?;
         let name = settings.name.clone().unwrap_or_else(|| fallback.to_owned());
+        // A column title, and a timeline's file name: one line, not empty.
+        if name.trim().is_empty() || name.chars().any(char::is_control) {
+            return Err(format!(
+                "name {name:?}: a column title needs a name of its own, on one line"
+            ));
+        }
         Ok(Candidate { name, settings })
     }
 
@@ -248,13 +256,11 @@ pub fn table(label: &str, trace: &Trace, columns: &[(&str, Summary)]) -> String 
         trace.end().as_secs_f64()
     );
     let _ = writeln!(out);
-    let width = columns
-        .iter()
-        .map(|(name, _)| name.len())
-        .max()
-        .unwrap_or(0)
-        .max(9);
     let cells: Vec<[(&str, String); 8]> = columns.iter().map(|(_, s)| s.cells()).collect();
+    // As wide as the widest title or cell, in characters (as `{:>width$}` pads).
+    let titles = columns.iter().map(|(name, _)| name.chars().count());
+    let figures = cells.iter().flatten().map(|(_, cell)| cell.chars().count());
+    let width = titles.chain(figures).max().unwrap_or(0).max(9);
     let _ = write!(out, "{:<22}", "");
     for (name, _) in columns {
         let _ = write!(out, " | {name:>width$}");

@@ -35,7 +35,9 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("cutout-tune: {e}");
+            // A closed standard error (`2>&-`, `2>/dev/full`) loses the message,
+            // not the exit status.
+            let _ = writeln!(std::io::stderr(), "cutout-tune: {e}");
             ExitCode::FAILURE
         }
     }

@@ -235,6 +235,67 @@ fn two_settings_of_one_name_are_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A settings `name` that is empty or spans two lines would make a column with
+/// no title or a broken header: refused, naming the file and `name`.
+#[test]
+fn a_settings_name_must_be_one_line_of_its_own() {
+    let dir = std::env::temp_dir().join(format!("cutout-tune-title-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = here("traces/client.csv");
+    for (file, text) in [
+        ("split.toml", "name = \"a\\nb\"\n"),
+        ("empty.toml", "name = \" \"\n"),
+    ] {
+        let settings = dir.join(file);
+        std::fs::write(&settings, text).unwrap();
+        let (ok, out, err) = tune(&[&trace, &settings]);
+        assert!(!ok && out.is_empty(), "{out}");
+        assert!(err.contains(file) && err.contains("name"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The table's columns line up whatever their cells: one as wide as a week
+/// open over two keys (seconds to the hundredth) widens its column.
+#[test]
+fn the_tables_columns_are_as_wide_as_their_widest_cell() {
+    let wide = cutout_tune::Summary {
+        not_closed: Duration::from_secs(10_000_000_000),
+        ..Default::default()
+    };
+    let columns = [("a", wide), ("é", cutout_tune::Summary::default())];
+    let text = cutout_tune::table("t", &Trace::default(), &columns);
+    let bars = |line: &str| -> Vec<usize> {
+        let chars = line.chars().enumerate();
+        chars
+            .filter(|(_, c)| matches!(c, '|' | '+'))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let lines: Vec<&str> = text.lines().skip(2).collect();
+    assert_eq!(lines.len(), 10, "{text}");
+    for line in &lines {
+        assert_eq!(bars(line), bars(lines[0]), "{line:?} in\n{text}");
+    }
+}
+
+/// An error the tuner cannot write (standard error closed or full) still
+/// exits 1, not with a panic's 101.
+#[cfg(unix)]
+#[test]
+fn an_unwritable_standard_error_still_exits_1() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_cutout-tune"))
+        .args([here("no-such.csv"), here("settings/eager.toml")])
+        .stderr(full)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{status}");
+}
+
 /// A reader that closes the output early (`| head -1`) does not stop the
 /// tuner: it writes every timeline and exits 0.
 #[test]
@@ -272,4 +333,16 @@ fn the_readmes_table_is_what_its_command_prints() {
     for line in table.lines().skip(1).filter(|l| !l.is_empty()) {
         assert!(readme.contains(line), "README.md lacks {line:?}");
     }
+    // And its reading of `patient`: the failures admitted by its first opening.
+    let trace = load_trace(&here("traces/storm.csv")).unwrap();
+    let patient = Candidate::load(&here("settings/patient.toml")).unwrap();
+    let (summary, report) = evaluate(&trace, &patient).unwrap();
+    let first = summary.first_opened.unwrap();
+    let admitted = (trace.calls().iter().enumerate())
+        .filter(|(_, c)| c.outcome == Outcome::Failure && c.admitted() <= first)
+        .filter(|(i, _)| report.was_admitted(*i) == Some(true))
+        .count();
+    let said = format!("having admitted {admitted} of the failures by then");
+    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(prose.contains(&said), "README.md lacks {said:?}");
 }
