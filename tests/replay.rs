@@ -20,6 +20,34 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// A trace ends by `Trace::MAX_AT` (about 146 years): a breaker that reopens
+/// at its end stays open for its cooldown, as it does an hour in. One later
+/// (`u64::MAX` ns, where a cooldown's deadline could not lie past the clock's
+/// end, and would pass at once) is refused by field and line.
+#[test]
+fn a_trace_ends_early_enough_for_every_cooldown_to_run() {
+    for end in [Duration::from_secs(3600), Trace::MAX_AT] {
+        let trace = Trace::from_calls(vec![
+            Call::new(ms(10), ms(1), Outcome::Failure),
+            Call::new(end, ms(1), Outcome::Failure),
+            Call::new(end, Duration::ZERO, Outcome::Success),
+        ])
+        .unwrap();
+        let report = replay(CircuitBreaker::builder().consecutive_failures(1), &trace).unwrap();
+        let opened = report.transitions.iter().filter(|t| t.to == State::Open);
+        assert_eq!(opened.count(), 2, "{end:?}: {report:?}");
+        assert_eq!((report.admitted, report.rejected), (2, 1), "{end:?}");
+    }
+    let late = Call::new(Duration::from_nanos(u64::MAX), ms(1), Outcome::Success);
+    let err = Trace::from_calls(vec![Call::new(ms(1), ms(1), Outcome::Success), late]).unwrap_err();
+    assert_eq!((err.line(), err.field()), (2, Some("at_ms")));
+    let err = Trace::from_csv(format!("{HEADER}18446744073709.551615,1,failure\n").as_bytes());
+    assert_eq!(err.unwrap_err().field(), Some("at_ms"));
+    let json = r#"{"at_ms": 4611686018427.387905, "latency_ms": 0, "outcome": "success"}"#;
+    let err = Trace::from_json_lines(json.as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("later than the latest"), "{err}");
+}
+
 #[test]
 fn csv_and_json_lines_read_the_same_trace_and_write_it_back() {
     let rows = "120,20,success,\n640.5,500,failure,\n90,0.000001,ignored,\n";

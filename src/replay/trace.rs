@@ -138,11 +138,17 @@ const OUTCOME: &str = "outcome";
 const KEY: &str = "key";
 
 impl Trace {
+    /// The latest time a call of a trace may end: 2^62 ns, about 146 years. Its
+    /// breakers' deadlines (an end plus a cooldown of up to 584 years) then
+    /// never reach the end of their clock, where a cooldown could not run.
+    pub const MAX_AT: Duration = Duration::from_nanos(1 << 62);
+
     /// A trace of `calls`, in any order.
     ///
     /// # Errors
     /// A [`TraceError`] naming `latency_ms` for a call admitted before time zero
-    /// (a latency longer than its `at`); its line is the call's 1-based position.
+    /// (a latency longer than its `at`), or `at_ms` for one that ends after
+    /// [`MAX_AT`](Self::MAX_AT); its line is the call's 1-based position.
     ///
     /// # Examples
     /// ```
@@ -563,6 +569,17 @@ fn outcome_name(outcome: Outcome) -> &'static str {
 }
 
 fn check_admission(call: &Call, line: usize) -> Result<(), TraceError> {
+    if call.at > Trace::MAX_AT {
+        return Err(TraceError::new(
+            line,
+            Some(AT),
+            format!(
+                "{} ms is later than the latest a trace holds, {} ms (about 146 years)",
+                format_millis(call.at),
+                format_millis(Trace::MAX_AT)
+            ),
+        ));
+    }
     if call.latency > call.at {
         return Err(TraceError::new(
             line,
