@@ -541,6 +541,44 @@ mod recorder {
         assert_eq!((recorder.written(), recorder.dropped()), (0, 11));
     }
 
+    /// A writer that panics (on its fourth write) stops the writing as an
+    /// error does: every call counts, as written before it or as dropped,
+    /// and the recorder goes on counting.
+    #[test]
+    fn a_writer_that_panics_stops_and_every_call_counts() {
+        struct Panics(u32);
+        impl Write for Panics {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0 += 1;
+                assert!(self.0 <= 3, "the writer's own bug");
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let recorder = Recorder::to_writer(Panics(0), true, 1024).unwrap();
+        for i in 0..100 {
+            recorder.record_at(ms(i), Duration::ZERO, Outcome::Success, None);
+        }
+        assert!(recorder.flush().is_err());
+        assert_eq!(recorder.written() + recorder.dropped(), 100);
+        assert!(recorder.dropped() >= 97, "{recorder:?}");
+        recorder.record_at(ms(100), Duration::ZERO, Outcome::Success, None);
+        assert!(recorder.flush().is_err());
+        assert_eq!(recorder.written() + recorder.dropped(), 101);
+    }
+
+    /// A queue asked for beyond `Recorder::MAX_CAPACITY` has that room (it is
+    /// allocated up front: `usize::MAX` overflowed, `1 << 32` aborted).
+    #[test]
+    fn a_huge_capacity_is_the_most() {
+        let recorder = Recorder::to_writer(io::sink(), false, usize::MAX).unwrap();
+        recorder.record_at(ms(1), Duration::ZERO, Outcome::Success, None);
+        recorder.flush().unwrap();
+        assert_eq!(recorder.written(), 1);
+    }
+
     /// A disk that is full takes rows into the file's buffer, then fails the
     /// flush: those rows count as dropped, not as written.
     #[cfg(target_os = "linux")]

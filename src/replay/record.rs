@@ -114,9 +114,15 @@ impl Recorder {
     /// handed: 5 seconds.
     pub const DROP_WAIT: Duration = Duration::from_secs(5);
 
+    /// The most calls that wait in a recorder's queue, whatever capacity is
+    /// asked for: 65,536 (the queue's room is allocated when it is built, about
+    /// 4 MiB at this size).
+    pub const MAX_CAPACITY: usize = 1 << 16;
+
     /// A recorder writing to the file at `path` (created, or truncated), as JSON
     /// lines if its name ends in `.jsonl` or `.ndjson`, as CSV otherwise; up to
-    /// `capacity` calls wait in the queue (at least 1).
+    /// `capacity` calls wait in the queue (at least 1, at most
+    /// [`MAX_CAPACITY`](Self::MAX_CAPACITY)).
     ///
     /// # Errors
     /// The file cannot be created, or the writer thread cannot be started.
@@ -136,7 +142,8 @@ impl Recorder {
     }
 
     /// A recorder writing to `writer`, as JSON lines if `json_lines`, as CSV
-    /// otherwise; up to `capacity` calls wait in the queue (at least 1).
+    /// otherwise; up to `capacity` calls wait in the queue (at least 1, at most
+    /// [`MAX_CAPACITY`](Self::MAX_CAPACITY)).
     ///
     /// # Errors
     /// The writer thread cannot be started.
@@ -157,7 +164,7 @@ impl Recorder {
         // Before the writer starts: a fork after it is counted.
         crate::fork::register();
         let forks = crate::fork::forks();
-        let (queue, rx) = mpsc::sync_channel(capacity.max(1));
+        let (queue, rx) = mpsc::sync_channel(capacity.clamp(1, Recorder::MAX_CAPACITY));
         let shared = Arc::new(Shared {
             start: Instant::now(),
             dropped: AtomicU64::new(0),
@@ -307,7 +314,7 @@ impl Timed {
 
 /// The writer thread: a header for CSV, then each call as it comes, flushed
 /// whenever the queue is empty; until every recorder is gone. The first write
-/// or flush error ends the writing: the rows since the last good flush, and
+/// or flush error (or panic) ends the writing: the rows since the last good flush, and
 /// every call after, count as dropped, and each flush asked for fails.
 fn drain(rx: Receiver<Message>, w: impl Write, json: bool, shared: &Shared) {
     let mut out = Out {
@@ -316,8 +323,8 @@ fn drain(rx: Receiver<Message>, w: impl Write, json: bool, shared: &Shared) {
         shared,
     };
     if let Some(w) = &mut out.w {
-        if !json && writeln!(w, "at_ms,latency_ms,outcome,key").is_err() {
-            out.w = None;
+        if !json && guarded(|| writeln!(w, "at_ms,latency_ms,outcome,key")).is_err() {
+            out.stop();
         }
     }
     loop {
@@ -363,8 +370,8 @@ impl<W: Write> Out<'_, W> {
     fn write(&mut self, write: impl FnOnce(&mut W) -> io::Result<()>) {
         self.pending += 1;
         if let Some(w) = &mut self.w {
-            if write(w).is_err() {
-                self.w = None;
+            if guarded(|| write(w)).is_err() {
+                self.stop();
             }
         }
         if self.w.is_none() {
@@ -376,16 +383,23 @@ impl<W: Write> Out<'_, W> {
     /// if it fails (or failed before).
     fn flush(&mut self) -> io::Result<()> {
         let result = match &mut self.w {
-            Some(w) => w.flush(),
+            Some(w) => guarded(|| w.flush()),
             None => Err(io::Error::other(
                 "the recorder's writer stopped after a write error",
             )),
         };
         if result.is_err() {
-            self.w = None;
+            self.stop();
         }
         self.settle(result.is_ok());
         result
+    }
+
+    /// Drops `w` after its first error: a writer that panicked may panic again
+    /// as it drops (a `BufWriter` writes what it holds).
+    fn stop(&mut self) {
+        let w = self.w.take();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(w)));
     }
 
     /// Counts the pending calls as written or as dropped.
@@ -397,6 +411,14 @@ impl<W: Write> Out<'_, W> {
         // Relaxed: a count, read on its own.
         count.fetch_add(std::mem::take(&mut self.pending), Ordering::Relaxed);
     }
+}
+
+/// What the user's writer did in `f`, a panic as an error: the writing stops
+/// as after any error, and the calls it held count as dropped (the panic hook
+/// has reported the panic).
+fn guarded(f: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(io::Error::other("the recorder's writer panicked")))
 }
 
 /// A key CSV can hold: commas, quotes and line breaks become `_`, spaces
