@@ -117,7 +117,8 @@
 //! of range, a deadline beyond [`max_open`](FleetConfig::max_open), or a report
 //! from a peer that is not live counts for nothing, and is counted
 //! ([`FleetStats`]). A namespace ([`FleetConfig::namespace`]) separates fleets on
-//! one Redis.
+//! one Redis: a key under its heartbeat prefix whose name is not UTF-8, or whose
+//! heartbeat names another instance, is left out of the picture, uncounted.
 //!
 //! Wall clocks matter twice, and both are bounded: a deadline travels as
 //! wall-clock time (a peer whose clock runs ahead reports deadlines up to

@@ -5,10 +5,11 @@
 //! metrics series; a failed connection is one Redis error; an older
 //! heartbeat, queued while a resubscription read the picture, does not bring
 //! withdrawn reports back; a transition whose event reached the listener after
-//! a newer one's does not withdraw the newer Open; and a joiner reads its own
-//! namespace's heartbeats only, and all of them in a database of a million
-//! other keys. The Redis tests start a `redis-server` on a free loopback port
-//! (see `common`); every wait is bounded.
+//! a newer one's does not withdraw the newer Open; a joiner reads its own
+//! namespace's heartbeats only, joins past a heartbeat key whose name is not
+//! UTF-8, and reads all of them in a database of a million other keys. The
+//! Redis tests start a `redis-server` on a free loopback port (see
+//! `common`); every wait is bounded.
 
 mod common;
 
@@ -495,6 +496,41 @@ fn a_namespace_does_not_read_another_fleets_heartbeats() {
     let db = joiner.breaker("db", builder()).unwrap();
     let seen = (joiner.view().live_peers(), db.state());
     assert_eq!(seen, (0, State::Closed), "took {other}'s picture");
+}
+
+/// A key under the heartbeat prefix whose name is not UTF-8 (a broken or
+/// hostile client's) is left out of the picture: the joiner still joins and
+/// opens by its peers' heartbeats.
+#[test]
+fn a_heartbeat_key_not_in_utf8_does_not_stop_a_join() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("nonutf8");
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap();
+    let mut bad_key = format!("{ns}:hb:").into_bytes();
+    bad_key.push(0xff);
+    let _: () = redis::cmd("SET")
+        .arg(&bad_key)
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    let until = SystemTime::now() + Duration::from_secs(30);
+    for id in ["p", "q"] {
+        Peer::new(&redis, &ns, id).heartbeat(&[("db", until, 1)]);
+    }
+    let joiner = config(&redis, &ns, "j").live_after(Duration::from_secs(10));
+    let joiner = Fleet::start(joiner).unwrap();
+    let synced = joiner.wait_synced(Duration::from_secs(10));
+    assert!(synced, "never synced: {:?}", joiner.view().stats());
+    let db = joiner.breaker("db", builder()).unwrap();
+    let seen = (joiner.view().live_peers(), db.state());
+    assert_eq!(seen, (2, State::Open), "{:?}", joiner.view().stats());
+    assert_eq!(joiner.view().stats().garbage, 0, "the key is left unread");
 }
 
 /// A joiner reads every live heartbeat however many other keys the database

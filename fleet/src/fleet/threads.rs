@@ -345,13 +345,15 @@ fn subscribe_once(inner: &Inner) -> Result<(), ()> {
 /// Reads every heartbeat in the namespace: the fleet's current picture. The
 /// scan walks the whole database (a pattern only filters what it returns), and
 /// ends when Redis says it is done, which a full iteration always is, or when
-/// the fleet stops: a database of millions of other keys is read through.
+/// the fleet stops: a database of millions of other keys is read through. A key
+/// that names no instance ([`instance_of`]) is left out, unread and uncounted.
 fn read_picture(inner: &Inner, con: &mut redis::Connection) -> Result<(), ()> {
     let pattern = inner.config.heartbeat_pattern();
     let prefix = inner.config.heartbeat_key("");
     let mut cursor: u64 = 0;
     loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+        // Bytes: a name that is not UTF-8 would fail the whole reply as strings.
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
             .arg(&pattern)
@@ -359,12 +361,19 @@ fn read_picture(inner: &Inner, con: &mut redis::Connection) -> Result<(), ()> {
             .arg(1000)
             .query(con)
             .map_err(|_| ())?;
-        if !keys.is_empty() {
-            let values: Vec<Option<Vec<u8>>> =
-                redis::cmd("MGET").arg(&keys).query(con).map_err(|_| ())?;
-            for (key, bytes) in keys.iter().zip(values) {
+        let ours: Vec<(&Vec<u8>, &str)> = keys
+            .iter()
+            .filter_map(|key| Some((key, instance_of(key, &prefix)?)))
+            .collect();
+        if !ours.is_empty() {
+            let mut mget = redis::cmd("MGET");
+            for (key, _) in &ours {
+                mget.arg(*key);
+            }
+            let values: Vec<Option<Vec<u8>>> = mget.query(con).map_err(|_| ())?;
+            for ((_, instance), bytes) in ours.iter().zip(values) {
                 if let Some(bytes) = bytes {
-                    apply_from(inner, &bytes, key.strip_prefix(&prefix));
+                    apply_from(inner, &bytes, Some(instance));
                 }
             }
         }
@@ -373,6 +382,13 @@ fn read_picture(inner: &Inner, con: &mut redis::Connection) -> Result<(), ()> {
             return Ok(());
         }
     }
+}
+
+/// The instance whose heartbeat key `key` is, under `prefix` (`{ns}:hb:`): none
+/// for a name that is not UTF-8 (a broken or hostile client's: no instance id
+/// is), or that does not start with the prefix (never to be applied unchecked).
+fn instance_of<'k>(key: &'k [u8], prefix: &str) -> Option<&'k str> {
+    std::str::from_utf8(key).ok()?.strip_prefix(prefix)
 }
 
 fn apply(inner: &Inner, bytes: &[u8]) {
@@ -408,6 +424,19 @@ mod tests {
         for d in [Duration::MAX, backoff.wait(), backoff.wait(), year] {
             assert!(later(d) >= Instant::now() + year.min(d / 2), "{d:?}");
         }
+    }
+
+    /// A heartbeat key names its instance only under the exact prefix and in
+    /// UTF-8: a name with a byte that is not, or a key the scan's pattern
+    /// matched another way, names none.
+    #[test]
+    fn a_key_names_an_instance_only_under_the_exact_prefix_in_utf8() {
+        let prefix = "ns:hb:";
+        assert_eq!(instance_of(b"ns:hb:a", prefix), Some("a"));
+        assert_eq!(instance_of(b"ns:hb:", prefix), Some(""));
+        assert_eq!(instance_of(b"ns:hb:\xff", prefix), None);
+        assert_eq!(instance_of(b"nsb:hb:a", prefix), None);
+        assert_eq!(instance_of(b"xns:hb:a", prefix), None);
     }
 
     /// A heartbeat of 256 Open keys of the longest name every receiver takes is
