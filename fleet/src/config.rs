@@ -7,6 +7,9 @@ use redis::IntoConnectionInfo;
 use std::fmt;
 use std::time::Duration;
 
+/// The longest [`FleetConfig::live_after`].
+const MAX_LIVE_AFTER: Duration = Duration::from_secs(24 * 3600);
+
 /// A fleet's settings: where Redis is, which fleet this is, who this instance is,
 /// and the timings. Every setting has a default except the URL.
 ///
@@ -110,7 +113,7 @@ impl FleetConfig {
     }
 
     /// A peer is live while its latest heartbeat is younger than this (also the
-    /// heartbeat key's TTL).
+    /// heartbeat key's TTL). At least 1 ms, at most a day.
     #[must_use]
     pub fn live_after(mut self, age: Duration) -> Self {
         self.live_after = age;
@@ -239,8 +242,10 @@ impl FleetConfig {
         if self.heartbeat_every.is_zero() || self.heartbeat_every >= self.live_after {
             return bad("heartbeat_every", "must be above zero and under live_after");
         }
-        if self.live_after.as_millis() == 0 {
-            return bad("live_after", "must be at least 1 ms");
+        // The heartbeat key's TTL, which Redis takes only so far (a `PX` whose
+        // expiry overflows its clock is refused, and the key never written).
+        if self.live_after.as_millis() == 0 || self.live_after > MAX_LIVE_AFTER {
+            return bad("live_after", "must be at least 1 ms and at most a day");
         }
         if self.max_open.is_zero() {
             return bad("max_open", "must be above zero");

@@ -7,8 +7,9 @@
 //! withdrawn reports back; a transition whose event reached the listener after
 //! a newer one's does not withdraw the newer Open; a joiner reads its own
 //! namespace's heartbeats only, joins past a heartbeat key whose name is not
-//! UTF-8, and reads all of them in a database of a million other keys. The
-//! Redis tests start a `redis-server` on a free loopback port (see
+//! UTF-8, and reads all of them in a database of a million other keys; a
+//! `live_after` over a day is refused.
+//! The Redis tests start a `redis-server` on a free loopback port (see
 //! `common`); every wait is bounded.
 
 mod common;
@@ -19,7 +20,7 @@ use common::{
 use cutout::{CircuitBreaker, ManualClock, Reason, State, Transition};
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{
-    Fleet, FleetConfig, Heartbeat, MAX_NAME_BYTES, Message, OpenEntry, Quorum, Report,
+    Fleet, FleetConfig, FleetError, Heartbeat, MAX_NAME_BYTES, Message, OpenEntry, Quorum, Report,
 };
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -531,6 +532,39 @@ fn a_heartbeat_key_not_in_utf8_does_not_stop_a_join() {
     let seen = (joiner.view().live_peers(), db.state());
     assert_eq!(seen, (2, State::Open), "{:?}", joiner.view().stats());
     assert_eq!(joiner.view().stats().garbage, 0, "the key is left unread");
+}
+
+/// `live_after` is at most a day (it is the heartbeat key's expiry, which Redis
+/// takes only so far): a longer one is refused by name, and a day's writes
+/// the heartbeat key without an error.
+#[test]
+fn live_after_is_at_most_a_day_and_a_day_writes_the_heartbeat_key() {
+    let day = Duration::from_secs(86_400);
+    for age in [Duration::MAX, day + Duration::from_millis(1)] {
+        let config = FleetConfig::new("redis://127.0.0.1:9/").live_after(age);
+        match Fleet::start(config) {
+            Err(FleetError::Config { field, .. }) => assert_eq!(field, "live_after", "{age:?}"),
+            other => panic!("{age:?}: {other:?}"),
+        }
+    }
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("liveday");
+    let a = Fleet::start(config(&redis, &ns, "a").live_after(day)).unwrap();
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap();
+    let mut ttl = || -> i64 {
+        let key = format!("{ns}:hb:a");
+        redis::cmd("PTTL").arg(key).query(&mut con).unwrap()
+    };
+    wait_for("the heartbeat key", Duration::from_secs(5), || ttl() > 0);
+    let left = Duration::from_millis(ttl().try_into().unwrap());
+    assert!(left > day - Duration::from_secs(60), "expires in {left:?}");
+    assert_eq!(a.view().stats().redis_errors, 0);
 }
 
 /// A joiner reads every live heartbeat however many other keys the database

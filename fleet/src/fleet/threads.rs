@@ -414,8 +414,8 @@ mod tests {
     use crate::{Fleet, FleetConfig, MAX_OVERRIDES, OverrideMode};
     use cutout::CircuitBreaker;
 
-    /// The longest waits a `FleetConfig` takes (`Duration::MAX` for a reconnection
-    /// or a heartbeat) are further than an `Instant` reaches: they saturate, a
+    /// The longest waits a `FleetConfig` takes (`Duration::MAX` for a
+    /// reconnection) are further than an `Instant` reaches: they saturate, a
     /// century on (`Instant::now() + d` panicked in the background threads).
     #[test]
     fn the_longest_waits_saturate() {
