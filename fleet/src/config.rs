@@ -82,7 +82,9 @@ impl FleetConfig {
     }
 
     /// Separates fleets on one Redis: keys are `{namespace}:hb:{instance}`, the
-    /// channel `{namespace}:events`.
+    /// channel `{namespace}:events`. Not empty, and without the characters a
+    /// Redis pattern gives a meaning (`*`, `?`, `[`, `]`, `\`): the picture is
+    /// read with the pattern `{namespace}:hb:*`.
     #[must_use]
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
@@ -227,8 +229,11 @@ impl FleetConfig {
 
     pub(crate) fn validate(&self) -> Result<(), FleetError> {
         let bad = |field: &'static str, why: &'static str| Err(FleetError::Config { field, why });
-        if self.namespace.is_empty() || self.namespace.contains(['*', '?', '[', ']']) {
-            return bad("namespace", "must be non-empty, without glob characters");
+        if self.namespace.is_empty() || self.namespace.contains(['*', '?', '[', ']', '\\']) {
+            return bad(
+                "namespace",
+                "must be non-empty, without glob characters (* ? [ ] \\)",
+            );
         }
         if !name_ok(&self.instance_id) {
             return bad(

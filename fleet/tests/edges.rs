@@ -8,7 +8,7 @@
 //! a newer one's does not withdraw the newer Open; a joiner reads its own
 //! namespace's heartbeats only, joins past a heartbeat key whose name is not
 //! UTF-8, and reads all of them in a database of a million other keys; a
-//! `live_after` over a day is refused.
+//! namespace with a glob character, or a `live_after` over a day, is refused.
 //! The Redis tests start a `redis-server` on a free loopback port (see
 //! `common`); every wait is bounded.
 
@@ -497,6 +497,20 @@ fn a_namespace_does_not_read_another_fleets_heartbeats() {
     let db = joiner.breaker("db", builder()).unwrap();
     let seen = (joiner.view().live_peers(), db.state());
     assert_eq!(seen, (0, State::Closed), "took {other}'s picture");
+}
+
+/// A namespace holding a glob character is refused by name: Redis reads
+/// `\` in a scan's pattern as an escape, so namespace `x\b` would read fleet
+/// `xb`'s heartbeats as its own.
+#[test]
+fn a_namespace_with_a_glob_character_is_refused() {
+    for ns in ["t-x\\b", "t-x*", "t-x?", "t-[x]"] {
+        let config = FleetConfig::new("redis://127.0.0.1:9/").namespace(ns);
+        match Fleet::start(config) {
+            Err(FleetError::Config { field, .. }) => assert_eq!(field, "namespace", "{ns}"),
+            other => panic!("{ns}: {other:?}"),
+        }
+    }
 }
 
 /// A key under the heartbeat prefix whose name is not UTF-8 (a broken or
