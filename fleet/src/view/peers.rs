@@ -7,9 +7,11 @@
 //! peer that is not both live and reporting one (one that is not live first,
 //! then the oldest news); a newcomer that reports none is refused. So a live
 //! peer that reports a key Open, the evidence a quorum counts, is never
-//! displaced; a peer that trips during a flood of empty heartbeats gets in with
-//! its report; and ids that only send Open reports, never a heartbeat (they
-//! count for no quorum), cannot push out live peers.
+//! displaced; and a peer that trips during a flood of empty heartbeats gets in
+//! with its report. Ids that only send Open reports, never a heartbeat, count
+//! for no quorum, yet take places as any newcomer that reports one: with every
+//! place held, each displaces a peer that is not live (such as another of
+//! them) first, else a live one that reports nothing.
 
 use super::MAX_PEERS;
 use crate::message::{Message, OpenEntry};
