@@ -1,6 +1,7 @@
 //! The fleet view at its edges: a transition to Recovering on the wire; a peer
 //! holding one key no receiver takes (a cooldown past `max_open`, an over-long
-//! name) still counts for its other keys; a listener that panics when a quorum
+//! name) still counts for its other keys, and a key named as none takes is
+//! counted, not published; a listener that panics when a quorum
 //! opens its breaker does not stop the view; two views' counters add up in one
 //! metrics series; a failed connection is one Redis error; an older
 //! heartbeat, queued while a resubscription read the picture, does not bring
@@ -152,6 +153,32 @@ fn a_peer_holding_one_long_cooldown_open_still_counts_toward_a_quorum() {
 fn a_peer_holding_a_long_named_key_open_still_counts_toward_a_quorum() {
     let key = "k".repeat(MAX_NAME_BYTES + 1);
     one_refused_entry_must_not_silence_its_peer("long-name", &key, Duration::from_secs(30));
+}
+
+/// A breaker whose key no receiver takes (over `MAX_NAME_BYTES`, or holding a
+/// control character) decides locally: its transitions are dropped and counted,
+/// not published, and `force_open` refuses the same key by name.
+#[test]
+fn a_key_no_receiver_takes_is_counted_and_not_published() {
+    let config = FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO);
+    let fleet = Fleet::start(config).unwrap();
+    let long = "k".repeat(MAX_NAME_BYTES + 1);
+    for key in [long.as_str(), "d\u{1}b"] {
+        let breaker = fleet.breaker(key, builder()).unwrap();
+        let _ = breaker.call(|| Err::<(), _>("down"));
+        assert_eq!(breaker.state(), State::Open, "decides locally");
+        match fleet.force_open(key, Duration::from_secs(60)) {
+            Err(FleetError::Config { field, .. }) => assert_eq!(field, "key"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let db = fleet.breaker("db", builder()).unwrap();
+    let _ = db.call(|| Err::<(), _>("down"));
+    assert_eq!(
+        fleet.view().stats().bad_key_dropped,
+        2,
+        "the two bad keys' opens"
+    );
 }
 
 // ---------------------------------------------------------------------------

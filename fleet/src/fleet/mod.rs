@@ -129,7 +129,9 @@ impl Fleet {
     /// `on_transition`), or call it from your own listener. A
     /// [`shadow`](Transition::shadow) transition (a shadow breaker's, or a what-if
     /// candidate's given the same listener) is left out: it says what a breaker
-    /// would have done, and opens nothing in the fleet.
+    /// would have done, and opens nothing in the fleet. So is one of a `key` no
+    /// receiver takes (one [`force_open`](Self::force_open) refuses), counted
+    /// ([`FleetStats::bad_key_dropped`](crate::FleetStats::bad_key_dropped)).
     pub fn listener(&self, key: impl Into<String>) -> impl Fn(&Transition) + Send + Sync + 'static {
         let inner = Arc::downgrade(&self.inner);
         let key: String = key.into();
@@ -184,6 +186,9 @@ impl Fleet {
     /// [`Builder::also_on_transition`] (after any listener the builder had,
     /// which a transition still reaches first; one that panics skips the
     /// fleet's publication of that transition), then [`attach`](Self::attach).
+    /// A `key` no receiver takes (one [`force_open`](Self::force_open) refuses)
+    /// builds a breaker that decides locally only (see
+    /// [`listener`](Self::listener)).
     ///
     /// # Errors
     /// The builder's [`ConfigError`].
@@ -439,6 +444,11 @@ impl Inner {
         if t.shadow {
             // A shadow breaker's (or a what-if candidate's) transition says what
             // a live breaker would have done: it is no part of the fleet's picture.
+            return;
+        }
+        // Every receiver would refuse it, and the heartbeat leaves it out.
+        if !crate::message::name_ok(key) {
+            Counters::bump(&self.counters.bad_key_dropped);
             return;
         }
         let open_until = t.open_until.map(|until| {

@@ -99,6 +99,12 @@ pub struct FleetStats {
     /// listener out of order (two threads' transitions). Neither published nor
     /// listed in the heartbeat: the newer one stands.
     pub stale_dropped: u64,
+    /// This instance's transitions of a key no receiver takes (over
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES), or holding a control
+    /// character: a key [`Fleet::force_open`](crate::Fleet::force_open) refuses),
+    /// dropped: neither published nor listed in the heartbeat. Its breaker
+    /// decides locally only.
+    pub bad_key_dropped: u64,
     /// Messages this instance published.
     pub published: u64,
     /// Connection attempts or commands that failed (Redis down, timeouts).
@@ -119,6 +125,7 @@ pub struct FleetStats {
 pub(crate) struct Counters {
     pub(crate) queue_dropped: AtomicU64,
     pub(crate) stale_dropped: AtomicU64,
+    pub(crate) bad_key_dropped: AtomicU64,
     pub(crate) published: AtomicU64,
     pub(crate) redis_errors: AtomicU64,
     pub(crate) quorum_opens: AtomicU64,
@@ -213,6 +220,7 @@ impl FleetView {
         let c = &self.counters;
         stats.queue_dropped = c.queue_dropped.load(Ordering::Relaxed);
         stats.stale_dropped = c.stale_dropped.load(Ordering::Relaxed);
+        stats.bad_key_dropped = c.bad_key_dropped.load(Ordering::Relaxed);
         stats.published = c.published.load(Ordering::Relaxed);
         stats.redis_errors = c.redis_errors.load(Ordering::Relaxed);
         stats.quorum_opens = c.quorum_opens.load(Ordering::Relaxed);
@@ -225,7 +233,8 @@ impl FleetView {
     /// each key some live peer reports Open, and 0 for keys that no longer are),
     /// and counters `cutout_fleet_messages_total` (label `result`: `accepted` or
     /// the refusal's cause), `cutout_fleet_queue_dropped_total`,
-    /// `cutout_fleet_stale_dropped_total`, `cutout_fleet_published_total`,
+    /// `cutout_fleet_stale_dropped_total`, `cutout_fleet_bad_key_dropped_total`,
+    /// `cutout_fleet_published_total`,
     /// `cutout_fleet_redis_errors_total`, `cutout_fleet_quorum_opens_total`,
     /// `cutout_fleet_peers_displaced_total` and
     /// `cutout_fleet_quorum_overflow_skipped_total`. The fleet's background
@@ -299,6 +308,11 @@ impl FleetView {
                 "cutout_fleet_stale_dropped_total",
                 s.stale_dropped,
                 last.stale_dropped,
+            ),
+            (
+                "cutout_fleet_bad_key_dropped_total",
+                s.bad_key_dropped,
+                last.bad_key_dropped,
             ),
             ("cutout_fleet_published_total", s.published, last.published),
             (
