@@ -250,9 +250,12 @@ impl SavedState {
 /// restored per bucket would land in buckets of the wrong age anyway, off by up to
 /// a bucket each, and all saved buckets would fall in the first. So the totals
 /// travel, and a restored breaker counts them as calls made at its build: they
-/// stay in its window for one window length, then leave it together. (A saved
-/// bucket would have left it sooner, by up to a window length: a restored breaker
-/// remembers a sick dependency a little longer, never a healthy one.) The
+/// stay in its window for one window length, then leave it together. A saved
+/// call would have left it sooner: by up to its age at the save (less than a
+/// window length) plus the time from the save to the restore (less than another,
+/// or the totals are not restored). A restored breaker remembers the calls before
+/// it longer, its successes as its failures: restored in an outage's first
+/// moments, the successes before it delay the trip until they leave. The
 /// restored breaker keeps them in one bucket of a shared stripe, which holds at
 /// most `u32::MAX` of each count: totals above half of that (more than two
 /// billion calls in one window) are scaled down to it, keeping their rates

@@ -300,13 +300,25 @@ fn the_window_totals_are_restored_and_count_toward_the_next_trip() {
 
     // Restored totals count as calls made at the build: gone one window later.
     let new = windowed(&clock, secs(10), 10)
-        .restore_at(saved, t0())
+        .restore_at(saved.clone(), t0())
         .build()
         .unwrap();
     clock.advance(ms(9_999));
     assert_eq!(new.metrics().window.calls, 3);
     clock.advance(ms(1));
     assert_eq!(new.metrics().window.calls, 0);
+
+    // Whatever their age: restored just under a window after the save (3 s
+    // after the calls), they stay another window, about 23 s after the calls
+    // (see `SavedWindow`), and a window later still they are not restored.
+    let new = windowed(&clock, secs(10), 10)
+        .restore_at(saved.clone(), t0() + ms(9_999))
+        .build()
+        .unwrap();
+    clock.advance(ms(9_999));
+    assert_eq!(new.metrics().window.calls, 3);
+    let late = windowed(&clock, secs(10), 10).restore_at(saved, t0() + secs(10));
+    assert_eq!(late.build().unwrap().metrics().window.calls, 0);
 }
 
 #[test]
