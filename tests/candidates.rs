@@ -487,7 +487,6 @@ fn a_candidate_of_a_shadow_breaker_sees_every_call() {
     assert_eq!((r.state, r.unseen), (State::Open, 0));
 }
 
-/// A candidate that trips when every call of at least two took 100 ms or more.
 /// A candidate timing calls precisely (a 5 ms slow-call threshold on a 1 ms
 /// clock) beside a live breaker that times nothing: each call is timed from a
 /// precise admission, as a breaker of the candidate's settings times it (from
@@ -536,6 +535,52 @@ fn a_candidate_timing_precisely_is_timed_from_a_precise_admission() {
     assert_eq!((r.state, r.opened), (State::Closed, 0), "{r:?}");
 }
 
+/// A live breaker that times its own calls with the cheap reading (a 100.5 ms
+/// threshold on a 1 ms clock) decides as it does alone beside a candidate that
+/// would time them precisely: the candidate's calls are timed by the live
+/// breaker's readings (a precise admission read against the live breaker's
+/// cheap end made a 101 ms call, by the live breaker's own readings, 100.1 ms).
+#[test]
+fn a_precise_candidate_leaves_a_live_breaker_timing_its_calls_as_alone() {
+    #[derive(Clone)]
+    struct Floored(ManualClock);
+    impl cutout::Clock for Floored {
+        fn now(&self) -> u64 {
+            self.0.now() / 1_000_000 * 1_000_000
+        }
+        fn precise(&self) -> u64 {
+            self.0.now()
+        }
+        fn resolution(&self) -> Duration {
+            Duration::from_millis(1)
+        }
+    }
+    let timed = |threshold| {
+        CircuitBreaker::builder()
+            .window(Duration::from_secs(10), 10)
+            .slow_calls(threshold, 1.0)
+            .minimum_calls(1)
+    };
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_micros(900));
+    let live = || timed(Duration::from_micros(100_500)).clock(Floored(clock.clone()));
+    let alone = live().build().unwrap();
+    let watched = live()
+        .candidate("precise", timed(Duration::from_millis(5)))
+        .build()
+        .unwrap();
+    let (a, w) = (alone.try_acquire().unwrap(), watched.try_acquire().unwrap());
+    clock.advance(Duration::from_micros(100_100));
+    a.success();
+    w.success();
+    let seen = |b: &CircuitBreaker<Floored>| (b.metrics().lifetime.slow, b.state());
+    assert_eq!(seen(&alone), (1, State::Open));
+    assert_eq!(seen(&watched), seen(&alone));
+    // The candidate measured the call as the live breaker did: slow.
+    assert_eq!(watched.candidates()[0].state, State::Open);
+}
+
+/// A candidate that trips when every call of at least two took 100 ms or more.
 fn impatient() -> Builder {
     CircuitBreaker::builder()
         .window(Duration::from_secs(10), 10)

@@ -21,6 +21,14 @@ impl<C: Clock> CircuitBreaker<C> {
         listener: Option<Listener>,
     ) -> CircuitBreaker<C> {
         debug_assert!(config.shadow, "a candidate is a shadow breaker");
+        // Where this breaker times its calls, a candidate's are timed by its
+        // readings: a call starts at one reading, which this breaker's own timing
+        // decides (a candidate's precise one beside its cheap one changed its
+        // decisions), and ends at a reading of the same kind.
+        let mut config = config;
+        if let Some(precise) = self.config.timer() {
+            config.time_calls_as(precise);
+        }
         let mut candidate = Self::from_parts_at(config, clock, listener, self.origin);
         let shadowing = candidate
             .shadowing

@@ -68,9 +68,13 @@ impl<C: Clock + Clone> Builder<C> {
     /// its own settings, a closed success costs 66 instructions against 33 (a
     /// window's, 116 against 47), each further candidate about 9 (31), with no
     /// lock and no allocation (see `docs/PERFORMANCE.md`). Calls are timed only
-    /// where this breaker or a candidate times them, and from a precise reading
-    /// where a candidate times them precisely. Without candidates nothing
-    /// changes. Transitions of a candidate reach its own
+    /// where this breaker or a candidate times them: where this breaker times
+    /// its own, a candidate's are timed by the same readings (a slow-call
+    /// threshold under 100 clock resolutions, which a breaker of its own would
+    /// time precisely, is then timed by the cheap reading where this breaker's
+    /// is), so that no candidate changes how this breaker times a call; else
+    /// from a precise reading where a candidate times them precisely. Without
+    /// candidates nothing changes. Transitions of a candidate reach its own
     /// `on_transition`, not this breaker's, marked
     /// [`shadow`](crate::Transition::shadow); the `metrics` and `tracing`
     /// exports label them with the candidate's name.

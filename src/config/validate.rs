@@ -281,6 +281,26 @@ impl SlowCalls {
     }
 }
 
+impl Config {
+    /// How this configuration times calls, if it does: `Some(true)` with
+    /// [`Clock::precise`] readings, `Some(false)` with [`Clock::now`] (a
+    /// slow-call policy's timer, or `on_drop`'s age).
+    pub(crate) fn timer(&self) -> Option<bool> {
+        match self.slow_calls {
+            Some(slow) => Some(slow.precise()),
+            None => self.on_drop.times_calls().then_some(false),
+        }
+    }
+
+    /// This configuration's slow calls timed with precise readings or not, as
+    /// `precise` says: a candidate's, timed by its live breaker's readings.
+    pub(crate) fn time_calls_as(&mut self, precise: bool) {
+        if let Some(slow) = &mut self.slow_calls {
+            slow.precise = u8::from(precise);
+        }
+    }
+}
+
 /// A slow-call threshold of at least this many clock resolutions is timed with the
 /// cheap reading.
 const SLOW_RESOLUTIONS: u128 = 100;
