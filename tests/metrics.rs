@@ -955,9 +955,28 @@ fn a_shadow_breakers_would_be_rejections_are_published_and_no_other_breaker_has_
             b.publish_metrics();
         }
         let s = seen(&snapshotter);
-        let watched = [("breaker", "watched")];
+        // Every series of a shadow breaker is labelled so: its state gauge
+        // reads open while it rejects nothing.
+        let watched = [("breaker", "watched"), ("shadow", "true")];
         assert_eq!(counter(&s, names::WOULD_REJECT_CALLS, &watched), Some(2));
         assert_eq!(counter(&s, names::REJECTED_CALLS, &watched), Some(0));
+        let open = [
+            ("breaker", "watched"),
+            ("shadow", "true"),
+            ("state", "open"),
+        ];
+        assert_eq!(gauge(&s, names::STATE, &open), Some(1.0));
+        assert_eq!(gauge(&s, names::STATE, &open[..1]), None);
+        assert_eq!(gauge(&s, names::WINDOW_CALLS, &watched), Some(0.0));
+        let unlabelled = |(_, _, labels): &(MetricKind, String, Vec<(String, String)>)| {
+            labels.contains(&("breaker".into(), "watched".into()))
+                && !labels.contains(&("shadow".into(), "true".into()))
+        };
+        assert!(
+            !s.keys().any(unlabelled),
+            "{:?}",
+            s.keys().filter(|k| unlabelled(k))
+        );
         let live_label = [("breaker", "live")];
         assert_eq!(counter(&s, names::WOULD_REJECT_CALLS, &live_label), None);
         assert_eq!(counter(&s, names::REJECTED_CALLS, &live_label), Some(2));

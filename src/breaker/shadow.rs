@@ -44,7 +44,9 @@ impl<C: Clock> CircuitBreaker<C> {
             Stripes::bump(r, Counter::Rejected);
         }
     }
+}
 
+impl<C> CircuitBreaker<C> {
     /// Whether this breaker is a shadow (built with [`Builder::shadow`]): it
     /// decides, but never rejects.
     ///
@@ -60,9 +62,7 @@ impl<C: Clock> CircuitBreaker<C> {
     pub fn is_shadow(&self) -> bool {
         self.config.shadow
     }
-}
 
-impl<C> CircuitBreaker<C> {
     /// A shadow breaker's would-be rejections (0 for any other).
     pub(super) fn would_reject(&self) -> u64 {
         self.shadowing.as_ref().map_or(0, |shadowing| {

@@ -9,6 +9,9 @@
 //! that made it. [`describe`] registers a unit and a description for every name.
 //!
 //! Every metric carries a `breaker` label: the breaker's [`name`](crate::Builder::name).
+//! Every metric of a [shadow](crate::Builder::shadow) breaker also carries
+//! `shadow="true"`: its state gauge reads `open` while it would reject, and it
+//! rejects nothing (an alert on the state leaves it out with `shadow!="true"`).
 //!
 //! Cost: nothing on the call path. Each transition increments its counter through
 //! the facade, which builds the labelled key: a small allocation per transition.
@@ -265,34 +268,47 @@ impl<C: Clock> CircuitBreaker<C> {
         };
         published.publish(|| {
             let m = self.metrics();
-            let name = self.name_cow().clone();
+            let labels = |more: &[(&'static str, &'static str)]| self.labels(more);
             for state in STATES {
-                gauge!(STATE, BREAKER_LABEL => name.clone(), "state" => state.as_str())
-                    .set(if state == m.state { 1.0 } else { 0.0 });
+                gauge!(STATE, labels(&[("state", state.as_str())])).set(if state == m.state {
+                    1.0
+                } else {
+                    0.0
+                });
             }
-            publish_counts(published, name.clone(), m.lifetime);
+            publish_counts(published, labels, m.lifetime);
             let tripped = m.tripped_by.unwrap_or_default();
             for (window, [rate, slow_rate, calls]) in [(m.window, WINDOW), (tripped, TRIPPED)] {
-                gauge!(rate, BREAKER_LABEL => name.clone()).set(window.failure_rate());
-                gauge!(slow_rate, BREAKER_LABEL => name.clone()).set(window.slow_call_rate());
+                gauge!(rate, labels(&[])).set(window.failure_rate());
+                gauge!(slow_rate, labels(&[])).set(window.slow_call_rate());
                 // Window counts are far below 2^53, where f64 stops being exact.
-                gauge!(calls, BREAKER_LABEL => name.clone()).set(window.calls as f64);
+                gauge!(calls, labels(&[])).set(window.calls as f64);
             }
         });
     }
 }
 
 impl<C> CircuitBreaker<C> {
+    /// This breaker's labels (its name, and `shadow` on a shadow breaker's),
+    /// then `more`.
+    fn labels(&self, more: &[(&'static str, &'static str)]) -> Vec<Label> {
+        let mut labels = vec![Label::new(BREAKER_LABEL, self.name_cow().clone())];
+        if self.is_shadow() {
+            labels.push(Label::new("shadow", "true"));
+        }
+        labels.extend(more.iter().map(|&(key, value)| Label::new(key, value)));
+        labels
+    }
+
     /// Sets this breaker's gauges to zero: it has left the registry that
     /// published them.
     #[cfg(feature = "registry")]
     fn clear_gauges(&self) {
-        let name = self.name_cow();
         for state in STATES {
-            gauge!(STATE, BREAKER_LABEL => name.clone(), "state" => state.as_str()).set(0.0);
+            gauge!(STATE, self.labels(&[("state", state.as_str())])).set(0.0);
         }
         for window in WINDOW.into_iter().chain(TRIPPED) {
-            gauge!(window, BREAKER_LABEL => name.clone()).set(0.0);
+            gauge!(window, self.labels(&[])).set(0.0);
         }
     }
 
@@ -302,8 +318,8 @@ impl<C> CircuitBreaker<C> {
     /// one that has published owes as it goes.
     pub(crate) fn publish_counters(&self) {
         if let Some(published) = Marks::<COUNTED>::of(&self.attached) {
-            published
-                .publish(|| publish_counts(published, self.name_cow().clone(), self.lifetime()));
+            let labels = |more: &[(&'static str, &'static str)]| self.labels(more);
+            published.publish(|| publish_counts(published, labels, self.lifetime()));
         }
     }
 }
@@ -328,9 +344,13 @@ impl<C> Drop for CircuitBreaker<C> {
     }
 }
 
-/// Adds to each counter of `l`, under `name`, its growth since its last
-/// publication (in `published`).
-fn publish_counts(published: &Marks<COUNTED>, name: Cow<'static, str>, l: crate::Lifetime) {
+/// Adds to each counter of `l`, under the breaker's `labels`, its growth since
+/// its last publication (in `published`).
+fn publish_counts(
+    published: &Marks<COUNTED>,
+    labels: impl Fn(&[(&'static str, &'static str)]) -> Vec<Label>,
+    l: crate::Lifetime,
+) {
     let grown = |i, n| published.growth(i, n);
     for (i, (outcome, n)) in [
         ("success", l.successes),
@@ -342,13 +362,13 @@ fn publish_counts(published: &Marks<COUNTED>, name: Cow<'static, str>, l: crate:
     .into_iter()
     .enumerate()
     {
-        counter!(CALLS, BREAKER_LABEL => name.clone(), "outcome" => outcome).increment(grown(i, n));
+        counter!(CALLS, labels(&[("outcome", outcome)])).increment(grown(i, n));
     }
-    counter!(SLOW_CALLS, BREAKER_LABEL => name.clone()).increment(grown(5, l.slow));
-    counter!(REJECTED_CALLS, BREAKER_LABEL => name.clone()).increment(grown(6, l.rejected));
+    counter!(SLOW_CALLS, labels(&[])).increment(grown(5, l.slow));
+    counter!(REJECTED_CALLS, labels(&[])).increment(grown(6, l.rejected));
     // Only a shadow breaker counts these: any other has no such series.
     if l.would_reject != 0 {
-        counter!(WOULD_REJECT_CALLS, BREAKER_LABEL => name).increment(grown(7, l.would_reject));
+        counter!(WOULD_REJECT_CALLS, labels(&[])).increment(grown(7, l.would_reject));
     }
 }
 
