@@ -235,10 +235,11 @@ impl<C: Clock> Builder<C> {
     /// holds at least `minimum_calls` calls (this sets [`minimum_calls`](Self::minimum_calls)).
     /// `threshold` is in `(0, 1]`: a rate of 0 would hold with no failure at all.
     ///
-    /// The rates are checked when a failed or slow call is recorded, and when the
-    /// success that brings the window up to `minimum_calls` is (see
-    /// [`minimum_calls`](Self::minimum_calls)); any other success can only lower a
-    /// rate.
+    /// The rates are checked when a failed or slow call is recorded, and by the
+    /// successes after one that found the window short of `minimum_calls` (see
+    /// [`minimum_calls`](Self::minimum_calls)); no other success checks them. A
+    /// window whose older successes left it, so that its rate rose with no call,
+    /// trips at its next failed or slow call.
     ///
     /// # Examples
     /// ```

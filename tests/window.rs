@@ -19,6 +19,31 @@ fn fail<C: cutout::Clock>(b: &CircuitBreaker<C>) {
     let _ = b.call(|| Err::<(), _>(()));
 }
 
+/// A window whose older successes left it (its rate rose with no call) is not
+/// checked by the success that brings it back up to `minimum_calls`: only the
+/// successes after a failure that found it short are. It trips at its next
+/// failure, as `failure_rate`'s docs say.
+#[test]
+fn a_rate_raised_by_successes_leaving_trips_at_the_next_failure() {
+    let clock = ManualClock::new();
+    let b = CircuitBreaker::builder()
+        .window(Duration::from_secs(10), 10)
+        .failure_rate(0.5, 5)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (0..10).for_each(|_| ok(&b));
+    clock.advance(Duration::from_secs(5));
+    (0..4).for_each(|_| fail(&b)); // 4 of 14
+    clock.advance(Duration::from_millis(5_500)); // the successes have left
+    assert_eq!(b.metrics().window, WindowCounts::new(4, 4, 0));
+    ok(&b);
+    assert_eq!(b.metrics().window, WindowCounts::new(5, 4, 0));
+    assert_eq!(b.state(), State::Closed, "no success checked the rate");
+    fail(&b);
+    assert_eq!(b.state(), State::Open);
+}
+
 #[test]
 fn combined_policies_trip_on_whichever_says_so_first() {
     let clock = ManualClock::new();
