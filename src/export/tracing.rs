@@ -21,7 +21,7 @@
 //! | `failure_rate`, `slow_call_rate` | f64 | the same counts as rates |
 //! | `shadow` | bool | a shadow breaker's transition ([`Transition::shadow`](crate::Transition::shadow)): nothing was rejected |
 //! | `candidate` | str | a what-if candidate's transition: the candidate's name ([`Builder::candidate`](crate::Builder::candidate)); absent otherwise |
-//! | `consecutive_failures` | u64 | the failure streak that tripped it (a policy's trip, out of Closed or Recovering; zero otherwise) |
+//! | `consecutive_failures` | u64 | the failure streak when it tripped (a policy's trip, out of Closed or Recovering, whichever policy tripped it; zero without the consecutive-failures policy, and otherwise) |
 //!
 //! # Examples
 //! With `tracing-subscriber`, `RUST_LOG=cutout=info` shows every transition and
