@@ -988,6 +988,68 @@ fn a_shadow_breakers_would_be_rejections_are_published_and_no_other_breaker_has_
     });
 }
 
+/// A what-if candidate is published with its live breaker: its state, its
+/// would-be rejections, and of those the failures spared and the successes
+/// turned away, each series labelled with its name and `shadow`, and the
+/// counters grown by what it counted since the last publication.
+#[test]
+fn a_candidates_state_and_books_are_published_with_its_breaker() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        let b = CircuitBreaker::builder()
+            .name("payments")
+            .consecutive_failures(3)
+            .clock(ManualClock::new())
+            .candidate("eager", CircuitBreaker::builder().consecutive_failures(1))
+            .build()
+            .unwrap();
+        let _ = b.call(|| Err::<(), _>(())); // eager opens
+        let _ = b.call(|| Err::<(), _>(())); // spared
+        let _ = b.call(|| Ok::<_, ()>(())); // turned away
+        b.publish_metrics();
+        let s = seen(&snapshotter);
+        let eager = [
+            ("breaker", "payments"),
+            ("candidate", "eager"),
+            ("shadow", "true"),
+        ];
+        let state = |s: &Seen, state| {
+            let mut pairs = eager.to_vec();
+            pairs.push(("state", state));
+            gauge(s, names::STATE, &pairs)
+        };
+        assert_eq!(
+            (state(&s, "open"), state(&s, "closed")),
+            (Some(1.0), Some(0.0))
+        );
+        let live_open = [("breaker", "payments"), ("state", "open")];
+        assert_eq!(gauge(&s, names::STATE, &live_open), Some(0.0));
+        assert_eq!(counter(&s, names::WOULD_REJECT_CALLS, &eager), Some(2));
+        assert_eq!(
+            counter(&s, names::CANDIDATE_FAILURES_SPARED, &eager),
+            Some(1)
+        );
+        assert_eq!(
+            counter(&s, names::CANDIDATE_SUCCESSES_TURNED_AWAY, &eager),
+            Some(1)
+        );
+        let _ = b.call(|| Ok::<_, ()>(()));
+        b.publish_metrics();
+        let s = seen(&snapshotter);
+        // The debugging recorder's snapshot holds the growth since the last one.
+        assert_eq!(counter(&s, names::WOULD_REJECT_CALLS, &eager), Some(1));
+        assert_eq!(
+            counter(&s, names::CANDIDATE_SUCCESSES_TURNED_AWAY, &eager),
+            Some(1)
+        );
+        assert_eq!(
+            counter(&s, names::CANDIDATE_FAILURES_SPARED, &eager),
+            Some(0)
+        );
+    });
+}
+
 #[test]
 fn a_candidates_transitions_carry_its_name_beside_the_live_breakers() {
     let recorder = DebuggingRecorder::new();

@@ -354,6 +354,21 @@ impl<C: Clock> CircuitBreaker<C> {
             .collect()
     }
 
+    /// Calls `f` with each candidate and its report, in the order they were
+    /// given (see [`candidates`](Self::candidates)).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn for_each_candidate(&self, mut f: impl FnMut(&Self, CandidateReport)) {
+        let Some(shadowing) = &self.shadowing else {
+            return;
+        };
+        let unseen = self.hot.stripes.total(Counter::Rejected);
+        for c in &shadowing.candidates {
+            if let Some(report) = c.candidate_report(unseen) {
+                f(c, report);
+            }
+        }
+    }
+
     /// This candidate's report; `unseen`: its live breaker's rejections.
     fn candidate_report(&self, unseen: u64) -> Option<CandidateReport> {
         let candidacy = self.candidacy()?;

@@ -12,6 +12,11 @@
 //! Every metric of a [shadow](crate::Builder::shadow) breaker also carries
 //! `shadow="true"`: its state gauge reads `open` while it would reject, and it
 //! rejects nothing (an alert on the state leaves it out with `shadow!="true"`).
+//! A breaker's what-if candidates ([`Builder::candidate`](crate::Builder::candidate))
+//! are published with it, under its `breaker` label, with `candidate` (the
+//! candidate's name) and `shadow="true"`: their state gauge, their would-be
+//! rejections, and of those the failures spared and the successes turned away
+//! (their other figures are in [`CircuitBreaker::candidates`]).
 //!
 //! Cost: nothing on the call path. Each transition increments its counter through
 //! the facade, which builds the labelled key: a small allocation per transition.
@@ -22,7 +27,8 @@
 //! | `circuit_breaker_calls_total` | counter | `outcome`: `success`, `failure`, `ignored`, `stale`, `dropped` | [`Lifetime`](crate::Lifetime) outcomes since the breaker was built, by its [one counting rule](crate::Lifetime#one-counting-rule): a dropped call counted as a failure is in `failure` and in `dropped` | `publish_metrics` |
 //! | `circuit_breaker_slow_calls_total` | counter | | successes, failures and dropped calls slower than the slow-call threshold | `publish_metrics` |
 //! | `circuit_breaker_rejected_calls_total` | counter | | calls turned away | `publish_metrics` |
-//! | `circuit_breaker_would_reject_calls_total` | counter | | calls a shadow breaker would have turned away, and ran ([`Lifetime::would_reject`](crate::Lifetime::would_reject)); published from the first | `publish_metrics` |
+//! | `circuit_breaker_would_reject_calls_total` | counter | | calls a shadow breaker would have turned away, and ran ([`Lifetime::would_reject`](crate::Lifetime::would_reject)), or a what-if candidate (with `candidate`); published from the first | `publish_metrics` |
+//! | `circuit_breaker_candidate_failures_spared_total`, `circuit_breaker_candidate_successes_turned_away_total` | counter | `candidate`, `shadow` (see below) | of a what-if candidate's would-be rejections, the calls that failed and that succeeded ([`CandidateReport`](crate::CandidateReport)) | `publish_metrics` |
 //! | `circuit_breaker_transitions_total` | counter | `from`, `to` (state names), `reason` ([`Reason::as_str`](crate::Reason::as_str)); `shadow`: `true` on a shadow breaker's ([`Transition::shadow`](crate::Transition::shadow)) and a what-if candidate's, which also has `candidate`: its name ([`Builder::candidate`](crate::Builder::candidate)) | transitions | each transition |
 //! | `circuit_breaker_failure_rate` | gauge | | the window's failure rate, 0 to 1 | `publish_metrics` |
 //! | `circuit_breaker_slow_call_rate` | gauge | | the window's slow-call rate, 0 to 1 | `publish_metrics` |
@@ -128,6 +134,11 @@ pub const SLOW_CALLS: &str = "circuit_breaker_slow_calls_total";
 pub const REJECTED_CALLS: &str = "circuit_breaker_rejected_calls_total";
 /// Counter: calls a shadow breaker would have rejected, and ran.
 pub const WOULD_REJECT_CALLS: &str = "circuit_breaker_would_reject_calls_total";
+/// Counter: of a what-if candidate's would-be rejections, the calls that failed.
+pub const CANDIDATE_FAILURES_SPARED: &str = "circuit_breaker_candidate_failures_spared_total";
+/// Counter: of a what-if candidate's would-be rejections, the calls that succeeded.
+pub const CANDIDATE_SUCCESSES_TURNED_AWAY: &str =
+    "circuit_breaker_candidate_successes_turned_away_total";
 /// Counter: transitions (labels `from`, `to`, `reason`).
 pub const TRANSITIONS: &str = "circuit_breaker_transitions_total";
 /// Gauge: the window's failure rate.
@@ -202,6 +213,16 @@ pub fn describe() {
         WOULD_REJECT_CALLS,
         Unit::Count,
         "calls a shadow circuit breaker would have rejected, and ran"
+    );
+    describe_counter!(
+        CANDIDATE_FAILURES_SPARED,
+        Unit::Count,
+        "calls a what-if candidate would have rejected that failed"
+    );
+    describe_counter!(
+        CANDIDATE_SUCCESSES_TURNED_AWAY,
+        Unit::Count,
+        "calls a what-if candidate would have rejected that succeeded"
     );
     describe_counter!(
         TRANSITIONS,
@@ -284,6 +305,7 @@ impl<C: Clock> CircuitBreaker<C> {
                 // Window counts are far below 2^53, where f64 stops being exact.
                 gauge!(calls, labels(&[])).set(window.calls as f64);
             }
+            self.for_each_candidate(publish_candidate);
         });
     }
 }
@@ -369,6 +391,40 @@ fn publish_counts(
     // Only a shadow breaker counts these: any other has no such series.
     if l.would_reject != 0 {
         counter!(WOULD_REJECT_CALLS, labels(&[])).increment(grown(7, l.would_reject));
+    }
+}
+
+/// Publishes a what-if candidate's state and counts (see the [module](self)):
+/// its own attachment keeps what it last published.
+fn publish_candidate<C>(candidate: &CircuitBreaker<C>, report: crate::CandidateReport) {
+    let Some(published) = Marks::<3>::of(&candidate.attached) else {
+        return;
+    };
+    let name = Label::new("candidate", report.name);
+    let labels = |more: &[(&'static str, &'static str)]| {
+        let mut labels = candidate.labels(more);
+        labels.push(name.clone());
+        labels
+    };
+    for state in STATES {
+        gauge!(STATE, labels(&[("state", state.as_str())])).set(if state == report.state {
+            1.0
+        } else {
+            0.0
+        });
+    }
+    for (i, (metric, n)) in [
+        (WOULD_REJECT_CALLS, report.would_reject),
+        (CANDIDATE_FAILURES_SPARED, report.failures_spared),
+        (
+            CANDIDATE_SUCCESSES_TURNED_AWAY,
+            report.successes_turned_away,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        counter!(metric, labels(&[])).increment(published.growth(i, n));
     }
 }
 
