@@ -77,7 +77,9 @@ impl<C: Clock + Clone> Builder<C> {
     /// candidates nothing changes. Transitions of a candidate reach its own
     /// `on_transition`, not this breaker's, marked
     /// [`shadow`](crate::Transition::shadow); the `metrics` and `tracing`
-    /// exports label them with the candidate's name.
+    /// exports label them with the candidate's name, and this breaker's
+    /// `publish_metrics` publishes each candidate's state and books beside its
+    /// own (see [`export::metrics`](crate::export::metrics)).
     ///
     /// # Examples
     /// ```
