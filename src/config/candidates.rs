@@ -79,7 +79,7 @@ impl<C: Clock + Clone> Builder<C> {
     /// [`shadow`](crate::Transition::shadow); the `metrics` and `tracing`
     /// exports label them with the candidate's name, and this breaker's
     /// `publish_metrics` publishes each candidate's state and books beside its
-    /// own (see [`export::metrics`](crate::export::metrics)).
+    /// own (feature `metrics`).
     ///
     /// # Examples
     /// ```
