@@ -94,3 +94,43 @@ fn share_of(of_live: f64, live: usize) -> usize {
     }
     k
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: NonZeroUsize = NonZeroUsize::MIN;
+
+    fn fraction(of_live: f64) -> Quorum {
+        Quorum::Fraction {
+            of_live,
+            at_least: ONE,
+        }
+    }
+
+    /// A share in (0, 1] is valid, and a whole number of peers always is; zero,
+    /// a share over 1 and NaN are not.
+    #[test]
+    fn a_fraction_is_valid_above_zero_up_to_one() {
+        assert!(Quorum::AtLeast(ONE).is_valid());
+        for share in [f64::MIN_POSITIVE, 0.5, 1.0] {
+            assert!(fraction(share).is_valid(), "{share}");
+        }
+        for share in [0.0, -0.5, 1.0 + f64::EPSILON, 2.0, f64::NAN] {
+            assert!(!fraction(share).is_valid(), "{share}");
+        }
+    }
+
+    /// A share one ulp over `k / live`, whose product with `live` rounds back
+    /// to `k`: the estimate is `k`, which `k / live` (rounded) falls short of,
+    /// so the fewest peers that meet the share is `k + 1`.
+    #[test]
+    fn a_share_just_over_a_whole_one_asks_for_one_more() {
+        for (k, live) in [(1, 3), (2, 3), (1, 6), (3, 7)] {
+            let exact = k as f64 / live as f64;
+            let share = f64::from_bits(exact.to_bits() + 1);
+            assert_eq!((share * live as f64).ceil() as usize, k, "the estimate");
+            assert_eq!(fraction(share).needed(live), k + 1, "{k} of {live}");
+        }
+    }
+}
