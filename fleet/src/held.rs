@@ -263,4 +263,20 @@ mod tests {
         h.prune(later, wall() + KEEP * 2);
         assert_eq!(held(&h), []);
     }
+
+    /// An Open by `Reason::External` (a quorum's echo) is held marked external,
+    /// as the heartbeat lists it; a policy's trip is not.
+    #[test]
+    fn an_external_open_is_held_marked_external() {
+        let now = Instant::now();
+        let mut h = Held::new(KEEP);
+        let mut echo = report("db", 1, State::Open);
+        echo.reason = Reason::External.as_str().into();
+        assert!(h.take(&echo, now));
+        assert!(h.take(&report("cache", 1, State::Open), now));
+        let mut open: Vec<(String, bool)> =
+            h.open().into_iter().map(|e| (e.key, e.external)).collect();
+        open.sort();
+        assert_eq!(open, [("cache".into(), false), ("db".into(), true)]);
+    }
 }
