@@ -220,4 +220,66 @@ mod tests {
         assert_eq!(unhex("zz"), None);
         assert_eq!(unhex(&"g".repeat(64)), None);
     }
+
+    /// A transition without a stamp is stamped as it is sealed (the publisher
+    /// leaves it to the seal): a receiver with the key takes it, stamped with
+    /// the time of sealing.
+    #[test]
+    fn an_unstamped_transition_is_stamped_when_sealed() {
+        let key = SigningKey::new(b"0123456789abcdef", "shop");
+        let report = Report {
+            key: "db".into(),
+            instance: "a".into(),
+            generation: 1,
+            state: cutout::State::Closed,
+            open_until: None,
+            level: 0,
+            reason: "x".into(),
+            sent_at: None,
+        };
+        let before = SystemTime::now();
+        let bytes = key.seal(&Message::Transition(report.clone()));
+        let after = SystemTime::now();
+        let got = Message::decode_counted(&bytes, after, MAX, Some(&key)).expect("taken");
+        let stamp = got.stamp.expect("stamped");
+        assert!(to_ms(before) <= to_ms(stamp) && stamp <= after);
+        let stamped = Report {
+            sent_at: Some(stamp),
+            ..report
+        };
+        assert_eq!(got.message, Message::Transition(stamped));
+    }
+
+    #[test]
+    fn its_debug_names_the_namespace_never_the_secret() {
+        let shown = format!("{:?}", SigningKey::new(b"0123456789abcdef", "shop"));
+        assert!(shown.contains("shop"), "{shown}");
+        assert!(!shown.contains("0123456789abcdef"), "{shown}");
+    }
+
+    /// A signed transition without a stamp is not what a signer sends: with a
+    /// key it is unsigned (its signature, over a stamp of 0, checks), without
+    /// one a field out of range.
+    #[test]
+    fn a_signed_transition_without_a_stamp_is_refused_by_its_rule() {
+        let key = SigningKey::new(b"0123456789abcdef", "shop");
+        let inner = Message::Transition(Report {
+            key: "db".into(),
+            instance: "a".into(),
+            generation: 1,
+            state: cutout::State::Closed,
+            open_until: None,
+            level: 0,
+            reason: "x".into(),
+            sent_at: None,
+        })
+        .encode();
+        let mac = key.mac(0, &inner).expect("a mac");
+        let sig = hex(&mac.finalize().into_bytes());
+        let mut bytes = format!(r#"{{"v":2,"sent_ms":0,"sig":"{sig}","msg":"#).into_bytes();
+        bytes.extend_from_slice(&inner);
+        bytes.push(b'}');
+        assert_eq!(decode(&bytes, Some(&key)).err(), Some(Invalid::Unsigned));
+        assert_eq!(decode(&bytes, None).err(), Some(Invalid::Field));
+    }
 }
