@@ -225,4 +225,54 @@ mod tests {
         );
         assert!(!p.out_of_order(older, now + LIVE, LIVE), "recovered");
     }
+
+    /// A live peer holding `db` Open until `until`, `external` or not.
+    fn holding(now: Instant, until: SystemTime, external: bool) -> Peer {
+        let mut p = live(now, true, until);
+        p.open.values_mut().for_each(|e| {
+            e.until = until;
+            e.external = external;
+        });
+        p
+    }
+
+    /// Evidence is an Open that is not external and ends after `wall`: a live
+    /// peer whose only Open is an echo (external), or ends at `wall`, holds no
+    /// place against an opener; and a newcomer whose only Open is one of those
+    /// is no opener.
+    #[test]
+    fn an_external_or_ended_open_is_no_evidence() {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let at = (now, wall);
+        for (until, external) in [(wall + LIVE, true), (wall, false)] {
+            let mut peers: HashMap<String, Peer> = (0..MAX_PEERS)
+                .map(|i| (format!("p{i}"), holding(now, until, external)))
+                .collect();
+            let beat = Message::Heartbeat(crate::message::Heartbeat {
+                instance: "new".into(),
+                sent_at: wall,
+                open: vec![OpenEntry {
+                    key: "db".into(),
+                    until,
+                    generation: 1,
+                    level: 0,
+                    external,
+                }],
+                more: false,
+                overrides: Vec::new(),
+            });
+            assert!(!reports_open(&beat, wall), "{external}: not an opener");
+            let opens = reports_open(&beat, wall);
+            assert_eq!(
+                admit(&mut peers, "new", opens, at, LIVE),
+                Admission::Refused
+            );
+            assert_eq!(
+                admit(&mut peers, "new", true, at, LIVE),
+                Admission::Displaced,
+                "{external}: no peer holds evidence"
+            );
+        }
+        assert!(evidence(false, wall + Duration::from_millis(1), wall));
+    }
 }
