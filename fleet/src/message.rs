@@ -686,4 +686,81 @@ mod tests {
             Err(Invalid::Field)
         );
     }
+
+    /// A message of [`MAX_MESSAGE_BYTES`] is read; one byte more is too large.
+    #[test]
+    fn the_size_bound_is_inclusive() {
+        let beat = Message::Heartbeat(Heartbeat {
+            instance: "a".into(),
+            sent_at: at(1_000),
+            open: Vec::new(),
+            more: false,
+            overrides: Vec::new(),
+        });
+        let mut bytes = beat.encode();
+        bytes.resize(MAX_MESSAGE_BYTES, b' ');
+        assert_eq!(Message::decode(&bytes, at(1_000), MAX), Ok(beat));
+        bytes.push(b' ');
+        assert_eq!(
+            Message::decode(&bytes, at(1_000), MAX),
+            Err(Invalid::TooLarge)
+        );
+    }
+
+    /// A reason of up to `MAX_REASON_BYTES` is read; a longer one is a field
+    /// out of range.
+    #[test]
+    fn a_reason_over_its_bound_is_refused() {
+        let report = |reason: &str| {
+            Message::Transition(Report {
+                key: "db".into(),
+                instance: "a".into(),
+                generation: 1,
+                state: State::Closed,
+                open_until: None,
+                level: 0,
+                reason: reason.into(),
+                sent_at: None,
+            })
+        };
+        let longest = report(&"r".repeat(MAX_REASON_BYTES));
+        assert_eq!(
+            Message::decode(&longest.encode(), at(1_000), MAX),
+            Ok(longest)
+        );
+        let over = report(&"r".repeat(MAX_REASON_BYTES + 1)).encode();
+        assert_eq!(Message::decode(&over, at(1_000), MAX), Err(Invalid::Field));
+    }
+
+    /// A heartbeat names its sender and lists at most
+    /// `MAX_OPEN_PER_HEARTBEAT` keys: one with no name, or one more key, is a
+    /// field out of range.
+    #[test]
+    fn a_heartbeat_over_its_bounds_is_refused() {
+        let beat = |instance: &str, keys: usize| {
+            Message::Heartbeat(Heartbeat {
+                instance: instance.into(),
+                sent_at: at(1_000),
+                open: (0..keys)
+                    .map(|i| OpenEntry {
+                        key: format!("k{i}"),
+                        until: at(2_000),
+                        generation: 1,
+                        level: 0,
+                        external: false,
+                    })
+                    .collect(),
+                more: true,
+                overrides: Vec::new(),
+            })
+        };
+        let full = beat("a", MAX_OPEN_PER_HEARTBEAT);
+        assert_eq!(Message::decode(&full.encode(), at(1_000), MAX), Ok(full));
+        for over in [beat("a", MAX_OPEN_PER_HEARTBEAT + 1), beat("", 0)] {
+            assert_eq!(
+                Message::decode(&over.encode(), at(1_000), MAX),
+                Err(Invalid::Field)
+            );
+        }
+    }
 }
