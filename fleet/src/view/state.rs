@@ -677,4 +677,105 @@ mod tests {
             "live again"
         );
     }
+
+    /// A message read from an instance's heartbeat key is taken only if that
+    /// instance sent it: another fleet's key that this one's scan matches is
+    /// left out, uncounted.
+    #[test]
+    fn a_message_read_under_another_instances_key_is_left_out() {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let beat = heartbeat("a", wall, &[("db", wall + LIVE)]);
+        assert!(v.apply_from(&beat, Some("b"), now, wall).is_empty());
+        assert_eq!((v.peer_count(), v.stats.accepted), (0, 0));
+        assert_eq!(v.apply_from(&beat, Some("a"), now, wall), ["db"]);
+        assert_eq!((v.peer_count(), v.stats.accepted), (1, 1));
+    }
+
+    /// A control message taken is counted as accepted; it changes no key's
+    /// reports.
+    #[test]
+    fn a_control_message_taken_is_counted_accepted() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let o = Override {
+            key: "db".into(),
+            mode: OverrideMode::ForceOpen,
+            issuer: "ops".into(),
+            issued_at: wall,
+            until: wall + Duration::from_secs(60),
+        };
+        assert!(v.apply(&Message::Control(o).encode(), now, wall).is_empty());
+        assert_eq!(v.stats.accepted, 1);
+        assert_eq!(v.override_mode("db", wall), Some(OverrideMode::ForceOpen));
+    }
+
+    /// A heartbeat that holds more than it lists keeps the keys its sender
+    /// reported by transition, up to `MAX_KEYS_PER_PEER` in all, the listed
+    /// ones first.
+    #[test]
+    fn keys_kept_past_a_heartbeats_list_stay_within_the_bound() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        v.apply(&heartbeat("a", wall, &[]), now, wall);
+        for i in 0..MAX_KEYS_PER_PEER {
+            let report = Message::Transition(Report {
+                key: format!("k{i}"),
+                instance: "a".into(),
+                generation: 1,
+                state: State::Open,
+                open_until: Some(wall + s(60)),
+                level: 0,
+                reason: "failure_rate".into(),
+                sent_at: None,
+            });
+            v.apply(&report.encode(), now, wall);
+        }
+        assert_eq!(v.peers["a"].open.len(), MAX_KEYS_PER_PEER);
+        let beat = Message::Heartbeat(Heartbeat {
+            instance: "a".into(),
+            sent_at: wall + s(1),
+            open: vec![OpenEntry {
+                key: "new".into(),
+                until: wall + s(30),
+                generation: 1,
+                level: 0,
+                external: false,
+            }],
+            more: true,
+            overrides: Vec::new(),
+        });
+        v.apply(&beat.encode(), now + s(1), wall + s(1));
+        let open = &v.peers["a"].open;
+        assert_eq!(open.len(), MAX_KEYS_PER_PEER);
+        assert!(open.contains_key("new"), "the listed key first");
+    }
+
+    /// Every key a live peer reports Open with a deadline after `wall`, once
+    /// each, sorted: none of a peer that is not live, nor one ending at `wall`.
+    #[test]
+    fn open_keys_lists_each_live_report_once() {
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(crate::message::to_ms(SystemTime::now()));
+        let now = Instant::now() + LIVE * 2;
+        let s = Duration::from_secs;
+        let mut v = ViewState::new("me".into(), LIVE, MAX);
+        let a = [
+            ("db", wall + s(5)),
+            ("cache", wall + s(5)),
+            ("ends", wall + s(1)),
+        ];
+        v.apply(&heartbeat("a", wall, &a), now, wall);
+        v.apply(&heartbeat("b", wall, &[("db", wall + s(9))]), now, wall);
+        let quiet = heartbeat("quiet", wall - LIVE, &[("gone", wall + s(5))]);
+        v.apply(&quiet, now, wall);
+        assert_eq!(v.live_peers(now), 2);
+        assert_eq!(v.open_keys(now, wall), ["cache", "db", "ends"]);
+        assert_eq!(v.open_keys(now, wall + s(1)), ["cache", "db"], "ended");
+    }
 }
