@@ -487,25 +487,29 @@ fn a_candidate_of_a_shadow_breaker_sees_every_call() {
     assert_eq!((r.state, r.unseen), (State::Open, 0));
 }
 
+/// A 1 ms clock whose cheap reading is floored to the millisecond, as the
+/// default clock's lags, and whose precise reading is exact.
+#[derive(Clone)]
+struct Floored(ManualClock);
+
+impl cutout::Clock for Floored {
+    fn now(&self) -> u64 {
+        self.0.now() / 1_000_000 * 1_000_000
+    }
+    fn precise(&self) -> u64 {
+        self.0.now()
+    }
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+}
+
 /// A candidate timing calls precisely (a 5 ms slow-call threshold on a 1 ms
 /// clock) beside a live breaker that times nothing: each call is timed from a
 /// precise admission, as a breaker of the candidate's settings times it (from
 /// the live breaker's cheap reading, a 4.5 ms call read as up to 5.5 ms).
 #[test]
 fn a_candidate_timing_precisely_is_timed_from_a_precise_admission() {
-    #[derive(Clone)]
-    struct Floored(ManualClock);
-    impl cutout::Clock for Floored {
-        fn now(&self) -> u64 {
-            self.0.now() / 1_000_000 * 1_000_000
-        }
-        fn precise(&self) -> u64 {
-            self.0.now()
-        }
-        fn resolution(&self) -> Duration {
-            Duration::from_millis(1)
-        }
-    }
     let precise = || {
         CircuitBreaker::builder()
             .window(Duration::from_secs(10), 10)
@@ -542,19 +546,6 @@ fn a_candidate_timing_precisely_is_timed_from_a_precise_admission() {
 /// cheap end made a 101 ms call, by the live breaker's own readings, 100.1 ms).
 #[test]
 fn a_precise_candidate_leaves_a_live_breaker_timing_its_calls_as_alone() {
-    #[derive(Clone)]
-    struct Floored(ManualClock);
-    impl cutout::Clock for Floored {
-        fn now(&self) -> u64 {
-            self.0.now() / 1_000_000 * 1_000_000
-        }
-        fn precise(&self) -> u64 {
-            self.0.now()
-        }
-        fn resolution(&self) -> Duration {
-            Duration::from_millis(1)
-        }
-    }
     let timed = |threshold| {
         CircuitBreaker::builder()
             .window(Duration::from_secs(10), 10)

@@ -988,6 +988,18 @@ fn a_shadow_breakers_would_be_rejections_are_published_and_no_other_breaker_has_
     });
 }
 
+/// A breaker "payments" that trips on 3 failures, with a candidate "eager"
+/// that trips on 1.
+fn payments_with_eager() -> CircuitBreaker<ManualClock> {
+    CircuitBreaker::builder()
+        .name("payments")
+        .consecutive_failures(3)
+        .clock(ManualClock::new())
+        .candidate("eager", CircuitBreaker::builder().consecutive_failures(1))
+        .build()
+        .unwrap()
+}
+
 /// A what-if candidate is published with its live breaker: its state, its
 /// would-be rejections, and of those the failures spared and the successes
 /// turned away, each series labelled with its name and `shadow`, and the
@@ -997,13 +1009,7 @@ fn a_candidates_state_and_books_are_published_with_its_breaker() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        let b = CircuitBreaker::builder()
-            .name("payments")
-            .consecutive_failures(3)
-            .clock(ManualClock::new())
-            .candidate("eager", CircuitBreaker::builder().consecutive_failures(1))
-            .build()
-            .unwrap();
+        let b = payments_with_eager();
         let _ = b.call(|| Err::<(), _>(())); // eager opens
         let _ = b.call(|| Err::<(), _>(())); // spared
         let _ = b.call(|| Ok::<_, ()>(())); // turned away
@@ -1055,13 +1061,7 @@ fn a_candidates_transitions_carry_its_name_beside_the_live_breakers() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
-        let b = CircuitBreaker::builder()
-            .name("payments")
-            .consecutive_failures(3)
-            .clock(ManualClock::new())
-            .candidate("eager", CircuitBreaker::builder().consecutive_failures(1))
-            .build()
-            .unwrap();
+        let b = payments_with_eager();
         let _ = b.call(|| Err::<(), _>(()));
         let s = seen(&snapshotter);
         let mut pairs = vec![

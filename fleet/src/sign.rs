@@ -221,13 +221,9 @@ mod tests {
         assert_eq!(unhex(&"g".repeat(64)), None);
     }
 
-    /// A transition without a stamp is stamped as it is sealed (the publisher
-    /// leaves it to the seal): a receiver with the key takes it, stamped with
-    /// the time of sealing.
-    #[test]
-    fn an_unstamped_transition_is_stamped_when_sealed() {
-        let key = SigningKey::new(b"0123456789abcdef", "shop");
-        let report = Report {
+    /// A Closed report of "db" by instance "a", without a stamp.
+    fn unstamped() -> Report {
+        Report {
             key: "db".into(),
             instance: "a".into(),
             generation: 1,
@@ -236,7 +232,16 @@ mod tests {
             level: 0,
             reason: "x".into(),
             sent_at: None,
-        };
+        }
+    }
+
+    /// A transition without a stamp is stamped as it is sealed (the publisher
+    /// leaves it to the seal): a receiver with the key takes it, stamped with
+    /// the time of sealing.
+    #[test]
+    fn an_unstamped_transition_is_stamped_when_sealed() {
+        let key = SigningKey::new(b"0123456789abcdef", "shop");
+        let report = unstamped();
         let before = SystemTime::now();
         let bytes = key.seal(&Message::Transition(report.clone()));
         let after = SystemTime::now();
@@ -263,17 +268,7 @@ mod tests {
     #[test]
     fn a_signed_transition_without_a_stamp_is_refused_by_its_rule() {
         let key = SigningKey::new(b"0123456789abcdef", "shop");
-        let inner = Message::Transition(Report {
-            key: "db".into(),
-            instance: "a".into(),
-            generation: 1,
-            state: cutout::State::Closed,
-            open_until: None,
-            level: 0,
-            reason: "x".into(),
-            sent_at: None,
-        })
-        .encode();
+        let inner = Message::Transition(unstamped()).encode();
         let mac = key.mac(0, &inner).expect("a mac");
         let sig = hex(&mac.finalize().into_bytes());
         let mut bytes = format!(r#"{{"v":2,"sent_ms":0,"sig":"{sig}","msg":"#).into_bytes();
