@@ -290,13 +290,7 @@ impl<C: Clock> CircuitBreaker<C> {
         published.publish(|| {
             let m = self.metrics();
             let labels = |more: &[(&'static str, &'static str)]| self.labels(more);
-            for state in STATES {
-                gauge!(STATE, labels(&[("state", state.as_str())])).set(if state == m.state {
-                    1.0
-                } else {
-                    0.0
-                });
-            }
+            publish_state(labels, m.state);
             publish_counts(published, labels, m.lifetime);
             let tripped = m.tripped_by.unwrap_or_default();
             for (window, [rate, slow_rate, calls]) in [(m.window, WINDOW), (tripped, TRIPPED)] {
@@ -394,6 +388,15 @@ fn publish_counts(
     }
 }
 
+/// Sets the state gauge, under a breaker's `labels`: 1 for `current`, 0 for
+/// the other states.
+fn publish_state(labels: impl Fn(&[(&'static str, &'static str)]) -> Vec<Label>, current: State) {
+    for state in STATES {
+        let value = if state == current { 1.0 } else { 0.0 };
+        gauge!(STATE, labels(&[("state", state.as_str())])).set(value);
+    }
+}
+
 /// Publishes a what-if candidate's state and counts (see the [module](self)):
 /// its own attachment keeps what it last published.
 fn publish_candidate<C>(candidate: &CircuitBreaker<C>, report: crate::CandidateReport) {
@@ -406,13 +409,7 @@ fn publish_candidate<C>(candidate: &CircuitBreaker<C>, report: crate::CandidateR
         labels.push(name.clone());
         labels
     };
-    for state in STATES {
-        gauge!(STATE, labels(&[("state", state.as_str())])).set(if state == report.state {
-            1.0
-        } else {
-            0.0
-        });
-    }
+    publish_state(labels, report.state);
     for (i, (metric, n)) in [
         (WOULD_REJECT_CALLS, report.would_reject),
         (CANDIDATE_FAILURES_SPARED, report.failures_spared),
