@@ -81,8 +81,10 @@ struct Marks<const N: usize> {
     /// Held by a publication from its snapshot to its last write: the gauges are
     /// set, not added to, so two publications interleaved could leave one gauge
     /// from each (no state at 1, or two). One after the other, the last to finish
-    /// has the newest snapshot.
-    publishing: std::sync::Mutex<()>,
+    /// has the newest snapshot. It holds whether the breaker has left a registry
+    /// that publishes: its gauges were set to zero, and stay so (a publisher that
+    /// took it from the registry just before it left publishes no gauge after).
+    publishing: std::sync::Mutex<bool>,
 }
 
 impl<const N: usize> Marks<N> {
@@ -92,18 +94,19 @@ impl<const N: usize> Marks<N> {
     fn of(attached: &Attachment) -> Option<&Marks<N>> {
         attached.get_or_init(|| Marks {
             counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            publishing: std::sync::Mutex::new(()),
+            publishing: std::sync::Mutex::new(false),
         })
     }
 
-    /// Runs one publication, after any other of this publisher's in progress.
-    fn publish<R>(&self, publication: impl FnOnce() -> R) -> R {
+    /// Runs one publication, after any other of this publisher's in progress,
+    /// with whether its breaker has left its registry (see `publishing`).
+    fn publish<R>(&self, publication: impl FnOnce(&mut bool) -> R) -> R {
         // A publication that panicked (in the recorder) left nothing to repair.
-        let _one_at_a_time = self
+        let mut departed = self
             .publishing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        publication()
+        publication(&mut departed)
     }
 
     /// Counter `i`'s growth since it was last published, now that it reads `now`;
@@ -287,11 +290,14 @@ impl<C: Clock> CircuitBreaker<C> {
         let Some(published) = Marks::<COUNTED>::of(&self.attached) else {
             return;
         };
-        published.publish(|| {
+        published.publish(|departed| {
             let m = self.metrics();
             let labels = |more: &[(&'static str, &'static str)]| self.labels(more);
-            publish_state(labels, m.state);
             publish_counts(published, labels, m.lifetime);
+            if *departed {
+                return;
+            }
+            publish_state(labels, m.state);
             let tripped = m.tripped_by.unwrap_or_default();
             for (window, [rate, slow_rate, calls]) in [(m.window, WINDOW), (tripped, TRIPPED)] {
                 gauge!(rate, labels(&[])).set(window.failure_rate());
@@ -316,16 +322,22 @@ impl<C> CircuitBreaker<C> {
         labels
     }
 
-    /// Sets this breaker's gauges to zero: it has left the registry that
-    /// published them.
+    /// Sets this breaker's gauges to zero for good: it has left the registry
+    /// that published them, and its later publications set none.
     #[cfg(feature = "registry")]
     fn clear_gauges(&self) {
-        for state in STATES {
-            gauge!(STATE, self.labels(&[("state", state.as_str())])).set(0.0);
-        }
-        for window in WINDOW.into_iter().chain(TRIPPED) {
-            gauge!(window, self.labels(&[])).set(0.0);
-        }
+        let Some(published) = Marks::<COUNTED>::of(&self.attached) else {
+            return;
+        };
+        published.publish(|departed| {
+            *departed = true;
+            for state in STATES {
+                gauge!(STATE, self.labels(&[("state", state.as_str())])).set(0.0);
+            }
+            for window in WINDOW.into_iter().chain(TRIPPED) {
+                gauge!(window, self.labels(&[])).set(0.0);
+            }
+        });
     }
 
     /// Publishes the growth of this breaker's counters alone: what a breaker
@@ -335,7 +347,7 @@ impl<C> CircuitBreaker<C> {
     pub(crate) fn publish_counters(&self) {
         if let Some(published) = Marks::<COUNTED>::of(&self.attached) {
             let labels = |more: &[(&'static str, &'static str)]| self.labels(more);
-            published.publish(|| publish_counts(published, labels, self.lifetime()));
+            published.publish(|_| publish_counts(published, labels, self.lifetime()));
         }
     }
 }
@@ -462,7 +474,8 @@ where
     /// leaves it (evicted, removed, or replaced by `restore_all`) publishes its
     /// counters as it goes, so that what it counted since the last scrape is not
     /// lost to its series (a key evicted and used again adds to them), and sets
-    /// its gauges to zero (a removed key left Open does not read Open); what calls
+    /// its gauges to zero for good (a removed key left Open does not read Open,
+    /// even published again by a scrape that took it just before it left); what calls
     /// in flight through a handle kept meanwhile (an owned permit, the keyed tower
     /// layer, the reqwest middleware) record on it after that, it publishes when
     /// its last handle goes.
@@ -484,7 +497,7 @@ where
         let Some(published) = Marks::<2>::of(self.attachment()) else {
             return;
         };
-        published.publish(|| {
+        published.publish(|_| {
             self.for_each(|_, breaker| breaker.publish_metrics());
             if let Some(overflow) = self.overflow() {
                 overflow.publish_metrics();
