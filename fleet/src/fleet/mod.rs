@@ -330,10 +330,13 @@ impl Fleet {
         registry: &Arc<Registry<String, C, S>>,
     ) {
         let target: Arc<dyn Target> = registry.clone();
-        self.inner
-            .lock_attached()
-            .registries
-            .push(Arc::downgrade(&target));
+        {
+            let mut attached = self.inner.lock_attached();
+            // A dead `Weak` keeps its registry's allocation: registries are
+            // few, so each attach drops the dropped ones.
+            attached.registries.retain(|w| w.strong_count() > 0);
+            attached.registries.push(Arc::downgrade(&target));
+        }
         for key in self.inner.view.open_keys() {
             if let Some(left) = self.inner.verdict_for(&key) {
                 target.open_for(&key, left).count(&self.inner.counters);
@@ -567,5 +570,36 @@ mod tests {
         assert_eq!(fleet.override_of("db"), None);
         fleet.disable("db", Duration::from_secs(60)).unwrap();
         assert_eq!(fleet.override_of("db"), Some(OverrideMode::Disable));
+    }
+
+    /// Registries attached and then dropped are let go of (a dead `Weak` keeps
+    /// its registry's whole allocation): a fleet that attaches a registry per
+    /// request, say, holds a bounded number; a live one stays attached.
+    #[test]
+    fn registries_attached_and_dropped_are_not_kept() {
+        let fleet =
+            Fleet::start(FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO))
+                .unwrap();
+        let registry = || -> Arc<Registry<String>> {
+            Arc::new(
+                Registry::builder(CircuitBreaker::builder())
+                    .build()
+                    .unwrap(),
+            )
+        };
+        let live = registry();
+        fleet.attach_registry(&live);
+        for _ in 0..10_000 {
+            fleet.attach_registry(&registry());
+        }
+        let attached = fleet.inner.lock_attached();
+        let kept = attached.registries.len();
+        assert!(kept <= 128, "{kept} dropped registries kept");
+        let live: Arc<dyn Target> = live;
+        let live_kept = attached
+            .registries
+            .iter()
+            .any(|w| w.upgrade().is_some_and(|r| Arc::ptr_eq(&r, &live)));
+        assert!(live_kept, "the live registry stays attached");
     }
 }

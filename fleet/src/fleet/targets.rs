@@ -123,7 +123,7 @@ pub(super) struct Attached {
     /// The number of keys in `breakers` at which `attach` next drops the keys
     /// whose breakers are all gone (see [`Attached::prune`]).
     prune_at: usize,
-    /// Registries: every key.
+    /// Registries: every key. Those dropped go at the next `attach_registry`.
     pub(super) registries: Vec<Weak<dyn Target>>,
     /// Keys a fleet-wide override was applied to here, and not yet released,
     /// with its mode: only these are reset when it ends, and only from the
