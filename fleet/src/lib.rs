@@ -112,7 +112,13 @@
 //! With Redis down or unreachable, breakers keep deciding locally (the call path
 //! never touches Redis), the view ages out (heartbeats stop, peers stop being
 //! live), and both threads reconnect with a jittered exponential backoff
-//! ([`FleetConfig::reconnect`]). Messages are validated ([`Message::decode`]):
+//! ([`FleetConfig::reconnect`]). A connection that goes silent without closing
+//! (a NAT or load balancer dropped it: no FIN, no RST) fails the publisher's
+//! next command within [`io_timeout`](FleetConfig::io_timeout); the subscriber
+//! only reads, so it counts its subscription lost once a message this instance
+//! published has not come back on it within
+//! [`live_after`](FleetConfig::live_after), and subscribes again (reading the
+//! picture again, as on any reconnection). Messages are validated ([`Message::decode`]):
 //! garbage, an unknown version, a message over [`MAX_MESSAGE_BYTES`], a field out
 //! of range, a deadline beyond [`max_open`](FleetConfig::max_open), or a report
 //! from a peer that is not live counts for nothing, and is counted

@@ -10,6 +10,7 @@ use crate::message::{Heartbeat, MAX_MESSAGE_BYTES, MAX_OPEN_PER_HEARTBEAT, Messa
 use crate::sign::SigningKey;
 use crate::view::Counters;
 use cutout::{Reason, State};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
@@ -323,15 +324,27 @@ fn subscribe_once(inner: &Inner) -> Result<(), ()> {
     let (lock, cond) = &inner.synced;
     *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
     cond.notify_all();
+    let mut echo = Echo::new(published(inner));
     let mut last_tick = Instant::now();
     loop {
         if inner.stopping() {
             return Ok(());
         }
         match pubsub.get_message() {
-            Ok(msg) => apply(inner, msg.get_payload_bytes()),
+            Ok(msg) => {
+                apply(inner, msg.get_payload_bytes());
+                echo.heard(published(inner));
+            }
             Err(e) if e.is_timeout() => {}
             Err(_) => return Err(()),
+        }
+        // The bound is `live_after`: a subscription that delivered nothing
+        // this instance published for that long delivered none of its peers'
+        // heartbeats either, and they age out of the view by then. A shorter
+        // one would resubscribe (and read the picture again) where a loaded
+        // Redis only delays delivery.
+        if echo.deaf(published(inner), Instant::now(), config.live_after) {
+            return Err(());
         }
         if last_tick.elapsed() >= Duration::from_secs(1) {
             last_tick = Instant::now();
@@ -339,6 +352,51 @@ fn subscribe_once(inner: &Inner) -> Result<(), ()> {
             #[cfg(feature = "metrics")]
             inner.view.record_metrics();
         }
+    }
+}
+
+/// How many messages the publisher has got through to Redis.
+fn published(inner: &Inner) -> u64 {
+    // Relaxed: a count, read on its own (nothing it publishes is read through it).
+    inner.counters.published.load(Ordering::Relaxed)
+}
+
+/// Whether a subscription still delivers. What this instance publishes comes
+/// back on its own subscription (its heartbeats at least, every
+/// `heartbeat_every`), and a connection that went silent without closing (a
+/// NAT or load balancer that dropped it: no FIN, no RST) only times out reads,
+/// as an idle one does. So a subscription is deaf once a message published
+/// after the last one it delivered has not come back within a bound.
+struct Echo {
+    /// [`published`] when the subscription last delivered a message.
+    published: u64,
+    /// When a message published since was first seen not yet delivered.
+    waiting_since: Option<Instant>,
+}
+
+impl Echo {
+    fn new(published: u64) -> Echo {
+        Echo {
+            published,
+            waiting_since: None,
+        }
+    }
+
+    /// A message was delivered, with `published` counted by then: anything
+    /// published before it may be on its way still.
+    fn heard(&mut self, published: u64) {
+        self.published = published;
+        self.waiting_since = None;
+    }
+
+    /// Whether a message published since the last one delivered (`published`
+    /// counted at `now`) has waited `bound` or longer.
+    fn deaf(&mut self, published: u64, now: Instant, bound: Duration) -> bool {
+        if published == self.published {
+            return false;
+        }
+        let since = *self.waiting_since.get_or_insert(now);
+        now.saturating_duration_since(since) >= bound
     }
 }
 
@@ -424,6 +482,33 @@ mod tests {
         for d in [Duration::MAX, backoff.wait(), backoff.wait(), year] {
             assert!(later(d) >= Instant::now() + year.min(d / 2), "{d:?}");
         }
+    }
+
+    /// A subscription is deaf once a message published after the last one it
+    /// delivered has waited the bound, counted from when it was first seen
+    /// waiting; one that delivers, or has nothing published to deliver (the
+    /// publisher is disconnected), is not.
+    #[test]
+    fn a_subscription_is_deaf_once_a_published_message_waits_the_bound() {
+        let bound = Duration::from_secs(1);
+        let at = |s: u64| Instant::now() + Duration::from_secs(s);
+        let mut echo = Echo::new(5);
+        assert!(!echo.deaf(5, at(10), bound), "nothing published since");
+        assert!(!echo.deaf(6, at(20), bound), "one just published");
+        assert!(
+            !echo.deaf(7, at(20) + bound / 2, bound),
+            "not yet the bound"
+        );
+        assert!(echo.deaf(7, at(21), bound), "the bound since first seen");
+        echo.heard(7);
+        assert!(!echo.deaf(7, at(30), bound), "delivered");
+        assert!(!echo.deaf(8, at(30), bound));
+        echo.heard(7);
+        assert!(
+            !echo.deaf(8, at(31), bound),
+            "waiting again from a delivery"
+        );
+        assert!(echo.deaf(8, at(32), bound));
     }
 
     /// A heartbeat key names its instance only under the exact prefix and in
