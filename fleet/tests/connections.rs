@@ -1,9 +1,9 @@
 //! The background threads' connections over a long life: a subscription whose
-//! connection goes silent is replaced. A loopback TCP proxy ([`Proxy`]) in
-//! front of a real `redis-server` makes the connections opened so far go
-//! silent (no FIN, no RST), as a NAT or load balancer that dropped them would.
-//! Every wait is bounded.
-
+//! connection goes silent is replaced, and a Redis slower than the subscriber's
+//! poll is still subscribed to within `io_timeout`. A loopback TCP proxy
+//! ([`Proxy`]) in front of a real `redis-server` adds latency, or makes the
+//! connections opened so far go silent (no FIN, no RST), as a NAT or load
+//! balancer that dropped them would. Every wait is bounded.
 mod common;
 
 use common::{Peer, Redis, namespace, redis_available, within};
@@ -208,6 +208,51 @@ fn a_subscription_gone_silent_is_replaced() {
         back,
         "the subscriber never noticed its silent connection: live peers {}, stats {:?}",
         me.view().live_peers(),
+        me.view().stats()
+    );
+}
+
+/// A Redis 50 ms away, under the subscriber's 100 ms poll, is subscribed to.
+#[test]
+fn a_redis_50ms_away_is_subscribed_to() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let proxy = Proxy::start(redis.port, Duration::from_millis(50));
+    let ns = namespace("near");
+    let me = Fleet::start(
+        config(proxy.url(), &ns)
+            .io_timeout(Duration::from_secs(2))
+            .join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    assert!(me.wait_synced(Duration::from_secs(10)));
+}
+
+/// A Redis 150 ms away (a WAN link, a loaded server), with `io_timeout` set to
+/// 2 s for it: "the timeout of connecting and of each Redis command". The
+/// subscriber's SUBSCRIBE must be given that long too.
+#[test]
+fn a_redis_150ms_away_is_subscribed_to_within_io_timeout() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let proxy = Proxy::start(redis.port, Duration::from_millis(150));
+    let ns = namespace("slow");
+    let _peer = Beating::start(&redis, &ns, "p");
+    let me = Fleet::start(
+        config(proxy.url(), &ns)
+            .io_timeout(Duration::from_secs(2))
+            .join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let synced = me.wait_synced(Duration::from_secs(10));
+    let live = within(Duration::from_secs(5), || me.view().live_peers() == 1);
+    assert!(
+        synced && live,
+        "synced {synced}, peer live {live}, stats {:?}",
         me.view().stats()
     );
 }

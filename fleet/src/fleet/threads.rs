@@ -313,11 +313,13 @@ fn subscribe_once(inner: &Inner) -> Result<(), ()> {
     let config = &inner.config;
     let mut sub = connect(inner).ok_or(())?;
     let mut query = connect(inner).ok_or(())?;
-    // Short reads, so that a stop is seen soon.
-    sub.set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(|_| ())?;
     let mut pubsub = sub.as_pubsub();
+    // Under `io_timeout`, as every command; then short reads, so that a stop
+    // is seen soon (a reply slower than those is no failure).
     pubsub.subscribe(config.channel()).map_err(|_| ())?;
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|_| ())?;
     // Subscribed first, then the picture: nothing published in between is missed.
     read_picture(inner, &mut query)?;
     drop(query);
