@@ -155,7 +155,9 @@ impl FleetConfig {
         self
     }
 
-    /// The reconnection backoff: from `min`, doubling (with jitter) to `max`.
+    /// The reconnection backoff: from `min`, doubling (with jitter) to `max`,
+    /// while connections or their commands fail (a Redis that accepts
+    /// connections but refuses writes is backed off from as one that is down).
     #[must_use]
     pub fn reconnect(mut self, min: Duration, max: Duration) -> Self {
         self.reconnect_min = min;

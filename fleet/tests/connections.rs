@@ -1,9 +1,11 @@
 //! The background threads' connections over a long life: a subscription whose
-//! connection goes silent is replaced, and a Redis slower than the subscriber's
-//! poll is still subscribed to within `io_timeout`. A loopback TCP proxy
-//! ([`Proxy`]) in front of a real `redis-server` adds latency, or makes the
-//! connections opened so far go silent (no FIN, no RST), as a NAT or load
-//! balancer that dropped them would. Every wait is bounded.
+//! connection goes silent is replaced, a Redis slower than the subscriber's
+//! poll is still subscribed to within `io_timeout`, and commands that fail on a
+//! connection Redis accepted back off as a failed connection does. A loopback
+//! TCP proxy ([`Proxy`]) in front of a real `redis-server` adds latency, or
+//! makes the connections opened so far go silent (no FIN, no RST), as a NAT or
+//! load balancer that dropped them would. Every wait is bounded.
+
 mod common;
 
 use common::{Peer, Redis, namespace, redis_available, within};
@@ -254,5 +256,57 @@ fn a_redis_150ms_away_is_subscribed_to_within_io_timeout() {
         synced && live,
         "synced {synced}, peer live {live}, stats {:?}",
         me.view().stats()
+    );
+}
+
+/// `INFO stats`' total_connections_received.
+fn connections(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Redis takes connections but refuses the heartbeat's SET (here: at its
+/// `maxmemory`, `noeviction`; a replica's READONLY or an ACL without SET
+/// does the same). "The reconnection backoff: from `min`, doubling (with
+/// jitter) to `max`": with 100 ms to 5 s, at most about 6 reconnections in
+/// 3 s, not one every 50 to 100 ms for as long as it lasts.
+#[test]
+fn commands_that_fail_on_a_live_connection_back_off() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("oom");
+    let me = Fleet::start(
+        config(redis.url(), &ns)
+            .heartbeat_every(Duration::from_millis(500))
+            .reconnect(Duration::from_millis(100), Duration::from_secs(5)),
+    )
+    .unwrap();
+    assert!(me.wait_synced(Duration::from_secs(5)));
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1")
+        .query(&mut con)
+        .unwrap();
+    thread::sleep(Duration::from_millis(500)); // the first failure
+    let (c0, e0) = (connections(&mut con), me.view().stats().redis_errors);
+    thread::sleep(Duration::from_secs(3)); // real time is the subject
+    let (c1, e1) = (connections(&mut con), me.view().stats().redis_errors);
+    assert!(
+        c1 - c0 <= 8,
+        "{} connections and {} redis errors in 3 s",
+        c1 - c0,
+        e1 - e0
     );
 }

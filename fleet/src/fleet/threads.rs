@@ -149,7 +149,9 @@ pub(super) fn spawn(
         })
 }
 
-/// The publisher's connection to Redis, and when to try another once it is gone.
+/// The publisher's connection to Redis, and when to try another once it is
+/// gone: its backoff grows with each failure, and is reset by a command that
+/// succeeds.
 struct Link {
     con: Option<redis::Connection>,
     backoff: Backoff,
@@ -168,7 +170,13 @@ impl Link {
             return;
         };
         match send(con) {
-            Ok(_) => Counters::bump(&inner.counters.published),
+            Ok(_) => {
+                Counters::bump(&inner.counters.published);
+                // Redis took a command: the outage, if any, is over. Not on
+                // connecting, which a Redis that refuses every write (at its
+                // `maxmemory`, a read-only replica, an ACL) allows.
+                self.backoff.reset();
+            }
             Err(_) => self.failed(inner),
         }
     }
@@ -204,10 +212,7 @@ pub(super) fn publish_loop(inner: &Inner) {
         if link.con.is_none() && Instant::now() >= link.retry_at {
             link.con = connect(inner);
             match link.con {
-                Some(_) => {
-                    link.backoff.reset();
-                    next_heartbeat = Instant::now();
-                }
+                Some(_) => next_heartbeat = Instant::now(),
                 None => link.failed(inner),
             }
         }
