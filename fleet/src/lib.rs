@@ -181,7 +181,8 @@
 //!
 //! # Features
 //! - `metrics`: `FleetView::record_metrics` publishes the view through the
-//!   `metrics` facade; the background thread calls it once a second.
+//!   `metrics` facade; the subscriber thread calls it once a second, Redis
+//!   reachable or not.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]

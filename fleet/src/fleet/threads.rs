@@ -110,15 +110,45 @@ impl Backoff {
     }
 }
 
-/// Sleeps up to `d`, waking early when the fleet stops.
-fn nap(inner: &Inner, d: Duration) {
+/// Sleeps up to `d`, waking early when the fleet stops, and keeping `tick`'s
+/// upkeep on time meanwhile.
+fn nap(inner: &Inner, d: Duration, tick: &mut Tick) {
     let end = later(d);
     while !inner.stopping() {
+        tick.run(inner);
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return;
         }
         thread::park_timeout(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// The subscriber's upkeep, once a second, connected or not: the view drops
+/// the peers it no longer hears from, and the quorums that changes are applied
+/// ([`Inner::prune_view`]); with the `metrics` feature, the view is recorded.
+struct Tick {
+    last: Instant,
+}
+
+impl Tick {
+    const EVERY: Duration = Duration::from_secs(1);
+
+    fn new() -> Tick {
+        Tick {
+            last: Instant::now(),
+        }
+    }
+
+    /// The upkeep, if a second has passed since the last.
+    fn run(&mut self, inner: &Inner) {
+        if self.last.elapsed() < Tick::EVERY {
+            return;
+        }
+        self.last = Instant::now();
+        inner.prune_view(self.last);
+        #[cfg(feature = "metrics")]
+        inner.view.record_metrics();
     }
 }
 
@@ -297,9 +327,14 @@ pub(super) fn publish_loop(inner: &Inner) {
 pub(super) fn subscribe_loop(inner: &Inner) {
     let config = &inner.config;
     let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
+    // Kept on time between subscriptions too (Redis down is when the view's
+    // ageing and the error counter matter most): late by one attempt at most
+    // (two connections and a SUBSCRIBE, each within `io_timeout`, then the
+    // picture).
+    let mut tick = Tick::new();
     while !inner.stopping() {
         let began = Instant::now();
-        if subscribe_once(inner).is_ok() {
+        if subscribe_once(inner, &mut tick).is_ok() {
             return;
         }
         Counters::bump(&inner.counters.redis_errors);
@@ -308,13 +343,14 @@ pub(super) fn subscribe_loop(inner: &Inner) {
             backoff.reset();
         }
         let wait = backoff.wait();
-        nap(inner, wait);
+        nap(inner, wait, &mut tick);
     }
 }
 
 /// One subscription: subscribe, read the picture, then apply messages until the
-/// connection fails (`Err`) or the fleet stops (`Ok`).
-fn subscribe_once(inner: &Inner) -> Result<(), ()> {
+/// connection fails (`Err`) or the fleet stops (`Ok`), running `tick`'s upkeep
+/// meanwhile.
+fn subscribe_once(inner: &Inner, tick: &mut Tick) -> Result<(), ()> {
     let config = &inner.config;
     let mut sub = connect(inner).ok_or(())?;
     let mut query = connect(inner).ok_or(())?;
@@ -332,7 +368,6 @@ fn subscribe_once(inner: &Inner) -> Result<(), ()> {
     *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
     cond.notify_all();
     let mut echo = Echo::new(published(inner));
-    let mut last_tick = Instant::now();
     loop {
         if inner.stopping() {
             return Ok(());
@@ -353,12 +388,7 @@ fn subscribe_once(inner: &Inner) -> Result<(), ()> {
         if echo.deaf(published(inner), Instant::now(), config.live_after) {
             return Err(());
         }
-        if last_tick.elapsed() >= Duration::from_secs(1) {
-            last_tick = Instant::now();
-            inner.prune_view(last_tick);
-            #[cfg(feature = "metrics")]
-            inner.view.record_metrics();
-        }
+        tick.run(inner);
     }
 }
 

@@ -237,9 +237,9 @@ impl FleetView {
     /// `cutout_fleet_published_total`,
     /// `cutout_fleet_redis_errors_total`, `cutout_fleet_quorum_opens_total`,
     /// `cutout_fleet_peers_displaced_total` and
-    /// `cutout_fleet_quorum_overflow_skipped_total`. The fleet's background
-    /// thread calls it once a second; call it yourself before a scrape if you
-    /// like. The `metrics` facade cannot remove a series, so a key's
+    /// `cutout_fleet_quorum_overflow_skipped_total`. The fleet's subscriber
+    /// thread calls it once a second, Redis reachable or not; call it yourself
+    /// before a scrape if you like. The `metrics` facade cannot remove a series, so a key's
     /// `cutout_fleet_open_reports` stays at 0 once no peer reports it: where
     /// peers report ever new keys, let the exporter drop idle series (the
     /// Prometheus exporter's `idle_timeout`).
