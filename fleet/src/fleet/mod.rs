@@ -56,8 +56,11 @@ const UNPLANNED: u64 = u64::MAX;
 ///
 /// Two background threads do all the network I/O (a publisher and a subscriber);
 /// a breaker's call path never waits on them: a transition only pushes onto a
-/// bounded lock-free queue. Dropping the `Fleet` stops both threads and removes
-/// this instance's heartbeat.
+/// bounded lock-free queue. Dropping the `Fleet` stops both threads (within a
+/// few [`io_timeout`](FleetConfig::io_timeout)s, where a command is in flight)
+/// and removes this instance's heartbeat if Redis is reachable then (else the
+/// key expires after [`live_after`](FleetConfig::live_after)); transitions still
+/// queued are not sent.
 ///
 /// # Examples
 /// ```no_run
