@@ -70,8 +70,11 @@
 //!   Per key, the override issued last wins (by the issuers' wall clocks, ties
 //!   by issuer id); a release is kept as long as the override it ended would
 //!   have lasted, so a stale relay cannot bring that one back. When an
-//!   override ends (released or expired), only a breaker it set, and still
-//!   in the state it set (forced open, or disabled), is reset to Closed.
+//!   override ends (released or expired), an attached breaker of its key still
+//!   in the state it sets (forced open, or disabled) is reset to Closed; one an
+//!   operator set to the other state since is left alone, while the same state
+//!   set before the override cannot be told from the override's (see
+//!   [`Fleet::release`]).
 //!
 //! # What it does not promise
 //! - **Eventual.** A peer's trip reaches this instance after a publish and a

@@ -293,6 +293,37 @@ fn a_registry_key_made_during_an_override_starts_as_it_says() {
     }
 }
 
+/// An override's end acts on the keys a registry holds only: a key removed
+/// meanwhile is not created again to be reset, and a capped registry counts no
+/// overflow for it (the override's start, which creates the key, counts one
+/// where the key finds no place).
+#[test]
+fn an_overrides_end_creates_no_registry_key() {
+    use cutout::Registry;
+    use std::sync::Arc;
+    let fleet = Fleet::start(
+        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let registry = |max_keys| -> Arc<Registry<String>> {
+        let registry = Registry::builder(builder())
+            .max_keys(max_keys)
+            .initial_state(fleet.initial_state());
+        Arc::new(registry.build().unwrap())
+    };
+    let open = registry(100);
+    let capped = registry(1);
+    fleet.attach_registry(&open);
+    fleet.attach_registry(&capped);
+    let _local = capped.get("local");
+    fleet.force_open("db", Duration::from_secs(60)).unwrap();
+    assert_eq!((open.len(), capped.overflowed()), (1, 1), "the start");
+    open.remove("db");
+    fleet.release("db").unwrap();
+    assert_eq!((open.len(), capped.overflowed()), (0, 1), "the end");
+    assert_eq!(open.get("db").state(), State::Closed);
+}
+
 /// A release resets only what its override set: a breaker the fleet disabled
 /// and an operator then forced open here stays forced open; one still disabled
 /// is reset.
@@ -321,6 +352,13 @@ fn a_release_leaves_what_an_operator_set_since() {
         "the operator's, not the override's"
     );
     assert_eq!(cache.state(), State::Closed, "the override's");
+    // The same state an operator set before the override cannot be told from
+    // the override's (as `Fleet::release` says): reset too.
+    let queue = fleet.breaker("queue", builder()).unwrap();
+    queue.force_open();
+    fleet.force_open("queue", Duration::from_secs(60)).unwrap();
+    fleet.release("queue").unwrap();
+    assert_eq!(queue.state(), State::Closed);
 }
 
 /// An override and its release take effect here before they return, and stay:

@@ -199,6 +199,35 @@ where
         }
     }
 
+    /// `key`'s breaker if the registry holds one, as [`get`](Self::get) gives
+    /// it, without creating one: for a caller that acts on breakers in use only
+    /// (a fleet's override ending). Does not count as a use, and takes no key
+    /// slot (a capped registry counts no overflow).
+    ///
+    /// # Examples
+    /// ```
+    /// use cutout::{CircuitBreaker, Registry};
+    ///
+    /// let registry: Registry<String> = Registry::new(CircuitBreaker::builder())?;
+    /// assert!(registry.find("search").is_none());
+    /// registry.get("search");
+    /// assert!(registry.find("search").is_some());
+    /// assert_eq!(registry.len(), 1);
+    /// # Ok::<(), cutout::ConfigError>(())
+    /// ```
+    pub fn find<Q>(&self, key: &Q) -> Option<Arc<CircuitBreaker<C>>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let map = self.map.pin();
+        let entry = map.get(key)?;
+        // Cloned, then checked, as in `get`: a claimed entry is being evicted
+        // (no other handle was seen), as good as gone.
+        let breaker = entry.breaker.clone();
+        (!entry.is_claimed()).then_some(breaker)
+    }
+
     /// A permit on `key`'s breaker that owns the breaker's `Arc`, for a call that
     /// outlives the lookup's guard (an async call: the reqwest middleware, the
     /// keyed tower layer). One lookup and one `Arc` clone, as [`get`](Self::get)

@@ -162,7 +162,9 @@ impl Fleet {
     /// What the fleet's current picture says `key` should start as: under a
     /// fleet-wide override ([`force_open`](Self::force_open),
     /// [`disable`](Self::disable)), a [`SavedState`] ForcedOpen or Disabled
-    /// (which the override's end resets); else, if a quorum of live peers
+    /// (which the override's end resets where the breaker is attached:
+    /// [`attach`](Self::attach), [`breaker`](Self::breaker), a registry's
+    /// through [`attach_registry`](Self::attach_registry)); else, if a quorum of live peers
     /// reports it Open, one Open until the earliest reported deadline (at the
     /// lowest reported backoff level); otherwise `None` (start fresh). For [`Builder::restore`], or a registry's
     /// [`initial_state`](cutout::RegistryBuilder::initial_state) (see
@@ -271,11 +273,15 @@ impl Fleet {
         self.issue(key, OverrideMode::Disable, duration)
     }
 
-    /// Ends `key`'s fleet-wide override everywhere: a breaker the override set
-    /// (forced open or disabled, and still in that state) is reset to Closed,
-    /// and its own policies decide again. A breaker no override touched, or one
-    /// an operator has set to the other state since, is left alone. Here at
-    /// once; on the other instances as [`force_open`](Self::force_open) reaches them.
+    /// Ends `key`'s fleet-wide override everywhere: an attached breaker of
+    /// `key` in the state the override sets (forced open or disabled) is reset
+    /// to Closed, and its own policies decide again; one an operator has set to
+    /// the other state since is left alone, and so is a registry key no
+    /// breaker holds now (none is created). The state an override sets cannot
+    /// be told from the same state an operator set before it: a breaker forced
+    /// open here and then force-opened fleet-wide is reset by the release. Here
+    /// at once; on the other instances as [`force_open`](Self::force_open)
+    /// reaches them.
     ///
     /// # Errors
     /// [`FleetError::Config`] for a `key` over

@@ -88,12 +88,25 @@ impl<C: Clock> Target for CircuitBreaker<C> {
 
 impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String, C, S> {
     fn set_override(&self, key: &str, apply: Apply) {
-        self.with(key, |b| {
-            // The overflow breaker is every other key's too: left alone.
-            if !self.overflow().is_some_and(|o| std::ptr::eq(o, b)) {
-                Target::set_override(b, key, apply);
+        match apply {
+            // Set: the key's breaker, created if the registry has none (one
+            // created later takes the override through `initial_state`, where
+            // the registry has the hook).
+            Apply::Set(OverrideMode::ForceOpen | OverrideMode::Disable) => self.with(key, |b| {
+                // The overflow breaker is every other key's too: left alone.
+                if !self.overflow().is_some_and(|o| std::ptr::eq(o, b)) {
+                    Target::set_override(b, key, apply);
+                }
+            }),
+            // Ended or released: only a breaker the registry holds (an end
+            // created none, and took no key slot at the cap; the overflow
+            // breaker is held under no key).
+            Apply::Set(OverrideMode::Release) | Apply::End(_) => {
+                if let Some(b) = self.find(key) {
+                    Target::set_override(&*b, key, apply);
+                }
             }
-        });
+        }
     }
 
     fn open_for(&self, key: &str, duration: Duration) -> Opened {
