@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Peer, Redis, builder, config, namespace, redis_available, wait_for};
+use common::{Redis, builder, config, namespace, redis_available, wait_for};
 use cutout::State;
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{Fleet, FleetError, Heartbeat, MAX_OVERRIDES, Message, Override, OverrideMode};
@@ -322,36 +322,6 @@ fn an_overrides_end_creates_no_registry_key() {
     fleet.release("db").unwrap();
     assert_eq!((open.len(), capped.overflowed()), (0, 1), "the end");
     assert_eq!(open.get("db").state(), State::Closed);
-}
-
-/// A quorum that came while an override held the key (its open changed no
-/// forced-open breaker) still counts when the override ends: the release
-/// resets the breaker, and the standing quorum opens it, as it opens a breaker
-/// attached then.
-#[test]
-fn a_quorum_standing_when_an_override_ends_opens_the_breaker() {
-    if !redis_available() {
-        return;
-    }
-    let redis = Redis::start();
-    let ns = namespace("quorum-under-override");
-    let me = Fleet::start(config(&redis, &ns, "me").live_after(Duration::from_secs(10))).unwrap();
-    assert!(me.wait_synced(Duration::from_secs(10)));
-    let db = me.breaker("db", builder()).unwrap();
-    me.force_open("db", Duration::from_secs(60)).unwrap();
-    let until = SystemTime::now() + Duration::from_secs(30);
-    for id in ["p", "q"] {
-        Peer::new(&redis, &ns, id).heartbeat(&[("db", until, 1)]);
-    }
-    // A third message, taken after the quorum was applied (one thread takes
-    // them in turn): the quorum met the forced-open breaker.
-    Peer::new(&redis, &ns, "r").heartbeat(&[]);
-    wait_for("three peers", Duration::from_secs(10), || {
-        me.view().live_peers() == 3
-    });
-    assert_eq!(db.state(), State::ForcedOpen);
-    me.release("db").unwrap();
-    assert_eq!(db.state(), State::Open, "opened by the standing quorum");
 }
 
 /// A release resets only what its override set: a breaker the fleet disabled

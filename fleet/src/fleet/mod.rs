@@ -275,9 +275,7 @@ impl Fleet {
 
     /// Ends `key`'s fleet-wide override everywhere: an attached breaker of
     /// `key` in the state the override sets (forced open or disabled) is reset
-    /// to Closed, and its own policies decide again (and a quorum of live peers
-    /// that reports `key` Open then, even one that came during the override,
-    /// opens it, as it opens a breaker attached then); one an operator has set to
+    /// to Closed, and its own policies decide again; one an operator has set to
     /// the other state since is left alone, and so is a registry key no
     /// breaker holds now (none is created). The state an override sets cannot
     /// be told from the same state an operator set before it: a breaker forced

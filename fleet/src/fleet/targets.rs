@@ -266,13 +266,6 @@ impl Inner {
         for target in targets {
             let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(&key, apply)));
         }
-        // Ended: a quorum applied while the override held the key opened
-        // nothing (it opens a Closed breaker only); standing still, it opens
-        // the breakers the end reset, as it would breakers attached now.
-        if let Apply::End(_) = apply {
-            self.lock_attached().applied.remove(&key);
-            self.apply_quorum(&[key]);
-        }
     }
 
     /// Forgets the peers the view has not heard from for long (see
