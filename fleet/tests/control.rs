@@ -5,10 +5,11 @@
 
 mod common;
 
-use common::{Redis, builder, config, namespace, redis_available, wait_for};
-use cutout::State;
+use common::{Peer, Redis, builder, config, namespace, redis_available, wait_for};
+use cutout::{ManualClock, Registry, State};
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{Fleet, FleetError, Heartbeat, MAX_OVERRIDES, Message, Override, OverrideMode};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const LIVE: Duration = Duration::from_secs(3);
@@ -250,8 +251,6 @@ fn a_joiner_learns_a_disable_and_it_ends_at_its_deadline() {
 /// at once.
 #[test]
 fn a_registry_key_made_during_an_override_starts_as_it_says() {
-    use cutout::Registry;
-    use std::sync::Arc;
     let fleet = Fleet::start(
         cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
     )
@@ -299,8 +298,6 @@ fn a_registry_key_made_during_an_override_starts_as_it_says() {
 /// where the key finds no place).
 #[test]
 fn an_overrides_end_creates_no_registry_key() {
-    use cutout::Registry;
-    use std::sync::Arc;
     let fleet = Fleet::start(
         cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
     )
@@ -322,6 +319,94 @@ fn an_overrides_end_creates_no_registry_key() {
     fleet.release("db").unwrap();
     assert_eq!((open.len(), capped.overflowed()), (0, 1), "the end");
     assert_eq!(open.get("db").state(), State::Closed);
+}
+
+/// A quorum opened `db`, its own probe closed it while the peers' reports
+/// still stand (the very case `applied` exists for). An operator then forces
+/// `db` open fleet-wide and releases it: the release must leave `db` Closed
+/// (the reports were already applied and recovered from), as before the
+/// override.
+#[test]
+fn a_release_does_not_reopen_a_breaker_on_reports_it_recovered_from() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("recovered-reports");
+    let me = Fleet::start(config(&redis, &ns, "me").live_after(Duration::from_secs(10))).unwrap();
+    assert!(me.wait_synced(Duration::from_secs(10)));
+    let clock = ManualClock::new();
+    let db = me.breaker("db", builder().clock(clock.clone())).unwrap();
+    let until = SystemTime::now() + Duration::from_secs(60);
+    let (mut p, mut q) = (Peer::new(&redis, &ns, "p"), Peer::new(&redis, &ns, "q"));
+    p.heartbeat(&[("db", until, 1)]);
+    q.heartbeat(&[("db", until, 1)]);
+    wait_for("the quorum opens db", Duration::from_secs(10), || {
+        db.state() == State::Open && me.view().stats().quorum_opens >= 1
+    });
+    clock.advance(db.metrics().retry_after.unwrap() + Duration::from_millis(1));
+    db.try_acquire().expect("a probe").success();
+    assert_eq!(db.state(), State::Closed, "closed by its own probe");
+    // The same reports again: still Closed (the reports a quorum was applied
+    // from do not open a breaker twice).
+    p.heartbeat(&[("db", until, 1)]);
+    q.heartbeat(&[("db", until, 1)]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        db.state(),
+        State::Closed,
+        "the same reports do not reopen it"
+    );
+    me.force_open("db", Duration::from_secs(60)).unwrap();
+    assert_eq!(db.state(), State::ForcedOpen);
+    me.release("db").unwrap();
+    assert_eq!(
+        db.state(),
+        State::Closed,
+        "the release reopened db on reports it had recovered from; stats {:?}",
+        me.view().stats()
+    );
+}
+
+/// An override's end creates no registry key even where a quorum for it
+/// stands (see `an_overrides_end_creates_no_registry_key`): the quorum opens
+/// the key when it is next used, through `initial_state`.
+#[test]
+fn an_overrides_end_creates_no_registry_key_where_a_quorum_stands() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("end-under-quorum");
+    let me = Fleet::start(config(&redis, &ns, "me").live_after(Duration::from_secs(10))).unwrap();
+    assert!(me.wait_synced(Duration::from_secs(10)));
+    let registry: Arc<Registry<String>> = Arc::new(
+        Registry::builder(builder())
+            .max_keys(100)
+            .initial_state(me.initial_state())
+            .build()
+            .unwrap(),
+    );
+    me.attach_registry(&registry);
+    let until = SystemTime::now() + Duration::from_secs(60);
+    let (mut p, mut q) = (Peer::new(&redis, &ns, "p"), Peer::new(&redis, &ns, "q"));
+    p.heartbeat(&[("db", until, 1)]);
+    q.heartbeat(&[("db", until, 1)]);
+    wait_for("the quorum opens db", Duration::from_secs(10), || {
+        registry
+            .find("db")
+            .is_some_and(|b| b.state() == State::Open)
+    });
+    me.force_open("db", Duration::from_secs(60)).unwrap();
+    registry.remove("db");
+    assert_eq!(registry.len(), 0);
+    me.release("db").unwrap();
+    assert_eq!(
+        registry.len(),
+        0,
+        "the release created db in the registry (state {:?})",
+        registry.find("db").map(|b| b.state())
+    );
 }
 
 /// A release resets only what its override set: a breaker the fleet disabled
