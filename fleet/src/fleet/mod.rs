@@ -279,9 +279,11 @@ impl Fleet {
     /// the other state since is left alone, and so is a registry key no
     /// breaker holds now (none is created). The state an override sets cannot
     /// be told from the same state an operator set before it: a breaker forced
-    /// open here and then force-opened fleet-wide is reset by the release. Here
-    /// at once; on the other instances as [`force_open`](Self::force_open)
-    /// reaches them.
+    /// open here and then force-opened fleet-wide is reset by the release. A
+    /// quorum reached while the override held the key does not open it after
+    /// the release (its reports count as applied); a new report does. Here at
+    /// once; on the other instances as [`force_open`](Self::force_open) reaches
+    /// them.
     ///
     /// # Errors
     /// [`FleetError::Config`] for a `key` over
