@@ -26,8 +26,9 @@ impl<C: Clock> CircuitBreaker<C> {
         // decides (a candidate's precise one beside its cheap one changed its
         // decisions), and ends at a reading of the same kind.
         let mut config = config;
-        if let Some(precise) = self.config.timer() {
-            config.time_calls_as(precise);
+        let lean = self.hot.lean;
+        if lean.has(Lean::TIMED | Lean::PRECISE) {
+            config.time_calls_as(lean.has(Lean::PRECISE));
         }
         let mut candidate = Self::from_parts_at(config, clock, listener, self.origin);
         let shadowing = candidate

@@ -282,16 +282,6 @@ impl SlowCalls {
 }
 
 impl Config {
-    /// How this configuration times calls, if it does: `Some(true)` with
-    /// [`Clock::precise`] readings, `Some(false)` with [`Clock::now`] (a
-    /// slow-call policy's timer, or `on_drop`'s age).
-    pub(crate) fn timer(&self) -> Option<bool> {
-        match self.slow_calls {
-            Some(slow) => Some(slow.precise()),
-            None => self.on_drop.times_calls().then_some(false),
-        }
-    }
-
     /// This configuration's slow calls timed with precise readings or not, as
     /// `precise` says: a candidate's, timed by its live breaker's readings.
     pub(crate) fn time_calls_as(&mut self, precise: bool) {
