@@ -196,10 +196,7 @@ fn a_subscription_gone_silent_is_replaced() {
     // Real time is the subject: past live_after, and several io_timeouts.
     thread::sleep(Duration::from_secs(3));
     // The publisher did reconnect: its heartbeat key (TTL 1 s) is written again.
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .unwrap();
+    let mut con = redis.connect();
     let hb: Option<Vec<u8>> = redis::cmd("GET")
         .arg(format!("{ns}:hb:me"))
         .query(&mut con)
@@ -289,10 +286,7 @@ fn commands_that_fail_on_a_live_connection_back_off() {
     )
     .unwrap();
     assert!(me.wait_synced(Duration::from_secs(5)));
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .unwrap();
+    let mut con = redis.connect();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory")

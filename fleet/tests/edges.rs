@@ -550,10 +550,7 @@ fn a_heartbeat_key_not_in_utf8_does_not_stop_a_join() {
     }
     let redis = Redis::start();
     let ns = namespace("nonutf8");
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .unwrap();
+    let mut con = redis.connect();
     let mut bad_key = format!("{ns}:hb:").into_bytes();
     bad_key.push(0xff);
     let _: () = redis::cmd("SET")
@@ -594,10 +591,7 @@ fn live_after_is_at_most_a_day_and_a_day_writes_the_heartbeat_key() {
     let redis = Redis::start();
     let ns = namespace("liveday");
     let a = Fleet::start(config(&redis, &ns, "a").live_after(day)).unwrap();
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .unwrap();
+    let mut con = redis.connect();
     let mut ttl = || -> i64 {
         let key = format!("{ns}:hb:a");
         redis::cmd("PTTL").arg(key).query(&mut con).unwrap()
@@ -617,10 +611,7 @@ fn the_picture_holds_every_heartbeat_of_a_busy_database() {
     }
     let redis = Redis::start();
     let ns = namespace("busy");
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .unwrap();
+    let mut con = redis.connect();
     // A million keys of another application, set in ten server-side batches
     // (a scan that stopped at 200,000 would miss one of the four heartbeats
     // in all but about 1 run in 600).

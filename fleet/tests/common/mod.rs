@@ -105,6 +105,14 @@ impl Redis {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// A connection of the test's own (2 s to connect).
+    pub fn connect(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).unwrap();
+        client
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap()
+    }
+
     /// Starts the server again, on the same port, and waits until it answers.
     pub fn restart(&mut self) {
         assert!(self.spawn(), "redis-server did not start again on its port");
@@ -226,10 +234,7 @@ pub fn builder() -> cutout::Builder<cutout::DefaultClock> {
 /// The keys, with their generations, that instance `id`'s heartbeat key (what
 /// joiners read) lists Open.
 pub fn heartbeat_lists(redis: &Redis, ns: &str, id: &str) -> Vec<(String, u32)> {
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .unwrap();
+    let mut con = redis.connect();
     let bytes: Option<Vec<u8>> = redis::cmd("GET")
         .arg(format!("{ns}:hb:{id}"))
         .query(&mut con)
@@ -348,13 +353,10 @@ pub struct Peer {
 
 impl Peer {
     pub fn new(redis: &Redis, ns: &str, id: &str) -> Peer {
-        let client = redis::Client::open(redis.url()).unwrap();
         Peer {
             id: id.into(),
             ns: ns.into(),
-            con: client
-                .get_connection_with_timeout(Duration::from_secs(2))
-                .unwrap(),
+            con: redis.connect(),
             key: None,
         }
     }
