@@ -58,6 +58,10 @@ use time::ticks_to_duration;
 /// Share it by reference or in an `Arc`; every method takes `&self`. See the
 /// [crate docs](crate) for the model and [`Builder`] for the settings.
 ///
+/// A `&CircuitBreaker` crosses `catch_unwind` (it is `RefUnwindSafe`): a panic
+/// in a call, or in a listener, leaves the breaker consistent (the call
+/// counts as dropped; a listener's panic is caught where it is called).
+///
 /// # Examples
 /// ```
 /// use cutout::{CircuitBreaker, Error, ManualClock, State};
@@ -118,6 +122,12 @@ pub struct CircuitBreaker<C = DefaultClock> {
     /// What an integration keeps beside the breaker (see [`Attachment`]).
     pub(crate) attached: Attachment,
 }
+
+// Every field a panic could leave half-written is an atomic (or a lock-free map
+// of them) changed by one store or CAS; the listeners, user code, are called
+// under `catch_unwind`. So a panic leaves nothing that a later call misreads.
+impl<C: std::panic::RefUnwindSafe> std::panic::RefUnwindSafe for CircuitBreaker<C> {}
+impl<C: std::panic::UnwindSafe> std::panic::UnwindSafe for CircuitBreaker<C> {}
 
 impl CircuitBreaker<DefaultClock> {
     /// A builder with the default clock; see [`Builder`] for every setting.

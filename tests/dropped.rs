@@ -429,3 +429,28 @@ fn a_probe_dropped_during_thread_local_teardown_counts_as_on_drop_says() {
     );
     assert_eq!(m.lifetime.admitted, 2);
 }
+
+/// A breaker (and a registry) crosses `catch_unwind` as it is, no
+/// `AssertUnwindSafe` needed: a panic in a call leaves it consistent, the call
+/// counted as dropped. (Compiles only while both are `RefUnwindSafe`.)
+#[test]
+fn a_breaker_crosses_catch_unwind_without_asserting_it() {
+    let clock = ManualClock::new();
+    let b = builder(&clock).consecutive_failures(1).build().unwrap();
+    let panicked = catch_unwind(|| b.call(|| -> Result<(), ()> { panic!("handler panicked") }));
+    assert!(panicked.is_err());
+    assert_eq!(b.metrics().lifetime.dropped, 1);
+    assert_each_admitted_call_finished_once(&b);
+    #[cfg(feature = "registry")]
+    {
+        let registry: cutout::Registry<String, ManualClock> =
+            cutout::Registry::new(builder(&clock)).unwrap();
+        let panicked = catch_unwind(|| {
+            registry.call("search", || -> Result<(), ()> {
+                panic!("handler panicked")
+            })
+        });
+        assert!(panicked.is_err());
+        assert_eq!(registry.get("search").metrics().lifetime.dropped, 1);
+    }
+}

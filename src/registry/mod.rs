@@ -286,6 +286,25 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
     pub(crate) attached: crate::attach::Attachment,
 }
 
+// As a breaker's (see `CircuitBreaker`): the map and counts are atomics, an
+// insert's reserved place goes back in a guard's drop, and so does the scan
+// gate; the closures (naming, initial state, listener) are user code that runs
+// before an insert or under a breaker's `catch_unwind`.
+impl<K, C, S> std::panic::RefUnwindSafe for Registry<K, C, S>
+where
+    K: std::panic::RefUnwindSafe,
+    C: Clock + std::panic::RefUnwindSafe,
+    S: std::panic::RefUnwindSafe,
+{
+}
+impl<K, C, S> std::panic::UnwindSafe for Registry<K, C, S>
+where
+    K: std::panic::UnwindSafe + std::panic::RefUnwindSafe,
+    C: Clock + std::panic::UnwindSafe + std::panic::RefUnwindSafe,
+    S: std::panic::UnwindSafe,
+{
+}
+
 impl<K, C> Registry<K, C>
 where
     K: Hash + Eq + Clone + Send + Sync + fmt::Display + 'static,
