@@ -40,7 +40,60 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
     if shared.source.controls {
         router = router.route("/api/control", post(control::control));
     }
-    router.with_state(shared)
+    let hosts = axum::middleware::from_fn_with_state(shared.clone(), refuse_other_hosts);
+    router.layer(hosts).with_state(shared)
+}
+
+/// Refuses a request sent to a host the dashboard is not reached by (see
+/// [`Source::allow_host`](crate::Source::allow_host)). One without a host (not
+/// from a browser, which always names it) passes.
+async fn refuse_other_hosts(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let host = match request.headers().get(header::HOST) {
+        Some(host) => host.to_str().ok(),
+        None => request.uri().authority().map(|a| a.as_str()),
+    };
+    match host {
+        Some(host) if !allowed(host, &shared.source.hosts) => {
+            let why = format!(
+                "this dashboard is not served as {host:?}: add the name with Source::allow_host\n"
+            );
+            (StatusCode::FORBIDDEN, why).into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
+
+/// Whether a request sent to `host` (a `Host` header's value) is taken: an IP
+/// address, `localhost` or a name under it, or one of `names` (lowercased).
+fn allowed(host: &str, names: &[String]) -> bool {
+    let name = host_name(host);
+    if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        return v6.parse::<std::net::Ipv6Addr>().is_ok();
+    }
+    let lower = name.to_ascii_lowercase();
+    name.parse::<std::net::Ipv4Addr>().is_ok()
+        || lower == "localhost"
+        || lower.ends_with(".localhost")
+        || names.contains(&lower)
+}
+
+/// The name in a `Host` value: without a port (digits after the last `:`,
+/// where that ends a name or a bracketed IPv6 address) or a trailing dot.
+pub(crate) fn host_name(host: &str) -> &str {
+    let name = match host.rsplit_once(':') {
+        Some((name, port))
+            if port.bytes().all(|b| b.is_ascii_digit())
+                && (name.ends_with(']') || !name.contains(':')) =>
+        {
+            name
+        }
+        _ => host,
+    };
+    name.strip_suffix('.').unwrap_or(name)
 }
 
 fn file(body: &'static str, kind: &'static str) -> Response {
@@ -153,5 +206,36 @@ impl Drop for Open {
     fn drop(&mut self) {
         // Relaxed: as in `take`.
         self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_is_taken_by_its_name_alone() {
+        let names = ["ops.example.com".to_owned()];
+        for host in [
+            "[::1]",
+            "[::1]:80",
+            "10.0.0.7:8080",
+            "LOCALHOST",
+            "a.localhost.",
+            "ops.example.com:",
+        ] {
+            assert!(allowed(host, &names), "{host}");
+        }
+        let refused = [
+            "::1", // an IPv6 address without brackets is no Host
+            "[not-an-address]:80",
+            "127.0.0.1.nip.io", // a name that resolves to loopback
+            "localhost.evil.example",
+            "ops.example.com.evil.example",
+            "",
+        ];
+        for host in refused {
+            assert!(!allowed(host, &names), "{host}");
+        }
     }
 }

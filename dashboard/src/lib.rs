@@ -57,6 +57,15 @@
 //! (`Σ` is `σ` wherever it stands). It is not case folding: `İ` is `i̇`, so
 //! `q=İstanbul` does not find `istanbul`.
 //!
+//! # Hosts
+//! Every route refuses (`403 Forbidden`) a request sent to a host the
+//! dashboard is not reached by: its `Host` must be an IP address, `localhost`
+//! or a name under `.localhost`, or a name given to [`Source::allow_host`]. A
+//! page from another site whose name was made to resolve to this server (DNS
+//! rebinding) is same-origin to the browser; its `Host` gives it away, so it
+//! can neither read the breakers nor send a control. Behind a proxy, or at a
+//! name of its own, allow each name the dashboard is reached by.
+//!
 //! # Controls
 //! With [`Source::controls`]`(true)` the page offers force open, disable and reset
 //! per breaker: `POST api/control?id=I&action=force_open|disable|reset`. Each

@@ -109,6 +109,9 @@ pub struct Source {
     pub(crate) fleet: Option<Arc<dyn FleetSource>>,
     pub(crate) tick: Duration,
     pub(crate) max_streams: usize,
+    /// Host names a request may be sent to beyond the loopback names and IP
+    /// addresses (see [`Source::allow_host`]), lowercased.
+    pub(crate) hosts: Vec<String>,
     pub(crate) push: Arc<Push>,
 }
 
@@ -121,6 +124,7 @@ impl std::fmt::Debug for Source {
             .field("fleet", &self.fleet.is_some())
             .field("tick", &self.tick)
             .field("max_streams", &self.max_streams)
+            .field("hosts", &self.hosts)
             .finish_non_exhaustive()
     }
 }
@@ -143,6 +147,7 @@ impl Source {
             fleet: None,
             tick: TICK,
             max_streams: MAX_STREAMS,
+            hosts: Vec::new(),
             push: Arc::default(),
         }
     }
@@ -164,6 +169,27 @@ impl Source {
     #[must_use]
     pub fn max_streams(mut self, n: usize) -> Self {
         self.max_streams = n.max(1);
+        self
+    }
+
+    /// Accepts requests sent to `host` (a name, as the browser's address bar
+    /// has it; a port or a trailing dot is ignored, and so is case) beside
+    /// those the router always accepts: sent to an IP address, to `localhost`,
+    /// or to a name under `.localhost`. Any other `Host` is refused with
+    /// `403 Forbidden`, saying so: a page from another site whose name was made
+    /// to resolve to this server (DNS rebinding) is refused, so it can neither
+    /// read the breakers nor send a control as if from this origin. Add each
+    /// name the dashboard is reached by, behind a proxy too.
+    ///
+    /// # Examples
+    /// ```
+    /// let source = cutout_dashboard::Source::new().allow_host("ops.example.com");
+    /// # drop(source);
+    /// ```
+    #[must_use]
+    pub fn allow_host(mut self, host: &str) -> Self {
+        self.hosts
+            .push(crate::http::host_name(host).to_ascii_lowercase());
         self
     }
 

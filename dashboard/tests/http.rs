@@ -308,6 +308,53 @@ async fn controls_take_same_origin_posts_only() {
     assert_eq!(request(addr, "POST", bad, &same_site).await.status, 400);
 }
 
+/// A page from another site whose name resolves to this server (DNS
+/// rebinding) is same-origin to the browser: the `Host` it names refuses it,
+/// reading and controlling alike, unless the name is allowed.
+#[tokio::test]
+async fn a_request_sent_to_another_host_is_refused() {
+    let reg = registry(&["db"]);
+    let source = Source::new().registry(reg.clone()).controls(true);
+    let addr = serve(app(source.allow_host("Ops.Example.com"))).await;
+    let control = "/breakers/api/control?name=db&action=force_open";
+    let port = addr.port();
+    let rebound = format!("rebound.example:{port}");
+    for path in [
+        "/breakers",
+        "/breakers/api/snapshot",
+        "/breakers/api/stream",
+    ] {
+        let refused = request(addr, "GET", path, &[("host", &rebound)]).await;
+        assert_eq!(refused.status, 403, "{path}");
+        assert!(refused.body.contains("allow_host"), "{}", refused.body);
+    }
+    let as_page = [
+        ("host", rebound.as_str()),
+        ("sec-fetch-site", "same-origin"),
+    ];
+    assert_eq!(request(addr, "POST", control, &as_page).await.status, 403);
+    assert_eq!(reg.get("db").state(), State::Closed);
+
+    // Loopback names, IP addresses and the allowed name pass.
+    let v6 = format!("[::1]:{port}");
+    for host in [
+        "localhost",
+        "app.localhost:80",
+        "127.0.0.1.",
+        &v6,
+        "ops.example.COM.:443",
+    ] {
+        let page = request(addr, "GET", "/breakers/api/snapshot", &[("host", host)]).await;
+        assert_eq!(page.status, 200, "{host}");
+    }
+    let as_page = [
+        ("host", "ops.example.com"),
+        ("sec-fetch-site", "same-origin"),
+    ];
+    assert_eq!(request(addr, "POST", control, &as_page).await.status, 204);
+    assert_eq!(reg.get("db").state(), State::ForcedOpen);
+}
+
 /// Breakers that share a name have a card and an id each: a control that
 /// names an id acts on that breaker alone, one that names only the name on
 /// every breaker of the name.

@@ -40,10 +40,10 @@ async fn send(
     let io = hyper_util::rt::TokioIo::new(stream);
     let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
     tokio::spawn(conn);
-    let mut request = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string());
+    let mut request = hyper::Request::builder().method(method).uri(path);
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request = request.header("host", addr.to_string());
+    }
     for (k, v) in headers {
         request = request.header(*k, *v);
     }
