@@ -1260,6 +1260,39 @@ fn the_backend_layer_keys_a_default_port_as_no_port() {
     assert_eq!(keys, expected);
 }
 
+/// However a URI writes a backend's port (empty, the scheme's default for
+/// `ws` and `wss` too, with leading zeros), `BackendLayer` keys it as the
+/// reqwest middleware does: one backend, one breaker.
+#[cfg(all(feature = "http", feature = "reqwest"))]
+#[test]
+fn the_backend_layer_keys_a_port_as_the_reqwest_middleware_does() {
+    use cutout::{Registry, http::BackendLayer};
+    use http::{Request, Response};
+    let uris = [
+        "http://a:/x",
+        "http://u@A:/x",
+        "ws://a:80/x",
+        "wss://a:443/x",
+        "http://a:0080/x",
+        "http://a:08080/x",
+        "https://a:0/x",
+        "http://[::1]:/x",
+        "http://[::1]:08080/x",
+        "http://[::1]/x",
+    ];
+    for uri in uris {
+        let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
+        let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(()))
+        }));
+        block_on(svc.oneshot(Request::get(uri).body(()).unwrap())).unwrap();
+        let mut keys = Vec::new();
+        breakers.for_each(|key, _| keys.push(key.clone()));
+        let url = reqwest::Url::parse(uri).unwrap();
+        assert_eq!(keys, [cutout::reqwest::host_key(&url)], "{uri}");
+    }
+}
+
 /// A `BackendFuture` polled again after it completed is `Pending`, as the
 /// layer's other futures are: its backend's future, done, is not polled again
 /// (a `Ready` panics then), and the call counts once.

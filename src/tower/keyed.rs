@@ -23,10 +23,14 @@ use std::task::{Context, Poll, ready};
 /// `Service<http::Request<B>>`) that sends each request through its backend's
 /// breaker, from a [`Registry`] the caller keeps.
 ///
-/// The key is the request URI's authority without user info (`host[:port]`, as
-/// the URI writes it, in lower case; the port only where it is not the scheme's
-/// default, as the reqwest middleware keys it), or its `Host` header for a URI
-/// with no authority, or the empty string for a request that names neither. A rejected
+/// The key is the request URI's authority without user info (`host[:port]`: the
+/// host as the URI writes it, in lower case; the port as a number, only where
+/// it is not the scheme's default, 80 for `http` and `ws`, 443 for `https` and
+/// `wss`, an empty port being the default: as the reqwest middleware keys it),
+/// or its `Host` header for a URI with no authority (as a connection-level
+/// client such as hyper's `SendRequest` takes; hyper-util's `Client` refuses
+/// such a request with an `Err`, which fails), or the empty string for a
+/// request that names neither. A rejected
 /// request never reaches the inner service: its future fails at once with
 /// [`Error::Rejected`]; the inner service's errors come as [`Error::Inner`].
 /// Responses are classified by [`ServerErrorIsFailure`] (a `5xx` or an `Err`
@@ -201,37 +205,53 @@ impl<Svc, C: Clock, S, K> BackendService<Svc, C, S, K> {
     }
 }
 
-/// The registry key of `request`: its URI's authority without user info (and
-/// without a port that is its scheme's default), else its `Host` header, else
-/// the empty string; in lower case, as DNS reads a host (`Orders:8080` is
-/// `orders:8080`). Borrowed, with no allocation, unless it has a capital letter.
+/// The registry key of `request`: its URI's authority without user info, its
+/// port as a number and only where it is not its scheme's default (an empty
+/// port is the default), else its `Host` header, else the empty string; in
+/// lower case, as DNS reads a host (`Orders:8080` is `orders:8080`). So a
+/// backend keys as the reqwest middleware keys it. Borrowed, with no
+/// allocation, unless it has a capital letter or a port written with a
+/// leading zero.
 fn backend_key<B>(request: &Request<B>) -> Cow<'_, str> {
     let uri = request.uri();
     let key = match uri.authority() {
         Some(authority) => {
             let all = authority.as_str();
             let host_port = all.rsplit_once('@').map_or(all, |(_, host_port)| host_port);
+            // The port follows the last `:`, unless that is inside an IPv6 address.
+            let (host, written) = match host_port.rsplit_once(':') {
+                Some((host, port)) if !port.contains(']') => (host, port),
+                _ => (host_port, ""),
+            };
             let default = match uri.scheme_str() {
-                Some(s) if s.eq_ignore_ascii_case("http") => Some(80),
-                Some(s) if s.eq_ignore_ascii_case("https") => Some(443),
+                Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("ws") => {
+                    Some(80)
+                }
+                Some(s) if s.eq_ignore_ascii_case("https") || s.eq_ignore_ascii_case("wss") => {
+                    Some(443)
+                }
                 _ => None,
             };
             match authority.port_u16() {
-                Some(port) if default == Some(port) => host_port
-                    .rsplit_once(':')
-                    .map_or(host_port, |(host, _)| host),
-                _ => host_port,
+                None => Cow::Borrowed(host),
+                Some(port) if default == Some(port) => Cow::Borrowed(host),
+                Some(port) if written.len() > 1 && written.starts_with('0') => {
+                    Cow::Owned(format!("{host}:{port}"))
+                }
+                Some(_) => Cow::Borrowed(host_port),
             }
         }
-        None => request
-            .headers()
-            .get(header::HOST)
-            .and_then(|host| host.to_str().ok())
-            .unwrap_or(""),
+        None => Cow::Borrowed(
+            request
+                .headers()
+                .get(header::HOST)
+                .and_then(|host| host.to_str().ok())
+                .unwrap_or(""),
+        ),
     };
     match key.bytes().any(|b| b.is_ascii_uppercase()) {
         true => Cow::Owned(key.to_ascii_lowercase()),
-        false => Cow::Borrowed(key),
+        false => key,
     }
 }
 
