@@ -60,7 +60,7 @@ for scenario in closed open failing ramp candidates; do
         open) title="open rejection" ;;
         failing) title="failure below the threshold" ;;
         ramp) title="successful calls during a ramp-up, share frozen at 10/50/90%" ;;
-        candidates) title="closed success with 0, 1 or 2 what-if candidates" ;;
+        candidates) title="closed success with 0 to 3 what-if candidates" ;;
     esac
     echo
     echo "| $title ($CALLS calls) | instructions/call | locked/call |"

@@ -32,7 +32,7 @@
 //! (`cutout_ramp_10` ...): each call is an admission decision, then either a
 //! rejection or an admitted call and its recorded success.
 //!
-//! Scenario `candidates`: closed successes through a breaker with 0, 1 or 2
+//! Scenario `candidates`: closed successes through a breaker with 0 to 3
 //! what-if candidates (`Builder::candidate`, each with the live breaker's
 //! settings), consecutive-failure or rate-window (`cutout_window_1` ...): the
 //! growth per candidate is what each costs a call.
@@ -58,13 +58,15 @@ impl Subject for Ramp {
 }
 
 /// The `candidates` scenario's implementations: (name, a rate window, candidates).
-const CANDIDATES: [(&str, bool, usize); 6] = [
+const CANDIDATES: [(&str, bool, usize); 8] = [
     ("cutout_consecutive_0", false, 0),
     ("cutout_consecutive_1", false, 1),
     ("cutout_consecutive_2", false, 2),
+    ("cutout_consecutive_3", false, 3),
     ("cutout_window_0", true, 0),
     ("cutout_window_1", true, 1),
     ("cutout_window_2", true, 2),
+    ("cutout_window_3", true, 3),
 ];
 
 /// A breaker of the `candidates` scenario: `cutout_consecutive` or

@@ -405,7 +405,8 @@ impl<C: Clock> CircuitBreaker<C> {
             // The same word as at admission (every transition moves the generation
             // on): still the phase the call was admitted in.
             (Outcome::Success, Some(lean))
-                if self.hot.word.load() == s && self.record_lean_success(r, s, ticket, lean) => {}
+                if self.hot.word.load() == s
+                    && self.record_lean_success::<true>(r, s, ticket, lean) => {}
             (Outcome::Success, Some(_)) => self.record_success_off_lean(r, ticket),
             (_, Some(_)) => self.record_general(r, ticket, outcome),
             (_, None) => self.record_off_lean(r, ticket, outcome),
@@ -450,8 +451,13 @@ impl<C: Clock> CircuitBreaker<C> {
     /// `phase` is the state word the call was admitted under, which the caller has
     /// just loaded again: the phase is still current. Returns `false` having
     /// written nothing otherwise: [`record_general`](Self::record_general) does the rest.
+    ///
+    /// `INLINE_OFFER`: `call_with` (alone) offers a success to a breaker's
+    /// candidates inline where their shape allows (see the `candidates`
+    /// module); the other callers, whose lean paths (the tower layer's, a
+    /// permit's) the inline code would crowd, call `record_offering`.
     #[inline(always)]
-    fn record_lean_success(
+    fn record_lean_success<const INLINE_OFFER: bool>(
         &self,
         r: StripeRef<'_>,
         phase: Snapshot,
@@ -466,8 +472,10 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         // The slow-call policy and what-if candidates (`Lean::OFFERS`) are tested
         // before the reading, by the mask that sends a window here: a breaker
-        // with candidates goes to `record_offering`, which records its success
-        // and offers it to them, reading the clock only if a window needs it.
+        // with candidates records its success and offers it to them (inline in
+        // `call_with` for the shapes `Lean::INLINE_WINDOWED` and `INLINE_QUIET`
+        // name, else in `record_offering`), reading the clock only if a window
+        // needs it.
         if lean.has(Lean::WINDOW | Lean::OFFERS) {
             let now = match lean.has(Lean::TIMED | Lean::PRECISE | Lean::OFFERS) {
                 false => self.clock.now_if_cheap(),
@@ -478,6 +486,14 @@ impl<C: Clock> CircuitBreaker<C> {
                         let Some(o) = r.as_owned() else {
                             return false;
                         };
+                        let (mask, windowed) = Lean::INLINE_WINDOWED;
+                        if INLINE_OFFER && lean.0 & mask == windowed {
+                            return self.record_offering_windowed(o, phase);
+                        }
+                        if INLINE_OFFER && lean.0 & Lean::INLINE_QUIET == 0 {
+                            self.record_offering_quiet(o);
+                            return true;
+                        }
                         self.record_offering(o, ticket);
                         return true;
                     }
@@ -573,7 +589,7 @@ impl<C: Clock> CircuitBreaker<C> {
             // admitted in, still Closed.
             let current = self.hot.word.load();
             if current == ticket.phase()
-                && self.record_lean_success(r, current, ticket, self.hot.lean)
+                && self.record_lean_success::<false>(r, current, ticket, self.hot.lean)
             {
                 return;
             }

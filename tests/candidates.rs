@@ -579,22 +579,37 @@ fn impatient() -> Builder {
         .minimum_calls(2)
 }
 
+/// Through a permit and through `call` (whose lean path offers some
+/// successes inline), beside a live breaker with a window and without.
 #[test]
 fn a_slow_live_call_is_slow_for_a_candidate_timed_from_the_live_admission() {
-    let (live, clock) = with_candidate(live(5), "impatient", impatient());
-    for _ in 0..2 {
-        let permit = live.try_acquire().unwrap();
-        clock.advance(Duration::from_millis(150)); // the call takes 150 ms
-        permit.success();
+    for (live_builder, through_call) in [(live(5), false), (live(5), true), (window(), true)] {
+        let (live, clock) = with_candidate(live_builder, "impatient", impatient());
+        for _ in 0..2 {
+            let took_150ms = || clock.advance(Duration::from_millis(150));
+            match through_call {
+                true => live
+                    .call(|| {
+                        took_150ms();
+                        Ok::<_, ()>(())
+                    })
+                    .unwrap(),
+                false => {
+                    let permit = live.try_acquire().unwrap();
+                    took_150ms();
+                    permit.success();
+                }
+            }
+        }
+        assert_eq!(
+            live.metrics().lifetime.slow,
+            0,
+            "the live breaker has no slow-call policy"
+        );
+        let r = only(&live);
+        assert_eq!((r.state, r.opened), (State::Open, 1), "{through_call}");
+        assert_eq!(live.state(), State::Closed);
     }
-    assert_eq!(
-        live.metrics().lifetime.slow,
-        0,
-        "the live breaker has no slow-call policy"
-    );
-    let r = only(&live);
-    assert_eq!((r.state, r.opened), (State::Open, 1));
-    assert_eq!(live.state(), State::Closed);
 }
 
 /// The converse, long after the build: a fast live call is not slow for the
@@ -703,8 +718,9 @@ mod model {
 
     #[derive(Clone, Copy, Debug)]
     enum Op {
-        /// A call whose outcome is recorded at once.
-        Call(Outcome),
+        /// A call whose outcome is recorded at once: through `call_with`
+        /// (`true`, whose lean path offers a success inline) or a permit.
+        Call(Outcome, bool),
         /// A permit dropped unrecorded.
         Drop,
         /// A permit taken now, recorded at the next `Finish` (stale for the live
@@ -724,7 +740,7 @@ mod model {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            6 => outcome().prop_map(Op::Call),
+            6 => (outcome(), any::<bool>()).prop_map(|(o, call)| Op::Call(o, call)),
             1 => Just(Op::Drop),
             1 => Just(Op::Start),
             1 => outcome().prop_map(Op::Finish),
@@ -865,7 +881,13 @@ mod model {
             let mut held = Vec::new();
             for op in ops {
                 match op {
-                    Op::Call(outcome) => {
+                    Op::Call(outcome, true) => {
+                        let ran = live.call_with(|_| outcome, || Ok::<_, ()>(()));
+                        if !matches!(ran, Err(cutout::Error::Rejected(_))) {
+                            refs.iter_mut().for_each(|r| r.offer(Some(outcome)));
+                        }
+                    }
+                    Op::Call(outcome, false) => {
                         if let Ok(permit) = live.try_acquire() {
                             permit.record(outcome);
                             refs.iter_mut().for_each(|r| r.offer(Some(outcome)));

@@ -1,9 +1,13 @@
 //! What-if candidates (see [`Builder::candidate`]): each a shadow breaker on the
 //! live breaker's clock, built at its origin, offered every outcome the live
 //! breaker records. A breaker with candidates ([`Lean::OFFERS`]) leaves the
-//! lean path for one cold call, `record_offering`, with a closed success: it
-//! records it as the lean path would and offers it to each candidate's lean path
-//! at the same clock reading. Its other outcomes reach `record_general` or
+//! lean path with a closed success: it records it as the lean path would and
+//! offers it to each candidate's lean path at the same clock reading. In
+//! `call_with`, where windows are everyone's or no one's and no call is timed,
+//! it does so inline up to the first candidate (`record_offering_windowed`,
+//! `record_offering_quiet`): a call out of line, with its register moves, cost
+//! more than a candidate's record. Elsewhere, and for the other shapes, it
+//! calls `record_offering`. Its other outcomes reach `record_general` or
 //! `abandon`, which offer them.
 
 use super::*;
@@ -57,6 +61,13 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         if any(Lean::PRECISE) {
             offers |= Lean::OFFERS_PRECISE;
+        }
+        let windowed = Lean::WINDOW | Lean::TIMED | Lean::PRECISE;
+        if candidates
+            .iter()
+            .all(|c| c.hot.lean.0 & windowed == Lean::WINDOW)
+        {
+            offers |= Lean::OFFERS_WINDOWED;
         }
         shadowing.candidates = candidates.into_boxed_slice();
         self.hot.lean = Lean(self.hot.lean.0 | offers);
@@ -125,7 +136,7 @@ impl<C: Clock> CircuitBreaker<C> {
         }
         let current = self.hot.word.load();
         current == ticket.phase()
-            && self.record_lean_success(r, current, ticket, Lean(lean.0 & !Lean::OFFERS))
+            && self.record_lean_success::<false>(r, current, ticket, Lean(lean.0 & !Lean::OFFERS))
     }
 
     /// The lean path's closed success of a breaker with candidates, admitted
@@ -148,20 +159,102 @@ impl<C: Clock> CircuitBreaker<C> {
             // No window here or in a candidate: no reading, and no candidate
             // counts such a success; each only checks that it is one.
             o.bump(Counter::Successes);
-            let Some(shadowing) = &self.shadowing else {
-                return;
-            };
-            let mut rest = &shadowing.candidates[..];
-            while let Some((candidate, after)) = rest.split_first() {
-                if candidate.quiet().is_none() {
-                    // No candidate reads `now` without a window.
-                    return Self::offer_success_to(rest, ticket.started(), 0);
-                }
-                rest = after;
+            if let Some(shadowing) = &self.shadowing {
+                Self::offer_quiet_to(&shadowing.candidates, ticket.started());
             }
             return;
         }
         self.record_offering_at_reading(o, ticket)
+    }
+
+    /// [`record_offering`](Self::record_offering)'s offer to `candidates`,
+    /// none with a window, of a success admitted at `started`: each only checks
+    /// that such a success changes nothing it keeps.
+    #[inline(always)]
+    fn offer_quiet_to(candidates: &[Self], started: u64) {
+        let mut rest = candidates;
+        while let Some((candidate, after)) = rest.split_first() {
+            if candidate.quiet().is_none() {
+                // No candidate reads `now` without a window.
+                return Self::offer_success_to(rest, started, 0);
+            }
+            rest = after;
+        }
+    }
+
+    /// `call_with`'s closed success of a breaker with a window and candidates
+    /// that each have one, no call timed ([`Lean::INLINE_WINDOWED`]), admitted
+    /// in `phase` by the thread that owns the stripe `o`, its streak clear:
+    /// [`record_offering`](Self::record_offering)'s work, inline up to the
+    /// first candidate's record (the others' is out of line). `false` having
+    /// written nothing where the live breaker's lean record does not apply.
+    /// No call is timed, so every start is 0, as `admit` gives it.
+    #[inline(always)]
+    pub(super) fn record_offering_windowed(&self, o: Owned<'_>, phase: Snapshot) -> bool {
+        let Some(now) = self.clock.now_if_cheap() else {
+            return false;
+        };
+        if !window::record_live_success(o, phase, now) {
+            return false;
+        }
+        o.bump(Counter::Successes);
+        let Some(shadowing) = &self.shadowing else {
+            return true;
+        };
+        let Some((first, rest)) = shadowing.candidates.split_first() else {
+            return true;
+        };
+        // `offered_lean` without its tests of the settings, and no closures:
+        // one the compiler leaves out of line costs a call.
+        let recorded = match first.quiet() {
+            Some(s) => match first.hot.stripes.owned_at(slot::owned().get()) {
+                Some(co) => window::record_live_success(co, s, now),
+                None => false,
+            },
+            None => false,
+        };
+        match recorded {
+            false => Self::offer_success_to(&shadowing.candidates, 0, now),
+            true if !rest.is_empty() => Self::offer_lean_after_first(rest, now),
+            true => {}
+        }
+        true
+    }
+
+    /// `call_with`'s closed success of a breaker with candidates, where no one
+    /// has a window or times a call ([`Lean::INLINE_QUIET`]): as
+    /// [`record_offering_windowed`](Self::record_offering_windowed), each
+    /// candidate only checking that such a success changes nothing it keeps.
+    #[inline(always)]
+    pub(super) fn record_offering_quiet(&self, o: Owned<'_>) {
+        o.bump(Counter::Successes);
+        let Some(shadowing) = &self.shadowing else {
+            return;
+        };
+        let Some((first, rest)) = shadowing.candidates.split_first() else {
+            return;
+        };
+        match first.quiet() {
+            None => Self::offer_success_to(&shadowing.candidates, 0, 0),
+            Some(_) if !rest.is_empty() => Self::offer_quiet_after_first(rest),
+            Some(_) => {}
+        }
+    }
+
+    /// [`record_offering_windowed`](Self::record_offering_windowed)'s offer to
+    /// the candidates after the first.
+    #[cold]
+    #[inline(never)]
+    fn offer_lean_after_first(candidates: &[Self], now: u64) {
+        Self::offer_lean_to(candidates, 0, now);
+    }
+
+    /// [`record_offering_quiet`](Self::record_offering_quiet)'s offer to the
+    /// candidates after the first.
+    #[cold]
+    #[inline(never)]
+    fn offer_quiet_after_first(candidates: &[Self]) {
+        Self::offer_quiet_to(candidates, 0);
     }
 
     /// [`record_offering`](Self::record_offering) where this breaker or a
@@ -268,7 +361,7 @@ impl<C: Clock> CircuitBreaker<C> {
         // A success as the lean path records it (see `record_in`), if it applies.
         if outcome == Some(Outcome::Success)
             && self.hot.word.load() == s
-            && self.record_lean_success(r, s, ticket, self.hot.lean)
+            && self.record_lean_success::<false>(r, s, ticket, self.hot.lean)
         {
             return;
         }

@@ -73,6 +73,7 @@ impl Lean {
     /// for `record_offering`, which records it and offers it to them; every
     /// other outcome reaches the paths that offer it. Tested with the bits
     /// above, in masks of their own: it costs the lean paths no instruction.
+    /// (`call_with` offers the common shapes inline: see `INLINE_WINDOWED`.)
     pub(super) const OFFERS: u8 = 8;
     /// A candidate times calls (its slow-call policy, or its `on_drop`): the live
     /// breaker's calls are timed for it. Tested with `TIMED`, in the same masks.
@@ -85,6 +86,25 @@ impl Lean {
     /// precise reading (the candidate's own readings are precise), off the lean
     /// path. Tested with `PRECISE`, in the same mask.
     pub(super) const OFFERS_PRECISE: u8 = 64;
+    /// Every candidate has a window and times no call: with a live breaker
+    /// that has one and times none either ([`INLINE_WINDOWED`](Self::INLINE_WINDOWED)),
+    /// `call_with` offers a closed success inline.
+    pub(super) const OFFERS_WINDOWED: u8 = 128;
+    /// The bits that send `call_with`'s closed success of a breaker with
+    /// candidates to `record_offering_windowed`, inline, and their values: a
+    /// window here and in every candidate, no call timed anywhere.
+    pub(super) const INLINE_WINDOWED: (u8, u8) = (
+        Lean::WINDOW | Lean::TIMED | Lean::PRECISE | Lean::OFFERS_WINDOWED,
+        Lean::WINDOW | Lean::OFFERS_WINDOWED,
+    );
+    /// The bits, every one clear, that send it to `record_offering_quiet`,
+    /// inline: no window and no call timed, here or in any candidate.
+    pub(super) const INLINE_QUIET: u8 = Lean::WINDOW
+        | Lean::TIMED
+        | Lean::PRECISE
+        | Lean::OFFERS_TIMED
+        | Lean::OFFERS_WINDOW
+        | Lean::OFFERS_PRECISE;
 
     pub(super) fn of(config: &Config) -> Lean {
         let window = match config.window {
