@@ -18,7 +18,8 @@
 //!   `Infallible`, stays `Infallible`: axum 0.8 takes the layer with no
 //!   `HandleErrorLayer` and no glue.
 //! - **Responses are classified by status** ([`ServerErrorIsFailure`]): a 5xx is a
-//!   failure, anything else (a 404 included) a success, and an `Err` a failure.
+//!   failure (but an inner breaker's rejection is ignored), anything else (a 404
+//!   included) a success, and an `Err` a failure.
 //!   [`HttpLayer::classify`] takes any other [`Classify`].
 //!
 //! For the client side, `BackendLayer` (with the `registry` feature) keeps one breaker per backend: it picks
@@ -84,7 +85,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 /// The default HTTP classifier: a `5xx` response is a failure, any other response
-/// a success (a `404` says the dependency is up), an `Err` a failure.
+/// a success (a `404` says the dependency is up), an `Err` a failure. A
+/// [`rejection_response`] (a `503` that carries its [`Rejected`]) is ignored: an
+/// inner breaker turned the request away before it reached the dependency, so
+/// an outer breaker (a router-wide [`HttpLayer`] over per-route ones) does not
+/// open because an inner one is open.
 ///
 /// # Examples
 /// ```
@@ -106,7 +111,12 @@ impl<B, E> Classify<Response<B>, E> for ServerErrorIsFailure {
     #[inline]
     fn classify(&self, result: &Result<Response<B>, E>) -> Outcome {
         match result {
-            Ok(response) if response.status().is_server_error() => Outcome::Failure,
+            Ok(response) if response.status().is_server_error() => {
+                match response.extensions().get::<Rejected>() {
+                    Some(_) => Outcome::Ignored,
+                    None => Outcome::Failure,
+                }
+            }
             Ok(_) => Outcome::Success,
             Err(_) => Outcome::Failure,
         }

@@ -984,6 +984,44 @@ fn the_http_layer_gives_a_panicking_routes_probe_back() {
     assert_eq!(b.state(), State::Closed);
 }
 
+/// A router-wide `HttpLayer` over a route's own: the route's breaker, open,
+/// answers its rejection (a 503), which the outer breaker ignores rather than
+/// counts a failure: it does not open because an inner one is open. The
+/// backend's own 503 still fails.
+#[cfg(feature = "http")]
+#[test]
+fn an_outer_http_layer_ignores_an_inner_breakers_rejection() {
+    use cutout::http::HttpLayer;
+    use http::{Request, Response, StatusCode};
+    let clock = ManualClock::new();
+    let (outer, inner) = (breaker(&clock, 1), breaker(&clock, 1));
+    let route = HttpLayer::new(inner.clone()).layer(service_fn(|req: Request<()>| async move {
+        let mut response = Response::new(String::new());
+        if req.uri().path() == "/sick" {
+            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        }
+        Ok::<_, std::convert::Infallible>(response)
+    }));
+    let app = HttpLayer::new(outer.clone()).layer(route);
+    let get = |path: &str| {
+        let request = Request::get(path).body(()).unwrap();
+        block_on(app.clone().oneshot(request)).unwrap().status()
+    };
+    inner.force_open();
+    for _ in 0..5 {
+        assert_eq!(get("/ok"), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    let m = outer.metrics();
+    assert_eq!((m.state, m.lifetime.failures), (State::Closed, 0), "{m:?}");
+    inner.reset();
+    assert_eq!(get("/sick"), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        outer.metrics().lifetime.failures,
+        1,
+        "the backend's own 503"
+    );
+}
+
 /// A boxed response future of the `()`-returning services below.
 type BoxFut = Pin<Box<dyn Future<Output = Result<(), Error<&'static str>>> + Send>>;
 
