@@ -67,6 +67,12 @@
 //! [Hashing](crate::Registry#hashing)). The measured figures are in
 //! `docs/PERFORMANCE.md`.
 //!
+//! Backends that come and go (a pod's address) leave their breakers behind:
+//! an idle sweep ([`evict_idle_after`](crate::RegistryBuilder::evict_idle_after))
+//! takes the Closed ones, but an Open breaker stays until a call or
+//! [`Registry::remove`] moves it, so remove a backend's key when discovery
+//! drops it. The same holds for `BackendLayer`.
+//!
 //! # Examples
 //! ```
 //! use cutout::{CircuitBreaker, Registry, reqwest::CircuitBreakerMiddleware};
