@@ -169,7 +169,11 @@ impl FleetConfig {
     /// a message stamped later is refused and counted
     /// ([`FleetStats::from_future`](crate::FleetStats::from_future)), so that no
     /// stamp, a forged one or one from a clock that later steps back, holds a
-    /// peer's later messages off as out of order. Keep hosts on NTP.
+    /// peer's later messages off as out of order. An override's end gets the
+    /// same allowance: one ending up to `max_skew` past
+    /// [`MAX_OVERRIDE`](crate::MAX_OVERRIDE) from this host's clock is taken
+    /// (an override of the longest duration, from an issuer whose clock runs
+    /// ahead within the skew). Keep hosts on NTP.
     #[must_use]
     pub fn max_skew(mut self, skew: Duration) -> Self {
         self.max_skew = skew;

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The longest an override may last.
+/// The longest an override may last. A receiver takes an override that ends
+/// at most this long after its own clock, plus its
+/// [`max_skew`](crate::FleetConfig::max_skew).
 pub const MAX_OVERRIDE: Duration = Duration::from_secs(24 * 3600);
 /// The most overrides (releases included) one instance keeps, and one heartbeat
 /// relays; a new key's override beyond it is refused and counted
@@ -130,18 +132,19 @@ impl WireOverride {
     /// The override, if it keeps the rules: names within
     /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES)
     /// without control characters, a known mode, an end no further than
-    /// [`MAX_OVERRIDE`] after `now`.
-    pub(crate) fn read(self, now: SystemTime) -> Result<Override, Invalid> {
+    /// [`MAX_OVERRIDE`] after `now` plus `skew`. The skew is the one a receiver
+    /// allows an issue stamp ([`FleetConfig::max_skew`](crate::FleetConfig::max_skew)):
+    /// an override of `MAX_OVERRIDE` from an issuer whose clock runs that far
+    /// ahead ends that far past `now + MAX_OVERRIDE`, and is taken.
+    pub(crate) fn read(self, now: SystemTime, skew: Duration) -> Result<Override, Invalid> {
         let mode = OverrideMode::parse(&self.mode).ok_or(Invalid::Field)?;
         if !name_ok(&self.key) || !name_ok(&self.issuer) {
             return Err(Invalid::Field);
         }
         let issued_at = from_ms(self.issued_ms).ok_or(Invalid::FromFuture)?;
         let until = from_ms(self.until_ms).ok_or(Invalid::DeadlineTooFar)?;
-        if now
-            .checked_add(MAX_OVERRIDE)
-            .is_some_and(|last| until > last)
-        {
+        let last = now.checked_add(MAX_OVERRIDE.saturating_add(skew));
+        if last.is_some_and(|last| until > last) {
             return Err(Invalid::DeadlineTooFar);
         }
         Ok(Override {

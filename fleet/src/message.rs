@@ -373,7 +373,10 @@ impl Message {
     }
 
     /// Decodes and validates `bytes`, at wall-clock time `now`: an Open deadline
-    /// more than `max_open` after `now` is refused. A heartbeat entry that breaks a
+    /// more than `max_open` after `now` is refused, and so is an override that
+    /// ends more than [`MAX_OVERRIDE`](crate::MAX_OVERRIDE) after it (a fleet
+    /// allows its [`max_skew`](crate::FleetConfig::max_skew) beyond that, as it
+    /// does an issue stamp). A heartbeat entry that breaks a
     /// rule (an over-long key, a deadline too far ahead) is left out of the
     /// heartbeat, which keeps the others: one key must not silence its peer.
     ///
@@ -384,17 +387,19 @@ impl Message {
     /// # Errors
     /// [`Invalid`], naming the rule the message broke.
     pub fn decode(bytes: &[u8], now: SystemTime, max_open: Duration) -> Result<Message, Invalid> {
-        Message::decode_counted(bytes, now, max_open, None).map(|d| d.message)
+        Message::decode_counted(bytes, now, max_open, Duration::ZERO, None).map(|d| d.message)
     }
 
     /// [`decode`](Self::decode), checking the signature where a `key` is given
     /// (refusing an unsigned message then), and saying what else the receiver
     /// checks: the message's stamp, and the rule each heartbeat entry left out
-    /// broke.
+    /// broke. An override may end up to `skew` past `MAX_OVERRIDE` from `now`
+    /// (see `WireOverride::read`).
     pub(crate) fn decode_counted(
         bytes: &[u8],
         now: SystemTime,
         max_open: Duration,
+        skew: Duration,
         key: Option<&SigningKey>,
     ) -> Result<Decoded, Invalid> {
         if bytes.len() > MAX_MESSAGE_BYTES {
@@ -402,21 +407,23 @@ impl Message {
         }
         match version(bytes)? {
             VERSION if key.is_some() => Err(Invalid::Unsigned),
-            VERSION => Message::decode_plain(bytes, now, max_open).map(|(message, refused)| {
-                let stamp = message.stamp();
-                Decoded {
-                    message,
-                    refused,
-                    stamp,
-                    signed: false,
-                }
-            }),
+            VERSION => {
+                Message::decode_plain(bytes, now, max_open, skew).map(|(message, refused)| {
+                    let stamp = message.stamp();
+                    Decoded {
+                        message,
+                        refused,
+                        stamp,
+                        signed: false,
+                    }
+                })
+            }
             SIGNED_VERSION => {
                 let (inner, stamp) = sign::open(bytes, key)?;
                 if version(inner)? != VERSION {
                     return Err(Invalid::Version);
                 }
-                let (message, refused) = Message::decode_plain(inner, now, max_open)?;
+                let (message, refused) = Message::decode_plain(inner, now, max_open, skew)?;
                 // The envelope's stamp is the message's: a transition without
                 // one, or a heartbeat whose own differs, is not what a signer
                 // sends.
@@ -453,6 +460,7 @@ impl Message {
         bytes: &[u8],
         now: SystemTime,
         max_open: Duration,
+        skew: Duration,
     ) -> Result<(Message, Vec<Invalid>), Invalid> {
         let wire: Wire = serde_json::from_slice(bytes).map_err(|_| Invalid::Garbage)?;
         let latest = now.checked_add(max_open);
@@ -510,7 +518,7 @@ impl Message {
                 until_ms,
             } => {
                 let wire = WireOverride::new(key, mode, instance, sent_ms, until_ms);
-                Ok((Message::Control(wire.read(now)?), Vec::new()))
+                Ok((Message::Control(wire.read(now, skew)?), Vec::new()))
             }
             Body::Heartbeat {
                 instance,
@@ -545,7 +553,7 @@ impl Message {
                     .collect();
                 let overrides = overrides
                     .into_iter()
-                    .filter_map(|w| w.read(now).map_err(|e| refused.push(e)).ok())
+                    .filter_map(|w| w.read(now, skew).map_err(|e| refused.push(e)).ok())
                     .collect();
                 let heartbeat = Heartbeat {
                     instance,

@@ -149,7 +149,7 @@ mod tests {
     }
 
     fn decode(bytes: &[u8], key: Option<&SigningKey>) -> Result<Decoded, Invalid> {
-        Message::decode_counted(bytes, UNIX_EPOCH, MAX, key)
+        Message::decode_counted(bytes, UNIX_EPOCH, MAX, Duration::ZERO, key)
     }
 
     #[test]
@@ -245,7 +245,8 @@ mod tests {
         let before = SystemTime::now();
         let bytes = key.seal(&Message::Transition(report.clone()));
         let after = SystemTime::now();
-        let got = Message::decode_counted(&bytes, after, MAX, Some(&key)).expect("taken");
+        let got =
+            Message::decode_counted(&bytes, after, MAX, Duration::ZERO, Some(&key)).expect("taken");
         let stamp = got.stamp.expect("stamped");
         assert!(to_ms(before) <= to_ms(stamp) && stamp <= after);
         let stamped = Report {

@@ -8,7 +8,9 @@ mod common;
 use common::{Peer, Redis, builder, config, namespace, redis_available, wait_for};
 use cutout::{ManualClock, Registry, State};
 use cutout_fleet::testing::ViewHarness;
-use cutout_fleet::{Fleet, FleetError, Heartbeat, MAX_OVERRIDES, Message, Override, OverrideMode};
+use cutout_fleet::{
+    Fleet, FleetError, Heartbeat, MAX_OVERRIDE, MAX_OVERRIDES, Message, Override, OverrideMode,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -114,6 +116,27 @@ fn with_a_key_only_a_fresh_signed_override_counts() {
     assert_eq!(view.stats().replayed, 1);
     view.apply(&force.encode_signed(KEY, "ns"), now, wall);
     assert_eq!(view.override_of("db", wall), Some(OverrideMode::ForceOpen));
+}
+
+/// An override of the longest duration (`MAX_OVERRIDE`) from an issuer whose
+/// clock runs a little ahead (within `max_skew`, 1 s) is taken: its end may be
+/// as far past `MAX_OVERRIDE` from the receiver's clock as its issue stamp may
+/// be ahead. One that ends further still is refused.
+#[test]
+fn an_override_of_max_override_from_a_clock_a_little_ahead_is_taken() {
+    let (now, wall) = t0();
+    let ms = Duration::from_millis;
+    let mut view = ViewHarness::new("me", LIVE, MAX_OPEN);
+    let ahead = wall + ms(10);
+    let longest = ov(OverrideMode::ForceOpen, "ops", ahead, ahead + MAX_OVERRIDE);
+    view.apply(&Message::Control(longest).encode(), now, wall);
+    assert_eq!(view.override_of("db", wall), Some(OverrideMode::ForceOpen));
+    assert_eq!(view.stats().deadline_too_far, 0);
+    let past_skew = wall + MAX_OVERRIDE + ms(1_001);
+    let too_far = ov(OverrideMode::Disable, "ops", ahead + ms(1), past_skew);
+    view.apply(&Message::Control(too_far).encode(), now, wall);
+    assert_eq!(view.override_of("db", wall), Some(OverrideMode::ForceOpen));
+    assert_eq!(view.stats().deadline_too_far, 1);
 }
 
 /// A duration of zero or over a day, or an empty key, is refused by name.

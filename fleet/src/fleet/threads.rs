@@ -635,7 +635,8 @@ mod tests {
         let id = quotes(String::new());
         let bytes = heartbeat(&id, now, (0..50).map(open).collect(), overrides, Some(&key));
         assert!(bytes.len() <= MAX_MESSAGE_BYTES, "{} bytes", bytes.len());
-        let decoded = Message::decode_counted(&bytes, now, Duration::MAX, Some(&key));
+        let decoded =
+            Message::decode_counted(&bytes, now, Duration::MAX, Duration::ZERO, Some(&key));
         let Ok(Message::Heartbeat(sent)) = decoded.map(|d| d.message) else {
             panic!("refused");
         };

@@ -123,7 +123,8 @@ impl ViewState {
         now: Instant,
         wall: SystemTime,
     ) -> Vec<String> {
-        let decoded = Message::decode_counted(bytes, wall, self.max_open, self.key.as_ref());
+        let (max_open, key) = (self.max_open, self.key.as_ref());
+        let decoded = Message::decode_counted(bytes, wall, max_open, self.max_skew, key);
         let Decoded {
             mut message,
             refused,
