@@ -273,7 +273,14 @@ impl Overrides {
 
     /// A release of `key` issued by `issuer` at `wall`: kept until the override
     /// it ends would have ended, and at least `linger`, so that an instance
-    /// still relaying that override cannot bring it back.
+    /// still relaying that override cannot bring it back; but never past
+    /// [`MAX_OVERRIDE`] after `wall`, as far as every receiver that takes its
+    /// issue stamp takes its end (a later end is refused everywhere, and the
+    /// override would stay in force on every other instance). The cap bites
+    /// where `linger` is over a day, and where the override it ends came from
+    /// a clock ahead: that one then outlives the release by at most the skew
+    /// its receivers allow, and a stale relay of it in that time holds the key
+    /// again until its own end.
     pub(crate) fn release(
         &self,
         key: &str,
@@ -283,6 +290,9 @@ impl Overrides {
     ) -> Override {
         let floor = wall.checked_add(linger).unwrap_or(wall);
         let until = (self.by_key.get(key)).map_or(floor, |h| h.holds_off.max(floor));
+        let until = wall
+            .checked_add(MAX_OVERRIDE)
+            .map_or(until, |last| until.min(last));
         Override {
             key: key.to_owned(),
             mode: OverrideMode::Release,
@@ -411,6 +421,23 @@ mod tests {
         assert_eq!(sync(&t, &mut set, at(10)), ["db"]);
         assert_eq!(sync(&t, &mut set, at(100)), ["db"], "ended, not swept");
         assert!(sync(&t, &mut set, at(101)).is_empty());
+    }
+
+    /// A release never ends further than `MAX_OVERRIDE` after its issue, where
+    /// every receiver takes it: not with a linger over a day (twice a
+    /// `live_after` over 12 h), nor after an override that ends later.
+    #[test]
+    fn a_release_ends_within_max_override() {
+        let mut t = Overrides::default();
+        let day = MAX_OVERRIDE.as_secs();
+        let release = t.release("db", "ops", at(10), Duration::from_secs(26 * 3600));
+        assert_eq!(release.until, at(10 + day), "the linger capped");
+        let force = o(OverrideMode::ForceOpen, "a", 10, 11 + day);
+        assert_eq!(t.take(force, at(10)), Some(true));
+        let release = t.release("db", "ops", at(10), Duration::from_secs(3));
+        assert_eq!(release.until, at(10 + day), "the override's end capped");
+        let release = t.release("db", "ops", at(20), Duration::from_secs(3));
+        assert_eq!(release.until, at(11 + day), "as long as what it ends");
     }
 
     /// Two overrides issued in the same millisecond are ordered by issuer, so

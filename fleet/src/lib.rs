@@ -69,7 +69,8 @@
 //!   that joins later, or missed the message, learns them within a heartbeat.
 //!   Per key, the override issued last wins (by the issuers' wall clocks, ties
 //!   by issuer id); a release is kept as long as the override it ended would
-//!   have lasted, so a stale relay cannot bring that one back. When an
+//!   have lasted (at most [`MAX_OVERRIDE`], as far as its receivers take), so
+//!   a stale relay cannot bring that one back. When an
 //!   override ends (released or expired), an attached breaker of its key still
 //!   in the state it sets (forced open, or disabled) is reset to Closed; one an
 //!   operator set to the other state since is left alone, while the same state

@@ -232,6 +232,36 @@ fn force_open_and_release_reach_every_instance() {
     );
 }
 
+/// With `live_after` over 12 h (the config takes up to a day), a release still
+/// reaches the peers: it lingers at least twice `live_after`, but never past
+/// `MAX_OVERRIDE` from its issue, the furthest end a receiver takes (past it,
+/// every peer refused it, and the override held there until its own end).
+#[test]
+fn a_release_reaches_peers_with_a_long_live_after() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("control-long-live");
+    let long = Duration::from_secs(13 * 3600);
+    let a = Fleet::start(config(&redis, &ns, "a").live_after(long)).unwrap();
+    let b = Fleet::start(config(&redis, &ns, "b").live_after(long)).unwrap();
+    let db_b = b.breaker("db", builder()).unwrap();
+    wait_for("peers live", Duration::from_secs(5), || {
+        a.view().live_peers() == 1 && b.view().live_peers() == 1
+    });
+    a.force_open("db", Duration::from_secs(600)).unwrap();
+    wait_for("forced open at b", Duration::from_secs(5), || {
+        db_b.state() == State::ForcedOpen
+    });
+    a.release("db").unwrap();
+    wait_for("released at b", Duration::from_secs(5), || {
+        db_b.state() == State::Closed
+    });
+    assert_eq!(b.override_of("db"), None);
+    assert_eq!(b.view().stats().deadline_too_far, 0);
+}
+
 /// An instance that joins while a disable is in force starts its breaker
 /// Disabled, from the heartbeats; at the deadline every instance's breaker is
 /// Closed again.
