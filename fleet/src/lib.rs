@@ -140,6 +140,7 @@
 //!
 //! Dropping a [`Fleet`] stops its threads and waits for them: at most about one
 //! [`io_timeout`](FleetConfig::io_timeout), if a Redis command is in flight.
+//! The overrides it applied end here with it (see [`Fleet`]).
 //!
 //! # Examples
 //! ```no_run

@@ -374,6 +374,43 @@ fn an_overrides_end_creates_no_registry_key() {
     assert_eq!(open.get("db").state(), State::Closed);
 }
 
+/// A fleet dropped while its overrides hold breakers (a reconfiguration, the
+/// fleet's part shut down alone) ends them here: the breakers, the caller's,
+/// outlive the fleet, and no pass of its would end them later. A breaker
+/// attached or built by the fleet, and a registry's key, are Closed again once
+/// the drop returns; a breaker an operator forced open here, no override's,
+/// stays so.
+#[test]
+fn dropping_the_fleet_ends_the_overrides_it_applied_here() {
+    let fleet = Fleet::start(
+        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
+    )
+    .unwrap();
+    let registry: Arc<Registry<String>> = Arc::new(
+        Registry::builder(builder())
+            .initial_state(fleet.initial_state())
+            .build()
+            .unwrap(),
+    );
+    fleet.attach_registry(&registry);
+    let db = fleet.breaker("db", builder()).unwrap();
+    let local = fleet.breaker("local", builder()).unwrap();
+    fleet.force_open("db", Duration::from_secs(60)).unwrap();
+    fleet.disable("cache", Duration::from_secs(60)).unwrap();
+    local.force_open();
+    assert_eq!(db.state(), State::ForcedOpen);
+    assert_eq!(registry.get("cache").state(), State::Disabled);
+    drop(fleet);
+    assert_eq!(db.state(), State::Closed, "the breaker the fleet built");
+    assert_eq!(
+        registry.get("db").state(),
+        State::Closed,
+        "a registry's key"
+    );
+    assert_eq!(registry.get("cache").state(), State::Closed, "disabled");
+    assert_eq!(local.state(), State::ForcedOpen, "an operator's, here");
+}
+
 /// A quorum opened `db`, its own probe closed it while the peers' reports
 /// still stand (the very case `applied` exists for). An operator then forces
 /// `db` open fleet-wide and releases it: the release must leave `db` Closed

@@ -60,7 +60,12 @@ const UNPLANNED: u64 = u64::MAX;
 /// few [`io_timeout`](FleetConfig::io_timeout)s, where a command is in flight)
 /// and removes this instance's heartbeat if Redis is reachable then (else the
 /// key expires after [`live_after`](FleetConfig::live_after)); transitions still
-/// queued are not sent.
+/// queued are not sent. The overrides it applied here end with it, since no
+/// pass of its will end them later: the attached breakers and registry keys
+/// still in an override's state are reset, as the override's end would. On
+/// the other instances the override holds until its release or its end. A
+/// registry key that another thread's lookup makes while the fleet is being
+/// dropped may still start in an override's state, and stay in it.
 ///
 /// # Examples
 /// ```no_run
@@ -379,6 +384,7 @@ impl Drop for Fleet {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.inner.end_overrides();
     }
 }
 
@@ -494,7 +500,10 @@ impl Inner {
     /// it); else [`quorum_state`](Self::quorum_state).
     fn saved_state(&self, key: &str) -> Option<SavedState> {
         loop {
-            let Some(mode) = self.override_mode(key) else {
+            // A fleet being dropped ends its overrides here (`end_overrides`):
+            // it hands out none.
+            let mode = self.override_mode(key).filter(|_| !self.stopping());
+            let Some(mode) = mode else {
                 return self.quorum_state(key);
             };
             // Kept, then read again (the two locks are never held together): an

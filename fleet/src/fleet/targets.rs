@@ -123,6 +123,15 @@ impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String,
     }
 }
 
+/// Sets `key`'s breakers in `targets` as `apply` says, with no lock held but
+/// the pass's: the breaker's listener runs inside (see `apply_quorum`), and one
+/// that panics must not stop the others.
+fn set_override(targets: &[Arc<dyn Target>], key: &str, apply: Apply) {
+    for target in targets {
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(key, apply)));
+    }
+}
+
 /// The reports a quorum rests on: (instance, generation) of each.
 type ReportIds = HashSet<(String, u32)>;
 
@@ -150,6 +159,15 @@ pub(super) struct Attached {
 }
 
 impl Attached {
+    /// The live breakers attached under `key`, and every live registry.
+    fn targets_of(&self, key: &str) -> Vec<Arc<dyn Target>> {
+        let breakers = self.breakers.get(key).into_iter().flatten();
+        breakers
+            .filter_map(Weak::upgrade)
+            .chain(self.registries.iter().filter_map(Weak::upgrade))
+            .collect()
+    }
+
     /// Drops every key whose breakers are all gone, once the keys have doubled
     /// since the last time (at least 64): a dead `Weak` keeps its breaker's whole
     /// allocation, so keys attached once and dropped would otherwise hold memory
@@ -241,7 +259,7 @@ impl Inner {
     /// breakers and registries.
     fn sync_override(&self, key: String, wall: SystemTime) {
         let mode = self.view.lock().override_mode(&key, wall);
-        let (apply, targets): (Apply, Vec<Arc<dyn Target>>) = {
+        let (apply, targets) = {
             let mut attached = self.lock_attached();
             // A release resets only where an override was applied.
             let apply = match mode {
@@ -254,17 +272,21 @@ impl Inner {
                     None => return,
                 },
             };
-            let breakers = attached.breakers.get(&key).into_iter().flatten();
-            let targets = breakers
-                .filter_map(Weak::upgrade)
-                .chain(attached.registries.iter().filter_map(Weak::upgrade))
-                .collect();
-            (apply, targets)
+            (apply, attached.targets_of(&key))
         };
-        // With no lock held but the pass's: the breaker's listener runs inside
-        // (see `apply_quorum`).
-        for target in targets {
-            let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(&key, apply)));
+        set_override(&targets, &key, apply);
+    }
+
+    /// Ends every override applied here on the attached breakers and
+    /// registries, as its end would: for a fleet being dropped, whose passes
+    /// stop while the breakers (the caller's) live on. Its threads have
+    /// stopped; `saved_state` hands out no override's state from now on.
+    pub(super) fn end_overrides(&self) {
+        let _pass = Pass::enter(&self.syncing);
+        let ended = std::mem::take(&mut self.lock_attached().overridden);
+        for (key, mode) in ended {
+            let targets = self.lock_attached().targets_of(&key);
+            set_override(&targets, &key, Apply::End(mode));
         }
     }
 
