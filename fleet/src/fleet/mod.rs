@@ -174,6 +174,19 @@ impl Fleet {
     /// lowest reported backoff level); otherwise `None` (start fresh). For [`Builder::restore`], or a registry's
     /// [`initial_state`](cutout::RegistryBuilder::initial_state) (see
     /// [`initial_state`](Self::initial_state)).
+    ///
+    /// An override may end between this call and the attach (or a registry's
+    /// insert, right after its hook): its end then finds no breaker of `key`
+    /// to reset. Such an end keeps looking for one for a minute: a breaker of
+    /// `key` still in the override's state is reset when it is attached, and a
+    /// registry's key when the publisher next looks (every 100 ms meanwhile).
+    /// Past the minute, a breaker made from the state and attached only then
+    /// keeps it. An end that reset some breaker of `key` looks for no other
+    /// (two made from one override's state, one attached in time); and one
+    /// that looks also resets a breaker of `key` an operator sets to that
+    /// state meanwhile, as a release does. At most
+    /// [`MAX_OVERRIDES`](crate::MAX_OVERRIDES) ends look at once; the one to
+    /// stop soonest gives way.
     pub fn saved_state(&self, key: &str) -> Option<SavedState> {
         self.inner.saved_state(key)
     }
@@ -181,7 +194,8 @@ impl Fleet {
     /// A registry's initial-state hook: each key the registry creates later
     /// starts from the fleet's picture ([`saved_state`](Self::saved_state)). Give
     /// it to [`RegistryBuilder::initial_state`](cutout::RegistryBuilder::initial_state).
-    /// It takes the view's lock briefly, on the lookup that creates the key.
+    /// It takes the view's lock briefly, on the lookup that creates the key. A
+    /// key made as an override ends is reset as `saved_state` says.
     pub fn initial_state<K: AsRef<str>>(
         &self,
     ) -> impl Fn(&K) -> Option<SavedState> + Send + Sync + 'static {
@@ -243,6 +257,7 @@ impl Fleet {
         }
         self.inner
             .apply_override_now(key, |apply| Target::set_override(&**breaker, key, apply));
+        self.inner.look_again();
     }
 
     /// Forces `key`'s breakers open on every instance of the fleet for
@@ -363,6 +378,7 @@ impl Fleet {
             self.inner
                 .apply_override_now(&o.key, |apply| target.set_override(&o.key, apply));
         }
+        self.inner.look_again();
     }
 }
 
@@ -507,8 +523,14 @@ impl Inner {
                 return self.quorum_state(key);
             };
             // Kept, then read again (the two locks are never held together): an
-            // end synced before the key was kept would not reset it.
-            self.lock_attached().overridden.insert(key.to_owned(), mode);
+            // end synced before the key was kept would not reset it. Kept as
+            // handed out too: an end that finds no breaker made from this
+            // state yet keeps looking for one.
+            {
+                let mut attached = self.lock_attached();
+                attached.overridden.insert(key.to_owned(), mode);
+                attached.handed.insert(key.to_owned());
+            }
             if self.override_mode(key) == Some(mode) {
                 let state = targets::set_by(mode)?;
                 return Some(SavedState::new(key, state, SystemTime::now()));
@@ -527,7 +549,7 @@ impl Inner {
     /// pass applies a change between the reading and the apply, and one that
     /// comes after finds the target attached and the key kept, so its end
     /// reaches this target too.
-    fn apply_override_now(&self, key: &str, apply: impl Fn(Apply)) {
+    fn apply_override_now(&self, key: &str, apply: impl Fn(Apply) -> bool) {
         let _pass = Pass::enter(&self.syncing);
         if let Some(mode) = self.override_mode(key) {
             self.lock_attached().overridden.insert(key.to_owned(), mode);

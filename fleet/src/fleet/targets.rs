@@ -2,7 +2,7 @@
 //! how a quorum of peers' reports opens them, once per fresh set of reports.
 
 use super::{Inner, UNPLANNED};
-use crate::control::OverrideMode;
+use crate::control::{MAX_OVERRIDES, OverrideMode};
 use crate::message::to_ms;
 use crate::view::Counters;
 use cutout::{CircuitBreaker, Clock, Registry, State};
@@ -50,8 +50,9 @@ pub(super) enum Apply {
 pub(super) trait Target: Send + Sync {
     /// Opens `key`'s own breaker for `duration` if it is Closed.
     fn open_for(&self, key: &str, duration: Duration) -> Opened;
-    /// Sets `key`'s own breaker as a fleet-wide override says.
-    fn set_override(&self, key: &str, apply: Apply);
+    /// Sets `key`'s own breaker as a fleet-wide override says; whether it
+    /// reset one (an end that found it in the state its override sets).
+    fn set_override(&self, key: &str, apply: Apply) -> bool;
 }
 
 /// The state an override in `mode` sets.
@@ -64,7 +65,7 @@ pub(super) fn set_by(mode: OverrideMode) -> Option<State> {
 }
 
 impl<C: Clock> Target for CircuitBreaker<C> {
-    fn set_override(&self, _key: &str, apply: Apply) {
+    fn set_override(&self, _key: &str, apply: Apply) -> bool {
         match apply {
             Apply::Set(OverrideMode::ForceOpen) => self.force_open(),
             Apply::Set(OverrideMode::Disable) => self.disable(),
@@ -72,9 +73,11 @@ impl<C: Clock> Target for CircuitBreaker<C> {
             Apply::End(mode) => {
                 if set_by(mode) == Some(self.state()) {
                     self.reset();
+                    return true;
                 }
             }
         }
+        false
     }
 
     fn open_for(&self, _key: &str, duration: Duration) -> Opened {
@@ -87,24 +90,21 @@ impl<C: Clock> Target for CircuitBreaker<C> {
 }
 
 impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String, C, S> {
-    fn set_override(&self, key: &str, apply: Apply) {
+    fn set_override(&self, key: &str, apply: Apply) -> bool {
         match apply {
             // Set: the key's breaker, created if the registry has none (one
             // created later takes the override through `initial_state`, where
             // the registry has the hook).
             Apply::Set(OverrideMode::ForceOpen | OverrideMode::Disable) => self.with(key, |b| {
                 // The overflow breaker is every other key's too: left alone.
-                if !self.overflow().is_some_and(|o| std::ptr::eq(o, b)) {
-                    Target::set_override(b, key, apply);
-                }
+                !self.overflow().is_some_and(|o| std::ptr::eq(o, b))
+                    && Target::set_override(b, key, apply)
             }),
             // Ended or released: only a breaker the registry holds (an end
             // created none, and took no key slot at the cap; the overflow
             // breaker is held under no key).
             Apply::Set(OverrideMode::Release) | Apply::End(_) => {
-                if let Some(b) = self.find(key) {
-                    Target::set_override(&*b, key, apply);
-                }
+                (self.find(key)).is_some_and(|b| Target::set_override(&*b, key, apply))
             }
         }
     }
@@ -125,11 +125,32 @@ impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String,
 
 /// Sets `key`'s breakers in `targets` as `apply` says, with no lock held but
 /// the pass's: the breaker's listener runs inside (see `apply_quorum`), and one
-/// that panics must not stop the others.
-fn set_override(targets: &[Arc<dyn Target>], key: &str, apply: Apply) {
+/// that panics must not stop the others. Whether it reset any.
+fn set_override(targets: &[Arc<dyn Target>], key: &str, apply: Apply) -> bool {
+    let mut reset = false;
     for target in targets {
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(key, apply)));
+        let one = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(key, apply)));
+        // A listener's panic comes after the transition: it was reset.
+        reset |= one.unwrap_or(true);
     }
+    reset
+}
+
+/// How long an end that found no breaker of a key `saved_state` had handed
+/// its override's state to keeps looking for one ([`Attached::unseen`]): far
+/// longer than a registry takes from its hook to the insert, or a caller from
+/// `saved_state` through `Builder::restore` to `attach`.
+const UNSEEN_FOR: Duration = Duration::from_secs(60);
+
+/// How often the publisher looks again while an end looks for its breaker.
+const UNSEEN_EVERY: Duration = Duration::from_millis(100);
+
+/// An end that found no breaker to reset: the state its override set, and
+/// until when it keeps looking.
+#[derive(Clone, Copy)]
+pub(super) struct Unseen {
+    mode: OverrideMode,
+    until: Instant,
 }
 
 /// The reports a quorum rests on: (instance, generation) of each.
@@ -152,6 +173,14 @@ pub(super) struct Attached {
     /// state it set. What `sync_overrides` compares the modes in force with, so
     /// a key is acted on whenever the two differ, however its override ended.
     pub(super) overridden: HashMap<String, OverrideMode>,
+    /// Keys of `overridden` that `saved_state` handed their override's state
+    /// to: a breaker may be made from it after the override's end looked.
+    pub(super) handed: HashSet<String>,
+    /// The keys of `handed` whose override's end found no breaker to reset
+    /// (the breaker was still being made): looked for again until found, for
+    /// [`UNSEEN_FOR`] at most, [`MAX_OVERRIDES`] keys at most (the soonest
+    /// to go gives way).
+    unseen: HashMap<String, Unseen>,
     /// Per key, the reports (instance, generation) a quorum was applied from, each
     /// kept while its peer holds it (live or not): the same reports do not open a
     /// breaker again after its own probes closed it.
@@ -159,6 +188,18 @@ pub(super) struct Attached {
 }
 
 impl Attached {
+    /// Keeps looking for `key`'s breaker in `mode`'s state: its end found none.
+    fn keep_looking(&mut self, key: String, mode: OverrideMode, now: Instant) {
+        if self.unseen.len() >= MAX_OVERRIDES && !self.unseen.contains_key(&key) {
+            let soonest = self.unseen.iter().min_by_key(|(_, u)| u.until);
+            if let Some(soonest) = soonest.map(|(k, _)| k.clone()) {
+                self.unseen.remove(&soonest);
+            }
+        }
+        let until = now.checked_add(UNSEEN_FOR).unwrap_or(now);
+        self.unseen.insert(key, Unseen { mode, until });
+    }
+
     /// The live breakers attached under `key`, and every live registry.
     fn targets_of(&self, key: &str) -> Vec<Arc<dyn Target>> {
         let breakers = self.breakers.get(key).into_iter().flatten();
@@ -187,7 +228,9 @@ impl Attached {
 impl Inner {
     /// Acts on the fleet-wide overrides whose mode in force differs from the
     /// one the local breakers were last set to (`overridden`), an end included,
-    /// on the attached breakers and registries; when the next one ends.
+    /// on the attached breakers and registries, and looks again for the
+    /// breakers ends found none of ([`Inner::look_again`]); when the next one
+    /// ends, or, while an end looks for its breaker, [`UNSEEN_EVERY`] from now.
     ///
     /// One pass at a time (`syncing`): a change taken by one pass (the
     /// publisher's, woken by an override just issued) is applied before the
@@ -214,6 +257,11 @@ impl Inner {
             for key in keys {
                 self.sync_override(key, wall);
             }
+        }
+        if self.look_again() {
+            let now = SystemTime::now();
+            let again = now.checked_add(UNSEEN_EVERY).unwrap_or(now);
+            next = Some(next.map_or(again, |next| next.min(again)));
         }
         next
     }
@@ -256,15 +304,18 @@ impl Inner {
     }
 
     /// Applies `key`'s override in force at `wall` (or its end) to the attached
-    /// breakers and registries.
+    /// breakers and registries. An end that resets no breaker of a key
+    /// `saved_state` handed the override's state to keeps looking for one
+    /// ([`Attached::unseen`]).
     fn sync_override(&self, key: String, wall: SystemTime) {
         let mode = self.view.lock().override_mode(&key, wall);
-        let (apply, targets) = {
+        let (apply, handed, targets) = {
             let mut attached = self.lock_attached();
             // A release resets only where an override was applied.
             let apply = match mode {
                 Some(mode) => {
                     attached.overridden.insert(key.clone(), mode);
+                    attached.unseen.remove(&key);
                     Apply::Set(mode)
                 }
                 None => match attached.overridden.remove(&key) {
@@ -272,9 +323,46 @@ impl Inner {
                     None => return,
                 },
             };
-            (apply, attached.targets_of(&key))
+            let handed = matches!(apply, Apply::End(_)) && attached.handed.remove(&key);
+            (apply, handed, attached.targets_of(&key))
         };
-        set_override(&targets, &key, apply);
+        let reset = set_override(&targets, &key, apply);
+        if let (Apply::End(ended), true, false) = (apply, handed, reset) {
+            (self.lock_attached()).keep_looking(key, ended, Instant::now());
+        }
+    }
+
+    /// Looks again for the breakers that ends found none of
+    /// ([`Attached::unseen`]): one of such a key found now in its override's
+    /// state (a registry's key inserted, or a breaker attached, since the end)
+    /// is reset, and its key no longer looked for; nor is a key an override
+    /// holds again (that one sets it), or one looked for [`UNSEEN_FOR`].
+    /// Whether any is still looked for.
+    pub(super) fn look_again(&self) -> bool {
+        let _pass = Pass::enter(&self.syncing);
+        let now = Instant::now();
+        let looked: Vec<(String, Unseen)> = {
+            let mut attached = self.lock_attached();
+            attached.unseen.retain(|_, u| u.until > now);
+            (attached.unseen.iter())
+                .map(|(k, u)| (k.clone(), *u))
+                .collect()
+        };
+        for (key, unseen) in looked {
+            if self.override_mode(&key).is_some() {
+                self.lock_attached().unseen.remove(&key);
+                continue;
+            }
+            let targets = self.lock_attached().targets_of(&key);
+            if !set_override(&targets, &key, Apply::End(unseen.mode)) {
+                continue;
+            }
+            self.lock_attached().unseen.remove(&key);
+            // An override taken since the reading above, whose state
+            // `saved_state` handed to the breaker just reset, sets it again.
+            self.apply_override_now(&key, |apply| set_override(&targets, &key, apply));
+        }
+        !self.lock_attached().unseen.is_empty()
     }
 
     /// Ends every override applied here on the attached breakers and
@@ -283,7 +371,14 @@ impl Inner {
     /// stopped; `saved_state` hands out no override's state from now on.
     pub(super) fn end_overrides(&self) {
         let _pass = Pass::enter(&self.syncing);
-        let ended = std::mem::take(&mut self.lock_attached().overridden);
+        let ended: Vec<(String, OverrideMode)> = {
+            let mut attached = self.lock_attached();
+            attached.handed.clear();
+            let unseen = std::mem::take(&mut attached.unseen);
+            let unseen = unseen.into_iter().map(|(key, u)| (key, u.mode));
+            let overridden = std::mem::take(&mut attached.overridden);
+            overridden.into_iter().chain(unseen).collect()
+        };
         for (key, mode) in ended {
             let targets = self.lock_attached().targets_of(&key);
             set_override(&targets, &key, Apply::End(mode));
@@ -496,6 +591,36 @@ mod tests {
         }
         assert_eq!(inner.view.lock().peer_count(), 0);
         assert!(inner.lock_attached().applied.is_empty());
+    }
+
+    /// The ends that look for their breaker are bounded: at most
+    /// `MAX_OVERRIDES` keys (the soonest to stop gives way), each for
+    /// `UNSEEN_FOR`, after which it is dropped, found or not.
+    #[test]
+    fn the_ends_that_look_are_bounded_in_number_and_time() {
+        let inner = Inner::new(FleetConfig::new("redis://127.0.0.1:9/")).unwrap();
+        let (now, mode) = (Instant::now(), OverrideMode::ForceOpen);
+        {
+            let mut attached = inner.lock_attached();
+            for i in 0..1_000u64 {
+                let at = now + Duration::from_millis(i);
+                attached.keep_looking(format!("k{i}"), mode, at);
+            }
+            let unseen = &attached.unseen;
+            assert_eq!(unseen.len(), MAX_OVERRIDES);
+            assert!(unseen.contains_key("k936") && !unseen.contains_key("k935"));
+        }
+        assert!(inner.look_again(), "none found yet, none past its time");
+        let Some(then) = now.checked_sub(UNSEEN_FOR) else {
+            return; // a host up for under a minute: no Instant that early
+        };
+        {
+            let mut attached = inner.lock_attached();
+            attached.unseen.clear();
+            attached.keep_looking("db".into(), mode, then);
+        }
+        assert!(!inner.look_again(), "past its time");
+        assert!(inner.lock_attached().unseen.is_empty());
     }
 
     fn breaker() -> Arc<dyn Target> {
