@@ -361,3 +361,105 @@ impl fmt::Display for FleetError {
 }
 
 impl std::error::Error for FleetError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroUsize;
+
+    fn config() -> FleetConfig {
+        FleetConfig::new("redis://127.0.0.1:9/")
+    }
+
+    /// The setting `validate` refuses `config` for, if any.
+    fn refused(config: &FleetConfig) -> Option<&'static str> {
+        match config.validate() {
+            Ok(()) => None,
+            Err(FleetError::Config { field, .. }) => Some(field),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+
+    /// Each setting is refused by name just past its bound, and taken at it.
+    #[test]
+    fn each_setting_is_refused_by_name_past_its_bound() {
+        let ms = Duration::from_millis;
+        let s = Duration::from_secs;
+        let two = Quorum::AtLeast(NonZeroUsize::new(2).unwrap());
+        let bad = [
+            (config().namespace(""), "namespace"),
+            (config().instance_id(""), "instance_id"),
+            (config().instance_id("a\nb"), "instance_id"),
+            (config().instance_id("x".repeat(201)), "instance_id"),
+            (
+                config().quorum(Quorum::Fraction {
+                    of_live: 0.0,
+                    at_least: NonZeroUsize::MIN,
+                }),
+                "quorum",
+            ),
+            (config().heartbeat_every(Duration::ZERO), "heartbeat_every"),
+            (
+                config().heartbeat_every(s(3)).live_after(s(3)),
+                "heartbeat_every",
+            ),
+            (
+                config()
+                    .heartbeat_every(Duration::from_micros(1))
+                    .live_after(Duration::from_micros(999)),
+                "live_after",
+            ),
+            (config().max_open(Duration::ZERO), "max_open"),
+            (config().queue_capacity(0), "queue_capacity"),
+            (config().io_timeout(Duration::ZERO), "io_timeout"),
+            (config().reconnect(Duration::ZERO, s(1)), "reconnect"),
+            (config().reconnect(s(2), ms(1999)), "reconnect"),
+            (config().signing_key([7; 15]), "signing_key"),
+        ];
+        for (config, field) in bad {
+            assert_eq!(refused(&config), Some(field), "{config:?}");
+        }
+        let good = [
+            config().quorum(two),
+            config().instance_id("x".repeat(200)),
+            config().heartbeat_every(ms(999)).live_after(s(1)),
+            config()
+                .heartbeat_every(Duration::from_micros(1))
+                .live_after(ms(1)),
+            config().reconnect(s(2), s(2)),
+            config().signing_key([7; 16]),
+        ];
+        for config in good {
+            assert_eq!(refused(&config), None, "{config:?}");
+        }
+    }
+
+    /// The accessors give what was set; a default instance id is valid, made
+    /// of the process id and a suffix that differs between configurations.
+    #[test]
+    fn the_accessors_and_a_default_instance_id() {
+        let (a, b) = (config(), config());
+        assert_eq!(refused(&a), None);
+        let pid = format!("{}-", std::process::id());
+        assert!(a.get_instance_id().starts_with(&pid), "{a:?}");
+        assert_ne!(a.get_instance_id(), b.get_instance_id());
+        let c = config().namespace("checkout").instance_id("checkout-1");
+        let got = (c.get_namespace(), c.get_instance_id());
+        assert_eq!(got, ("checkout", "checkout-1"));
+    }
+
+    /// An error says what went wrong, and for a setting which one.
+    #[test]
+    fn an_error_names_its_setting() {
+        let e = config().queue_capacity(0).validate().unwrap_err();
+        let shown = e.to_string();
+        assert_eq!(shown, "fleet setting `queue_capacity` must be above zero");
+        let url = FleetError::Url("no host".into()).to_string();
+        assert_eq!(url, "bad Redis URL: no host");
+        assert!(
+            FleetError::OverridesFull
+                .to_string()
+                .contains("MAX_OVERRIDES")
+        );
+    }
+}
