@@ -339,6 +339,41 @@ mod tests {
         keys
     }
 
+    /// A relayed override is read only with a known mode, a valid key and a
+    /// valid issuer (each checked on its own), and an end at most
+    /// `MAX_OVERRIDE` after now (to the millisecond).
+    #[test]
+    fn a_relayed_override_is_read_within_the_rules() {
+        let now = at(0);
+        let last = to_ms(now + MAX_OVERRIDE);
+        let read = |key: &str, mode: &str, issuer: &str, until_ms| {
+            let (key, mode, issuer) = (key.into(), mode.into(), issuer.into());
+            WireOverride::new(key, mode, issuer, to_ms(now), until_ms).read(now)
+        };
+        let mut longest = o(OverrideMode::Disable, "a", 0, 0);
+        longest.until = now + MAX_OVERRIDE;
+        assert_eq!(read("db", "disable", "a", last), Ok(longest));
+        let too_far = read("db", "disable", "a", last + 1);
+        assert_eq!(too_far, Err(Invalid::DeadlineTooFar));
+        for (key, mode, issuer) in [("", "disable", "a"), ("db", "disable", "a\u{7}")] {
+            let bad = read(key, mode, issuer, last);
+            assert_eq!(bad, Err(Invalid::Field), "{key:?} {issuer:?}");
+        }
+        assert_eq!(read("db", "open", "a", last), Err(Invalid::Field));
+    }
+
+    /// An override is relayed while it is in force, and not from its end, swept
+    /// or not: a receiver would take it as ended.
+    #[test]
+    fn an_override_is_relayed_until_its_end() {
+        let mut t = Overrides::default();
+        let force = o(OverrideMode::ForceOpen, "a", 10, 100);
+        assert_eq!(t.take(force.clone(), at(10)), Some(true));
+        let just_before = at(100) - Duration::from_millis(1);
+        assert_eq!(t.relay(just_before), [force]);
+        assert!(t.relay(at(100)).is_empty(), "ended, not swept");
+    }
+
     /// The latest issued wins; a stale relay of an older override, after its
     /// release, changes nothing; the override ends at its deadline.
     #[test]
