@@ -653,6 +653,39 @@ mod tests {
         attached.prune();
         assert_eq!(attached.breakers.len(), 1, "only the live key is left");
     }
+
+    /// The keys are pruned when their number reaches the mark, twice the keys
+    /// left by the last pruning (at least 64), and not before: 63 keys whose
+    /// breakers are gone stay, the 64th takes them all; with 100 live keys
+    /// left, 99 dead keys stay, the 100th takes them all.
+    #[test]
+    fn keys_are_pruned_when_they_reach_the_mark() {
+        let mut attached = Attached::default();
+        attached.prune();
+        assert_eq!(attached.prune_at, 64);
+        for i in 0..64 {
+            assert_eq!(attached.breakers.len(), i, "pruned before the mark");
+            let dropped = Arc::downgrade(&breaker());
+            attached.breakers.insert(format!("key-{i}"), vec![dropped]);
+            attached.prune();
+        }
+        assert!(attached.breakers.is_empty(), "not pruned at the mark");
+        // With 100 live keys left, the mark is 200: 99 dead keys stay.
+        let live: Vec<Arc<dyn Target>> = (0..100).map(|_| breaker()).collect();
+        for (i, b) in live.iter().enumerate() {
+            let key = format!("live-{i}");
+            attached.breakers.insert(key, vec![Arc::downgrade(b)]);
+        }
+        attached.prune_at = 0;
+        for i in 0..100 {
+            attached.prune();
+            assert_eq!(attached.breakers.len(), 100 + i, "pruned before the mark");
+            let dropped = Arc::downgrade(&breaker());
+            attached.breakers.insert(format!("key-{i}"), vec![dropped]);
+        }
+        attached.prune();
+        assert_eq!(attached.breakers.len(), 100, "not pruned at the mark");
+    }
 }
 
 std::thread_local! {
