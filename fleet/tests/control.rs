@@ -298,6 +298,40 @@ fn a_joiner_learns_a_disable_and_it_ends_at_its_deadline() {
     }
 }
 
+/// An override learned from a peer's message ends here at its deadline, not at
+/// this instance's next heartbeat, though it changes no breaker when it
+/// arrives (a shorter one of the mode in force): the subscriber wakes the
+/// publisher, whose plan was the longer one's end. Heartbeats every 30 s, so
+/// none comes between.
+#[test]
+fn a_shorter_override_learned_from_a_peer_ends_at_its_deadline() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("control-wake");
+    let slow = |id| {
+        let config = config(&redis, &ns, id).heartbeat_every(Duration::from_secs(30));
+        Fleet::start(config.live_after(Duration::from_secs(60))).unwrap()
+    };
+    let (a, b) = (slow("a"), slow("b"));
+    let db_b = b.breaker("db", builder()).unwrap();
+    wait_for("b live at a", Duration::from_secs(5), || {
+        a.view().live_peers() == 1
+    });
+    wait_for("a live at b", Duration::from_secs(5), || {
+        b.view().live_peers() == 1
+    });
+    a.disable("db", Duration::from_secs(60)).unwrap();
+    wait_for("disabled at b", Duration::from_secs(5), || {
+        db_b.state() == State::Disabled
+    });
+    a.disable("db", Duration::from_secs(3)).unwrap();
+    wait_for("ended at b", Duration::from_secs(10), || {
+        db_b.state() == State::Closed
+    });
+}
+
 /// A registry key made while an override is in force (here after the override
 /// took the old one: a key evicted, removed, or never used before) starts as
 /// the override says, through the fleet's initial-state hook; the release
