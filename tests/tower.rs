@@ -1329,6 +1329,15 @@ fn the_backend_layer_keys_a_port_as_the_reqwest_middleware_does() {
         let url = reqwest::Url::parse(uri).unwrap();
         assert_eq!(keys, [cutout::reqwest::host_key(&url)], "{uri}");
     }
+    // A port past 65535 (which reqwest refuses) is no other backend's: kept.
+    let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
+    let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| async {
+        Ok::<_, std::convert::Infallible>(Response::new(()))
+    }));
+    block_on(svc.oneshot(Request::get("http://a:99999/x").body(()).unwrap())).unwrap();
+    let mut keys = Vec::new();
+    breakers.for_each(|key, _| keys.push(key.clone()));
+    assert_eq!(keys, ["a:99999"]);
 }
 
 /// A `BackendFuture` polled again after it completed is `Pending`, as the

@@ -233,7 +233,10 @@ fn backend_key<B>(request: &Request<B>) -> Cow<'_, str> {
                 _ => None,
             };
             match authority.port_u16() {
-                None => Cow::Borrowed(host),
+                // An empty port is the default; one past 65535, kept as written,
+                // is no other backend's.
+                None if written.is_empty() => Cow::Borrowed(host),
+                None => Cow::Borrowed(host_port),
                 Some(port) if default == Some(port) => Cow::Borrowed(host),
                 Some(port) if written.len() > 1 && written.starts_with('0') => {
                     Cow::Owned(format!("{host}:{port}"))
