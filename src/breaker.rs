@@ -59,8 +59,9 @@ use time::ticks_to_duration;
 /// [crate docs](crate) for the model and [`Builder`] for the settings.
 ///
 /// A `&CircuitBreaker` crosses `catch_unwind` (it is `RefUnwindSafe`): a panic
-/// in a call, or in a listener, leaves the breaker consistent (the call
-/// counts as dropped; a listener's panic is caught where it is called).
+/// in a call leaves the breaker consistent (the call counts as dropped), and so
+/// does a listener's, which reaches the caller once the transition is made (a
+/// listener added after the one that panicked misses that transition).
 ///
 /// # Examples
 /// ```
@@ -124,8 +125,8 @@ pub struct CircuitBreaker<C = DefaultClock> {
 }
 
 // Every field a panic could leave half-written is an atomic (or a lock-free map
-// of them) changed by one store or CAS; the listeners, user code, are called
-// under `catch_unwind`. So a panic leaves nothing that a later call misreads.
+// of them) changed by one store or CAS; a listener, user code, runs once its
+// transition is stored. So a panic leaves nothing that a later call misreads.
 impl<C: std::panic::RefUnwindSafe> std::panic::RefUnwindSafe for CircuitBreaker<C> {}
 impl<C: std::panic::UnwindSafe> std::panic::UnwindSafe for CircuitBreaker<C> {}
 

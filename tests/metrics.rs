@@ -857,6 +857,34 @@ fn a_recorder_that_panics_in_a_sweep_costs_no_place() {
     );
 }
 
+/// The same for `restore_all`, which publishes the entry it replaces: the
+/// restored entry has the place first, and the panic costs none.
+#[cfg(all(feature = "registry", feature = "serde"))]
+#[test]
+fn a_recorder_that_panics_in_restore_all_costs_no_place() {
+    let clock = ManualClock::new();
+    let registry: cutout::Registry<String, ManualClock> =
+        cutout::Registry::builder(trips_on(5, clock.clone()))
+            .max_keys(1)
+            .build()
+            .unwrap();
+    registry.call("a", || Ok::<_, ()>(())).unwrap();
+    metrics::with_local_recorder(&DebuggingRecorder::new(), || registry.publish_metrics());
+    let saved = cutout::SavedState::new("a", State::Closed, std::time::SystemTime::now());
+    let restored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        metrics::with_local_recorder(&Panicking, || registry.restore_all([("a".into(), saved)]))
+    }));
+    assert!(restored.is_err(), "the recorder panicked");
+    assert_eq!(registry.len(), 1, "a, restored");
+    clock.advance(Duration::from_secs(3600));
+    registry.call("b", || Ok::<_, ()>(())).unwrap();
+    assert_eq!(
+        (registry.len(), registry.overflowed()),
+        (1, 0),
+        "b has a place: a's, evicted"
+    );
+}
+
 /// `circuit_breaker_registry_overflowed_total` (and `_orphaned_total`) carry no
 /// label: two registries in one process (one per kind of dependency) add to one
 /// series, which counts both (set with `Counter::absolute`, it went back and

@@ -288,8 +288,9 @@ pub struct Registry<K, C: Clock = DefaultClock, S = RandomState> {
 
 // As a breaker's (see `CircuitBreaker`): the map and counts are atomics, an
 // insert's reserved place goes back in a guard's drop, and so does the scan
-// gate; the closures (naming, initial state, listener) are user code that runs
-// before an insert or under a breaker's `catch_unwind`.
+// gate; the closures (naming, initial state) run before an insert, a listener
+// once its transition is stored, and a metrics recorder after a place is given
+// back or handed on.
 impl<K, C, S> std::panic::RefUnwindSafe for Registry<K, C, S>
 where
     K: std::panic::RefUnwindSafe,

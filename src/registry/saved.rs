@@ -142,14 +142,14 @@ where
         let used = self.clock.now().min(EVICTED - 1);
         for (key, breaker) in built {
             let mut place = None;
+            let mut departed = None;
             if let Some(cap) = &self.cap {
                 // The key's own entry goes first, and hands its place to the
                 // restored one (given back, a new key could take it first). A key
                 // without one takes a new place; one that finds no room is skipped.
                 let handed_on = map.remove(&key).is_some_and(|old| {
-                    let claimed = Self::claim(old);
-                    self.departed(&old.breaker);
-                    claimed
+                    departed = Some(old);
+                    Self::claim(old)
                 });
                 if !handed_on && !self.make_room(&map, cap, used, false) {
                     continue;
@@ -161,6 +161,11 @@ where
             }
             if let Some(place) = place {
                 place.keep();
+            }
+            // Published once the place is the restored entry's: a metrics
+            // recorder that panics costs no place (as in `sweep`).
+            if let Some(old) = departed {
+                self.departed(&old.breaker);
             }
             restored += 1;
         }
