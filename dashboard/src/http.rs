@@ -46,14 +46,16 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router {
 
 /// Refuses a request sent to a host the dashboard is not reached by (see
 /// [`Source::allow_host`](crate::Source::allow_host)). One without a host (not
-/// from a browser, which always names it) passes.
+/// from a browser, which always names it) passes; one whose `Host` is not
+/// visible ASCII does not.
 async fn refuse_other_hosts(
     State(shared): State<Arc<Shared>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    // A `Host` that is not visible ASCII names no host this serves: "".
     let host = match request.headers().get(header::HOST) {
-        Some(host) => host.to_str().ok(),
+        Some(host) => Some(host.to_str().unwrap_or("")),
         None => request.uri().authority().map(|a| a.as_str()),
     };
     match host {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Stream, WAIT, get, request, serve, snapshot_until, status, stream_until};
+use common::{Stream, WAIT, get, raw_status, request, serve, snapshot_until, status, stream_until};
 use cutout::{CircuitBreaker, Registry, State};
 use cutout_dashboard::{Breakers, MIN_TICK, Source, Thresholds};
 use std::sync::Arc;
@@ -347,6 +347,12 @@ async fn a_request_sent_to_another_host_is_refused() {
         let page = request(addr, "GET", "/breakers/api/snapshot", &[("host", host)]).await;
         assert_eq!(page.status, 200, "{host}");
     }
+    // A Host that is not visible ASCII names no host served here.
+    let raw = b"POST /breakers/api/control?name=db&action=force_open HTTP/1.1\r\n\
+        Host: rebound\xe9.example\r\nSec-Fetch-Site: same-origin\r\n\
+        Content-Length: 0\r\nConnection: close\r\n\r\n";
+    assert_eq!(raw_status(addr, raw).await, "HTTP/1.1 403 Forbidden");
+    assert_eq!(reg.get("db").state(), State::Closed);
     let as_page = [
         ("host", "ops.example.com"),
         ("sec-fetch-site", "same-origin"),

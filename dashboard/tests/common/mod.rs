@@ -54,6 +54,21 @@ async fn send(
         .unwrap()
 }
 
+/// The status line of the answer to `raw`, a whole HTTP/1.1 request as bytes
+/// (for a header no client library would send).
+pub async fn raw_status(addr: SocketAddr, raw: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(raw).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut answer))
+        .await
+        .expect("no answer in time")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    answer.lines().next().unwrap_or("").to_owned()
+}
+
 pub async fn request(
     addr: SocketAddr,
     method: &str,
