@@ -64,11 +64,13 @@ impl<C: Clock + Clone> Builder<C> {
     /// path and offers it to each candidate's own lean path at one clock
     /// reading (none if neither it nor a candidate has a window). A closed
     /// candidate without a window only checks that its streak is clear; one
-    /// with a window counts the success in its bucket. Through `call`, where
-    /// windows are everyone's or no one's and no call is timed, that is inline
-    /// up to the first candidate's record; otherwise (and through a permit or
-    /// the tower layer) one call out of line. With 1, 2 or 3 candidates of its
-    /// own settings, a closed success through `call` costs 57, 81, 90
+    /// with a window counts the success in its bucket. Through
+    /// [`CircuitBreaker::call`](crate::CircuitBreaker::call) and `call_with`,
+    /// where windows are everyone's or no one's and no call is timed, that is
+    /// inline up to the first candidate's record; otherwise (and through a
+    /// permit, `call_async`, a registry's `call` or the tower layer) one call
+    /// out of line. With 1, 2 or 3 candidates of its own settings, a closed
+    /// success through `call` costs 57, 81, 90
     /// instructions against 33 (a window's, 93, 137, 167 against 47), with no
     /// lock and no allocation (see `docs/PERFORMANCE.md`). Calls are timed only
     /// where this breaker or a candidate times them: where this breaker times
