@@ -341,17 +341,17 @@ mod tests {
 
     /// A relayed override is read only with a known mode, a valid key and a
     /// valid issuer (each checked on its own), and an end at most
-    /// `MAX_OVERRIDE` after now (to the millisecond).
+    /// `MAX_OVERRIDE` and the skew after now (to the millisecond).
     #[test]
     fn a_relayed_override_is_read_within_the_rules() {
-        let now = at(0);
-        let last = to_ms(now + MAX_OVERRIDE);
+        let (now, skew) = (at(0), Duration::from_secs(1));
+        let last = to_ms(now + MAX_OVERRIDE + skew);
         let read = |key: &str, mode: &str, issuer: &str, until_ms| {
             let (key, mode, issuer) = (key.into(), mode.into(), issuer.into());
-            WireOverride::new(key, mode, issuer, to_ms(now), until_ms).read(now)
+            WireOverride::new(key, mode, issuer, to_ms(now), until_ms).read(now, skew)
         };
         let mut longest = o(OverrideMode::Disable, "a", 0, 0);
-        longest.until = now + MAX_OVERRIDE;
+        longest.until = now + MAX_OVERRIDE + skew;
         assert_eq!(read("db", "disable", "a", last), Ok(longest));
         let too_far = read("db", "disable", "a", last + 1);
         assert_eq!(too_far, Err(Invalid::DeadlineTooFar));
