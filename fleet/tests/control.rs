@@ -11,8 +11,7 @@ use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{
     Fleet, FleetError, Heartbeat, MAX_OVERRIDE, MAX_OVERRIDES, Message, Override, OverrideMode,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const LIVE: Duration = Duration::from_secs(3);
@@ -378,104 +377,6 @@ fn a_registry_key_made_during_an_override_starts_as_it_says() {
             "{mode:?} released"
         );
     }
-}
-
-/// A registry key made as its override ends: the fleet's hook has said
-/// ForcedOpen, and the end, before the registry inserts the breaker, finds no
-/// key to reset. The end keeps looking: the breaker inserted forced open just
-/// after is reset when the publisher next looks, not left forced open for good
-/// (a forced-open breaker is never evicted). The registry's hook waits here
-/// between the fleet's hook and the insert, to hold the window open.
-#[test]
-fn a_registry_key_made_as_its_override_ends_is_reset() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
-    let hook = fleet.initial_state::<String>();
-    let armed = Arc::new(AtomicBool::new(false));
-    let (in_hook, in_hook_rx) = mpsc::channel::<()>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let (in_hook, go_rx) = (Mutex::new(in_hook), Mutex::new(go_rx));
-    let armed_in_hook = armed.clone();
-    let registry: Arc<Registry<String>> = Arc::new(
-        Registry::builder(builder())
-            .initial_state(move |key: &String| {
-                let state = hook(key);
-                if armed_in_hook.load(Ordering::SeqCst) {
-                    in_hook.lock().unwrap().send(()).unwrap();
-                    go_rx.lock().unwrap().recv().unwrap();
-                }
-                state
-            })
-            .build()
-            .unwrap(),
-    );
-    fleet.attach_registry(&registry);
-    fleet.force_open("db", Duration::from_secs(60)).unwrap();
-    registry.remove("db");
-    armed.store(true, Ordering::SeqCst);
-    let maker = {
-        let registry = registry.clone();
-        std::thread::spawn(move || registry.get("db").state())
-    };
-    in_hook_rx.recv().unwrap();
-    armed.store(false, Ordering::SeqCst);
-    fleet.release("db").unwrap();
-    go.send(()).unwrap();
-    assert_eq!(
-        maker.join().unwrap(),
-        State::ForcedOpen,
-        "made in the window"
-    );
-    // The publisher's next look, within 100 ms; generous for a loaded machine.
-    wait_for("reset after the end", Duration::from_secs(5), || {
-        registry.get("db").state() == State::Closed
-    });
-}
-
-/// A breaker restored from `saved_state` under an override that ends before
-/// the breaker is attached (the path `saved_state`'s docs give) is reset by
-/// the attach: the end, which found no breaker, keeps looking for one.
-#[test]
-fn a_breaker_restored_from_saved_state_and_attached_after_the_end_is_reset() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
-    for mode in [OverrideMode::ForceOpen, OverrideMode::Disable] {
-        match mode {
-            OverrideMode::ForceOpen => fleet.force_open("db", Duration::from_secs(60)),
-            _ => fleet.disable("db", Duration::from_secs(60)),
-        }
-        .unwrap();
-        let saved = fleet.saved_state("db").expect("the override's state");
-        let db = Arc::new(builder().restore(saved).build().unwrap());
-        assert_ne!(db.state(), State::Closed, "{mode:?}");
-        fleet.release("db").unwrap();
-        fleet.attach("db", &db);
-        assert_eq!(db.state(), State::Closed, "{mode:?}: reset on attach");
-    }
-}
-
-/// An end that looks for its breaker leaves it to an override that holds the
-/// key again: a breaker restored under the first override and attached under
-/// the second is set as the second says, and reset at the second's end.
-#[test]
-fn an_end_looking_for_its_breaker_leaves_it_to_the_next_override() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
-    fleet.force_open("db", Duration::from_secs(60)).unwrap();
-    let saved = fleet.saved_state("db").expect("the override's state");
-    let db = Arc::new(builder().restore(saved).build().unwrap());
-    fleet.release("db").unwrap();
-    fleet.force_open("db", Duration::from_secs(60)).unwrap();
-    fleet.attach("db", &db);
-    assert_eq!(db.state(), State::ForcedOpen, "the second override's");
-    fleet.release("db").unwrap();
-    assert_eq!(db.state(), State::Closed, "its end");
 }
 
 /// An override's end acts on the keys a registry holds only: a key removed

@@ -1,7 +1,9 @@
 //! The running fleet: its shared state, the listeners that feed the publisher,
 //! and the handle users hold. The background threads are in `threads`, the
-//! quorum's targets in `targets`.
+//! quorum's targets in `targets`, the search for breakers made from the
+//! override states `saved_state` handed out in `handed`.
 
+mod handed;
 mod targets;
 mod threads;
 
@@ -176,17 +178,21 @@ impl Fleet {
     /// [`initial_state`](Self::initial_state)).
     ///
     /// An override may end between this call and the attach (or a registry's
-    /// insert, right after its hook): its end then finds no breaker of `key`
-    /// to reset. Such an end keeps looking for one for a minute: a breaker of
-    /// `key` still in the override's state is reset when it is attached, and a
-    /// registry's key when the publisher next looks (every 100 ms meanwhile).
-    /// Past the minute, a breaker made from the state and attached only then
-    /// keeps it. An end that reset some breaker of `key` looks for no other
-    /// (two made from one override's state, one attached in time); and one
-    /// that looks also resets a breaker of `key` an operator sets to that
-    /// state meanwhile, as a release does. At most
-    /// [`MAX_OVERRIDES`](crate::MAX_OVERRIDES) ends look at once; the one to
-    /// stop soonest gives way.
+    /// insert, right after its hook), and others of `key` may come and go
+    /// meanwhile: the end then finds no breaker of `key` to reset. So the
+    /// fleet keeps which states it handed out for `key` (ForcedOpen,
+    /// Disabled, or both) until a minute after the hand-out, or after the last
+    /// end of an override of `key`, whichever is later. While an override
+    /// holds `key`, it sets the attached breakers (an attach applies it).
+    /// Each end of an override of `key` resets the attached breakers of `key`
+    /// in any state handed out, not only the ended override's; and until the
+    /// record goes, a breaker of `key` still in such a state is reset when it
+    /// is attached, and a registry's key when the publisher next looks (every
+    /// 100 ms meanwhile). Past that, a breaker made from the state and
+    /// attached only then keeps it. Meanwhile the search also resets a breaker
+    /// of `key` an operator sets to such a state locally, as a release does.
+    /// At most [`MAX_OVERRIDES`](crate::MAX_OVERRIDES) keys are kept; the one
+    /// to go soonest gives way.
     pub fn saved_state(&self, key: &str) -> Option<SavedState> {
         self.inner.saved_state(key)
     }
@@ -296,7 +302,9 @@ impl Fleet {
     /// Ends `key`'s fleet-wide override everywhere: an attached breaker of
     /// `key` in the state the override sets (forced open or disabled) is reset
     /// to Closed, and its own policies decide again; one an operator has set to
-    /// the other state since is left alone, and so is a registry key no
+    /// the other state since is left alone (unless
+    /// [`saved_state`](Self::saved_state) handed that state out for `key`
+    /// lately: see there), and so is a registry key no
     /// breaker holds now (none is created). The state an override sets cannot
     /// be told from the same state an operator set before it: a breaker forced
     /// open here and then force-opened fleet-wide is reset by the release. A
@@ -524,12 +532,12 @@ impl Inner {
             };
             // Kept, then read again (the two locks are never held together): an
             // end synced before the key was kept would not reset it. Kept as
-            // handed out too: an end that finds no breaker made from this
-            // state yet keeps looking for one.
+            // handed out too: the key's ends search for breakers made from
+            // this state.
             {
                 let mut attached = self.lock_attached();
                 attached.overridden.insert(key.to_owned(), mode);
-                attached.handed.insert(key.to_owned());
+                attached.handed.hand_out(key, mode, Instant::now());
             }
             if self.override_mode(key) == Some(mode) {
                 let state = targets::set_by(mode)?;

@@ -1,8 +1,9 @@
 //! The quorum's targets: the breakers and registries attached to the fleet, and
 //! how a quorum of peers' reports opens them, once per fresh set of reports.
 
+use super::handed::{HandedOut, LOOK_EVERY};
 use super::{Inner, UNPLANNED};
-use crate::control::{MAX_OVERRIDES, OverrideMode};
+use crate::control::OverrideMode;
 use crate::message::to_ms;
 use crate::view::Counters;
 use cutout::{CircuitBreaker, Clock, Registry, State};
@@ -126,7 +127,7 @@ impl<C: Clock + Clone, S: BuildHasher + Send + Sync> Target for Registry<String,
 /// Sets `key`'s breakers in `targets` as `apply` says, with no lock held but
 /// the pass's: the breaker's listener runs inside (see `apply_quorum`), and one
 /// that panics must not stop the others. Whether it reset any.
-fn set_override(targets: &[Arc<dyn Target>], key: &str, apply: Apply) -> bool {
+pub(super) fn set_override(targets: &[Arc<dyn Target>], key: &str, apply: Apply) -> bool {
     let mut reset = false;
     for target in targets {
         let one = panic::catch_unwind(AssertUnwindSafe(|| target.set_override(key, apply)));
@@ -134,23 +135,6 @@ fn set_override(targets: &[Arc<dyn Target>], key: &str, apply: Apply) -> bool {
         reset |= one.unwrap_or(true);
     }
     reset
-}
-
-/// How long an end that found no breaker of a key `saved_state` had handed
-/// its override's state to keeps looking for one ([`Attached::unseen`]): far
-/// longer than a registry takes from its hook to the insert, or a caller from
-/// `saved_state` through `Builder::restore` to `attach`.
-const UNSEEN_FOR: Duration = Duration::from_secs(60);
-
-/// How often the publisher looks again while an end looks for its breaker.
-const UNSEEN_EVERY: Duration = Duration::from_millis(100);
-
-/// An end that found no breaker to reset: the state its override set, and
-/// until when it keeps looking.
-#[derive(Clone, Copy)]
-pub(super) struct Unseen {
-    mode: OverrideMode,
-    until: Instant,
 }
 
 /// The reports a quorum rests on: (instance, generation) of each.
@@ -173,14 +157,9 @@ pub(super) struct Attached {
     /// state it set. What `sync_overrides` compares the modes in force with, so
     /// a key is acted on whenever the two differ, however its override ended.
     pub(super) overridden: HashMap<String, OverrideMode>,
-    /// Keys of `overridden` that `saved_state` handed their override's state
-    /// to: a breaker may be made from it after the override's end looked.
-    pub(super) handed: HashSet<String>,
-    /// The keys of `handed` whose override's end found no breaker to reset
-    /// (the breaker was still being made): looked for again until found, for
-    /// [`UNSEEN_FOR`] at most, [`MAX_OVERRIDES`] keys at most (the soonest
-    /// to go gives way).
-    unseen: HashMap<String, Unseen>,
+    /// The override states `saved_state` handed out, and the search an
+    /// override's end makes for breakers made from them.
+    pub(super) handed: HandedOut,
     /// Per key, the reports (instance, generation) a quorum was applied from, each
     /// kept while its peer holds it (live or not): the same reports do not open a
     /// breaker again after its own probes closed it.
@@ -188,20 +167,8 @@ pub(super) struct Attached {
 }
 
 impl Attached {
-    /// Keeps looking for `key`'s breaker in `mode`'s state: its end found none.
-    fn keep_looking(&mut self, key: String, mode: OverrideMode, now: Instant) {
-        if self.unseen.len() >= MAX_OVERRIDES && !self.unseen.contains_key(&key) {
-            let soonest = self.unseen.iter().min_by_key(|(_, u)| u.until);
-            if let Some(soonest) = soonest.map(|(k, _)| k.clone()) {
-                self.unseen.remove(&soonest);
-            }
-        }
-        let until = now.checked_add(UNSEEN_FOR).unwrap_or(now);
-        self.unseen.insert(key, Unseen { mode, until });
-    }
-
     /// The live breakers attached under `key`, and every live registry.
-    fn targets_of(&self, key: &str) -> Vec<Arc<dyn Target>> {
+    pub(super) fn targets_of(&self, key: &str) -> Vec<Arc<dyn Target>> {
         let breakers = self.breakers.get(key).into_iter().flatten();
         breakers
             .filter_map(Weak::upgrade)
@@ -228,9 +195,9 @@ impl Attached {
 impl Inner {
     /// Acts on the fleet-wide overrides whose mode in force differs from the
     /// one the local breakers were last set to (`overridden`), an end included,
-    /// on the attached breakers and registries, and looks again for the
-    /// breakers ends found none of ([`Inner::look_again`]); when the next one
-    /// ends, or, while an end looks for its breaker, [`UNSEEN_EVERY`] from now.
+    /// on the attached breakers and registries, and looks again for breakers
+    /// in a state `saved_state` handed out ([`Inner::look_again`]); when the
+    /// next one ends, or, while such a search is on, [`LOOK_EVERY`] from now.
     ///
     /// One pass at a time (`syncing`): a change taken by one pass (the
     /// publisher's, woken by an override just issued) is applied before the
@@ -260,7 +227,7 @@ impl Inner {
         }
         if self.look_again() {
             let now = SystemTime::now();
-            let again = now.checked_add(UNSEEN_EVERY).unwrap_or(now);
+            let again = now.checked_add(LOOK_EVERY).unwrap_or(now);
             next = Some(next.map_or(again, |next| next.min(again)));
         }
         next
@@ -304,65 +271,36 @@ impl Inner {
     }
 
     /// Applies `key`'s override in force at `wall` (or its end) to the attached
-    /// breakers and registries. An end that resets no breaker of a key
-    /// `saved_state` handed the override's state to keeps looking for one
-    /// ([`Attached::unseen`]).
+    /// breakers and registries. An override pauses the search for breakers
+    /// made from a state `saved_state` handed out for `key`; an end resets
+    /// those in any such state too, and the search goes on after it
+    /// ([`HandedOut::end`]).
     fn sync_override(&self, key: String, wall: SystemTime) {
         let mode = self.view.lock().override_mode(&key, wall);
         let (apply, handed, targets) = {
             let mut attached = self.lock_attached();
             // A release resets only where an override was applied.
-            let apply = match mode {
+            let (apply, handed) = match mode {
                 Some(mode) => {
                     attached.overridden.insert(key.clone(), mode);
-                    attached.unseen.remove(&key);
-                    Apply::Set(mode)
+                    attached.handed.pause(&key);
+                    (Apply::Set(mode), Vec::new())
                 }
                 None => match attached.overridden.remove(&key) {
-                    Some(ended) => Apply::End(ended),
+                    Some(ended) => {
+                        let handed = attached.handed.end(&key, Instant::now());
+                        let handed = handed.into_iter().filter(|&m| m != ended);
+                        (Apply::End(ended), handed.collect())
+                    }
                     None => return,
                 },
             };
-            let handed = matches!(apply, Apply::End(_)) && attached.handed.remove(&key);
             (apply, handed, attached.targets_of(&key))
         };
-        let reset = set_override(&targets, &key, apply);
-        if let (Apply::End(ended), true, false) = (apply, handed, reset) {
-            (self.lock_attached()).keep_looking(key, ended, Instant::now());
+        set_override(&targets, &key, apply);
+        for mode in handed {
+            set_override(&targets, &key, Apply::End(mode));
         }
-    }
-
-    /// Looks again for the breakers that ends found none of
-    /// ([`Attached::unseen`]): one of such a key found now in its override's
-    /// state (a registry's key inserted, or a breaker attached, since the end)
-    /// is reset, and its key no longer looked for; nor is a key an override
-    /// holds again (that one sets it), or one looked for [`UNSEEN_FOR`].
-    /// Whether any is still looked for.
-    pub(super) fn look_again(&self) -> bool {
-        let _pass = Pass::enter(&self.syncing);
-        let now = Instant::now();
-        let looked: Vec<(String, Unseen)> = {
-            let mut attached = self.lock_attached();
-            attached.unseen.retain(|_, u| u.until > now);
-            (attached.unseen.iter())
-                .map(|(k, u)| (k.clone(), *u))
-                .collect()
-        };
-        for (key, unseen) in looked {
-            if self.override_mode(&key).is_some() {
-                self.lock_attached().unseen.remove(&key);
-                continue;
-            }
-            let targets = self.lock_attached().targets_of(&key);
-            if !set_override(&targets, &key, Apply::End(unseen.mode)) {
-                continue;
-            }
-            self.lock_attached().unseen.remove(&key);
-            // An override taken since the reading above, whose state
-            // `saved_state` handed to the breaker just reset, sets it again.
-            self.apply_override_now(&key, |apply| set_override(&targets, &key, apply));
-        }
-        !self.lock_attached().unseen.is_empty()
     }
 
     /// Ends every override applied here on the attached breakers and
@@ -373,11 +311,9 @@ impl Inner {
         let _pass = Pass::enter(&self.syncing);
         let ended: Vec<(String, OverrideMode)> = {
             let mut attached = self.lock_attached();
-            attached.handed.clear();
-            let unseen = std::mem::take(&mut attached.unseen);
-            let unseen = unseen.into_iter().map(|(key, u)| (key, u.mode));
+            let handed = attached.handed.take_all();
             let overridden = std::mem::take(&mut attached.overridden);
-            overridden.into_iter().chain(unseen).collect()
+            overridden.into_iter().chain(handed).collect()
         };
         for (key, mode) in ended {
             let targets = self.lock_attached().targets_of(&key);
@@ -591,36 +527,6 @@ mod tests {
         }
         assert_eq!(inner.view.lock().peer_count(), 0);
         assert!(inner.lock_attached().applied.is_empty());
-    }
-
-    /// The ends that look for their breaker are bounded: at most
-    /// `MAX_OVERRIDES` keys (the soonest to stop gives way), each for
-    /// `UNSEEN_FOR`, after which it is dropped, found or not.
-    #[test]
-    fn the_ends_that_look_are_bounded_in_number_and_time() {
-        let inner = Inner::new(FleetConfig::new("redis://127.0.0.1:9/")).unwrap();
-        let (now, mode) = (Instant::now(), OverrideMode::ForceOpen);
-        {
-            let mut attached = inner.lock_attached();
-            for i in 0..1_000u64 {
-                let at = now + Duration::from_millis(i);
-                attached.keep_looking(format!("k{i}"), mode, at);
-            }
-            let unseen = &attached.unseen;
-            assert_eq!(unseen.len(), MAX_OVERRIDES);
-            assert!(unseen.contains_key("k936") && !unseen.contains_key("k935"));
-        }
-        assert!(inner.look_again(), "none found yet, none past its time");
-        let Some(then) = now.checked_sub(UNSEEN_FOR) else {
-            return; // a host up for under a minute: no Instant that early
-        };
-        {
-            let mut attached = inner.lock_attached();
-            attached.unseen.clear();
-            attached.keep_looking("db".into(), mode, then);
-        }
-        assert!(!inner.look_again(), "past its time");
-        assert!(inner.lock_attached().unseen.is_empty());
     }
 
     fn breaker() -> Arc<dyn Target> {

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use cutout::{CircuitBreaker, State};
-use cutout_fleet::{FleetConfig, Heartbeat, Message, OpenEntry, Report};
+use cutout_fleet::{Fleet, FleetConfig, Heartbeat, Message, OpenEntry, Report};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -222,6 +222,12 @@ pub fn config(redis: &Redis, ns: &str, id: &str) -> FleetConfig {
         .heartbeat_every(Duration::from_millis(100))
         .live_after(Duration::from_secs(1))
         .join_wait(Duration::from_secs(2))
+}
+
+/// A fleet that reaches no Redis (port 9, discard) and waits for none: its
+/// overrides act here only, at once.
+pub fn offline() -> Fleet {
+    Fleet::start(FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO)).unwrap()
 }
 
 /// Opens on the first failure, for 30 s: only a quorum or its own call moves it.
