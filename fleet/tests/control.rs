@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Peer, Redis, builder, config, namespace, redis_available, wait_for};
+use common::{Peer, Redis, builder, config, namespace, offline, redis_available, wait_for};
 use cutout::{ManualClock, Registry, State};
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{
@@ -443,6 +443,68 @@ fn dropping_the_fleet_ends_the_overrides_it_applied_here() {
     );
     assert_eq!(registry.get("cache").state(), State::Closed, "disabled");
     assert_eq!(local.state(), State::ForcedOpen, "an operator's, here");
+}
+
+/// Two fleets in one process share a registry and a breaker, and each holds
+/// an override of the key on them. Dropping one leaves them to the other: as
+/// its override says (forced open still; a breaker the dropped fleet forced
+/// open under the other's Disable is disabled again), until its release.
+#[test]
+fn dropping_a_fleet_leaves_shared_breakers_to_a_live_fleet_holding_their_override() {
+    let registry: Arc<Registry<String>> = Arc::new(Registry::builder(builder()).build().unwrap());
+    let (a, b) = (offline(), offline());
+    let db = Arc::new(builder().build().unwrap());
+    let cache = Arc::new(builder().build().unwrap());
+    for fleet in [&a, &b] {
+        fleet.attach_registry(&registry);
+        fleet.attach("db", &db);
+        fleet.attach("cache", &cache);
+    }
+    b.force_open("db", Duration::from_secs(600)).unwrap();
+    a.force_open("db", Duration::from_secs(600)).unwrap();
+    b.disable("cache", Duration::from_secs(600)).unwrap();
+    a.force_open("cache", Duration::from_secs(600)).unwrap();
+    assert_eq!(cache.state(), State::ForcedOpen, "a's, applied last");
+    drop(a);
+    assert_eq!(db.state(), State::ForcedOpen, "b's force-open");
+    assert_eq!(
+        registry.get("db").state(),
+        State::ForcedOpen,
+        "b's, in the registry"
+    );
+    assert_eq!(cache.state(), State::Disabled, "b's disable");
+    assert_eq!(registry.get("cache").state(), State::Disabled);
+    b.release("db").unwrap();
+    b.release("cache").unwrap();
+    assert_eq!(db.state(), State::Closed, "b's release");
+    assert_eq!(registry.get("db").state(), State::Closed);
+    assert_eq!(cache.state(), State::Closed);
+}
+
+/// A reconfiguration: fleet `b` replaces fleet `a` on the same namespace and
+/// the same registry while an override `a` issued holds `db` fleet-wide. `b`
+/// learns it from Redis and applies it as the registry is attached; dropping
+/// `a` then leaves `db` forced open, as `b` says, until `b` releases it.
+#[test]
+fn a_fleet_replaced_in_a_reconfiguration_leaves_the_override_in_force() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("reconfigure");
+    let registry: Arc<Registry<String>> = Arc::new(Registry::builder(builder()).build().unwrap());
+    let a = Fleet::start(config(&redis, &ns, "a")).unwrap();
+    a.attach_registry(&registry);
+    a.force_open("db", Duration::from_secs(600)).unwrap();
+    let b = Fleet::start(config(&redis, &ns, "b")).unwrap();
+    wait_for("b learns the override", Duration::from_secs(5), || {
+        b.override_of("db") == Some(OverrideMode::ForceOpen)
+    });
+    b.attach_registry(&registry);
+    drop(a);
+    assert_eq!(registry.get("db").state(), State::ForcedOpen, "b holds it");
+    b.release("db").unwrap();
+    assert_eq!(registry.get("db").state(), State::Closed, "b's release");
 }
 
 /// A quorum opened `db`, its own probe closed it while the peers' reports

@@ -1,9 +1,11 @@
 //! The running fleet: its shared state, the listeners that feed the publisher,
 //! and the handle users hold. The background threads are in `threads`, the
 //! quorum's targets in `targets`, the search for breakers made from the
-//! override states `saved_state` handed out in `handed`.
+//! override states `saved_state` handed out in `handed`, the fleets live in
+//! this process in `live`.
 
 mod handed;
+mod live;
 mod targets;
 mod threads;
 
@@ -65,7 +67,15 @@ const UNPLANNED: u64 = u64::MAX;
 /// queued are not sent. The overrides it applied here end with it, since no
 /// pass of its will end them later: the attached breakers and registry keys
 /// still in an override's state are reset, as the override's end would. On
-/// the other instances the override holds until its release or its end. A
+/// the other instances the override holds until its release or its end.
+/// Another `Fleet` live in this process may hold the same override on the
+/// same breakers (a reconfiguration: the new fleet attached to the same
+/// breakers and registries, then the old one dropped): a breaker (or a
+/// registry, for the key) that a live fleet has attached and has applied an
+/// override of the key to is left to it, as that override says, and reset at
+/// that override's end; a live fleet that applies the override only later
+/// (it learns it after the drop, or attaches after it) sets the breakers
+/// then. A
 /// registry key that another thread's lookup makes while the fleet is being
 /// dropped may still start in an override's state, and stay in it.
 ///
@@ -95,6 +105,7 @@ impl Fleet {
     /// [`FleetError`] for a setting out of range or a URL that does not parse.
     pub fn start(config: FleetConfig) -> Result<Fleet, FleetError> {
         let inner = Arc::new(Inner::new(config)?);
+        live::join(&inner);
         let publisher = spawn(&inner, "cutout-fleet-publish", publish_loop)?;
         let _ = inner.publisher.set(publisher.thread().clone());
         // The fleet owns the publisher before the subscriber is spawned: if that
@@ -409,6 +420,7 @@ impl Drop for Fleet {
             let _ = t.join();
         }
         self.inner.end_overrides();
+        live::leave(&self.inner);
     }
 }
 

@@ -307,6 +307,12 @@ impl Inner {
     /// registries, as its end would: for a fleet being dropped, whose passes
     /// stop while the breakers (the caller's) live on. Its threads have
     /// stopped; `saved_state` hands out no override's state from now on.
+    ///
+    /// A target that another live fleet of this process has attached and
+    /// holds an override of the key on ([`Inner::held_elsewhere`]) is left to
+    /// it: it ends that override there. Left as it is if that override is of
+    /// the same mode; else, if this fleet's state is on it, set as that
+    /// override says (which that fleet's record says it did).
     pub(super) fn end_overrides(&self) {
         let _pass = Pass::enter(&self.syncing);
         let ended: Vec<(String, OverrideMode)> = {
@@ -317,7 +323,17 @@ impl Inner {
         };
         for (key, mode) in ended {
             let targets = self.lock_attached().targets_of(&key);
-            set_override(&targets, &key, Apply::End(mode));
+            for target in targets {
+                let held = self.held_elsewhere(&key, &target);
+                if held == Some(mode) {
+                    continue;
+                }
+                let target = [target];
+                let reset = set_override(&target, &key, Apply::End(mode));
+                if let (Some(held), true) = (held, reset) {
+                    set_override(&target, &key, Apply::Set(held));
+                }
+            }
         }
     }
 
