@@ -487,11 +487,10 @@ impl<C: Clock> CircuitBreaker<C> {
                         let Some(o) = r.as_owned() else {
                             return false;
                         };
-                        let (mask, windowed) = Lean::INLINE_WINDOWED;
-                        if INLINE_OFFER && lean.0 & mask == windowed {
+                        if INLINE_OFFER && lean.matches(Lean::INLINE_WINDOWED) {
                             return self.record_offering_windowed(o, phase);
                         }
-                        if INLINE_OFFER && lean.0 & Lean::INLINE_QUIET == 0 {
+                        if INLINE_OFFER && lean.matches(Lean::INLINE_QUIET) {
                             self.record_offering_quiet(o);
                             return true;
                         }

@@ -1230,38 +1230,45 @@ fn a_shadow_breakers_service_passes_every_request_through() {
     assert_eq!((lifetime.would_reject, lifetime.rejected), (3, 0));
 }
 
+/// The keys (sorted) a `BackendLayer`'s registry holds after `requests`, each
+/// with its admitted calls.
+#[cfg(feature = "http")]
+fn backend_keys(requests: impl IntoIterator<Item = http::Request<()>>) -> Vec<(String, u64)> {
+    use cutout::{Registry, http::BackendLayer};
+    let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
+    let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: http::Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    }));
+    for request in requests {
+        block_on(svc.clone().oneshot(request)).unwrap();
+    }
+    let mut keys = Vec::new();
+    breakers.for_each(|key, b| keys.push((key.clone(), b.metrics().lifetime.admitted)));
+    keys.sort();
+    keys
+}
+
+/// A GET of `uri`.
+#[cfg(feature = "http")]
+fn get(uri: &str) -> http::Request<()> {
+    http::Request::get(uri).body(()).unwrap()
+}
+
 /// `BackendLayer` keys a backend by its host as DNS reads it, case-blind: a URI
 /// or `Host` header that spells it in capitals reaches the same breaker, and the
 /// key is written in lower case.
 #[cfg(feature = "http")]
 #[test]
 fn the_backend_layer_keys_a_host_whatever_its_case() {
-    use cutout::{Registry, http::BackendLayer};
-    use http::{Request, Response};
-    let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
-    let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| async {
-        Ok::<_, std::convert::Infallible>(Response::new(()))
-    }));
-    let requests = [
-        Request::get("http://Orders.Example:8080/a")
-            .body(())
-            .unwrap(),
-        Request::get("http://user@ORDERS.example:8080/b")
-            .body(())
-            .unwrap(),
-        Request::get("/c")
+    let keys = backend_keys([
+        get("http://Orders.Example:8080/a"),
+        get("http://user@ORDERS.example:8080/b"),
+        http::Request::get("/c")
             .header("host", "orders.EXAMPLE:8080")
             .body(())
             .unwrap(),
-        Request::get("http://orders.example:8080/d")
-            .body(())
-            .unwrap(),
-    ];
-    for request in requests {
-        block_on(svc.clone().oneshot(request)).unwrap();
-    }
-    let mut keys = Vec::new();
-    breakers.for_each(|key, b| keys.push((key.clone(), b.metrics().lifetime.admitted)));
+        get("http://orders.example:8080/d"),
+    ]);
     assert_eq!(keys, [("orders.example:8080".to_string(), 4)]);
 }
 
@@ -1272,40 +1279,28 @@ fn the_backend_layer_keys_a_host_whatever_its_case() {
 #[cfg(feature = "http")]
 #[test]
 fn the_backend_layer_keys_a_default_port_as_no_port() {
-    use cutout::{Registry, http::BackendLayer};
-    use http::{Request, Response};
-    let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
-    let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| async {
-        Ok::<_, std::convert::Infallible>(Response::new(()))
-    }));
-    let get = |uri: &str| Request::get(uri).body(()).unwrap();
-    let requests = [
+    let keys = backend_keys([
         get("http://a:80/x"),
         get("http://A/y"),
         get("https://u@a:443/z"),
         get("https://a:80/w"),
         get("http://a:443/v"),
-        Request::get("/u").header("host", "a:80").body(()).unwrap(),
-    ];
-    for request in requests {
-        block_on(svc.clone().oneshot(request)).unwrap();
-    }
-    let mut keys = Vec::new();
-    breakers.for_each(|key, b| keys.push((key.clone(), b.metrics().lifetime.admitted)));
-    keys.sort();
+        http::Request::get("/u")
+            .header("host", "a:80")
+            .body(())
+            .unwrap(),
+    ]);
     let expected = [("a", 3), ("a:443", 1), ("a:80", 2)];
-    let expected = expected.map(|(k, n)| (k.to_string(), n));
-    assert_eq!(keys, expected);
+    assert_eq!(keys, expected.map(|(k, n)| (k.to_string(), n)));
 }
 
 /// However a URI writes a backend's port (empty, the scheme's default for
 /// `ws` and `wss` too, with leading zeros), `BackendLayer` keys it as the
-/// reqwest middleware does: one backend, one breaker.
+/// reqwest middleware does: one backend, one breaker. A port past 65535
+/// (which reqwest refuses) is no other backend's: kept as written.
 #[cfg(all(feature = "http", feature = "reqwest"))]
 #[test]
 fn the_backend_layer_keys_a_port_as_the_reqwest_middleware_does() {
-    use cutout::{Registry, http::BackendLayer};
-    use http::{Request, Response};
     let uris = [
         "http://a:/x",
         "http://u@A:/x",
@@ -1319,25 +1314,14 @@ fn the_backend_layer_keys_a_port_as_the_reqwest_middleware_does() {
         "http://[::1]/x",
     ];
     for uri in uris {
-        let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
-        let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| async {
-            Ok::<_, std::convert::Infallible>(Response::new(()))
-        }));
-        block_on(svc.oneshot(Request::get(uri).body(()).unwrap())).unwrap();
-        let mut keys = Vec::new();
-        breakers.for_each(|key, _| keys.push(key.clone()));
         let url = reqwest::Url::parse(uri).unwrap();
-        assert_eq!(keys, [cutout::reqwest::host_key(&url)], "{uri}");
+        let expected = (cutout::reqwest::host_key(&url).to_string(), 1);
+        assert_eq!(backend_keys([get(uri)]), [expected], "{uri}");
     }
-    // A port past 65535 (which reqwest refuses) is no other backend's: kept.
-    let breakers = Arc::new(Registry::<String>::new(CircuitBreaker::builder()).unwrap());
-    let svc = BackendLayer::new(breakers.clone()).layer(service_fn(|_: Request<()>| async {
-        Ok::<_, std::convert::Infallible>(Response::new(()))
-    }));
-    block_on(svc.oneshot(Request::get("http://a:99999/x").body(()).unwrap())).unwrap();
-    let mut keys = Vec::new();
-    breakers.for_each(|key, _| keys.push(key.clone()));
-    assert_eq!(keys, ["a:99999"]);
+    assert_eq!(
+        backend_keys([get("http://a:99999/x")]),
+        [("a:99999".into(), 1)]
+    );
 }
 
 /// A `BackendFuture` polled again after it completed is `Pending`, as the

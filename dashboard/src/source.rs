@@ -172,8 +172,8 @@ impl Source {
         self
     }
 
-    /// Accepts requests sent to `host` (a name, as the browser's address bar
-    /// has it; a port or a trailing dot is ignored, and so is case) beside
+    /// Accepts requests sent to `host` (the host name alone, `ops.example.com`,
+    /// not a URL; a port or a trailing dot is ignored, and so is case) beside
     /// those the router always accepts: sent to an IP address, to `localhost`,
     /// or to a name under `.localhost`. Any other `Host` is refused with
     /// `403 Forbidden`, saying so: a page from another site whose name was made

@@ -173,7 +173,8 @@ impl FleetConfig {
     /// same allowance: one ending up to `max_skew` past
     /// [`MAX_OVERRIDE`](crate::MAX_OVERRIDE) from this host's clock is taken
     /// (an override of the longest duration, from an issuer whose clock runs
-    /// ahead within the skew). Keep hosts on NTP.
+    /// ahead within the skew), though never more than `MAX_OVERRIDE` past its
+    /// own issue stamp. Keep hosts on NTP.
     #[must_use]
     pub fn max_skew(mut self, skew: Duration) -> Self {
         self.max_skew = skew;

@@ -16,8 +16,9 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The longest an override may last. A receiver takes an override that ends
-/// at most this long after its own clock, plus its
-/// [`max_skew`](crate::FleetConfig::max_skew).
+/// at most this long after its issue stamp, and after its own clock plus its
+/// [`max_skew`](crate::FleetConfig::max_skew) (of which at most this long
+/// counts).
 pub const MAX_OVERRIDE: Duration = Duration::from_secs(24 * 3600);
 /// The most overrides (releases included) one instance keeps, and one heartbeat
 /// relays; a new key's override beyond it is refused and counted
@@ -132,10 +133,12 @@ impl WireOverride {
     /// The override, if it keeps the rules: names within
     /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES)
     /// without control characters, a known mode, an end no further than
-    /// [`MAX_OVERRIDE`] after `now` plus `skew`. The skew is the one a receiver
-    /// allows an issue stamp ([`FleetConfig::max_skew`](crate::FleetConfig::max_skew)):
+    /// [`MAX_OVERRIDE`] after its issue stamp, nor after `now` plus `skew`
+    /// (at most `MAX_OVERRIDE` of it). The skew is the one a receiver allows an
+    /// issue stamp ([`FleetConfig::max_skew`](crate::FleetConfig::max_skew)):
     /// an override of `MAX_OVERRIDE` from an issuer whose clock runs that far
-    /// ahead ends that far past `now + MAX_OVERRIDE`, and is taken.
+    /// ahead ends that far past `now + MAX_OVERRIDE`, and is taken; a skew
+    /// set huge (to take any stamp) stretches no override past two days.
     pub(crate) fn read(self, now: SystemTime, skew: Duration) -> Result<Override, Invalid> {
         let mode = OverrideMode::parse(&self.mode).ok_or(Invalid::Field)?;
         if !name_ok(&self.key) || !name_ok(&self.issuer) {
@@ -143,8 +146,10 @@ impl WireOverride {
         }
         let issued_at = from_ms(self.issued_ms).ok_or(Invalid::FromFuture)?;
         let until = from_ms(self.until_ms).ok_or(Invalid::DeadlineTooFar)?;
-        let last = now.checked_add(MAX_OVERRIDE.saturating_add(skew));
-        if last.is_some_and(|last| until > last) {
+        let allowed = MAX_OVERRIDE.saturating_add(skew.min(MAX_OVERRIDE));
+        let too_far =
+            |from: SystemTime, allowed| from.checked_add(allowed).is_none_or(|last| until > last);
+        if too_far(now, allowed) || too_far(issued_at, MAX_OVERRIDE) {
             return Err(Invalid::DeadlineTooFar);
         }
         Ok(Override {
@@ -341,16 +346,17 @@ mod tests {
 
     /// A relayed override is read only with a known mode, a valid key and a
     /// valid issuer (each checked on its own), and an end at most
-    /// `MAX_OVERRIDE` and the skew after now (to the millisecond).
+    /// `MAX_OVERRIDE` after its issue stamp and after now plus the skew (to the
+    /// millisecond): here issued by a clock the whole skew ahead.
     #[test]
     fn a_relayed_override_is_read_within_the_rules() {
         let (now, skew) = (at(0), Duration::from_secs(1));
         let last = to_ms(now + MAX_OVERRIDE + skew);
         let read = |key: &str, mode: &str, issuer: &str, until_ms| {
             let (key, mode, issuer) = (key.into(), mode.into(), issuer.into());
-            WireOverride::new(key, mode, issuer, to_ms(now), until_ms).read(now, skew)
+            WireOverride::new(key, mode, issuer, to_ms(now + skew), until_ms).read(now, skew)
         };
-        let mut longest = o(OverrideMode::Disable, "a", 0, 0);
+        let mut longest = o(OverrideMode::Disable, "a", 1, 0);
         longest.until = now + MAX_OVERRIDE + skew;
         assert_eq!(read("db", "disable", "a", last), Ok(longest));
         let too_far = read("db", "disable", "a", last + 1);

@@ -139,13 +139,34 @@ fn an_override_of_max_override_from_a_clock_a_little_ahead_is_taken() {
     assert_eq!(view.stats().deadline_too_far, 1);
 }
 
+/// An override lasts at most `MAX_OVERRIDE` from its issue stamp, whatever
+/// the receiver's skew: one set huge (to take any stamp) stretches none for
+/// a century, and a long one stamped late is refused too.
+#[test]
+fn no_skew_stretches_an_override_past_max_override() {
+    let (now, wall) = t0();
+    let mut view = ViewHarness::new("me", LIVE, MAX_OPEN).max_skew(Duration::MAX);
+    let century = Duration::from_secs(100 * 365 * 24 * 3600);
+    let forever = ov(OverrideMode::ForceOpen, "ops", wall, wall + century);
+    view.apply(&Message::Control(forever).encode(), now, wall);
+    let two_days = ov(
+        OverrideMode::ForceOpen,
+        "ops",
+        wall,
+        wall + 2 * MAX_OVERRIDE,
+    );
+    view.apply(&Message::Control(two_days).encode(), now, wall);
+    assert_eq!(view.override_of("db", wall), None);
+    assert_eq!(view.stats().deadline_too_far, 2);
+    let longest = ov(OverrideMode::ForceOpen, "ops", wall, wall + MAX_OVERRIDE);
+    view.apply(&Message::Control(longest).encode(), now, wall);
+    assert_eq!(view.override_of("db", wall), Some(OverrideMode::ForceOpen));
+}
+
 /// A duration of zero or over a day, or an empty key, is refused by name.
 #[test]
 fn a_bad_override_is_refused_by_name() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
+    let fleet = offline();
     let field = |r: Result<(), FleetError>| match r {
         Err(FleetError::Config { field, .. }) => field,
         other => panic!("{other:?}"),
@@ -169,10 +190,7 @@ fn a_bad_override_is_refused_by_name() {
 /// quietly; a key that holds one takes the next, or its release, in its place.
 #[test]
 fn an_override_without_room_is_refused_as_full() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
+    let fleet = offline();
     let minute = Duration::from_secs(60);
     for i in 0..MAX_OVERRIDES {
         fleet.force_open(&format!("k{i}"), minute).unwrap();
@@ -338,10 +356,7 @@ fn a_shorter_override_learned_from_a_peer_ends_at_its_deadline() {
 /// at once.
 #[test]
 fn a_registry_key_made_during_an_override_starts_as_it_says() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
+    let fleet = offline();
     let registry: Arc<Registry<String>> = Arc::new(
         Registry::builder(builder())
             .initial_state(fleet.initial_state())
@@ -385,10 +400,7 @@ fn a_registry_key_made_during_an_override_starts_as_it_says() {
 /// where the key finds no place).
 #[test]
 fn an_overrides_end_creates_no_registry_key() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
+    let fleet = offline();
     let registry = |max_keys| -> Arc<Registry<String>> {
         let registry = Registry::builder(builder())
             .max_keys(max_keys)
@@ -416,10 +428,7 @@ fn an_overrides_end_creates_no_registry_key() {
 /// stays so.
 #[test]
 fn dropping_the_fleet_ends_the_overrides_it_applied_here() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
+    let fleet = offline();
     let registry: Arc<Registry<String>> = Arc::new(
         Registry::builder(builder())
             .initial_state(fleet.initial_state())
@@ -600,10 +609,7 @@ fn an_overrides_end_creates_no_registry_key_where_a_quorum_stands() {
 /// is reset.
 #[test]
 fn a_release_leaves_what_an_operator_set_since() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
+    let fleet = offline();
     let db = fleet.breaker("db", builder()).unwrap();
     let cache = fleet.breaker("cache", builder()).unwrap();
     for key in ["db", "cache"] {
@@ -639,10 +645,7 @@ fn a_release_leaves_what_an_operator_set_since() {
 /// disabled for good).
 #[test]
 fn an_override_and_its_release_are_in_effect_when_they_return() {
-    let fleet = Fleet::start(
-        cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-    )
-    .unwrap();
+    let fleet = offline();
     let keys = ["a", "b", "c", "d"];
     let breakers: Vec<_> = keys
         .iter()
@@ -674,12 +677,7 @@ fn an_override_and_its_release_are_in_effect_when_they_return() {
 #[test]
 fn a_listener_may_issue_an_override_while_one_is_applied() {
     use std::sync::{Arc, OnceLock, mpsc};
-    let fleet = Arc::new(
-        Fleet::start(
-            cutout_fleet::FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO),
-        )
-        .unwrap(),
-    );
+    let fleet = Arc::new(offline());
     let handle: Arc<OnceLock<std::sync::Weak<Fleet>>> = Arc::new(OnceLock::new());
     let from_listener = handle.clone();
     // `Fleet::breaker` keeps the builder's own listener (and adds the fleet's).

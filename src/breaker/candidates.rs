@@ -242,7 +242,8 @@ impl<C: Clock> CircuitBreaker<C> {
     }
 
     /// [`record_offering_windowed`](Self::record_offering_windowed)'s offer to
-    /// the candidates after the first.
+    /// the candidates after the first: out of line, so that the inline part
+    /// stays one candidate long.
     #[cold]
     #[inline(never)]
     fn offer_lean_after_first(candidates: &[Self], now: u64) {

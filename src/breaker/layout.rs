@@ -97,14 +97,17 @@ impl Lean {
         Lean::WINDOW | Lean::TIMED | Lean::PRECISE | Lean::OFFERS_WINDOWED,
         Lean::WINDOW | Lean::OFFERS_WINDOWED,
     );
-    /// The bits, every one clear, that send it to `record_offering_quiet`,
-    /// inline: no window and no call timed, here or in any candidate.
-    pub(super) const INLINE_QUIET: u8 = Lean::WINDOW
-        | Lean::TIMED
-        | Lean::PRECISE
-        | Lean::OFFERS_TIMED
-        | Lean::OFFERS_WINDOW
-        | Lean::OFFERS_PRECISE;
+    /// The bits that send it to `record_offering_quiet`, inline, and their
+    /// values: no window and no call timed, here or in any candidate.
+    pub(super) const INLINE_QUIET: (u8, u8) = (
+        Lean::WINDOW
+            | Lean::TIMED
+            | Lean::PRECISE
+            | Lean::OFFERS_TIMED
+            | Lean::OFFERS_WINDOW
+            | Lean::OFFERS_PRECISE,
+        0,
+    );
 
     pub(super) fn of(config: &Config) -> Lean {
         let window = match config.window {
@@ -123,6 +126,13 @@ impl Lean {
     #[inline]
     pub(super) fn has(self, any: u8) -> bool {
         self.0 & any != 0
+    }
+
+    /// Whether the bits of `mask` have the values `value` (a pair such as
+    /// [`INLINE_WINDOWED`](Self::INLINE_WINDOWED)).
+    #[inline]
+    pub(super) fn matches(self, (mask, value): (u8, u8)) -> bool {
+        self.0 & mask == value
     }
 }
 
