@@ -8,7 +8,8 @@
 //! withdrawn reports back; a transition whose event reached the listener after
 //! a newer one's does not withdraw the newer Open; a joiner reads its own
 //! namespace's heartbeats only, joins past a heartbeat key whose name is not
-//! UTF-8, and reads all of them in a database of a million other keys; a
+//! UTF-8, and reads all of them in a database of a million other keys; the
+//! view lists each key that live peers report Open once; a
 //! namespace with a glob character, or a `live_after` over a day, is refused.
 //! The Redis tests start a `redis-server` on a free loopback port (see
 //! `common`); every wait is bounded.
@@ -641,4 +642,24 @@ fn the_picture_holds_every_heartbeat_of_a_busy_database() {
     assert!(joiner.wait_synced(Duration::from_secs(300)));
     let view = joiner.view();
     assert_eq!((view.live_peers(), view.stats().accepted), (4, 4));
+}
+
+/// The view's handle lists every key some live peer reports Open, once each:
+/// `db` from two peers, `cache` from one.
+#[test]
+fn the_view_lists_each_key_live_peers_report_open_once() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("open-keys");
+    let me = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    assert!(me.wait_synced(Duration::from_secs(2)));
+    let until = SystemTime::now() + Duration::from_secs(30);
+    let (mut a, mut b) = (Peer::new(&redis, &ns, "a"), Peer::new(&redis, &ns, "b"));
+    a.heartbeat(&[("db", until, 1), ("cache", until, 1)]);
+    b.heartbeat(&[("db", until, 1)]);
+    wait_for("cache and db listed", Duration::from_secs(2), || {
+        me.view().open_keys() == ["cache", "db"]
+    });
 }
