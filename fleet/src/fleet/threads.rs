@@ -519,6 +519,34 @@ mod tests {
         for d in [Duration::MAX, backoff.wait(), backoff.wait(), year] {
             assert!(later(d) >= Instant::now() + year.min(d / 2), "{d:?}");
         }
+        // Each wait short of a century is kept whole.
+        let before = Instant::now();
+        assert!(later(year * 50) >= before + year * 50);
+    }
+
+    /// The reconnection backoff: from `min`, doubling to `max`, each wait
+    /// jittered down by up to half (in the upper half of its step, and varying
+    /// from wait to wait), and from `min` again once reset.
+    #[test]
+    fn a_backoff_doubles_with_jitter_and_starts_again_once_reset() {
+        let (s, ms) = (Duration::from_secs, Duration::from_millis);
+        for seed in [1, 12_345, 999_999_999] {
+            let mut backoff = Backoff::new(s(1), s(8));
+            backoff.seed = seed;
+            for step in [1, 2, 4, 8, 8, 1] {
+                if step == 1 {
+                    backoff.reset();
+                }
+                let wait = backoff.wait();
+                assert!(wait >= s(step) / 2 && wait < s(step), "{wait:?}");
+            }
+            let mut steady = Backoff::new(s(1), s(1));
+            steady.seed = seed;
+            let waits: std::collections::HashSet<Duration> =
+                (0..100).map(|_| steady.wait()).collect();
+            assert!(waits.len() > 50, "{} waits of 100 differ", waits.len());
+            assert!(waits.iter().all(|w| *w >= ms(500) && *w < s(1)));
+        }
     }
 
     /// A subscription is deaf once a message published after the last one it
