@@ -1,7 +1,8 @@
 //! The background threads' connections over a long life: a subscription whose
 //! connection goes silent is replaced, a Redis slower than the subscriber's
 //! poll is still subscribed to within `io_timeout`, and commands that fail on a
-//! connection Redis accepted back off as a failed connection does. A loopback
+//! connection Redis accepted back off as a failed connection does, while a
+//! connected instance opens no new connection. A loopback
 //! TCP proxy ([`Proxy`]) in front of a real `redis-server` adds latency, or
 //! makes the connections opened so far go silent (no FIN, no RST), as a NAT or
 //! load balancer that dropped them would. Every wait is bounded.
@@ -303,4 +304,25 @@ fn commands_that_fail_on_a_live_connection_back_off() {
         c1 - c0,
         e1 - e0
     );
+}
+
+/// An instance keeps its two connections while Redis takes its commands:
+/// heartbeats every 100 ms for a second open no new one (nor does the
+/// subscriber's poll, whose reads time out every 100 ms).
+#[test]
+fn a_connected_instance_keeps_its_connections() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("keeps-connections");
+    let me = Fleet::start(config(redis.url(), &ns)).unwrap();
+    assert!(me.wait_synced(Duration::from_secs(5)));
+    let mut con = redis.connect();
+    // The publisher's first connection, if it has not connected yet.
+    thread::sleep(Duration::from_millis(200));
+    let c0 = connections(&mut con);
+    thread::sleep(Duration::from_secs(1)); // real time is the subject
+    let c1 = connections(&mut con);
+    assert_eq!(c1 - c0, 0, "stats {:?}", me.view().stats());
 }
