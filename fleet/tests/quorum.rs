@@ -6,7 +6,8 @@
 //! makes a new report that opens the key again; a peer whose heartbeat was only
 //! late, back with the same report, does not, even after another peer's new
 //! report opened the key again meanwhile. A shadow breaker's open, and a
-//! what-if candidate's, are not reported at all.
+//! what-if candidate's, are not reported at all, nor a quorum's own open (an
+//! echo) published as a transition.
 //!
 //! Real time: the fleet's messages travel through Redis. Every wait is bounded.
 
@@ -14,7 +15,7 @@ mod common;
 
 use common::{Peer, Redis, builder, namespace, redis_available, wait_for};
 use cutout::{CircuitBreaker, ManualClock, State};
-use cutout_fleet::{Fleet, FleetConfig};
+use cutout_fleet::{Fleet, FleetConfig, Message};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The fleet instance `id` (quorum 2 by default): heartbeats every 500 ms, peers
@@ -396,4 +397,51 @@ fn shadow_and_candidate_opens_are_not_reported_to_the_fleet() {
         common::heartbeat_lists(&redis, &ns, "me"),
         [("api".to_string(), 1)]
     );
+}
+
+/// An open a quorum caused is an echo (`Reason::External`): `me` does not
+/// publish it as a transition (no peer counts it; its heartbeat lists it),
+/// while its heartbeats go on.
+#[test]
+fn a_quorums_open_is_not_published_as_a_transition() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start();
+    let ns = namespace("echo-unpublished");
+    let (mut a, mut b) = (Peer::new(&redis, &ns, "a"), Peer::new(&redis, &ns, "b"));
+    let fleet = Fleet::start(config(&redis, &ns, "me")).unwrap();
+    assert!(fleet.wait_synced(Duration::from_secs(2)));
+    let breaker = fleet.breaker("db", builder()).unwrap();
+    let mut sub = redis.connect();
+    let mut sub = sub.as_pubsub();
+    sub.subscribe(format!("{ns}:events")).unwrap();
+    sub.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    a.heartbeat(&[]);
+    b.heartbeat(&[]);
+    wait_for("peers live", Duration::from_secs(2), || {
+        fleet.view().live_peers() == 2
+    });
+    let until = SystemTime::now() + Duration::from_secs(20);
+    a.transition("db", State::Open, Some(until), 1);
+    b.transition("db", State::Open, Some(until), 1);
+    wait_for("the quorum opens db", Duration::from_secs(2), || {
+        breaker.state() == State::Open
+    });
+    // Real time is the subject: two heartbeats of `me` (every 500 ms) after
+    // the open.
+    let (mut heartbeats, mut transitions) = (0, Vec::new());
+    let end = Instant::now() + Duration::from_millis(1_200);
+    while Instant::now() < end {
+        let Ok(msg) = sub.get_message() else { continue };
+        let bytes = msg.get_payload_bytes();
+        match Message::decode(bytes, SystemTime::now(), Duration::from_secs(600)) {
+            Ok(Message::Heartbeat(h)) if h.instance == "me" => heartbeats += 1,
+            Ok(Message::Transition(r)) if r.instance == "me" => transitions.push(r),
+            _ => {}
+        }
+    }
+    assert!(heartbeats >= 1, "no heartbeat of me heard");
+    assert!(transitions.is_empty(), "published: {transitions:?}");
 }
