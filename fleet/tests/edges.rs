@@ -3,7 +3,8 @@
 //! name) still counts for its other keys, and a key named as none takes is
 //! counted, not published; a listener that panics when a quorum
 //! opens its breaker does not stop the view; two views' counters add up in one
-//! metrics series; a failed connection is one Redis error; an older
+//! metrics series; a failed connection is one Redis error, and failed ones
+//! back off; an older
 //! heartbeat, queued while a resubscription read the picture, does not bring
 //! withdrawn reports back; a transition whose event reached the listener after
 //! a newer one's does not withdraw the newer Open; a joiner reads its own
@@ -318,6 +319,26 @@ fn one_failed_connection_attempt_is_one_redis_error() {
         2,
         "two threads, one failed connection attempt each"
     );
+}
+
+/// Redis unreachable, with a backoff from 10 ms doubling to 10 s: each thread
+/// backs off as its failures add up (the subscriber's quick failures are no
+/// session that lasted, which would reset it), a handful of attempts in 1.5 s,
+/// not one every 5 to 10 ms.
+#[test]
+fn failed_connection_attempts_back_off() {
+    let fleet = Fleet::start(
+        FleetConfig::new("redis://127.0.0.1:9/")
+            .join_wait(Duration::ZERO)
+            .io_timeout(Duration::from_millis(100))
+            .reconnect(Duration::from_millis(10), Duration::from_secs(10)),
+    )
+    .expect("starts without Redis");
+    // Real time is the subject: each thread's waits add up to 1.3 s by its
+    // ninth attempt.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let errors = fleet.view().stats().redis_errors;
+    assert!(errors <= 20, "{errors} failed attempts in 1.5 s");
 }
 
 // ---------------------------------------------------------------------------
