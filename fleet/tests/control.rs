@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{Peer, Redis, builder, config, namespace, offline, redis_available, wait_for};
+use common::{
+    Peer, Redis, builder, config, hooked_registry, issue, namespace, offline, redis_available,
+    wait_for,
+};
 use cutout::{ManualClock, Registry, State};
 use cutout_fleet::testing::ViewHarness;
 use cutout_fleet::{
@@ -357,22 +360,12 @@ fn a_shorter_override_learned_from_a_peer_ends_at_its_deadline() {
 #[test]
 fn a_registry_key_made_during_an_override_starts_as_it_says() {
     let fleet = offline();
-    let registry: Arc<Registry<String>> = Arc::new(
-        Registry::builder(builder())
-            .initial_state(fleet.initial_state())
-            .build()
-            .unwrap(),
-    );
-    fleet.attach_registry(&registry);
+    let registry = hooked_registry(&fleet);
     for (mode, state) in [
         (OverrideMode::ForceOpen, State::ForcedOpen),
         (OverrideMode::Disable, State::Disabled),
     ] {
-        match mode {
-            OverrideMode::ForceOpen => fleet.force_open("db", Duration::from_secs(60)),
-            _ => fleet.disable("db", Duration::from_secs(60)),
-        }
-        .unwrap();
+        issue(&fleet, "db", mode, Duration::from_secs(60)).unwrap();
         assert_eq!(
             registry.get("db").state(),
             state,
@@ -429,13 +422,7 @@ fn an_overrides_end_creates_no_registry_key() {
 #[test]
 fn dropping_the_fleet_ends_the_overrides_it_applied_here() {
     let fleet = offline();
-    let registry: Arc<Registry<String>> = Arc::new(
-        Registry::builder(builder())
-            .initial_state(fleet.initial_state())
-            .build()
-            .unwrap(),
-    );
-    fleet.attach_registry(&registry);
+    let registry = hooked_registry(&fleet);
     let db = fleet.breaker("db", builder()).unwrap();
     let local = fleet.breaker("local", builder()).unwrap();
     fleet.force_open("db", Duration::from_secs(60)).unwrap();

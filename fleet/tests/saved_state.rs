@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{builder, offline, wait_for};
+use common::{builder, issue, offline, wait_for};
 use cutout::{Registry, State};
 use cutout_fleet::OverrideMode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,11 +71,7 @@ fn a_registry_key_made_as_its_override_ends_is_reset() {
 fn a_breaker_restored_from_saved_state_and_attached_after_the_end_is_reset() {
     let fleet = offline();
     for mode in [OverrideMode::ForceOpen, OverrideMode::Disable] {
-        match mode {
-            OverrideMode::ForceOpen => fleet.force_open("db", Duration::from_secs(60)),
-            _ => fleet.disable("db", Duration::from_secs(60)),
-        }
-        .unwrap();
+        issue(&fleet, "db", mode, Duration::from_secs(60)).unwrap();
         let saved = fleet.saved_state("db").expect("the override's state");
         let db = Arc::new(builder().restore(saved).build().unwrap());
         assert_ne!(db.state(), State::Closed, "{mode:?}");
@@ -115,16 +111,12 @@ fn a_restored_breaker_is_reset_after_its_override_is_replaced_by_the_other_mode(
         (OverrideMode::ForceOpen, OverrideMode::Disable),
         (OverrideMode::Disable, OverrideMode::ForceOpen),
     ] {
-        let issue = |mode| match mode {
-            OverrideMode::ForceOpen => fleet.force_open("db", minute),
-            _ => fleet.disable("db", minute),
-        };
-        issue(handed).unwrap();
+        issue(&fleet, "db", handed, minute).unwrap();
         let saved = fleet.saved_state("db").expect("the override's state");
         let db = Arc::new(builder().restore(saved).build().unwrap());
         let made = db.state();
         assert_ne!(made, State::Closed, "{handed:?}");
-        issue(then).unwrap();
+        issue(&fleet, "db", then, minute).unwrap();
         fleet.release("db").unwrap();
         assert_eq!(db.state(), made, "{handed:?}: not attached, not reached");
         fleet.attach("db", &db);

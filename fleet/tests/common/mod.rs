@@ -230,6 +230,32 @@ pub fn offline() -> Fleet {
     Fleet::start(FleetConfig::new("redis://127.0.0.1:9/").join_wait(Duration::ZERO)).unwrap()
 }
 
+/// Issues `fleet`'s override of `key` in `mode` (force open or disable) for
+/// `duration`.
+pub fn issue(
+    fleet: &Fleet,
+    key: &str,
+    mode: cutout_fleet::OverrideMode,
+    duration: Duration,
+) -> Result<(), cutout_fleet::FleetError> {
+    match mode {
+        cutout_fleet::OverrideMode::ForceOpen => fleet.force_open(key, duration),
+        _ => fleet.disable(key, duration),
+    }
+}
+
+/// A registry of [`builder`]'s breakers whose new keys start from `fleet`'s
+/// picture (its initial-state hook), attached to it.
+pub fn hooked_registry(fleet: &Fleet) -> std::sync::Arc<cutout::Registry<String>> {
+    let registry = cutout::Registry::builder(builder())
+        .initial_state(fleet.initial_state())
+        .build()
+        .unwrap();
+    let registry = std::sync::Arc::new(registry);
+    fleet.attach_registry(&registry);
+    registry
+}
+
 /// Opens on the first failure, for 30 s: only a quorum or its own call moves it.
 pub fn builder() -> cutout::Builder<cutout::DefaultClock> {
     CircuitBreaker::builder()
