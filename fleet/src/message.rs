@@ -374,8 +374,9 @@ impl Message {
 
     /// Decodes and validates `bytes`, at wall-clock time `now`: an Open deadline
     /// more than `max_open` after `now` is refused, and so is an override that
-    /// ends more than [`MAX_OVERRIDE`](crate::MAX_OVERRIDE) after it (a fleet
-    /// allows its [`max_skew`](crate::FleetConfig::max_skew) beyond that, as it
+    /// ends more than [`MAX_OVERRIDE`](crate::MAX_OVERRIDE) after it or after
+    /// its own issue stamp (a fleet allows its
+    /// [`max_skew`](crate::FleetConfig::max_skew) beyond `now`'s bound, as it
     /// does an issue stamp). A heartbeat entry that breaks a
     /// rule (an over-long key, a deadline too far ahead) is left out of the
     /// heartbeat, which keeps the others: one key must not silence its peer.
