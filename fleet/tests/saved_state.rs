@@ -8,10 +8,17 @@ mod common;
 
 use common::{builder, issue, offline, wait_for};
 use cutout::{Registry, State};
-use cutout_fleet::OverrideMode;
+use cutout_fleet::{Fleet, OverrideMode};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
+
+/// A breaker of "db" built from what `saved_state` says now (an override in
+/// force: its state), not attached.
+fn restored(fleet: &Fleet) -> Arc<cutout::CircuitBreaker> {
+    let saved = fleet.saved_state("db").expect("the override's state");
+    Arc::new(builder().restore(saved).build().unwrap())
+}
 
 /// A registry key made as its override ends: the fleet's hook has said
 /// ForcedOpen, and the end, before the registry inserts the breaker, finds no
@@ -72,8 +79,7 @@ fn a_breaker_restored_from_saved_state_and_attached_after_the_end_is_reset() {
     let fleet = offline();
     for mode in [OverrideMode::ForceOpen, OverrideMode::Disable] {
         issue(&fleet, "db", mode, Duration::from_secs(60)).unwrap();
-        let saved = fleet.saved_state("db").expect("the override's state");
-        let db = Arc::new(builder().restore(saved).build().unwrap());
+        let db = restored(&fleet);
         assert_ne!(db.state(), State::Closed, "{mode:?}");
         fleet.release("db").unwrap();
         fleet.attach("db", &db);
@@ -88,8 +94,7 @@ fn a_breaker_restored_from_saved_state_and_attached_after_the_end_is_reset() {
 fn an_end_looking_for_its_breaker_leaves_it_to_the_next_override() {
     let fleet = offline();
     fleet.force_open("db", Duration::from_secs(60)).unwrap();
-    let saved = fleet.saved_state("db").expect("the override's state");
-    let db = Arc::new(builder().restore(saved).build().unwrap());
+    let db = restored(&fleet);
     fleet.release("db").unwrap();
     fleet.force_open("db", Duration::from_secs(60)).unwrap();
     fleet.attach("db", &db);
@@ -112,8 +117,7 @@ fn a_restored_breaker_is_reset_after_its_override_is_replaced_by_the_other_mode(
         (OverrideMode::Disable, OverrideMode::ForceOpen),
     ] {
         issue(&fleet, "db", handed, minute).unwrap();
-        let saved = fleet.saved_state("db").expect("the override's state");
-        let db = Arc::new(builder().restore(saved).build().unwrap());
+        let db = restored(&fleet);
         let made = db.state();
         assert_ne!(made, State::Closed, "{handed:?}");
         issue(&fleet, "db", then, minute).unwrap();
@@ -133,8 +137,7 @@ fn a_restored_breaker_is_reset_after_its_override_is_replaced_by_the_other_mode(
 fn a_restored_breaker_is_reset_after_another_override_comes_and_goes() {
     let fleet = offline();
     fleet.force_open("db", Duration::from_secs(60)).unwrap();
-    let saved = fleet.saved_state("db").expect("the override's state");
-    let db = Arc::new(builder().restore(saved).build().unwrap());
+    let db = restored(&fleet);
     fleet.release("db").unwrap();
     fleet.force_open("db", Duration::from_secs(60)).unwrap();
     let other = fleet.breaker("db", builder()).unwrap();
